@@ -1,0 +1,150 @@
+//! Fingerprints of tool definitions: SHA-256 over the RFC 8785 (JCS) canonical JSON, whole and per field.
+//!
+//! The whole digest pins a definition (annotations included); per-field digests let a later comparison say what
+//! changed (`description`, `inputSchema`, `annotations.readOnlyHint`, ...). Canonicalization makes both stable
+//! under key order and whitespace. Digests are written `sha256:<64 hex digits>`.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::tool::ToolDefinition;
+
+/// Why a value could not be canonicalized (RFC 8785 forbids some numbers, e.g. ones outside IEEE 754 range).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot canonicalize JSON for fingerprinting: {reason}")]
+pub struct FingerprintError {
+    reason: String,
+}
+
+/// The fingerprint of one tool definition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ToolFingerprint {
+    /// Digest of the whole definition.
+    pub whole: String,
+    /// Digest per top-level field, and per key inside `annotations` (as `annotations.<key>`).
+    pub fields: BTreeMap<String, String>,
+}
+
+/// How one field differs between two fingerprints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FieldChange {
+    /// Present only in the newer definition.
+    Added,
+    /// Present only in the older definition.
+    Removed,
+    /// Present in both with different content.
+    Changed,
+}
+
+/// RFC 8785 canonical JSON text of a value.
+pub fn canonical_json(value: &Value) -> Result<String, FingerprintError> {
+    serde_json_canonicalizer::to_string(value).map_err(|error| FingerprintError { reason: error.to_string() })
+}
+
+/// `sha256:<hex>` of the canonical JSON of a value.
+pub fn digest_value(value: &Value) -> Result<String, FingerprintError> {
+    Ok(digest_bytes(canonical_json(value)?.as_bytes()))
+}
+
+/// `sha256:<hex>` of raw bytes.
+pub fn digest_bytes(bytes: &[u8]) -> String {
+    let hash = Sha256::digest(bytes);
+    let mut text = String::with_capacity(7 + 64);
+    text.push_str("sha256:");
+    for byte in hash {
+        text.push(hex_digit(byte >> 4));
+        text.push(hex_digit(byte & 0x0f));
+    }
+    text
+}
+
+fn hex_digit(nibble: u8) -> char {
+    char::from_digit(u32::from(nibble), 16).unwrap_or('0')
+}
+
+/// Fingerprints a tool definition as it was received.
+pub fn fingerprint_tool(tool: &ToolDefinition) -> Result<ToolFingerprint, FingerprintError> {
+    fingerprint_object(tool.raw())
+}
+
+fn fingerprint_object(raw: &Map<String, Value>) -> Result<ToolFingerprint, FingerprintError> {
+    let whole = digest_value(&Value::Object(raw.clone()))?;
+    let mut fields = BTreeMap::new();
+    for (key, value) in raw {
+        if key == "annotations"
+            && let Value::Object(annotations) = value
+        {
+            for (annotation_key, annotation_value) in annotations {
+                fields.insert(format!("annotations.{annotation_key}"), digest_value(annotation_value)?);
+            }
+            continue;
+        }
+        fields.insert(key.clone(), digest_value(value)?);
+    }
+    Ok(ToolFingerprint { whole, fields })
+}
+
+/// The fields that differ between an older and a newer fingerprint, in field-name order.
+pub fn diff_fingerprints(older: &ToolFingerprint, newer: &ToolFingerprint) -> Vec<(String, FieldChange)> {
+    let mut changes = Vec::new();
+    for (field, digest) in &older.fields {
+        match newer.fields.get(field) {
+            None => changes.push((field.clone(), FieldChange::Removed)),
+            Some(other) if other != digest => changes.push((field.clone(), FieldChange::Changed)),
+            Some(_) => {}
+        }
+    }
+    for field in newer.fields.keys() {
+        if !older.fields.contains_key(field) {
+            changes.push((field.clone(), FieldChange::Added));
+        }
+    }
+    changes.sort();
+    changes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn fingerprint(value: Value) -> ToolFingerprint {
+        match ToolDefinition::from_value(value).map(|tool| fingerprint_tool(&tool)) {
+            Ok(Ok(fingerprint)) => fingerprint,
+            other => unreachable!("test tool fingerprints: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn key_order_does_not_matter() {
+        let one = fingerprint(json!({"name": "t", "description": "d", "annotations": {"readOnlyHint": true, "title": "T"}}));
+        let two = fingerprint(json!({"annotations": {"title": "T", "readOnlyHint": true}, "description": "d", "name": "t"}));
+        assert_eq!(one, two);
+    }
+
+    #[test]
+    fn a_known_digest() {
+        // sha256 of the canonical text {"name":"t"}
+        let expected = digest_bytes(br#"{"name":"t"}"#);
+        assert_eq!(fingerprint(json!({"name": "t"})).whole, expected);
+        assert_eq!(expected.len(), 7 + 64);
+    }
+
+    #[test]
+    fn diff_names_the_changed_fields() {
+        let older = fingerprint(json!({"name": "t", "description": "d", "annotations": {"readOnlyHint": false}}));
+        let newer = fingerprint(json!({"name": "t", "description": "e", "annotations": {"readOnlyHint": true, "title": "T"}}));
+        assert_eq!(
+            diff_fingerprints(&older, &newer),
+            vec![
+                ("annotations.readOnlyHint".to_owned(), FieldChange::Changed),
+                ("annotations.title".to_owned(), FieldChange::Added),
+                ("description".to_owned(), FieldChange::Changed),
+            ]
+        );
+    }
+}

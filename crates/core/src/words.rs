@@ -1,0 +1,175 @@
+//! Words in tool names and texts: tokenization and the verb lexicon shared by inference, lint and facts.
+//!
+//! Tool names come as `snake_case`, `kebab-case`, `camelCase`, `dotted.names` or `API-verb-a-thing`; all are split
+//! into lowercase tokens here. The lexicon maps verbs to what they do to the world ([`VerbClass`]). It is general
+//! English, never a list of particular servers' tool names.
+
+use serde::Serialize;
+
+/// What a verb does to its environment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerbClass {
+    /// Reads or computes without changing anything (get, list, search, describe).
+    Read,
+    /// Adds something new (create, add, insert, upload).
+    Create,
+    /// Changes something that exists (update, edit, set, rename).
+    Update,
+    /// Removes or irreversibly ends something (delete, remove, drop, purge, terminate).
+    Delete,
+    /// Sends something to other people or systems (send, email, publish, notify).
+    Send,
+    /// Writes data out to a file or another place (export, download, dump, backup).
+    Export,
+    /// Runs or drives something whose effect depends on what it runs (run, execute, deploy, click).
+    Execute,
+    /// Changes connection or session state only (connect, login, select, switch).
+    Connect,
+}
+
+impl VerbClass {
+    /// The stable lowercase name used in evidence and output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerbClass::Read => "read",
+            VerbClass::Create => "create",
+            VerbClass::Update => "update",
+            VerbClass::Delete => "delete",
+            VerbClass::Send => "send",
+            VerbClass::Export => "export",
+            VerbClass::Execute => "execute",
+            VerbClass::Connect => "connect",
+        }
+    }
+}
+
+/// Splits an identifier or a text into lowercase word tokens (`deleteAPIKey` -> `delete`, `api`, `key`).
+pub fn tokens(text: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut current = String::new();
+    let characters: Vec<char> = text.chars().collect();
+    for (index, &character) in characters.iter().enumerate() {
+        if !character.is_alphanumeric() {
+            flush(&mut current, &mut words);
+            continue;
+        }
+        if character.is_uppercase() && !current.is_empty() {
+            let previous = characters[index - 1];
+            let next_is_lower = characters.get(index + 1).is_some_and(|next| next.is_lowercase());
+            // Boundary at "aB" (camelCase) and at "ABc" (the end of an acronym followed by a word).
+            if previous.is_lowercase() || previous.is_numeric() || (previous.is_uppercase() && next_is_lower) {
+                flush(&mut current, &mut words);
+            }
+        }
+        current.extend(character.to_lowercase());
+    }
+    flush(&mut current, &mut words);
+    words
+}
+
+fn flush(current: &mut String, words: &mut Vec<String>) {
+    if !current.is_empty() {
+        words.push(std::mem::take(current));
+    }
+}
+
+/// The class of a verb token, if the lexicon knows it. Inflections (`deletes`, `deleted`, `deleting`) are folded.
+pub fn verb_class(token: &str) -> Option<VerbClass> {
+    lookup_verb(token).or_else(|| stem(token))
+}
+
+fn stem(token: &str) -> Option<VerbClass> {
+    for suffix in ["ing", "es", "ed", "s", "d"] {
+        if let Some(stem) = token.strip_suffix(suffix)
+            && stem.len() >= 3
+        {
+            if let Some(class) = lookup_verb(stem) {
+                return Some(class);
+            }
+            // "creating" -> "creat" + "e"
+            if let Some(class) = lookup_verb(&format!("{stem}e")) {
+                return Some(class);
+            }
+        }
+    }
+    None
+}
+
+fn lookup_verb(token: &str) -> Option<VerbClass> {
+    let class = match token {
+        "get" | "list" | "search" | "find" | "read" | "fetch" | "query" | "describe" | "show" | "view" | "check"
+        | "inspect" | "analyze" | "analyse" | "count" | "lookup" | "explain" | "validate" | "preview" | "status"
+        | "retrieve" | "browse" | "lint" | "diff" | "compare" | "estimate" | "calculate" | "summarize" | "scan"
+        | "audit" | "recommend" | "suggest" | "verify" | "test" | "resolve" | "watch" | "monitor" | "poll"
+        | "wait" | "aggregate" | "explore" | "look" | "load" | "see" | "discover" | "detect" | "diagnose"
+        | "evaluate" | "translate" | "convert" | "format" | "parse" | "render" => VerbClass::Read,
+        "create" | "add" | "new" | "insert" | "post" | "upload" | "register" | "put" | "make" | "clone" | "copy"
+        | "append" | "attach" | "fork" | "provision" | "allocate" | "generate" | "build" | "duplicate" | "save"
+        | "store" | "write" | "record" | "log" | "comment" | "tag" | "label" | "star" | "enroll" | "open" => {
+            VerbClass::Create
+        }
+        "update" | "edit" | "set" | "modify" | "patch" | "rename" | "move" | "assign" | "unassign" | "enable"
+        | "disable" | "configure" | "change" | "replace" | "merge" | "apply" | "import" | "sync" | "upsert"
+        | "toggle" | "approve" | "reject" | "close" | "reopen" | "resize" | "scale" | "rotate" | "grant"
+        | "lock" | "unlock" | "pause" | "resume" | "mark" | "accept" | "complete" | "transfer" | "restore"
+        | "upgrade" | "downgrade" | "promote" | "link" | "unlink" | "pin" | "unpin" | "schedule" | "refresh"
+        | "reorder" | "fill" | "type" | "select" | "emulate" => VerbClass::Update,
+        "delete" | "remove" | "drop" | "destroy" | "purge" | "erase" | "uninstall" | "terminate" | "kill"
+        | "revoke" | "archive" | "clear" | "reset" | "wipe" | "truncate" | "cancel" | "abort" | "evict"
+        | "detach" | "deprovision" | "decommission" | "unregister" | "unsubscribe" | "trash" | "overwrite"
+        | "force" | "rollback" | "undeploy" | "deallocate" | "prune" | "flush" | "rm" | "del" => VerbClass::Delete,
+        "send" | "email" | "mail" | "sms" | "notify" | "publish" | "reply" | "share" | "invite" | "message"
+        | "tweet" | "broadcast" | "forward" | "respond" | "submit" | "announce" | "text" | "call" | "dm"
+        | "feedback" => VerbClass::Send,
+        "export" | "download" | "dump" | "backup" | "snapshot" | "screenshot" | "print" | "pdf" | "extract" => {
+            VerbClass::Export
+        }
+        "run" | "execute" | "exec" | "invoke" | "trigger" | "start" | "stop" | "restart" | "deploy" | "install"
+        | "navigate" | "click" | "press" | "drag" | "rerun" | "launch" | "spawn" | "eval" | "hover" | "scroll"
+        | "reboot" | "shutdown" | "dispatch" | "perform" | "do" | "act" | "control" | "handle" | "process"
+        | "crawl" | "scrape" | "train" | "migrate" | "upgrade_all" | "kubectl" | "shell" | "command" => {
+            VerbClass::Execute
+        }
+        "connect" | "disconnect" | "login" | "logout" | "signin" | "signout" | "switch" | "use" | "authenticate"
+        | "auth" => VerbClass::Connect,
+        _ => return None,
+    };
+    Some(class)
+}
+
+/// The first token of a tool name that the lexicon knows as a verb, with its class.
+///
+/// Names put the verb first (`delete_customer`) or last (`storage_account_delete`): the first known verb wins, and
+/// a trailing verb is found when no earlier token is one.
+pub fn name_verb(name: &str) -> Option<(String, VerbClass)> {
+    tokens(name).into_iter().find_map(|token| verb_class(&token).map(|class| (token, class)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_every_naming_style() {
+        assert_eq!(tokens("delete_customer"), ["delete", "customer"]);
+        assert_eq!(tokens("hubspot-batch-create-objects"), ["hubspot", "batch", "create", "objects"]);
+        assert_eq!(tokens("deleteAPIKey"), ["delete", "api", "key"]);
+        assert_eq!(tokens("API-post-search"), ["api", "post", "search"]);
+        assert_eq!(tokens("fs.readFile"), ["fs", "read", "file"]);
+    }
+
+    #[test]
+    fn folds_inflections() {
+        assert_eq!(verb_class("deletes"), Some(VerbClass::Delete));
+        assert_eq!(verb_class("creating"), Some(VerbClass::Create));
+        assert_eq!(verb_class("listed"), Some(VerbClass::Read));
+        assert_eq!(verb_class("customer"), None);
+    }
+
+    #[test]
+    fn finds_the_verb_first_or_last() {
+        assert_eq!(name_verb("storage_account_delete"), Some(("delete".into(), VerbClass::Delete)));
+        assert_eq!(name_verb("send_email"), Some(("send".into(), VerbClass::Send)));
+    }
+}
