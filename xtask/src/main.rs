@@ -1,2 +1,28 @@
-//! placeholder
-fn main() {}
+//! Project automation, run as `cargo xtask <command>`.
+//!
+//! - `tidy`: checks the conventions (module docs, crate layering, file length).
+//! - `eval`: scores inference on a labelled corpus next to the baseline verb map.
+//! - `lint-eval`: measures lint on a labelled corpus (flagged mis-declarations, false-alarm rate).
+//! - `test`: installs the real peers into `.cache/` and runs every test.
+//!
+//! xtask is the imperative shell around the project; it never ships in the `toolgate` binary.
+
+mod eval;
+mod lint_eval;
+mod test_run;
+mod tidy;
+
+use anyhow::{Result, bail};
+
+fn main() -> Result<()> {
+    let mut args = std::env::args().skip(1);
+    let command = args.next().unwrap_or_default();
+    let rest: Vec<String> = args.collect();
+    match command.as_str() {
+        "tidy" => tidy::run(&rest),
+        "eval" => eval::run(&rest),
+        "lint-eval" => lint_eval::run(&rest),
+        "test" => test_run::run(&rest),
+        _ => bail!("usage: cargo xtask <tidy|eval|lint-eval|test> [options]"),
+    }
+}
