@@ -1,0 +1,227 @@
+//! The Streamable HTTP transport (client side): each outgoing message is one POST to the endpoint.
+//!
+//! A request's answer comes back as a JSON body or as an SSE stream that may carry notifications and server
+//! requests before the response; priming events (empty data) are skipped. The `Mcp-Session-Id` issued at
+//! initialize and the negotiated `MCP-Protocol-Version` are sent on every later POST, and the session is ended with
+//! DELETE on close. Bodies and events larger than the message limit fail the request. Never sends a downstream
+//! client's credentials: only the headers configured for this upstream.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::{Stream, StreamExt, TryStreamExt};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use serde_json::Value;
+use sse_stream::SseStream;
+use tokio::sync::mpsc;
+
+use crate::endpoint::{ConnectOptions, Endpoint};
+use crate::error::UpstreamError;
+use crate::jsonrpc::{MessageKind, classify};
+use crate::transport::{Closer, Diagnostics, Inbound, Transport, split_batch};
+
+const SESSION_HEADER: &str = "mcp-session-id";
+const VERSION_HEADER: &str = "mcp-protocol-version";
+const BODY_SAMPLE_CHARS: usize = 200;
+
+/// State shared by every POST of one connection.
+struct Shared {
+    client: reqwest::Client,
+    url: String,
+    headers: HeaderMap,
+    session_id: Mutex<Option<String>>,
+    negotiated_version: Arc<OnceLock<String>>,
+    max_message_bytes: usize,
+    inbound: mpsc::Sender<Inbound>,
+    name: String,
+}
+
+/// Builds the HTTP client and starts the dispatcher task.
+pub(crate) fn start(endpoint: &Endpoint, options: &ConnectOptions) -> Result<Transport, UpstreamError> {
+    let Endpoint::Http { url, headers } = endpoint else {
+        return Err(UpstreamError::InvalidEndpoint("not an HTTP endpoint".into()));
+    };
+    // reqwest is built without a default TLS provider; ring is installed once per process for https upstreams.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .build()
+        .map_err(|error| UpstreamError::Connect { url: url.clone(), reason: error.to_string() })?;
+    let mut header_map = HeaderMap::new();
+    for (name, value) in headers {
+        let name = HeaderName::try_from(name.as_str())
+            .map_err(|_| UpstreamError::InvalidEndpoint(format!("invalid header name `{name}`")))?;
+        let value = HeaderValue::try_from(value.as_str())
+            .map_err(|_| UpstreamError::InvalidEndpoint(format!("invalid value for header `{name}`")))?;
+        header_map.insert(name, value);
+    }
+    let (outbound_sender, mut outbound_receiver) = mpsc::channel::<Value>(64);
+    let (inbound_sender, inbound_receiver) = mpsc::channel::<Inbound>(64);
+    let negotiated_version = Arc::new(OnceLock::new());
+    let shared = Arc::new(Shared {
+        client,
+        url: url.clone(),
+        headers: header_map,
+        session_id: Mutex::new(None),
+        negotiated_version: Arc::clone(&negotiated_version),
+        max_message_bytes: options.max_message_bytes,
+        inbound: inbound_sender,
+        name: options.name.clone(),
+    });
+    let dispatcher_shared = Arc::clone(&shared);
+    tokio::spawn(async move {
+        while let Some(message) = outbound_receiver.recv().await {
+            let is_initialize = matches!(classify(&message), MessageKind::Request { method: "initialize", .. });
+            let post = post_message(Arc::clone(&dispatcher_shared), message);
+            if is_initialize {
+                // Later messages need the session id that the initialize response carries.
+                post.await;
+            } else {
+                tokio::spawn(post);
+            }
+        }
+    });
+    Ok(Transport {
+        outbound: outbound_sender,
+        inbound: inbound_receiver,
+        diagnostics: Arc::new(Diagnostics::default()),
+        negotiated_version,
+        closer: Closer::Http(HttpCloser { shared }),
+    })
+}
+
+async fn post_message(shared: Arc<Shared>, message: Value) {
+    let request_id = match classify(&message) {
+        MessageKind::Request { id, .. } => Some(id.clone()),
+        _ => None,
+    };
+    if let Err(error) = exchange(&shared, &message).await {
+        match request_id {
+            Some(id) => {
+                let _ = shared.inbound.send(Inbound::RequestFailed { id, error }).await;
+            }
+            None => tracing::warn!(upstream = %shared.name, %error, "posting a message to the upstream failed"),
+        }
+    }
+}
+
+fn request_builder(shared: &Shared, method: reqwest::Method) -> reqwest::RequestBuilder {
+    let mut builder = shared.client.request(method, &shared.url).headers(shared.headers.clone());
+    if let Ok(guard) = shared.session_id.lock()
+        && let Some(session) = guard.as_deref()
+    {
+        builder = builder.header(SESSION_HEADER, session);
+    }
+    if let Some(version) = shared.negotiated_version.get() {
+        builder = builder.header(VERSION_HEADER, version);
+    }
+    builder
+}
+
+async fn exchange(shared: &Shared, message: &Value) -> Result<(), UpstreamError> {
+    let connect_error =
+        |error: reqwest::Error| UpstreamError::Connect { url: shared.url.clone(), reason: error.to_string() };
+    let response = request_builder(shared, reqwest::Method::POST)
+        .header(CONTENT_TYPE, "application/json")
+        .header(ACCEPT, "application/json, text/event-stream")
+        .body(message.to_string())
+        .send()
+        .await
+        .map_err(connect_error)?;
+    if let Some(session) = response.headers().get(SESSION_HEADER).and_then(|value| value.to_str().ok())
+        && let Ok(mut guard) = shared.session_id.lock()
+    {
+        *guard = Some(session.to_owned());
+    }
+    let status = response.status();
+    if status == reqwest::StatusCode::ACCEPTED || status == reqwest::StatusCode::NO_CONTENT {
+        return Ok(());
+    }
+    if !status.is_success() {
+        let body = response.text().await.unwrap_or_default();
+        let sample: String = body.chars().take(BODY_SAMPLE_CHARS).collect();
+        return Err(UpstreamError::HttpStatus { url: shared.url.clone(), status: status.as_u16(), body: sample });
+    }
+    let content_type =
+        response.headers().get(CONTENT_TYPE).and_then(|value| value.to_str().ok()).unwrap_or_default().to_owned();
+    let url = shared.url.clone();
+    let body_error =
+        move |error: reqwest::Error| UpstreamError::Connect { url: url.clone(), reason: error.to_string() };
+    let (body, seen) = limited(response.bytes_stream().map_err(body_error), shared.max_message_bytes);
+    if content_type.starts_with("text/event-stream") {
+        read_event_stream(shared, body, seen).await
+    } else {
+        read_json_body(shared, body).await
+    }
+}
+
+/// Counts body bytes and fails once more than `limit` arrive without the counter being reset.
+fn limited<S>(stream: S, limit: usize) -> (impl Stream<Item = Result<Bytes, UpstreamError>>, Arc<AtomicUsize>)
+where
+    S: Stream<Item = Result<Bytes, UpstreamError>>,
+{
+    let seen = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&seen);
+    let stream = stream.map(move |chunk| {
+        let chunk = chunk?;
+        let total = counter.fetch_add(chunk.len(), Ordering::Relaxed) + chunk.len();
+        if total > limit { Err(UpstreamError::MessageTooLarge { limit }) } else { Ok(chunk) }
+    });
+    (stream, seen)
+}
+
+async fn read_json_body<S>(shared: &Shared, body: S) -> Result<(), UpstreamError>
+where
+    S: Stream<Item = Result<Bytes, UpstreamError>>,
+{
+    let chunks: Vec<Bytes> = body.try_collect().await?;
+    let bytes: Vec<u8> = chunks.concat();
+    let value: Value = serde_json::from_slice(&bytes)
+        .map_err(|error| UpstreamError::Protocol(format!("the HTTP response body is not JSON: {error}")))?;
+    for message in split_batch(value) {
+        let _ = shared.inbound.send(Inbound::Message(message)).await;
+    }
+    Ok(())
+}
+
+async fn read_event_stream<S>(shared: &Shared, body: S, seen: Arc<AtomicUsize>) -> Result<(), UpstreamError>
+where
+    S: Stream<Item = Result<Bytes, UpstreamError>>,
+{
+    let mut events = Box::pin(SseStream::from_bytes_stream(body));
+    while let Some(event) = events.next().await {
+        let event = event.map_err(|error| match error {
+            sse_stream::Error::Body(inner) => match inner.downcast::<UpstreamError>() {
+                Ok(upstream_error) => *upstream_error,
+                Err(other) => UpstreamError::Protocol(format!("reading the SSE stream failed: {other}")),
+            },
+            other => UpstreamError::Protocol(format!("malformed SSE stream: {other}")),
+        })?;
+        // Each event may use the whole limit; the count restarts at every event boundary.
+        seen.store(0, Ordering::Relaxed);
+        let Some(data) = event.data.filter(|data| !data.trim().is_empty()) else { continue };
+        let value: Value = serde_json::from_str(&data)
+            .map_err(|error| UpstreamError::Protocol(format!("an SSE event is not JSON: {error}")))?;
+        for message in split_batch(value) {
+            let _ = shared.inbound.send(Inbound::Message(message)).await;
+        }
+    }
+    Ok(())
+}
+
+/// Ends an HTTP session with DELETE (best effort: a server may not support it).
+pub(crate) struct HttpCloser {
+    shared: Arc<Shared>,
+}
+
+impl HttpCloser {
+    pub(crate) async fn close(self) {
+        let has_session = self.shared.session_id.lock().map(|guard| guard.is_some()).unwrap_or(false);
+        if has_session {
+            let request = request_builder(&self.shared, reqwest::Method::DELETE).timeout(Duration::from_secs(2));
+            let _ = request.send().await;
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! What every transport gives the connection: a sender for outgoing messages, a receiver of incoming ones, and
+//! diagnostics about what the server did besides speaking JSON-RPC (stderr, non-JSON output).
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::error::UpstreamError;
+use crate::http::HttpCloser;
+use crate::stdio::StdioCloser;
+
+/// Something that arrived from the server.
+#[derive(Debug)]
+pub(crate) enum Inbound {
+    /// One JSON-RPC message (batches are split by the transport).
+    Message(Value),
+    /// One request failed in transport (HTTP status, connection refused); it gets no response.
+    RequestFailed {
+        /// The id of the request that failed.
+        id: Value,
+        /// Why.
+        error: UpstreamError,
+    },
+    /// The transport ended or failed; nothing more will arrive.
+    Ended(UpstreamError),
+}
+
+/// A started transport.
+pub(crate) struct Transport {
+    /// Messages to send, in order.
+    pub(crate) outbound: mpsc::Sender<Value>,
+    /// Messages received.
+    pub(crate) inbound: mpsc::Receiver<Inbound>,
+    /// What the server did besides JSON-RPC.
+    pub(crate) diagnostics: Arc<Diagnostics>,
+    /// The protocol version agreed in `initialize`, for transports that send it in headers.
+    pub(crate) negotiated_version: Arc<OnceLock<String>>,
+    /// How to end it politely.
+    pub(crate) closer: Closer,
+}
+
+/// The transport-specific part of a polite shutdown.
+pub(crate) enum Closer {
+    Stdio(StdioCloser),
+    Http(HttpCloser),
+}
+
+impl Closer {
+    pub(crate) async fn close(self) {
+        match self {
+            Closer::Stdio(closer) => closer.close().await,
+            Closer::Http(closer) => closer.close().await,
+        }
+    }
+}
+
+const STDERR_TAIL_LINES: usize = 20;
+const SAMPLE_CHARS: usize = 160;
+
+/// Evidence for error messages: the last stderr lines and output that was not JSON-RPC.
+#[derive(Debug, Default)]
+pub(crate) struct Diagnostics {
+    inner: Mutex<DiagnosticsInner>,
+}
+
+#[derive(Debug, Default)]
+struct DiagnosticsInner {
+    stderr_tail: VecDeque<String>,
+    non_json_lines: usize,
+    first_non_json: Option<String>,
+}
+
+impl Diagnostics {
+    pub(crate) fn record_stderr(&self, line: &str) {
+        if let Ok(mut inner) = self.inner.lock() {
+            if inner.stderr_tail.len() == STDERR_TAIL_LINES {
+                inner.stderr_tail.pop_front();
+            }
+            inner.stderr_tail.push_back(truncate(line));
+        }
+    }
+
+    pub(crate) fn record_non_json(&self, line: &str) {
+        if let Ok(mut inner) = self.inner.lock() {
+            inner.non_json_lines += 1;
+            if inner.first_non_json.is_none() {
+                inner.first_non_json = Some(truncate(line));
+            }
+        }
+    }
+
+    /// One line for an error message; empty when there is nothing to say.
+    pub(crate) fn describe(&self) -> String {
+        let Ok(inner) = self.inner.lock() else { return String::new() };
+        let mut parts = Vec::new();
+        if inner.non_json_lines > 0 {
+            parts.push(format!(
+                "the server wrote {} line(s) to stdout that are not JSON-RPC (first: {:?})",
+                inner.non_json_lines,
+                inner.first_non_json.as_deref().unwrap_or_default()
+            ));
+        }
+        if !inner.stderr_tail.is_empty() {
+            let tail: Vec<&str> = inner.stderr_tail.iter().rev().take(3).rev().map(String::as_str).collect();
+            parts.push(format!("last stderr: {}", tail.join(" | ")));
+        }
+        parts.join("; ")
+    }
+}
+
+fn truncate(line: &str) -> String {
+    let mut text: String = line.chars().take(SAMPLE_CHARS).collect();
+    if line.chars().nth(SAMPLE_CHARS).is_some() {
+        text.push('…');
+    }
+    text
+}
+
+/// Splits what arrived into messages: an object is one message, an array (a 2025-03-26 batch) is several.
+pub(crate) fn split_batch(value: Value) -> Vec<Value> {
+    match value {
+        Value::Array(items) => items,
+        other => vec![other],
+    }
+}
