@@ -1,2 +1,72 @@
-//! placeholder
-fn main() {}
+//! The `toolgate` command: parse arguments, set up logging on stderr, run one command, map the outcome to an exit
+//! code (0 clean, 1 findings at or above the chosen level, 2 usage or connection errors).
+//!
+//! Wiring only: commands live in `commands/`, output formats in `render/`, and all judgement in `toolgate-core`.
+
+mod cli;
+mod commands;
+mod render;
+mod report;
+mod target;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+
+/// How a command ended, as the process exit code says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Nothing to report at or above the chosen level.
+    Clean,
+    /// Findings at or above the chosen level.
+    Findings,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("toolgate: cannot start the async runtime: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = runtime.block_on(run(cli));
+    // Children and sockets are closed by the commands; don't wait for stray blocking tasks.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    match result {
+        Ok(Outcome::Clean) => ExitCode::SUCCESS,
+        Ok(Outcome::Findings) => ExitCode::from(1),
+        Err(error) => {
+            eprintln!("toolgate: {error:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<Outcome> {
+    match cli.command {
+        Command::Inspect(args) => commands::inspect::run(args).await,
+        Command::Lint(args) => commands::lint::run(args).await,
+        Command::Infer(args) => commands::infer::run(args),
+        Command::DemoServer => {
+            toolgate_demo::serve_stdio().await?;
+            Ok(Outcome::Clean)
+        }
+    }
+}
+
+fn init_logging(verbose: u8) {
+    let default_level = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TOOLGATE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    // stdout may carry MCP (demo-server) or a report: logs always go to stderr.
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}

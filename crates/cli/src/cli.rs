@@ -1,0 +1,121 @@
+//! Command-line syntax: every command, flag and help text of `toolgate`, and nothing else.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// toolgate: make MCP tool annotations true, explicit and enforced.
+#[derive(Debug, Parser)]
+#[command(name = "toolgate", version, about, propagate_version = true)]
+pub(crate) struct Cli {
+    /// More logging on stderr (-v info, -vv debug); TOOLGATE_LOG=<filter> overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub(crate) verbose: u8,
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Connect to an MCP server and show every tool's declared, inferred and effective hints.
+    ///
+    /// Without a target, inspects the bundled demo server.
+    Inspect(InspectArgs),
+    /// Check a server's tool annotations against toolgate's lint rules (for CI).
+    Lint(LintArgs),
+    /// Infer hints for each tool of a JSONL corpus (one JSON object per input line).
+    Infer(InferArgs),
+    /// Run the bundled demo MCP server on stdio.
+    #[command(hide = true)]
+    DemoServer,
+}
+
+/// Where the tools come from.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct TargetArgs {
+    /// A Streamable HTTP endpoint, e.g. http://127.0.0.1:3001/mcp.
+    #[arg(long, value_name = "URL", conflicts_with = "command")]
+    pub(crate) url: Option<String>,
+    /// Seconds to wait for the server's answers (initialize and each list page).
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    pub(crate) timeout: u64,
+    /// Largest accepted message from the server, in MiB.
+    #[arg(long, value_name = "MIB", default_value_t = 16)]
+    pub(crate) max_message_mib: usize,
+    /// The server command and its arguments, after `--`.
+    #[arg(last = true, value_name = "CMD")]
+    pub(crate) command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct InspectArgs {
+    #[command(flatten)]
+    pub(crate) target: TargetArgs,
+    /// Print JSON for programs instead of a table.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// When to colour the table.
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
+    pub(crate) color: ColorChoice,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct LintArgs {
+    #[command(flatten)]
+    pub(crate) target: TargetArgs,
+    /// A saved `tools/list` result (the result object, the whole response, or a bare array of tools).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["url", "command"])]
+    pub(crate) tools: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = LintFormat::Text)]
+    pub(crate) format: LintFormat,
+    /// Lowest severity that makes the exit code 1.
+    #[arg(long, value_enum, default_value_t = DenyLevel::Errors)]
+    pub(crate) deny: DenyLevel,
+    /// When to colour text output.
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
+    pub(crate) color: ColorChoice,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct InferArgs {
+    /// A JSONL file shaped like the corpus (`server`, `name`, `title`, `description`, `input_schema`).
+    #[arg(long, value_name = "FILE.jsonl")]
+    pub(crate) corpus: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum LintFormat {
+    Text,
+    Json,
+    Sarif,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum DenyLevel {
+    /// Notes, warnings and errors fail.
+    Notes,
+    /// Warnings and errors fail.
+    Warnings,
+    /// Only errors fail.
+    Errors,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ColorChoice {
+    Auto,
+    Always,
+    Never,
+}
+
+impl ColorChoice {
+    /// Whether to colour output written to stdout.
+    pub(crate) fn enabled(self) -> bool {
+        use std::io::IsTerminal;
+        match self {
+            ColorChoice::Always => true,
+            ColorChoice::Never => false,
+            ColorChoice::Auto => std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+        }
+    }
+}

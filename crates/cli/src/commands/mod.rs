@@ -1,0 +1,5 @@
+//! One module per `toolgate` command; each turns its arguments into an [`crate::Outcome`].
+
+pub(crate) mod infer;
+pub(crate) mod inspect;
+pub(crate) mod lint;

@@ -1,0 +1,60 @@
+//! Lint findings as text: the `lint` command's default output and the findings section under the inspect table.
+
+use crate::render::{paint, severity_color};
+use crate::report::Report;
+
+/// The `lint --format text` output.
+pub(crate) fn report(report: &Report, color: bool) -> String {
+    let mut out = String::new();
+    let section = findings_section(report, color);
+    if section.is_empty() {
+        out.push_str(&format!("{}: no findings\n", report.server.name));
+    } else {
+        out.push_str(&section);
+    }
+    out.push('\n');
+    out.push_str(&summary_line(report));
+    out
+}
+
+/// Every finding, grouped by tool; empty when there are none.
+pub(crate) fn findings_section(report: &Report, color: bool) -> String {
+    let mut out = String::new();
+    for invalid in &report.invalid {
+        out.push_str(&format!(
+            "tools[{}]: {} invalid tool definition: {}\n",
+            invalid.index,
+            paint("error", severity_color(toolgate_core::lint::Severity::Error), color),
+            invalid.error
+        ));
+    }
+    for tool in &report.tools {
+        for finding in &tool.findings {
+            out.push_str(&format!(
+                "{}: {} {} {}\n    fix: {}\n",
+                tool.name,
+                paint(finding.severity.as_str(), severity_color(finding.severity), color),
+                finding.code,
+                finding.message,
+                finding.fix
+            ));
+        }
+    }
+    out
+}
+
+/// One line of counts.
+pub(crate) fn summary_line(report: &Report) -> String {
+    let summary = &report.summary;
+    format!(
+        "{} tool(s): {} read, {} write, {} external, {} destructive; findings: {} error(s), {} warning(s), {} note(s)\n",
+        summary.tools,
+        summary.read,
+        summary.write,
+        summary.external,
+        summary.destructive,
+        summary.errors,
+        summary.warnings,
+        summary.notes
+    )
+}

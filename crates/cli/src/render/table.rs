@@ -1,0 +1,131 @@
+//! The `inspect` table: one row per tool with each hint's effective value and source, then the lint findings.
+//!
+//! Built for a person reading at a glance: risky categories are coloured on a terminal, sources are short words,
+//! and a legend explains them. Without a terminal the layout is stable (snapshot-tested).
+
+use comfy_table::{Attribute, Cell, ContentArrangement, Table, presets};
+use toolgate_core::{EffectiveHint, Hint, HintSource};
+
+use crate::render::{category_color, findings, paint};
+use crate::report::{Report, ToolReport};
+
+/// Renders the whole inspect report as text.
+pub(crate) fn report(report: &Report, color: bool) -> String {
+    let mut out = String::new();
+    out.push_str(&header_line(report));
+    out.push('\n');
+    if report.tools.is_empty() {
+        out.push_str("the server lists no tools\n");
+        return out;
+    }
+    out.push_str(&tools_table(report, color).to_string());
+    out.push('\n');
+    out.push_str(
+        "sources: decl = declared by the server, inf = inferred by toolgate (confidence), impl = implied by \
+         read-only, cfg = set in config, dflt = spec default\n",
+    );
+    let with_findings = findings::findings_section(report, color);
+    if !with_findings.is_empty() {
+        out.push('\n');
+        out.push_str(&with_findings);
+    }
+    out.push('\n');
+    out.push_str(&findings::summary_line(report));
+    out
+}
+
+fn header_line(report: &Report) -> String {
+    let server = &report.server;
+    let mut parts = vec![match &server.version {
+        Some(version) => format!("{} {version}", server.name),
+        None => server.name.clone(),
+    }];
+    if let Some(protocol) = &server.protocol_version {
+        parts.push(format!("protocol {protocol}"));
+    }
+    parts.push(server.transport.to_owned());
+    parts.push(format!("{} tool(s)", report.tools.len()));
+    parts.join(" · ")
+}
+
+fn tools_table(report: &Report, color: bool) -> Table {
+    let mut table = Table::new();
+    table.load_style(presets::UTF8_HORIZONTAL_ONLY).set_content_arrangement(ContentArrangement::Dynamic);
+    if color {
+        table.enforce_styling();
+    } else {
+        table.force_no_tty();
+    }
+    table.set_header(
+        ["TOOL", "CLASS", "RISK", "READ-ONLY", "DESTRUCTIVE", "IDEMPOTENT", "OPEN-WORLD", "LINT"]
+            .into_iter()
+            .map(|title| Cell::new(title).add_attribute(Attribute::Bold)),
+    );
+    for tool in &report.tools {
+        table.add_row(tool_row(tool, color));
+    }
+    table
+}
+
+fn tool_row(tool: &ToolReport, color: bool) -> Vec<Cell> {
+    let mut name = tool.name.clone();
+    if tool.title != tool.name {
+        name.push('\n');
+        name.push_str(&tool.title);
+    }
+    let mut category = Cell::new(tool.category.as_str());
+    if color {
+        category = category.fg(category_color(tool.category));
+    }
+    let mut row = vec![Cell::new(name), category, Cell::new(tool.risk_level)];
+    for hint in Hint::ALL {
+        row.push(Cell::new(hint_cell(tool, hint)));
+    }
+    row.push(Cell::new(lint_cell(tool, color)));
+    row
+}
+
+fn hint_cell(tool: &ToolReport, hint: Hint) -> String {
+    let effective = tool.effective.get(hint);
+    let mut text = format!("{} {}", yes_no(effective.value), source_label(tool, hint, effective));
+    if let Some(declared) = tool.declared.get(hint)
+        && declared != effective.value
+    {
+        text.push_str(&format!(" (said {})", yes_no(declared)));
+    }
+    text
+}
+
+fn yes_no(value: bool) -> &'static str {
+    if value { "yes" } else { "no" }
+}
+
+fn source_label(tool: &ToolReport, hint: Hint, effective: EffectiveHint) -> String {
+    match effective.source {
+        HintSource::Declared => "decl".into(),
+        HintSource::Overridden => "cfg".into(),
+        HintSource::Implied => "impl".into(),
+        HintSource::Default => "dflt".into(),
+        HintSource::Inferred => {
+            let confidence = tool
+                .inferred
+                .get(hint.wire_key())
+                .and_then(|inferred| inferred.get("confidence"))
+                .and_then(serde_json::Value::as_f64)
+                .unwrap_or(0.5);
+            format!("inf {confidence:.2}")
+        }
+    }
+}
+
+fn lint_cell(tool: &ToolReport, color: bool) -> String {
+    if tool.findings.is_empty() {
+        return "ok".into();
+    }
+    let codes: Vec<String> = tool
+        .findings
+        .iter()
+        .map(|finding| paint(finding.code, crate::render::severity_color(finding.severity), color))
+        .collect();
+    codes.join(" ")
+}
