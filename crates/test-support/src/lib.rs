@@ -1,1 +1,130 @@
-//! placeholder
+//! Test-only helpers for toolgate's integration tests: where the real MCP peers are installed and how to launch
+//! them, and a misbehaving fake server for fault tests.
+//!
+//! - [`Peers`] finds the peers `cargo xtask test` installed (pinned in `peers.toml`) and builds a
+//!   [`PeerCommand`] for each: Node reference servers, the Python SDK's interpreter, `mcp-server-git`, the
+//!   Inspector CLI and the conformance suite.
+//! - [`misbehave`] launches `fixtures/misbehave.py`, a stdlib-only Python fake that crashes, hangs, prints
+//!   garbage or sends huge and oddly annotated answers on demand.
+//!
+//! A missing peer is a test failure, never a skip: [`Peers::locate`] panics with the command that installs them.
+//! This crate never installs anything itself and is never a dependency of shipped code.
+//!
+//! ```no_run
+//! let peers = toolgate_test_support::Peers::locate();
+//! let mut child = peers
+//!     .server_everything()
+//!     .command()
+//!     .stdin(std::process::Stdio::piped())
+//!     .stdout(std::process::Stdio::piped())
+//!     .spawn()
+//!     .unwrap();
+//! # child.kill().unwrap();
+//! ```
+
+// Test-support code runs only inside tests, where a panic is how a precondition failure is reported (a missing
+// peer must fail the test loudly rather than skip it), so the workspace's no-panic lints do not apply here.
+#![allow(clippy::panic, clippy::expect_used, clippy::unwrap_used)]
+
+mod peers;
+
+pub use peers::{PEERS_TOML, Peers};
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+/// How to start one peer: a program, its arguments, and environment variables to add to the inherited ones.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerCommand {
+    /// The executable (an absolute path, or a name looked up in `PATH` such as `python3`).
+    pub program: PathBuf,
+    /// Arguments after the program.
+    pub args: Vec<String>,
+    /// Variables set on top of the inherited environment (`PATH` with Node 22 first, `MEMORY_FILE_PATH`, ...).
+    pub env: Vec<(String, String)>,
+}
+
+impl PeerCommand {
+    /// A command with no arguments and no extra environment.
+    pub fn new(program: impl Into<PathBuf>) -> Self {
+        PeerCommand { program: program.into(), args: Vec::new(), env: Vec::new() }
+    }
+
+    /// Appends one argument.
+    pub fn arg(mut self, arg: impl Into<String>) -> Self {
+        self.args.push(arg.into());
+        self
+    }
+
+    /// Appends several arguments.
+    pub fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// Sets one extra environment variable, replacing an earlier value of the same name.
+    pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        let key = key.into();
+        self.env.retain(|(existing, _)| *existing != key);
+        self.env.push((key, value.into()));
+        self
+    }
+
+    /// The program followed by its arguments, e.g. for a config file's `command`/`args` or a shell line.
+    pub fn argv(&self) -> Vec<String> {
+        std::iter::once(self.program.to_string_lossy().into_owned()).chain(self.args.iter().cloned()).collect()
+    }
+
+    /// A ready-to-configure `std::process::Command` (stdio is left at its defaults; set pipes as needed).
+    /// For tokio, use `tokio::process::Command::from(peer.command())`.
+    pub fn command(&self) -> std::process::Command {
+        let mut command = std::process::Command::new(&self.program);
+        command.args(&self.args);
+        for (key, value) in &self.env {
+            command.env(key, value);
+        }
+        command
+    }
+}
+
+/// The directory holding this crate's fixtures (`misbehave.py`).
+pub fn fixtures_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+}
+
+/// The root of the toolgate workspace these tests were built from.
+pub fn workspace_root() -> PathBuf {
+    let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest_dir.ancestors().nth(2).map(Path::to_path_buf).unwrap_or_else(|| manifest_dir.to_path_buf())
+}
+
+/// The modes `misbehave.py` understands; see the fixture's docstring for what each does.
+pub const MISBEHAVE_MODES: &[&str] =
+    &["crash-on-initialize", "silent", "garbage", "huge-tools", "paginated", "crash-mid-call", "stderr-noise"];
+
+/// Launches the misbehaving fake MCP server over stdio in `mode` (one of [`MISBEHAVE_MODES`]).
+///
+/// Use it only for faults no real server produces on demand. Panics on an unknown mode, so a typo fails the
+/// test instead of testing a server that exits with a usage error.
+pub fn misbehave(mode: &str) -> PeerCommand {
+    assert!(MISBEHAVE_MODES.contains(&mode), "unknown misbehave mode {mode:?}; known modes: {MISBEHAVE_MODES:?}");
+    let script = fixtures_dir().join("misbehave.py");
+    PeerCommand::new("python3")
+        .arg(script.to_string_lossy())
+        .arg("--mode")
+        .arg(mode)
+        // Unbuffered, so a crash never loses an answer the fixture already "sent".
+        .env("PYTHONUNBUFFERED", "1")
+}
+
+/// `PATH` with `dir` first, for peers that start other programs by name (Inspector, conformance, npm bins).
+fn path_with_first(dir: &Path) -> String {
+    let rest = std::env::var_os("PATH").unwrap_or_default();
+    let joined = std::env::join_paths(std::iter::once(dir.to_path_buf()).chain(std::env::split_paths(&rest)))
+        .unwrap_or_else(|_| OsString::from(dir));
+    joined.to_string_lossy().into_owned()
+}
