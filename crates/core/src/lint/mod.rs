@@ -2,13 +2,40 @@
 //!
 //! Each rule has a code (`TG1xx` contradictions, `TG2xx` missing hints, `TG3xx` spelling and shape), a severity
 //! and a one-line fix; `docs/lint-rules.md` documents each with an example. Lint reads the raw definition, its
-//! normalized annotations and the inference evidence; it never changes anything.
+//! normalized annotations and the inference evidence; it never changes anything, and it accuses a declaration
+//! only on clear wording: a false alarm on a good declaration costs more trust than a missed one.
+//!
+//! Layout: [`RULES`] in `catalogue.rs`; the checks by group in `contradictions.rs`, `missing.rs`, `shape.rs`;
+//! the strict reading of names and texts in `wording.rs`.
+//!
+//! ```
+//! use toolgate_core::{ToolDefinition, infer::infer_annotations, lint::lint_tool, normalize::normalize_annotations};
+//! let tool = ToolDefinition::from_value(serde_json::json!({
+//!     "name": "delete_customer",
+//!     "title": "Delete customer",
+//!     "inputSchema": {"type": "object"},
+//!     "annotations": {"readOnlyHint": true, "openWorldHint": false}
+//! })).unwrap();
+//! let findings = lint_tool(&tool, &normalize_annotations(&tool), &infer_annotations(&tool));
+//! assert_eq!(findings[0].code, "TG102");
+//! assert_eq!(findings[0].message, "name says `delete` but readOnlyHint is true");
+//! assert_eq!(findings[0].pointer.as_deref(), Some("/annotations/readOnlyHint"));
+//! ```
+
+mod catalogue;
+mod contradictions;
+mod missing;
+mod shape;
+mod wording;
 
 use serde::Serialize;
 
+use crate::hints::Hint;
 use crate::infer::Inference;
-use crate::normalize::NormalizedAnnotations;
+use crate::normalize::{NormalizationFinding, NormalizedAnnotations};
 use crate::tool::ToolDefinition;
+
+pub use catalogue::RULES;
 
 /// How serious a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -66,16 +93,63 @@ pub struct Finding {
     pub pointer: Option<String>,
 }
 
-/// The rule catalogue, in code order.
-pub const RULES: &[Rule] = &[];
-
 /// Looks a rule up by code.
 pub fn rule(code: &str) -> Option<&'static Rule> {
     RULES.iter().find(|rule| rule.code == code)
 }
 
+impl Finding {
+    /// A finding of `rule` with its default severity and fix.
+    pub fn new(rule: &Rule, message: String, pointer: Option<String>) -> Finding {
+        Finding { code: rule.code, rule: rule.name, severity: rule.severity, message, fix: rule.fix, pointer }
+    }
+}
+
 /// Lints one tool; findings come most severe first, then by code.
 pub fn lint_tool(tool: &ToolDefinition, normalized: &NormalizedAnnotations, inference: &Inference) -> Vec<Finding> {
-    let _ = (tool, normalized, inference);
-    Vec::new()
+    let wording = wording::read_wording(tool);
+    let mut findings = Vec::new();
+    contradictions::check(tool, normalized, &wording, &mut findings);
+    missing::check(tool, normalized, &wording, inference, &mut findings);
+    shape::check(tool, normalized, &mut findings);
+    findings.sort_by(|left, right| {
+        right
+            .severity
+            .cmp(&left.severity)
+            .then_with(|| left.code.cmp(right.code))
+            .then_with(|| left.pointer.cmp(&right.pointer))
+            .then_with(|| left.message.cmp(&right.message))
+    });
+    findings.dedup();
+    findings
 }
+
+/// A JSON pointer (RFC 6901) from raw path segments.
+pub(crate) fn json_pointer(segments: &[&str]) -> String {
+    segments.iter().fold(String::new(), |mut pointer, segment| {
+        pointer.push('/');
+        pointer.push_str(&segment.replace('~', "~0").replace('/', "~1"));
+        pointer
+    })
+}
+
+/// Where a declared hint was written: the spec key, else the vendor spelling or top-level key it was read from.
+///
+/// When the hint is not written anywhere, the pointer names the spec key where it belongs.
+pub(crate) fn hint_pointer(tool: &ToolDefinition, normalized: &NormalizedAnnotations, hint: Hint) -> String {
+    let annotations = tool.annotations();
+    if annotations.is_some_and(|annotations| annotations.contains_key(hint.wire_key())) {
+        return json_pointer(&["annotations", hint.wire_key()]);
+    }
+    let written = normalized.findings.iter().find_map(|finding| match finding {
+        NormalizationFinding::VendorSpelling { key, hint: found } if *found == hint => {
+            Some(json_pointer(&["annotations", key]))
+        }
+        NormalizationFinding::MisplacedHint { key, hint: found } if *found == hint => Some(json_pointer(&[key])),
+        _ => None,
+    });
+    written.unwrap_or_else(|| json_pointer(&["annotations", hint.wire_key()]))
+}
+
+#[cfg(test)]
+mod tests;
