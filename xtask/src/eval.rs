@@ -1,7 +1,385 @@
-//! Placeholder for `cargo xtask eval`; filled in by its owner.
+//! `cargo xtask eval`: scores inference against the declared labels of a corpus, next to a baseline verb map.
+//!
+//! Scoring follows the corpus rules: only explicitly declared labels count, and `destructiveHint` and
+//! `idempotentHint` count only where `readOnlyHint` is declared false. Prints micro figures, macro (per-server)
+//! figures, optional held-out groups, per-server tables, confidence calibration and misclassified tools. This is
+//! the imperative shell: it reads the corpus file and prints; all judgement lives in `toolgate-core`.
 
-use anyhow::{Result, bail};
+#![allow(clippy::print_stdout)]
 
-pub(crate) fn run(_args: &[String]) -> Result<()> {
-    bail!("not implemented yet")
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use toolgate_core::corpus::{CorpusEntry, parse_corpus_line};
+use toolgate_core::infer::infer_annotations;
+use toolgate_core::words::tokens;
+use toolgate_core::{DeclaredHints, Hint};
+
+const USAGE: &str = "usage: cargo xtask eval [--corpus PATH] [--holdout SERVER,...] [--per-server] [--calibration] \
+                     [--errors HINT] [--explain TOOL] [--check]";
+
+/// One tool with its labels and both guesses.
+struct Scored {
+    server: String,
+    name: String,
+    labels: DeclaredHints,
+    engine: [(bool, f32); 4],
+    baseline: [bool; 4],
+}
+
+#[derive(Default)]
+struct Options {
+    corpus: Option<PathBuf>,
+    holdout: Vec<String>,
+    per_server: bool,
+    calibration: bool,
+    errors: Option<Hint>,
+    explain: Option<String>,
+    check: bool,
+}
+
+pub(crate) fn run(args: &[String]) -> Result<()> {
+    let options = parse_options(args)?;
+    let path = match &options.corpus {
+        Some(path) => path.clone(),
+        None => workspace_root().join("../shared/corpus/dev.jsonl"),
+    };
+    let text = std::fs::read_to_string(&path).with_context(|| format!("reading corpus {}", path.display()))?;
+    let mut scored = Vec::new();
+    for (index, line) in text.lines().enumerate().filter(|(_, line)| !line.trim().is_empty()) {
+        let entry = parse_corpus_line(line).with_context(|| format!("{}:{}", path.display(), index + 1))?;
+        if options.explain.as_deref() == Some(entry.name.as_str()) {
+            println!(
+                "{} {}: {}",
+                entry.server,
+                entry.name,
+                serde_json::to_string_pretty(&infer_annotations(&entry.tool))?
+            );
+        }
+        scored.push(score(entry));
+    }
+    println!("corpus: {} ({} tools)\n", path.display(), scored.len());
+    let all: Vec<&Scored> = scored.iter().collect();
+    print_block("all servers", &all);
+    print_macro(&all);
+    if !options.holdout.is_empty() {
+        let (held, tuned): (Vec<&Scored>, Vec<&Scored>) =
+            all.iter().partition(|entry| options.holdout.contains(&entry.server));
+        print_block(&format!("tuning servers (all but {})", options.holdout.join(", ")), &tuned);
+        print_block(&format!("held-out servers ({})", options.holdout.join(", ")), &held);
+        print_macro(&held);
+    }
+    if options.per_server {
+        print_per_server(&all);
+    }
+    if options.calibration {
+        print_calibration(&all);
+    }
+    if let Some(hint) = options.errors {
+        // While tuning, only the tuning servers' errors are shown: the held-out ones stay unseen.
+        let visible: Vec<&Scored> =
+            all.iter().copied().filter(|entry| !options.holdout.contains(&entry.server)).collect();
+        print_errors(&visible, hint);
+    }
+    if options.check {
+        let missed = missed_targets(&Metrics::of(&all));
+        if !missed.is_empty() {
+            bail!("targets missed on {}: {}", path.display(), missed.join("; "));
+        }
+        println!("all targets met");
+    }
+    Ok(())
+}
+
+fn parse_options(args: &[String]) -> Result<Options> {
+    let mut options = Options::default();
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        let mut value = |flag: &str| args.next().cloned().with_context(|| format!("{flag} needs a value; {USAGE}"));
+        match arg.as_str() {
+            "--corpus" => options.corpus = Some(PathBuf::from(value("--corpus")?)),
+            "--holdout" => {
+                options.holdout = value("--holdout")?.split(',').map(str::trim).map(str::to_owned).collect();
+            }
+            "--per-server" | "--holdout-all" => options.per_server = true,
+            "--calibration" => options.calibration = true,
+            "--errors" => {
+                let name = value("--errors")?;
+                let hint =
+                    Hint::ALL.into_iter().find(|hint| hint.wire_key().to_lowercase().starts_with(&name.to_lowercase()));
+                options.errors = Some(hint.with_context(|| format!("unknown hint {name}"))?);
+            }
+            "--explain" => options.explain = Some(value("--explain")?),
+            "--check" => options.check = true,
+            other => bail!("unknown option {other}; {USAGE}"),
+        }
+    }
+    Ok(options)
+}
+
+fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn score(entry: CorpusEntry) -> Scored {
+    let inference = infer_annotations(&entry.tool);
+    let engine = Hint::ALL.map(|hint| {
+        let inferred = inference.get(hint);
+        (inferred.value, inferred.confidence)
+    });
+    Scored { baseline: baseline(&entry.name), server: entry.server, name: entry.name, labels: entry.labels, engine }
+}
+
+/// The baseline verb map of the issue: the first name token that is one of these verbs decides; none means the
+/// spec defaults (writes, destructive, not idempotent). Everything is open-world.
+fn baseline(name: &str) -> [bool; 4] {
+    let verb = tokens(name).into_iter().find_map(|token| match token.as_str() {
+        "list" | "search" | "get" => Some((true, false, true)),
+        "create" | "send" | "update" => Some((false, false, false)),
+        "delete" | "archive" | "remove" => Some((false, true, true)),
+        _ => None,
+    });
+    let (read_only, destructive, idempotent) = verb.unwrap_or((false, true, false));
+    [read_only, destructive, idempotent, true]
+}
+
+/// Counts for one hint: how many scored, how many right, and the recall/leak counts that matter for it.
+#[derive(Default, Clone, Copy)]
+struct Count {
+    n: usize,
+    correct: usize,
+    /// readOnly: declared writers; destructive: declared destructive.
+    positives: usize,
+    /// readOnly: writers inferred read-only; destructive: destructive inferred destructive.
+    positive_hits: usize,
+}
+
+impl Count {
+    fn add(&mut self, declared: bool, guessed: bool, special: Hint) {
+        self.n += 1;
+        self.correct += usize::from(declared == guessed);
+        match special {
+            Hint::ReadOnly if !declared => {
+                self.positives += 1;
+                self.positive_hits += usize::from(guessed);
+            }
+            Hint::Destructive if declared => {
+                self.positives += 1;
+                self.positive_hits += usize::from(guessed);
+            }
+            _ => {}
+        }
+    }
+
+    fn accuracy(&self) -> Option<f64> {
+        ratio(self.correct, self.n)
+    }
+
+    fn special(&self) -> Option<f64> {
+        ratio(self.positive_hits, self.positives)
+    }
+}
+
+fn ratio(part: usize, whole: usize) -> Option<f64> {
+    (whole > 0).then(|| part as f64 / whole as f64)
+}
+
+/// Whether a hint's label counts for a tool, and its value.
+fn label(labels: &DeclaredHints, hint: Hint) -> Option<bool> {
+    match hint {
+        Hint::Destructive | Hint::Idempotent if labels.read_only != Some(false) => None,
+        _ => labels.get(hint),
+    }
+}
+
+struct Metrics {
+    engine: [Count; 4],
+    baseline: [Count; 4],
+}
+
+impl Metrics {
+    fn of(entries: &[&Scored]) -> Metrics {
+        let mut metrics = Metrics { engine: [Count::default(); 4], baseline: [Count::default(); 4] };
+        for entry in entries {
+            for (index, hint) in Hint::ALL.into_iter().enumerate() {
+                if let Some(declared) = label(&entry.labels, hint) {
+                    metrics.engine[index].add(declared, entry.engine[index].0, hint);
+                    metrics.baseline[index].add(declared, entry.baseline[index], hint);
+                }
+            }
+        }
+        metrics
+    }
+}
+
+fn show(value: Option<f64>) -> String {
+    value.map_or_else(|| "-".to_owned(), |value| format!("{value:.3}"))
+}
+
+fn print_block(title: &str, entries: &[&Scored]) {
+    let metrics = Metrics::of(entries);
+    let servers: std::collections::BTreeSet<&str> = entries.iter().map(|entry| entry.server.as_str()).collect();
+    println!("== {title}: {} tools, {} servers (micro) ==", entries.len(), servers.len());
+    println!("{:<13} {:<30} {:>8} {:>9} {:>5}", "hint", "metric", "engine", "baseline", "n");
+    for (index, hint) in Hint::ALL.into_iter().enumerate() {
+        let (engine, base) = (metrics.engine[index], metrics.baseline[index]);
+        println!(
+            "{:<13} {:<30} {:>8} {:>9} {:>5}",
+            hint.wire_key(),
+            "accuracy",
+            show(engine.accuracy()),
+            show(base.accuracy()),
+            engine.n
+        );
+        match hint {
+            Hint::ReadOnly => println!(
+                "{:<13} {:<30} {:>8} {:>9} {:>5}",
+                "",
+                "writers inferred read-only",
+                show(engine.special()),
+                show(base.special()),
+                engine.positives
+            ),
+            Hint::Destructive => println!(
+                "{:<13} {:<30} {:>8} {:>9} {:>5}",
+                "",
+                "recall (declared destructive)",
+                show(engine.special()),
+                show(base.special()),
+                engine.positives
+            ),
+            _ => {}
+        }
+    }
+    println!();
+}
+
+fn by_server<'a>(entries: &[&'a Scored]) -> BTreeMap<&'a str, Vec<&'a Scored>> {
+    let mut groups: BTreeMap<&str, Vec<&Scored>> = BTreeMap::new();
+    for entry in entries {
+        groups.entry(entry.server.as_str()).or_default().push(entry);
+    }
+    groups
+}
+
+/// Macro figures: each server's accuracy (and readOnly leak / destructive recall) averaged over the servers that
+/// have that label, so azure-mcp's 234 tools count as one server.
+fn print_macro(entries: &[&Scored]) {
+    let groups = by_server(entries);
+    let per_server: Vec<Metrics> = groups.values().map(|group| Metrics::of(group)).collect();
+    let mean = |values: Vec<Option<f64>>| {
+        let present: Vec<f64> = values.into_iter().flatten().collect();
+        (!present.is_empty()).then(|| present.iter().sum::<f64>() / present.len() as f64)
+    };
+    println!("-- macro (mean over servers with the label) --");
+    println!("{:<13} {:<30} {:>8} {:>9} {:>5}", "hint", "metric", "engine", "baseline", "srv");
+    for (index, hint) in Hint::ALL.into_iter().enumerate() {
+        let engine: Vec<Option<f64>> = per_server.iter().map(|metrics| metrics.engine[index].accuracy()).collect();
+        let base: Vec<Option<f64>> = per_server.iter().map(|metrics| metrics.baseline[index].accuracy()).collect();
+        let count = engine.iter().flatten().count();
+        println!(
+            "{:<13} {:<30} {:>8} {:>9} {:>5}",
+            hint.wire_key(),
+            "accuracy",
+            show(mean(engine)),
+            show(mean(base)),
+            count
+        );
+        if matches!(hint, Hint::ReadOnly | Hint::Destructive) {
+            let metric =
+                if hint == Hint::ReadOnly { "writers inferred read-only" } else { "recall (declared destructive)" };
+            let engine: Vec<Option<f64>> = per_server.iter().map(|metrics| metrics.engine[index].special()).collect();
+            let base: Vec<Option<f64>> = per_server.iter().map(|metrics| metrics.baseline[index].special()).collect();
+            let count = engine.iter().flatten().count();
+            println!("{:<13} {:<30} {:>8} {:>9} {:>5}", "", metric, show(mean(engine)), show(mean(base)), count);
+        }
+    }
+    println!();
+}
+
+fn print_per_server(entries: &[&Scored]) {
+    println!("-- per server: engine accuracy (n) / baseline accuracy --");
+    println!("{:<24} {:>16} {:>16} {:>16} {:>16}", "server", "readOnly", "destructive", "idempotent", "openWorld");
+    for (server, group) in by_server(entries) {
+        let metrics = Metrics::of(&group);
+        let cell = |index: usize| {
+            let (engine, base) = (metrics.engine[index], metrics.baseline[index]);
+            if engine.n == 0 {
+                "-".to_owned()
+            } else {
+                format!("{}({})/{}", show(engine.accuracy()), engine.n, show(base.accuracy()))
+            }
+        };
+        println!("{:<24} {:>16} {:>16} {:>16} {:>16}", server, cell(0), cell(1), cell(2), cell(3));
+    }
+    println!();
+}
+
+/// Accuracy by stated confidence, over all scored labels: a useful confidence rises with accuracy.
+fn print_calibration(entries: &[&Scored]) {
+    const EDGES: [f32; 6] = [0.5, 0.6, 0.7, 0.8, 0.9, 1.01];
+    println!("-- calibration: accuracy by stated confidence (all scored labels) --");
+    for hint in Hint::ALL.into_iter().map(Some).chain([None]) {
+        let mut bins = [(0usize, 0usize); 5];
+        for entry in entries {
+            for (index, each) in Hint::ALL.into_iter().enumerate() {
+                if hint.is_some_and(|hint| hint != each) {
+                    continue;
+                }
+                if let Some(declared) = label(&entry.labels, each) {
+                    let (value, confidence) = entry.engine[index];
+                    let bin = EDGES.windows(2).position(|edge| confidence >= edge[0] && confidence < edge[1]);
+                    if let Some(bin) = bin {
+                        bins[bin].0 += 1;
+                        bins[bin].1 += usize::from(value == declared);
+                    }
+                }
+            }
+        }
+        let name = hint.map_or("all hints", Hint::wire_key);
+        let cells: Vec<String> = bins
+            .iter()
+            .zip(EDGES.windows(2))
+            .map(|((n, correct), edge)| {
+                format!("[{:.1},{:.1}) {} n={}", edge[0], edge[1].min(1.0), show(ratio(*correct, *n)), n)
+            })
+            .collect();
+        println!("{name:<15} {}", cells.join("  "));
+    }
+    println!();
+}
+
+fn print_errors(entries: &[&Scored], hint: Hint) {
+    let index = Hint::ALL.iter().position(|each| *each == hint).unwrap_or_default();
+    println!("-- {} errors (declared -> inferred, confidence) --", hint.wire_key());
+    for entry in entries {
+        if let Some(declared) = label(&entry.labels, hint)
+            && declared != entry.engine[index].0
+        {
+            println!(
+                "{:<24} {:<50} {} -> {} ({:.2})",
+                entry.server, entry.name, declared, entry.engine[index].0, entry.engine[index].1
+            );
+        }
+    }
+    println!();
+}
+
+/// The targets of the issue, checked on the whole corpus given.
+fn missed_targets(metrics: &Metrics) -> Vec<String> {
+    let [read_only, destructive, idempotent, open_world] = metrics.engine;
+    let mut missed = Vec::new();
+    let mut want = |what: &str, value: Option<f64>, ok: fn(f64) -> bool| {
+        if !value.is_some_and(ok) {
+            missed.push(format!("{what} = {}", show(value)));
+        }
+    };
+    want("readOnly accuracy >= 0.95", read_only.accuracy(), |value| value >= 0.95);
+    want("writers inferred read-only <= 0.01", read_only.special(), |value| value <= 0.01);
+    want("destructive recall >= 0.98", destructive.special(), |value| value >= 0.98);
+    want("destructive accuracy >= 0.90", destructive.accuracy(), |value| value >= 0.90);
+    want("openWorld accuracy >= 0.85", open_world.accuracy(), |value| value >= 0.85);
+    want("idempotent accuracy >= 0.85", idempotent.accuracy(), |value| value >= 0.85);
+    missed
 }

@@ -101,36 +101,40 @@ fn lookup_verb(token: &str) -> Option<VerbClass> {
         "get" | "list" | "search" | "find" | "read" | "fetch" | "query" | "describe" | "show" | "view" | "check"
         | "inspect" | "analyze" | "analyse" | "count" | "lookup" | "explain" | "validate" | "preview" | "status"
         | "retrieve" | "browse" | "lint" | "diff" | "compare" | "estimate" | "calculate" | "summarize" | "scan"
-        | "audit" | "recommend" | "suggest" | "verify" | "test" | "resolve" | "watch" | "monitor" | "poll"
-        | "wait" | "aggregate" | "explore" | "look" | "load" | "see" | "discover" | "detect" | "diagnose"
-        | "evaluate" | "translate" | "convert" | "format" | "parse" | "render" => VerbClass::Read,
+        | "audit" | "recommend" | "suggest" | "verify" | "test" | "resolve" | "watch" | "monitor" | "poll" | "wait"
+        | "aggregate" | "explore" | "look" | "load" | "see" | "discover" | "detect" | "diagnose" | "evaluate"
+        | "translate" | "convert" | "format" | "parse" | "render" | "troubleshoot" | "review" | "research"
+        | "recognize" | "recognise" | "whoami" | "ask" | "reader" | "viewer" | "summarise" | "peek" | "grep"
+        | "sample" | "measure" | "forecast" | "predict" | "classify" | "rank" | "identify" => VerbClass::Read,
         "create" | "add" | "new" | "insert" | "post" | "upload" | "register" | "put" | "make" | "clone" | "copy"
         | "append" | "attach" | "fork" | "provision" | "allocate" | "generate" | "build" | "duplicate" | "save"
-        | "store" | "write" | "record" | "log" | "comment" | "tag" | "label" | "star" | "enroll" | "open" => {
-            VerbClass::Create
-        }
+        | "store" | "write" | "record" | "log" | "comment" | "tag" | "label" | "star" | "enroll" | "open"
+        | "synthesize" | "writer" | "compose" | "draft" | "bookmark" | "subscribe" | "follow" | "reserve" | "mkdir"
+        | "touch" => VerbClass::Create,
         "update" | "edit" | "set" | "modify" | "patch" | "rename" | "move" | "assign" | "unassign" | "enable"
         | "disable" | "configure" | "change" | "replace" | "merge" | "apply" | "import" | "sync" | "upsert"
-        | "toggle" | "approve" | "reject" | "close" | "reopen" | "resize" | "scale" | "rotate" | "grant"
-        | "lock" | "unlock" | "pause" | "resume" | "mark" | "accept" | "complete" | "transfer" | "restore"
-        | "upgrade" | "downgrade" | "promote" | "link" | "unlink" | "pin" | "unpin" | "schedule" | "refresh"
-        | "reorder" | "fill" | "type" | "select" | "emulate" => VerbClass::Update,
+        | "toggle" | "approve" | "reject" | "close" | "reopen" | "resize" | "scale" | "rotate" | "grant" | "lock"
+        | "unlock" | "pause" | "resume" | "mark" | "accept" | "complete" | "transfer" | "restore" | "upgrade"
+        | "downgrade" | "promote" | "link" | "unlink" | "pin" | "unpin" | "schedule" | "refresh" | "reorder"
+        | "fill" | "type" | "select" | "emulate" | "manage" | "activate" | "deactivate" | "unpause" | "updater"
+        | "editor" | "createorupdate" | "commit" | "push" | "checkout" | "rebase" | "revert" | "suspend"
+        | "annotate" | "categorize" | "tweak" => VerbClass::Update,
         "delete" | "remove" | "drop" | "destroy" | "purge" | "erase" | "uninstall" | "terminate" | "kill"
-        | "revoke" | "archive" | "clear" | "reset" | "wipe" | "truncate" | "cancel" | "abort" | "evict"
-        | "detach" | "deprovision" | "decommission" | "unregister" | "unsubscribe" | "trash" | "overwrite"
-        | "force" | "rollback" | "undeploy" | "deallocate" | "prune" | "flush" | "rm" | "del" => VerbClass::Delete,
+        | "revoke" | "archive" | "clear" | "reset" | "wipe" | "truncate" | "cancel" | "abort" | "evict" | "detach"
+        | "deprovision" | "decommission" | "unregister" | "unsubscribe" | "trash" | "overwrite" | "force"
+        | "rollback" | "undeploy" | "deallocate" | "prune" | "flush" | "rm" | "del" | "teardown" | "discard"
+        | "unset" | "unfollow" | "unstar" | "uninvite" | "expire" => VerbClass::Delete,
         "send" | "email" | "mail" | "sms" | "notify" | "publish" | "reply" | "share" | "invite" | "message"
         | "tweet" | "broadcast" | "forward" | "respond" | "submit" | "announce" | "text" | "call" | "dm"
-        | "feedback" => VerbClass::Send,
+        | "feedback" | "give" | "answer" | "ping" | "escalate" => VerbClass::Send,
         "export" | "download" | "dump" | "backup" | "snapshot" | "screenshot" | "print" | "pdf" | "extract" => {
             VerbClass::Export
         }
         "run" | "execute" | "exec" | "invoke" | "trigger" | "start" | "stop" | "restart" | "deploy" | "install"
         | "navigate" | "click" | "press" | "drag" | "rerun" | "launch" | "spawn" | "eval" | "hover" | "scroll"
         | "reboot" | "shutdown" | "dispatch" | "perform" | "do" | "act" | "control" | "handle" | "process"
-        | "crawl" | "scrape" | "train" | "migrate" | "upgrade_all" | "kubectl" | "shell" | "command" => {
-            VerbClass::Execute
-        }
+        | "crawl" | "scrape" | "train" | "migrate" | "upgrade_all" | "kubectl" | "shell" | "command" | "interact"
+        | "automate" | "orchestrate" | "simulate" | "benchmark" | "compile" | "bash" | "sudo" => VerbClass::Execute,
         "connect" | "disconnect" | "login" | "logout" | "signin" | "signout" | "switch" | "use" | "authenticate"
         | "auth" => VerbClass::Connect,
         _ => return None,

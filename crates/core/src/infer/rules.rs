@@ -1,0 +1,366 @@
+//! The weighted rules: how each cue moves each hint, as a signed log-odds-like weight.
+//!
+//! Every rule is general English or a general schema shape; none names a server or a tool. The numbers were tuned
+//! by hand on part of the development corpus (see `docs/inference.md` for the protocol). Rules only add evidence
+//! to a [`Tally`]; turning the sum into a value and a confidence happens in `mod.rs`.
+
+use crate::infer::action::{Action, name_and_title_verbs};
+use crate::infer::domain::{Cue, Domain};
+use crate::infer::signals::{Signals, contains_phrase};
+use crate::infer::{CueSource, Tally};
+use crate::words::VerbClass;
+
+/// How much a head verb counts, by where it was found: names are terse and exact, titles are written for
+/// people, a description's first verb is often preceded by context.
+fn source_weight(source: CueSource) -> f32 {
+    match source {
+        CueSource::Name => 3.0,
+        CueSource::Title => 2.5,
+        _ => 2.0,
+    }
+}
+
+/// Verbs that replace what is there (a second call with other arguments loses the first state).
+const OVERWRITING: &[&str] = &[
+    "set",
+    "update",
+    "edit",
+    "modify",
+    "patch",
+    "replace",
+    "overwrite",
+    "move",
+    "rename",
+    "write",
+    "change",
+    "configure",
+    "apply",
+    "import",
+    "restore",
+    "merge",
+    "upgrade",
+    "downgrade",
+    "resize",
+    "scale",
+    "sync",
+    "upsert",
+    "createorupdate",
+    "manage",
+    "disable",
+    "reset",
+    "rotate",
+    "save",
+    "put",
+    "store",
+    "updater",
+    "editor",
+    "writer",
+    "revert",
+    "rollback",
+    "transfer",
+    "migrate",
+];
+/// Verbs that only add something new next to what exists.
+const ADDITIVE: &[&str] = &[
+    "create",
+    "add",
+    "new",
+    "insert",
+    "post",
+    "upload",
+    "register",
+    "append",
+    "attach",
+    "generate",
+    "build",
+    "clone",
+    "copy",
+    "duplicate",
+    "fork",
+    "record",
+    "log",
+    "comment",
+    "tag",
+    "label",
+    "make",
+    "provision",
+    "allocate",
+    "enroll",
+    "submit",
+    "grant",
+    "invite",
+    "subscribe",
+    "draft",
+    "compose",
+    "synthesize",
+    "mkdir",
+];
+/// Verbs that compute an answer and hand it back (creating nothing that stays).
+const COMPUTING: &[&str] = &["generate", "design", "compose", "draft", "render", "convert"];
+/// Verbs that only move a session's focus (`select_page`, `switch_tab`).
+const FOCUSING: &[&str] = &["select", "switch", "focus", "use"];
+/// Verbs that disrupt something running without removing it.
+const DISRUPTING: &[&str] = &["restart", "reboot", "shutdown", "stop", "kill"];
+/// Verbs that set a target state, so repeating them changes nothing more.
+const STATE_SETTING: &[&str] = &["stop", "enable", "disable", "pause", "resume", "lock", "unlock"];
+/// Verbs whose second call fails or acts again because the first one moved things (`rename`, `move`).
+const RELOCATING: &[&str] = &["rename", "move", "transfer", "migrate", "import"];
+/// Words that warn a person before calling.
+const CAUTION_PHRASES: &[&str] =
+    &["explicit user confirmation", "requires confirmation", "be careful", "with caution", "confirm with the user"];
+
+/// Words that say the tool destroys or cannot be undone.
+const DANGER_PHRASES: &[&str] = &[
+    "cannot be undone",
+    "can't be undone",
+    "irreversible",
+    "irreversibly",
+    "permanently",
+    "will be lost",
+    "data loss",
+    "destructive",
+    "overwrites",
+    "overwrite",
+    "replaces the",
+    "wipes",
+    "deletes all",
+    "removes all",
+    "forcefully",
+    "use with caution",
+];
+/// Words that say the tool is safe to call.
+const SAFE_PHRASES: &[&str] = &[
+    "read-only operation",
+    "read-only tool",
+    "is read-only",
+    "readonly tool",
+    "does not modify",
+    "doesn't modify",
+    "does not change",
+    "without modifying",
+    "without making changes",
+    "no side effects",
+    "does not make any changes",
+    "will not modify",
+    "non-destructive",
+    "safe to call",
+];
+/// Words that say the tool changes something.
+const WRITE_PHRASES: &[&str] = &[
+    "modifies",
+    "data modification",
+    "this tool modifies",
+    "changes the",
+    "requires explicit user confirmation",
+    "requires confirmation",
+    "starts new",
+    "start a new",
+    "starts a new",
+    "kicks off",
+    "triggers a",
+];
+
+fn verb_of(action: &Action) -> &str {
+    action.verb.as_str()
+}
+
+fn is_in(list: &[&str], verb: &str) -> bool {
+    list.contains(&verb) || crate::words::verb_class(verb).is_some() && stem_in(list, verb)
+}
+
+fn stem_in(list: &[&str], verb: &str) -> bool {
+    ["ing", "es", "ed", "s", "d"].iter().any(|suffix| {
+        verb.strip_suffix(suffix)
+            .is_some_and(|stem| list.contains(&stem) || list.contains(&format!("{stem}e").as_str()))
+    })
+}
+
+fn add_cue(tally: &mut Tally, cue: &Option<Cue>, weight: f32) {
+    if let Some(cue) = cue {
+        tally.add(cue.source, cue.text.clone(), None, weight);
+    }
+}
+
+fn add_phrase(tally: &mut Tally, signals: &Signals, phrases: &[&str], label: &str, weight: f32) {
+    if let Some(phrase) = signals.description_phrase(phrases) {
+        tally.add(CueSource::Description, format!("{label} \"{phrase}\""), None, weight);
+    }
+}
+
+/// `readOnlyHint`: positive weights say the tool only reads.
+pub(crate) fn read_only(signals: &Signals, actions: &[Action], domain: &Domain) -> Tally {
+    let mut tally = Tally::new(-0.5, "unknown tools are assumed to write");
+    for action in actions {
+        let factor = match action.class {
+            _ if is_in(COMPUTING, verb_of(action)) => 0.5,
+            _ if is_in(FOCUSING, verb_of(action)) => 0.3,
+            VerbClass::Read => 1.0,
+            VerbClass::Connect => 0.3,
+            VerbClass::Export => 0.15,
+            VerbClass::Execute => -0.8,
+            VerbClass::Delete => -1.2,
+            VerbClass::Create | VerbClass::Update | VerbClass::Send => -1.0,
+        };
+        tally.add_verb(action, factor * source_weight(action.source));
+    }
+    add_cue(&mut tally, &domain.file_output, -5.0);
+    add_cue(&mut tally, &domain.code, -4.0);
+    add_cue(&mut tally, &domain.danger_switch, -2.0);
+    add_cue(&mut tally, &domain.dry_run, -2.0);
+    add_cue(&mut tally, &domain.content, -1.5);
+    if let Some(token) =
+        signals.name_tokens.iter().chain(signals.lead_tokens.iter()).find(|token| token.starts_with("download"))
+    {
+        // Downloading stores a file on the caller's side.
+        tally.add(CueSource::Description, format!("verb \"{token}\" (stores a file)"), Some(VerbClass::Export), -2.5);
+    }
+    if let Some(word) = signals.name_or_title_word(&["next"]) {
+        // "Get the next action" with a report of what was done: a step in a workflow, which moves it on.
+        let weight = if domain.content.is_some() { -4.0 } else { -1.5 };
+        tally.add(CueSource::Name, format!("step word \"{word}\" (advances a workflow)"), None, weight);
+    }
+    add_cue(&mut tally, &domain.read_shape, 0.5);
+    if !actions.iter().any(|action| action.class == VerbClass::Read) {
+        add_cue(&mut tally, &domain.write_choice, -1.5);
+    }
+    add_phrase(&mut tally, signals, SAFE_PHRASES, "phrase", 2.0);
+    add_phrase(&mut tally, signals, DANGER_PHRASES, "phrase", -1.5);
+    add_phrase(&mut tally, signals, WRITE_PHRASES, "phrase", -1.5);
+    tally
+}
+
+/// `destructiveHint`, judged as if the tool writes: positive weights say it may destroy or overwrite.
+pub(crate) fn destructive(signals: &Signals, actions: &[Action], domain: &Domain) -> Tally {
+    let mut tally = Tally::new(0.2, "a writing tool may destroy (the spec default)");
+    let head_is_create = actions.first().is_some_and(|action| is_in(ADDITIVE, verb_of(action)));
+    let head_creates_new =
+        actions.first().is_some_and(|action| is_in(&["create", "new", "provision", "clone"], verb_of(action)));
+    for action in actions {
+        let verb = verb_of(action);
+        let factor = match action.class {
+            VerbClass::Delete => 1.2,
+            _ if is_in(DISRUPTING, verb) => 0.8,
+            _ if is_in(OVERWRITING, verb) => 0.6,
+            _ if is_in(ADDITIVE, verb) => -0.6,
+            VerbClass::Update => -0.2,
+            VerbClass::Create | VerbClass::Send => -0.6,
+            VerbClass::Execute => -0.2,
+            VerbClass::Export => -0.5,
+            VerbClass::Read | VerbClass::Connect => -0.8,
+        };
+        tally.add_verb(action, factor * source_weight(action.source));
+    }
+    // A second verb in name or title that deletes (`create_or_delete`, "Add, update, or remove").
+    if !actions.iter().any(|action| action.class == VerbClass::Delete)
+        && let Some((verb, class)) =
+            name_and_title_verbs(signals).into_iter().find(|(_, class)| *class == VerbClass::Delete)
+    {
+        tally.add(CueSource::Name, format!("verb \"{verb}\""), Some(class), 2.0);
+    }
+    if let Some(verb) = deleting_verb_in(&signals.lead_tokens)
+        && !actions.iter().any(|action| action.class == VerbClass::Delete)
+    {
+        tally.add(
+            CueSource::Description,
+            format!("verb \"{verb}\" in the first sentence"),
+            Some(VerbClass::Delete),
+            2.0,
+        );
+    } else if let Some(verb) = deleting_verb_in(&signals.description_tokens) {
+        tally.add(CueSource::Description, format!("verb \"{verb}\""), Some(VerbClass::Delete), 0.6);
+    }
+    add_cue(&mut tally, &domain.delete_choice, 2.5);
+    add_cue(&mut tally, &domain.danger_switch, 2.0);
+    add_cue(&mut tally, &domain.code, 3.0);
+    add_phrase(&mut tally, signals, DANGER_PHRASES, "phrase", 2.0);
+    add_phrase(&mut tally, signals, CAUTION_PHRASES, "phrase", 1.5);
+    if signals.name_tokens.iter().any(|token| token == "force") {
+        tally.add(CueSource::Name, "name word \"force\"", None, 2.5);
+    }
+    if head_creates_new {
+        // Cloud control planes create with PUT: a create with an existing name replaces the resource.
+        add_cue(&mut tally, &domain.control_plane, 3.0);
+        // Machines and disks are infrastructure: creating one allocates, bills and may replace.
+        if let Some(word) = signals.name_or_title_word(&["vm", "vms", "vmss", "virtual", "disk", "disks", "server"]) {
+            tally.add(CueSource::Name, format!("infrastructure object \"{word}\""), None, 5.0);
+        }
+    }
+    let _ = head_is_create;
+    if signals
+        .description_phrase(&["non-destructive", "not destructive", "does not delete", "without deleting"])
+        .is_some()
+    {
+        tally.add(CueSource::Description, "phrase \"non-destructive\"", None, -3.0);
+    }
+    tally
+}
+
+fn deleting_verb_in(tokens: &[String]) -> Option<&str> {
+    tokens.iter().map(String::as_str).find(|token| {
+        crate::words::verb_class(token) == Some(VerbClass::Delete)
+            && !matches!(*token, "force" | "clear" | "reset" | "flush" | "archive" | "expire" | "detach")
+    })
+}
+
+/// `idempotentHint`, judged as if the tool writes: positive weights say repeating a call changes nothing more.
+pub(crate) fn idempotent(signals: &Signals, actions: &[Action], domain: &Domain) -> Tally {
+    let mut tally = Tally::new(-0.3, "repeating an unknown call may act twice (the spec default)");
+    for action in actions {
+        let verb = verb_of(action);
+        let factor = match action.class {
+            _ if is_in(RELOCATING, verb) => -0.6,
+            _ if is_in(STATE_SETTING, verb) => 0.4,
+            VerbClass::Read => 1.0,
+            VerbClass::Delete => 0.6,
+            _ if is_in(OVERWRITING, verb) => 0.4,
+            _ if is_in(ADDITIVE, verb) => -0.8,
+            VerbClass::Update => 0.3,
+            VerbClass::Connect => 0.3,
+            VerbClass::Create | VerbClass::Send => -0.8,
+            VerbClass::Execute => -0.6,
+            VerbClass::Export => 0.0,
+        };
+        tally.add_verb(action, factor * source_weight(action.source));
+    }
+    add_cue(&mut tally, &domain.content, -0.5);
+    add_cue(&mut tally, &domain.code, -1.0);
+    if let Some(word) = signals.name_or_title_word(&["next"]) {
+        let weight = if domain.content.is_some() { -4.0 } else { -2.0 };
+        tally.add(CueSource::Name, format!("step word \"{word}\" (each call advances)"), None, weight);
+    }
+    if let Some(cue) = &domain.write_choice
+        && cue.text.contains("\"add")
+    {
+        tally.add(cue.source, cue.text.clone(), None, -1.5);
+    }
+    if signals.description_phrase(&["not idempotent", "non-idempotent"]).is_some() {
+        tally.add(CueSource::Description, "phrase \"not idempotent\"", None, -4.0);
+    } else if signals.description_phrase(&["idempotent"]).is_some() {
+        tally.add(CueSource::Description, "phrase \"idempotent\"", None, 3.0);
+    }
+    if contains_phrase(&signals.lead_tokens.join(" "), "create or update")
+        || signals.name_or_title_word(&["upsert", "createorupdate"]).is_some()
+    {
+        tally.add(CueSource::Name, "create-or-update", None, 1.5);
+    }
+    tally
+}
+
+/// `openWorldHint`: positive weights say the tool reaches entities outside a closed domain.
+pub(crate) fn open_world(signals: &Signals, actions: &[Action], domain: &Domain) -> Tally {
+    let mut tally = Tally::new(0.5, "a remote service is an open world (the spec default)");
+    add_cue(&mut tally, &domain.web, 3.0);
+    add_cue(&mut tally, &domain.local, -3.0);
+    add_cue(&mut tally, &domain.code, 3.0);
+    add_cue(&mut tally, &domain.control_plane, -5.0);
+    add_cue(&mut tally, &domain.static_guidance, -3.0);
+    // A message reaches people outside any closed domain.
+    if let Some(action) = actions.iter().find(|action| action.class == VerbClass::Send) {
+        tally.add_verb(action, 5.0);
+    }
+    if let Some(action) = actions.iter().find(|action| action.verb.starts_with("download")) {
+        tally.add_verb(action, 1.5);
+    }
+    let _ = signals;
+    tally
+}

@@ -1,0 +1,242 @@
+//! The raw material of inference: a tool's name, titles, description and schema, read once into plain text and
+//! token lists that the cue rules search.
+//!
+//! This module only reads; it knows no cue and decides nothing. It never reads `annotations` hint values (only
+//! `annotations.title`, which is a text like the top-level title), so inference stays independent of what the
+//! server declared.
+
+use serde_json::{Map, Value};
+
+use crate::tool::ToolDefinition;
+use crate::words::tokens;
+
+/// How deep nested schemas are walked; deeper properties add little and cost time on hostile input.
+const MAX_SCHEMA_DEPTH: usize = 4;
+/// How many properties are kept; a schema with thousands of properties is read only in part.
+const MAX_PROPERTIES: usize = 200;
+/// How much description text is read (characters); cues live near the start.
+const MAX_DESCRIPTION_CHARS: usize = 4_000;
+
+/// One input-schema property, flattened.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Property {
+    /// The property name as written (`filePath`, `dry_run`).
+    pub(crate) name: String,
+    /// The name split into lowercase tokens.
+    pub(crate) tokens: Vec<String>,
+    /// The JSON type(s), lowercase (`string`, `boolean`, ...), from `type` or `anyOf`/`oneOf` branches.
+    pub(crate) types: Vec<String>,
+    /// The lowercased description, when any.
+    pub(crate) description: String,
+    /// Lowercased `enum` values that are strings (also `const` values of `anyOf`/`oneOf` branches).
+    pub(crate) enum_values: Vec<String>,
+    /// True when the property is listed in its object's `required`.
+    pub(crate) required: bool,
+    /// True for properties of the top-level object (not nested).
+    pub(crate) top_level: bool,
+    /// `format`, lowercase (`uri`, `date-time`).
+    pub(crate) format: String,
+}
+
+impl Property {
+    /// True when the property has one of the given name tokens.
+    pub(crate) fn has_token(&self, wanted: &[&str]) -> bool {
+        self.tokens.iter().any(|token| wanted.contains(&token.as_str()))
+    }
+}
+
+/// Everything inference reads from a tool.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Signals {
+    /// Tokens of the tool name.
+    pub(crate) name_tokens: Vec<String>,
+    /// Tokens of the title (`title`, else `annotations.title`), with a leading `Namespace:` part removed.
+    pub(crate) title_tokens: Vec<String>,
+    /// The lowercased description (truncated).
+    pub(crate) description: String,
+    /// Tokens of the first sentence of the description.
+    pub(crate) lead_tokens: Vec<String>,
+    /// Tokens of the whole (truncated) description.
+    pub(crate) description_tokens: Vec<String>,
+    /// Flattened input-schema properties, top level first.
+    pub(crate) properties: Vec<Property>,
+}
+
+impl Signals {
+    /// Reads a tool.
+    pub(crate) fn read(tool: &ToolDefinition) -> Signals {
+        let title = tool.title().or_else(|| tool.annotations_title()).unwrap_or_default();
+        // "Pods: Delete" or "Tekton: Start Pipeline": the part before the colon names a namespace, not an action.
+        let title = title.split_once(": ").map_or(title, |(_, rest)| rest);
+        let description: String =
+            tool.description().unwrap_or_default().chars().take(MAX_DESCRIPTION_CHARS).collect::<String>();
+        let description = description.to_lowercase();
+        let lead = first_sentence(&description);
+        let mut properties = Vec::new();
+        if let Some(schema) = tool.input_schema() {
+            collect_properties(schema, 0, &mut properties);
+        }
+        Signals {
+            name_tokens: tokens(tool.name()),
+            title_tokens: tokens(title),
+            lead_tokens: tokens(lead),
+            description_tokens: tokens(&description),
+            description,
+            properties,
+        }
+    }
+
+    /// The first of the phrases (lowercase) that the description contains.
+    pub(crate) fn description_phrase<'a>(&self, phrases: &[&'a str]) -> Option<&'a str> {
+        phrases.iter().copied().find(|phrase| contains_phrase(&self.description, phrase))
+    }
+
+    /// The first name or title token found among the words.
+    pub(crate) fn name_or_title_word<'a>(&self, words: &[&'a str]) -> Option<&'a str> {
+        words
+            .iter()
+            .copied()
+            .find(|word| self.name_tokens.iter().chain(self.title_tokens.iter()).any(|token| token == word))
+    }
+
+    /// The first property whose whole name (lowercased, `-`/`_` removed) is one of the given names.
+    pub(crate) fn property_named(&self, wanted: &[&str]) -> Option<&Property> {
+        self.properties.iter().find(|property| {
+            let flat: String =
+                property.name.chars().filter(|character| character.is_alphanumeric()).collect::<String>();
+            let flat = flat.to_lowercase();
+            wanted.contains(&flat.as_str())
+        })
+    }
+}
+
+/// True when `text` contains `phrase` starting at a word boundary.
+pub(crate) fn contains_phrase(text: &str, phrase: &str) -> bool {
+    text.match_indices(phrase).any(|(index, _)| {
+        index == 0 || text[..index].chars().next_back().is_none_or(|before| !before.is_alphanumeric())
+    })
+}
+
+fn first_sentence(description: &str) -> &str {
+    let trimmed = description.trim_start();
+    let end = trimmed
+        .char_indices()
+        .find(|&(index, character)| {
+            character == '\n' && index > 0
+                || (character == '.' && trimmed[index + 1..].starts_with(char::is_whitespace))
+        })
+        .map_or(trimmed.len(), |(index, _)| index);
+    &trimmed[..end]
+}
+
+fn collect_properties(schema: &Map<String, Value>, depth: usize, out: &mut Vec<Property>) {
+    if depth > MAX_SCHEMA_DEPTH {
+        return;
+    }
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map_or_else(Vec::new, |list| list.iter().filter_map(Value::as_str).collect());
+    let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+        return;
+    };
+    for (name, property) in properties {
+        if out.len() >= MAX_PROPERTIES {
+            return;
+        }
+        let Some(property) = property.as_object() else { continue };
+        let mut entry = Property {
+            name: name.clone(),
+            tokens: tokens(name),
+            required: required.contains(&name.as_str()),
+            top_level: depth == 0,
+            ..Property::default()
+        };
+        read_property_shape(property, &mut entry, 0);
+        out.push(entry);
+        for nested in nested_objects(property) {
+            collect_properties(nested, depth + 1, out);
+        }
+    }
+}
+
+/// Reads type, description, enum and format of a property, looking into `anyOf`/`oneOf` branches.
+fn read_property_shape(property: &Map<String, Value>, entry: &mut Property, depth: usize) {
+    match property.get("type") {
+        Some(Value::String(kind)) => entry.types.push(kind.to_lowercase()),
+        Some(Value::Array(kinds)) => {
+            entry.types.extend(kinds.iter().filter_map(Value::as_str).map(str::to_lowercase));
+        }
+        _ => {}
+    }
+    if entry.description.is_empty()
+        && let Some(description) = property.get("description").and_then(Value::as_str)
+    {
+        entry.description = description.chars().take(1_000).collect::<String>().to_lowercase();
+    }
+    if let Some(values) = property.get("enum").and_then(Value::as_array) {
+        entry.enum_values.extend(values.iter().filter_map(Value::as_str).map(str::to_lowercase));
+    }
+    if let Some(value) = property.get("const").and_then(Value::as_str) {
+        entry.enum_values.push(value.to_lowercase());
+    }
+    if entry.format.is_empty()
+        && let Some(format) = property.get("format").and_then(Value::as_str)
+    {
+        entry.format = format.to_lowercase();
+    }
+    if depth >= 2 {
+        return;
+    }
+    for key in ["anyOf", "oneOf"] {
+        if let Some(branches) = property.get(key).and_then(Value::as_array) {
+            for branch in branches.iter().filter_map(Value::as_object) {
+                read_property_shape(branch, entry, depth + 1);
+            }
+        }
+    }
+    if let Some(items) = property.get("items").and_then(Value::as_object)
+        && let Some(values) = items.get("enum").and_then(Value::as_array)
+    {
+        entry.enum_values.extend(values.iter().filter_map(Value::as_str).map(str::to_lowercase));
+    }
+}
+
+/// Object schemas nested in a property: the property itself, its `items`, and `anyOf`/`oneOf` branches.
+fn nested_objects(property: &Map<String, Value>) -> Vec<&Map<String, Value>> {
+    let mut nested = Vec::new();
+    if property.contains_key("properties") {
+        nested.push(property);
+    }
+    if let Some(items) = property.get("items").and_then(Value::as_object)
+        && items.contains_key("properties")
+    {
+        nested.push(items);
+    }
+    for key in ["anyOf", "oneOf"] {
+        if let Some(branches) = property.get(key).and_then(Value::as_array) {
+            nested.extend(
+                branches.iter().filter_map(Value::as_object).filter(|branch| branch.contains_key("properties")),
+            );
+        }
+    }
+    nested
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_sentence_stops_at_a_period_or_line_break() {
+        assert_eq!(first_sentence("  get a thing. then more"), "get a thing");
+        assert_eq!(first_sentence("read file.txt now\nsecond"), "read file.txt now");
+        assert_eq!(first_sentence(""), "");
+    }
+
+    #[test]
+    fn phrases_match_at_word_starts() {
+        assert!(contains_phrase("this deletes data", "delete"));
+        assert!(!contains_phrase("undelete data", "delete"));
+    }
+}

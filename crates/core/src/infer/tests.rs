@@ -1,0 +1,152 @@
+//! Data-driven tests of inference: a tool as JSON in, the expected values out; plus the properties that must hold
+//! for any input (deterministic, never panics, confidence in range).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+use super::*;
+
+fn tool(value: Value) -> ToolDefinition {
+    ToolDefinition::from_value(value).unwrap()
+}
+
+/// Expected values: `[readOnly, destructive, idempotent, openWorld]`, `None` where the case does not care.
+fn check(tool_json: Value, expected: [Option<bool>; 4]) {
+    let name = tool_json["name"].as_str().unwrap_or_default().to_owned();
+    let inference = infer_annotations(&tool(tool_json));
+    for (hint, want) in Hint::ALL.into_iter().zip(expected) {
+        if let Some(want) = want {
+            let got = inference.get(hint);
+            assert_eq!(got.value, want, "{name}: {} inferred {} from {:#?}", hint.wire_key(), got.value, got.evidence);
+        }
+    }
+}
+
+#[test]
+fn reads_are_read_only_and_idempotent() {
+    check(
+        json!({"name": "list_customers", "description": "List customers.",
+               "inputSchema": {"type": "object", "properties": {"limit": {"type": "integer"}}}}),
+        [Some(true), None, Some(true), None],
+    );
+    check(json!({"name": "storage_account_get", "title": "Get Storage Account"}), [Some(true), None, Some(true), None]);
+}
+
+#[test]
+fn deletes_are_destructive_writes() {
+    check(
+        json!({"name": "delete_customer", "description": "Permanently deletes a customer record.",
+               "inputSchema": {"type": "object", "properties": {"id": {"type": "string"}}}}),
+        [Some(false), Some(true), Some(true), None],
+    );
+    check(json!({"name": "pods_delete", "title": "Pods: Delete"}), [Some(false), Some(true), None, None]);
+}
+
+#[test]
+fn creates_are_additive_and_not_idempotent() {
+    check(
+        json!({"name": "create_project", "description": "Creates a new project in the organization."}),
+        [Some(false), Some(false), Some(false), None],
+    );
+}
+
+#[test]
+fn a_file_written_by_a_read_verb_is_a_write() {
+    check(
+        json!({"name": "take_screenshot", "description": "Take a screenshot of the page.",
+               "inputSchema": {"type": "object", "properties": {"filePath": {"type": "string",
+                   "description": "The path to save the screenshot to."}}}}),
+        [Some(false), None, None, None],
+    );
+}
+
+#[test]
+fn arbitrary_commands_are_destructive_and_open() {
+    check(
+        json!({"name": "start_process", "description": "Start a terminal process and run a shell command.",
+               "inputSchema": {"type": "object", "properties": {"command": {"type": "string"}}}}),
+        [Some(false), Some(true), Some(false), Some(true)],
+    );
+}
+
+#[test]
+fn the_web_is_open_and_local_files_are_closed() {
+    check(
+        json!({"name": "fetch", "description": "Fetches a URL from the internet.",
+               "inputSchema": {"type": "object", "properties": {"url": {"type": "string", "format": "uri"}}}}),
+        [Some(true), None, None, Some(true)],
+    );
+    check(
+        json!({"name": "read_file", "description": "Read the complete contents of a file from the file system.",
+               "inputSchema": {"type": "object", "properties": {"path": {"type": "string",
+                   "description": "Absolute path of the file"}}}}),
+        [Some(true), None, None, Some(false)],
+    );
+}
+
+#[test]
+fn sending_a_message_is_an_open_world_write() {
+    check(
+        json!({"name": "send_email", "description": "Send an email to a recipient.",
+               "inputSchema": {"type": "object", "properties": {"to": {"type": "string"}, "body": {"type": "string"}},
+                               "required": ["to", "body"]}}),
+        [Some(false), Some(false), Some(false), Some(true)],
+    );
+}
+
+#[test]
+fn evidence_names_its_cues() {
+    let inference = infer_annotations(&tool(json!({"name": "delete_customer"})));
+    let cues: Vec<&str> = inference.destructive.evidence.iter().map(|evidence| evidence.cue.as_str()).collect();
+    assert!(cues.contains(&"name verb \"delete\""), "{cues:?}");
+    assert_eq!(inference.destructive.evidence.last().map(|evidence| evidence.source), Some(CueSource::Prior));
+}
+
+#[test]
+fn declared_hints_are_never_read() {
+    let bare = json!({"name": "delete_customer", "description": "Deletes a customer."});
+    let mut declared = bare.clone();
+    declared["annotations"] = json!({"readOnlyHint": true, "destructiveHint": false, "openWorldHint": false});
+    assert_eq!(infer_annotations(&tool(bare)), infer_annotations(&tool(declared)));
+}
+
+fn arbitrary_json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::from),
+        ".{0,20}".prop_map(Value::String),
+    ];
+    leaf.prop_recursive(4, 32, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+            prop::collection::btree_map("[a-zA-Z_-]{0,12}|properties|type|enum|required|anyOf|items", inner, 0..6)
+                .prop_map(|map| Value::Object(map.into_iter().collect())),
+        ]
+    })
+}
+
+proptest! {
+    #[test]
+    fn inference_is_deterministic_and_total(
+        name in ".{0,40}",
+        title in proptest::option::of(".{0,40}"),
+        description in ".{0,200}",
+        schema in arbitrary_json(),
+    ) {
+        let mut value = json!({"name": name, "description": description, "inputSchema": schema});
+        if let Some(title) = title {
+            value["title"] = Value::String(title);
+        }
+        let tool = tool(value);
+        let first = infer_annotations(&tool);
+        let second = infer_annotations(&tool);
+        prop_assert_eq!(&first, &second);
+        for hint in Hint::ALL {
+            let inferred = first.get(hint);
+            prop_assert!((0.5..=1.0).contains(&inferred.confidence));
+            prop_assert!(!inferred.evidence.is_empty());
+        }
+    }
+}
