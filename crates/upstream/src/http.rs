@@ -73,13 +73,19 @@ pub(crate) fn start(endpoint: &Endpoint, options: &ConnectOptions) -> Result<Tra
     let dispatcher_shared = Arc::clone(&shared);
     tokio::spawn(async move {
         while let Some(message) = outbound_receiver.recv().await {
-            let is_initialize = matches!(classify(&message), MessageKind::Request { method: "initialize", .. });
+            // Requests run concurrently (an answer may stream for a long time). Everything else is posted in
+            // order and awaited: the server acknowledges notifications and responses with 202 once it has taken
+            // them, so `notifications/initialized` is known before the next request arrives. `initialize` is
+            // awaited too, because later messages need the session id its response carries.
+            let runs_concurrently = match classify(&message) {
+                MessageKind::Request { method, .. } => method != "initialize",
+                _ => false,
+            };
             let post = post_message(Arc::clone(&dispatcher_shared), message);
-            if is_initialize {
-                // Later messages need the session id that the initialize response carries.
-                post.await;
-            } else {
+            if runs_concurrently {
                 tokio::spawn(post);
+            } else {
+                post.await;
             }
         }
     });
