@@ -14,7 +14,7 @@ use anyhow::{Context, Result, bail};
 use toolgate_core::corpus::{CorpusEntry, parse_corpus_line};
 use toolgate_core::infer::infer_annotations;
 use toolgate_core::words::tokens;
-use toolgate_core::{DeclaredHints, Hint};
+use toolgate_core::{DeclaredHints, Hint, ToolDefinition};
 
 const USAGE: &str = "usage: cargo xtask eval [--corpus PATH] [--holdout SERVER,...] [--per-server] [--calibration] \
                      [--errors HINT] [--explain TOOL] [--check]";
@@ -122,8 +122,17 @@ fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// The tool as a client would see it, minus every hint: `annotations.title` is a text that inference may read
+/// (many servers put their only title there), so it is put back; the hint labels never are.
+fn tool_with_title(entry: &CorpusEntry) -> ToolDefinition {
+    let Some(title) = &entry.labels.title else { return entry.tool.clone() };
+    let mut raw = entry.tool.raw().clone();
+    raw.insert("annotations".into(), serde_json::json!({ "title": title }));
+    ToolDefinition::from_map(raw).unwrap_or_else(|_| entry.tool.clone())
+}
+
 fn score(entry: CorpusEntry) -> Scored {
-    let inference = infer_annotations(&entry.tool);
+    let inference = infer_annotations(&tool_with_title(&entry));
     let engine = Hint::ALL.map(|hint| {
         let inferred = inference.get(hint);
         (inferred.value, inferred.confidence)

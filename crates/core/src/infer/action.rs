@@ -198,7 +198,9 @@ pub(crate) fn head_verb(tokens: &[String]) -> Option<(String, VerbClass)> {
     if let Some(second) = words.get(1)
         && let Some(class) = is_verb(second).filter(|_| !NOUN_LIKE.contains(second))
     {
+        // `kiali_manage_istio_config_read`: a generic verb, then the specific one at the end.
         if words.len() >= 4
+            && matches!(*second, "manage" | "handle" | "control" | "process" | "perform" | "do")
             && let Some(last_class) = last_verb
         {
             return pick(last, last_class);
@@ -281,6 +283,7 @@ mod tests {
         check("whoami", Some("whoami"));
         check("customer", None);
         check("pods_log", Some("log"));
+        check("atlas-create-access-list", Some("create"));
         check("db-stats", Some("stats"));
         check("monitor_instrumentation_send-brownfield-analysis", Some("send"));
     }

@@ -55,6 +55,8 @@ pub(crate) struct Domain {
     pub(crate) delete_choice: Option<Cue>,
     /// An enum of actions that includes writing or changing something.
     pub(crate) write_choice: Option<Cue>,
+    /// An `action`/`operation` property offering to overwrite or delete (in its enum or its description).
+    pub(crate) overwrite_choice: Option<Cue>,
 }
 
 const WEB_WORDS: &[&str] = &[
@@ -228,6 +230,26 @@ pub(crate) fn read_domain(signals: &Signals, actions: &[Action]) -> Domain {
         write_choice: choice_cue(signals, |class| {
             matches!(class, VerbClass::Create | VerbClass::Update | VerbClass::Delete | VerbClass::Send)
         }),
+        overwrite_choice: signals
+            .properties
+            .iter()
+            .filter(|property| property.top_level && is_named(property, &["action", "actions", "operation", "op"]))
+            .find_map(|property| {
+                let words = crate::words::tokens(&property.description);
+                let values = property.enum_values.iter().flat_map(|value| crate::words::tokens(value));
+                words
+                    .into_iter()
+                    .chain(values)
+                    .find(|word| {
+                        matches!(
+                            word.as_str(),
+                            "update" | "set" | "replace" | "overwrite" | "delete" | "remove" | "destroy"
+                        )
+                    })
+                    .map(|word| {
+                        Cue::new(CueSource::Schema, format!("action \"{word}\" offered by \"{}\"", property.name))
+                    })
+            }),
     }
 }
 

@@ -100,7 +100,7 @@ const COMPUTING: &[&str] = &["generate", "design", "compose", "draft", "render",
 /// Verbs that only move a session's focus (`select_page`, `switch_tab`).
 const FOCUSING: &[&str] = &["select", "switch", "focus", "use"];
 /// Verbs that disrupt something running without removing it.
-const DISRUPTING: &[&str] = &["restart", "reboot", "shutdown", "stop", "kill"];
+const DISRUPTING: &[&str] = &["restart", "reboot", "shutdown", "kill", "pause", "suspend"];
 /// Verbs that set a target state, so repeating them changes nothing more.
 const STATE_SETTING: &[&str] = &["stop", "enable", "disable", "pause", "resume", "lock", "unlock"];
 /// Verbs whose second call fails or acts again because the first one moved things (`rename`, `move`).
@@ -216,10 +216,16 @@ pub(crate) fn read_only(signals: &Signals, actions: &[Action], domain: &Domain) 
     }
     if let Some(word) = signals.name_or_title_word(&["next"]) {
         // "Get the next action" with a report of what was done: a step in a workflow, which moves it on.
-        let weight = if domain.content.is_some() { -4.0 } else { -1.5 };
+        let weight = if domain.content.is_some() { -6.0 } else { -1.5 };
         tally.add(CueSource::Name, format!("step word \"{word}\" (advances a workflow)"), None, weight);
     }
     add_cue(&mut tally, &domain.read_shape, 0.5);
+    // "Load a sample dataset into a cluster": loading into something writes it.
+    if actions.iter().any(|action| action.verb.starts_with("load"))
+        && contains_phrase(&signals.lead_tokens.join(" "), "into")
+    {
+        tally.add(CueSource::Description, "phrase \"load ... into\"", Some(VerbClass::Create), -4.0);
+    }
     if !actions.iter().any(|action| action.class == VerbClass::Read) {
         add_cue(&mut tally, &domain.write_choice, -1.5);
     }
@@ -269,23 +275,35 @@ pub(crate) fn destructive(signals: &Signals, actions: &[Action], domain: &Domain
     } else if let Some(verb) = deleting_verb_in(&signals.description_tokens) {
         tally.add(CueSource::Description, format!("verb \"{verb}\""), Some(VerbClass::Delete), 0.6);
     }
-    add_cue(&mut tally, &domain.delete_choice, 2.5);
+    add_cue(&mut tally, &domain.delete_choice, 5.0);
+    if domain.delete_choice.is_none() {
+        add_cue(&mut tally, &domain.overwrite_choice, 2.5);
+    }
     add_cue(&mut tally, &domain.danger_switch, 2.0);
-    add_cue(&mut tally, &domain.code, 3.0);
+    add_cue(&mut tally, &domain.code, 4.0);
     add_phrase(&mut tally, signals, DANGER_PHRASES, "phrase", 2.0);
     add_phrase(&mut tally, signals, CAUTION_PHRASES, "phrase", 1.5);
+    // Ending a session discards whatever state it held.
+    if actions.iter().any(|action| is_in(&["stop", "close", "end", "terminate", "kill"], verb_of(action)))
+        && let Some(word) = signals.name_or_title_word(&["session", "sessions"])
+    {
+        tally.add(CueSource::Name, format!("ends a \"{word}\""), None, 2.5);
+    }
     if signals.name_tokens.iter().any(|token| token == "force") {
         tally.add(CueSource::Name, "name word \"force\"", None, 2.5);
     }
     if head_creates_new {
         // Cloud control planes create with PUT: a create with an existing name replaces the resource.
-        add_cue(&mut tally, &domain.control_plane, 3.0);
+        add_cue(&mut tally, &domain.control_plane, 6.0);
         // Machines and disks are infrastructure: creating one allocates, bills and may replace.
         if let Some(word) = signals.name_or_title_word(&["vm", "vms", "vmss", "virtual", "disk", "disks", "server"]) {
             tally.add(CueSource::Name, format!("infrastructure object \"{word}\""), None, 5.0);
         }
     }
-    let _ = head_is_create;
+    if !head_is_create && actions.first().is_some_and(|action| is_in(OVERWRITING, verb_of(action))) {
+        // Updates on a control plane are PUTs of the whole resource.
+        add_cue(&mut tally, &domain.control_plane, 1.5);
+    }
     if signals
         .description_phrase(&["non-destructive", "not destructive", "does not delete", "without deleting"])
         .is_some()

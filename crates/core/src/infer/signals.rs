@@ -110,10 +110,12 @@ impl Signals {
     }
 }
 
-/// True when `text` contains `phrase` starting at a word boundary.
+/// True when `text` contains `phrase` as whole words (`repl` is not found in `replica`).
 pub(crate) fn contains_phrase(text: &str, phrase: &str) -> bool {
-    text.match_indices(phrase).any(|(index, _)| {
-        index == 0 || text[..index].chars().next_back().is_none_or(|before| !before.is_alphanumeric())
+    text.match_indices(phrase).any(|(index, found)| {
+        let starts = text[..index].chars().next_back().is_none_or(|before| !before.is_alphanumeric());
+        let ends = text[index + found.len()..].chars().next().is_none_or(|after| !after.is_alphanumeric());
+        starts && ends
     })
 }
 
@@ -236,7 +238,8 @@ mod tests {
 
     #[test]
     fn phrases_match_at_word_starts() {
-        assert!(contains_phrase("this deletes data", "delete"));
+        assert!(contains_phrase("this deletes data", "deletes"));
         assert!(!contains_phrase("undelete data", "delete"));
+        assert!(!contains_phrase("a replica set", "repl"));
     }
 }
