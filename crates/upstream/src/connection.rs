@@ -1,26 +1,29 @@
-//! A client connection to one MCP server: the initialize handshake, requests with ids and timeouts, paginated
-//! lists, and a polite close.
+//! A client connection to one MCP server: the initialize handshake, requests with ids and timeouts, cancellation,
+//! paginated lists, server-initiated messages, and a polite close.
 //!
 //! Requests get toolgate's own integer ids; responses are matched back through a pending map, and a response that
-//! arrives after its request timed out is dropped. Requests the server sends to us are answered conservatively
-//! (`ping`, empty `roots/list`, method-not-found otherwise) until a relay routes them to a downstream client.
-//! When the transport ends, every pending request fails with the same error, which says why.
+//! arrives after its request timed out or was cancelled is dropped. Server-initiated messages go to the event sink
+//! given in [`ConnectOptions::events`], or are answered conservatively here. When the transport ends, every pending
+//! request fails with the same error, which says why. A `Connection` is shared (`&self` everywhere).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use crate::endpoint::{ConnectOptions, Endpoint, SUPPORTED_PROTOCOL_VERSIONS};
 use crate::error::UpstreamError;
+use crate::events::{Responder, UpstreamEvent};
 use crate::jsonrpc::{self, MessageKind, classify, codes};
 use crate::transport::{Closer, Diagnostics, Inbound, Transport};
 use crate::{http, stdio};
 
-type PendingMap = HashMap<u64, oneshot::Sender<Result<Value, UpstreamError>>>;
+type ResponseSender = oneshot::Sender<Result<Value, UpstreamError>>;
 
 /// What the server said in its `initialize` result.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,7 +39,7 @@ pub struct InitializeOutcome {
 }
 
 /// The four paginated list methods.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ListKind {
     /// `tools/list` -> `tools`.
     Tools,
@@ -49,6 +52,10 @@ pub enum ListKind {
 }
 
 impl ListKind {
+    /// Every list, in a fixed order.
+    pub const ALL: [ListKind; 4] =
+        [ListKind::Tools, ListKind::Prompts, ListKind::Resources, ListKind::ResourceTemplates];
+
     /// The JSON-RPC method.
     pub fn method(self) -> &'static str {
         match self {
@@ -71,7 +78,7 @@ impl ListKind {
 }
 
 struct Shared {
-    pending: Mutex<PendingMap>,
+    pending: Mutex<HashMap<u64, ResponseSender>>,
     ended: Mutex<Option<UpstreamError>>,
     diagnostics: Arc<Diagnostics>,
 }
@@ -81,8 +88,27 @@ impl Shared {
         self.ended.lock().ok().and_then(|guard| guard.clone())
     }
 
-    fn take_pending(&self, id: u64) -> Option<oneshot::Sender<Result<Value, UpstreamError>>> {
+    fn ended_or_stopped(&self) -> UpstreamError {
+        self.ended().unwrap_or(UpstreamError::Closed { detail: "the transport stopped".into() })
+    }
+
+    fn take_pending(&self, id: u64) -> Option<ResponseSender> {
         self.pending.lock().ok().and_then(|mut pending| pending.remove(&id))
+    }
+}
+
+/// A request sent to the server whose response has not been awaited yet.
+#[derive(Debug)]
+pub struct PendingRequest {
+    id: u64,
+    method: String,
+    receiver: oneshot::Receiver<Result<Value, UpstreamError>>,
+}
+
+impl PendingRequest {
+    /// toolgate's id for the request on this connection.
+    pub fn id(&self) -> u64 {
+        self.id
     }
 }
 
@@ -91,7 +117,8 @@ pub struct Connection {
     outbound: mpsc::Sender<Value>,
     shared: Arc<Shared>,
     next_id: AtomicU64,
-    closer: Closer,
+    shutdown: CancellationToken,
+    closer: Mutex<Option<Closer>>,
     reader: JoinHandle<()>,
     initialize: InitializeOutcome,
     options: ConnectOptions,
@@ -104,19 +131,25 @@ impl Connection {
             Endpoint::Stdio { .. } => stdio::start(endpoint, &options)?,
             Endpoint::Http { .. } => http::start(endpoint, &options)?,
         };
-        let Transport { outbound, inbound, diagnostics, negotiated_version, closer } = transport;
+        let Transport { outbound, inbound, diagnostics, negotiated_version, shutdown, closer } = transport;
         let shared = Arc::new(Shared {
             pending: Mutex::new(HashMap::new()),
             ended: Mutex::new(None),
             diagnostics: Arc::clone(&diagnostics),
         });
-        let reader =
-            tokio::spawn(route_inbound(inbound, outbound.downgrade(), Arc::clone(&shared), options.name.clone()));
+        let router = Router {
+            outbound: outbound.downgrade(),
+            shared: Arc::clone(&shared),
+            name: options.name.clone(),
+            events: options.events.clone(),
+        };
+        let reader = tokio::spawn(router.run(inbound));
         let mut connection = Connection {
             outbound,
             shared,
             next_id: AtomicU64::new(1),
-            closer,
+            shutdown,
+            closer: Mutex::new(Some(closer)),
             reader,
             initialize: InitializeOutcome {
                 protocol_version: String::new(),
@@ -146,7 +179,8 @@ impl Connection {
             "capabilities": self.options.capabilities,
             "clientInfo": self.options.client_info,
         });
-        let result = self.request_within("initialize", Some(params), self.options.initialize_timeout).await?;
+        let pending = self.begin_request("initialize", Some(params)).await?;
+        let result = into_result(self.wait(pending, self.options.initialize_timeout).await?)?;
         let protocol_version = result
             .get("protocolVersion")
             .and_then(Value::as_str)
@@ -168,17 +202,26 @@ impl Connection {
         &self.initialize
     }
 
-    /// Sends a request and waits for its result (the `result` member), within the request timeout.
-    pub async fn request(&self, method: &str, params: Option<Value>) -> Result<Value, UpstreamError> {
-        self.request_within(method, params, self.options.request_timeout).await
+    /// The connection's options.
+    pub fn options(&self) -> &ConnectOptions {
+        &self.options
     }
 
-    async fn request_within(
-        &self,
-        method: &str,
-        params: Option<Value>,
-        timeout: std::time::Duration,
-    ) -> Result<Value, UpstreamError> {
+    /// Why the connection ended, once it has.
+    pub fn ended(&self) -> Option<UpstreamError> {
+        self.shared.ended()
+    }
+
+    /// Sends a request and waits for its result (the `result` member), within the request timeout.
+    ///
+    /// A JSON-RPC error answer becomes [`UpstreamError::Rpc`].
+    pub async fn request(&self, method: &str, params: Option<Value>) -> Result<Value, UpstreamError> {
+        let pending = self.begin_request(method, params).await?;
+        into_result(self.wait(pending, self.options.request_timeout).await?)
+    }
+
+    /// Sends a request and returns at once; [`Connection::wait`] gets the whole response message.
+    pub async fn begin_request(&self, method: &str, params: Option<Value>) -> Result<PendingRequest, UpstreamError> {
         if let Some(error) = self.shared.ended() {
             return Err(error);
         }
@@ -189,35 +232,37 @@ impl Connection {
         }
         if self.outbound.send(jsonrpc::request(id, method, params)).await.is_err() {
             self.shared.take_pending(id);
-            return Err(self
-                .shared
-                .ended()
-                .unwrap_or(UpstreamError::Closed { detail: "the transport stopped".into() }));
+            return Err(self.shared.ended_or_stopped());
         }
+        Ok(PendingRequest { id, method: method.to_owned(), receiver })
+    }
+
+    /// Waits for the response to a request (the whole message: `result` or `error`), within `timeout`.
+    ///
+    /// On timeout the request is cancelled upstream and a late response is dropped.
+    pub async fn wait(&self, pending: PendingRequest, timeout: Duration) -> Result<Value, UpstreamError> {
+        let PendingRequest { id, method, receiver } = pending;
         match tokio::time::timeout(timeout, receiver).await {
-            Ok(Ok(Ok(message))) => into_result(method, message),
-            Ok(Ok(Err(error))) => Err(error),
-            Ok(Err(_)) => {
-                Err(self.shared.ended().unwrap_or(UpstreamError::Closed { detail: "the transport stopped".into() }))
-            }
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(_)) => Err(self.shared.ended_or_stopped()),
             Err(_) => {
-                self.shared.take_pending(id);
-                let cancel = json!({"requestId": id, "reason": "toolgate: request timed out"});
-                let _ = self.outbound.try_send(jsonrpc::notification("notifications/cancelled", Some(cancel)));
-                Err(UpstreamError::Timeout {
-                    method: method.to_owned(),
-                    after: timeout,
-                    diagnostics: self.shared.diagnostics.describe(),
-                })
+                self.cancel(id, "toolgate: request timed out").await;
+                Err(UpstreamError::Timeout { method, after: timeout, diagnostics: self.shared.diagnostics.describe() })
             }
+        }
+    }
+
+    /// Cancels a pending request: `notifications/cancelled` goes upstream and a late response is dropped.
+    pub async fn cancel(&self, id: u64, reason: &str) {
+        if self.shared.take_pending(id).is_some() {
+            let params = json!({"requestId": id, "reason": reason});
+            let _ = self.outbound.send(jsonrpc::notification("notifications/cancelled", Some(params))).await;
         }
     }
 
     /// Sends a notification.
     pub async fn notify(&self, method: &str, params: Option<Value>) -> Result<(), UpstreamError> {
-        self.outbound.send(jsonrpc::notification(method, params)).await.map_err(|_| {
-            self.shared.ended().unwrap_or(UpstreamError::Closed { detail: "the transport stopped".into() })
-        })
+        self.outbound.send(jsonrpc::notification(method, params)).await.map_err(|_| self.shared.ended_or_stopped())
     }
 
     /// Lists every item of a paginated list, following `nextCursor` until it is absent.
@@ -259,18 +304,23 @@ impl Connection {
     }
 
     /// Ends the connection politely (stdio: close stdin, SIGTERM, SIGKILL; HTTP: DELETE the session).
-    pub async fn close(self) {
-        let Connection { outbound, closer, reader, .. } = self;
-        drop(outbound);
-        closer.close().await;
-        reader.abort();
+    ///
+    /// Pending and later requests fail; calling it twice is harmless.
+    pub async fn close(&self) {
+        self.shutdown.cancel();
+        let closer = self.closer.lock().ok().and_then(|mut closer| closer.take());
+        if let Some(closer) = closer {
+            closer.close().await;
+        }
+        self.reader.abort();
     }
 }
 
-fn into_result(method: &str, message: Value) -> Result<Value, UpstreamError> {
+/// Splits a response message into its result, or its error as [`UpstreamError::Rpc`].
+pub fn into_result(message: Value) -> Result<Value, UpstreamError> {
     if let Some(error) = message.get("error") {
         return Err(UpstreamError::Rpc {
-            method: method.to_owned(),
+            method: String::new(),
             code: error.get("code").and_then(Value::as_i64).unwrap_or(codes::INTERNAL_ERROR),
             message: error.get("message").and_then(Value::as_str).unwrap_or("(no message)").to_owned(),
         });
@@ -281,67 +331,91 @@ fn into_result(method: &str, message: Value) -> Result<Value, UpstreamError> {
     }
 }
 
-async fn route_inbound(
-    mut inbound: mpsc::Receiver<Inbound>,
+/// Delivers what the transport received: responses to their pending requests, the rest to the event sink.
+struct Router {
     outbound: mpsc::WeakSender<Value>,
     shared: Arc<Shared>,
     name: String,
-) {
-    while let Some(item) = inbound.recv().await {
-        match item {
-            Inbound::Message(message) => route_message(message, &outbound, &shared, &name).await,
-            Inbound::RequestFailed { id, error } => {
-                if let Some(sender) = id.as_u64().and_then(|id| shared.take_pending(id)) {
-                    let _ = sender.send(Err(error));
+    events: Option<mpsc::Sender<UpstreamEvent>>,
+}
+
+impl Router {
+    async fn run(self, mut inbound: mpsc::Receiver<Inbound>) {
+        while let Some(item) = inbound.recv().await {
+            match item {
+                Inbound::Message { message, related } => {
+                    let related = related.as_ref().and_then(Value::as_u64);
+                    self.route_message(message, related).await;
+                }
+                Inbound::RequestFailed { id, error } => {
+                    if let Some(sender) = id.as_u64().and_then(|id| self.shared.take_pending(id)) {
+                        let _ = sender.send(Err(error));
+                    }
+                }
+                Inbound::Ended(error) => {
+                    self.end(error).await;
+                    return;
                 }
             }
-            Inbound::Ended(error) => {
-                tracing::warn!(upstream = %name, %error, "upstream connection ended");
-                if let Ok(mut ended) = shared.ended.lock() {
-                    *ended = Some(error.clone());
+        }
+        self.end(UpstreamError::Closed { detail: "the transport stopped".into() }).await;
+    }
+
+    async fn end(&self, error: UpstreamError) {
+        tracing::warn!(upstream = %self.name, %error, "upstream connection ended");
+        if let Ok(mut ended) = self.shared.ended.lock() {
+            *ended = Some(error.clone());
+        }
+        let pending: HashMap<u64, ResponseSender> =
+            self.shared.pending.lock().map(|mut map| std::mem::take(&mut *map)).unwrap_or_default();
+        for (_, sender) in pending {
+            let _ = sender.send(Err(error.clone()));
+        }
+        if let Some(events) = &self.events {
+            let _ = events.send(UpstreamEvent::Ended(error)).await;
+        }
+    }
+
+    async fn route_message(&self, message: Value, related: Option<u64>) {
+        match classify(&message) {
+            MessageKind::Response { id } => match id.as_u64().and_then(|id| self.shared.take_pending(id)) {
+                Some(sender) => {
+                    let _ = sender.send(Ok(message));
                 }
-                let pending: PendingMap =
-                    shared.pending.lock().map(|mut map| std::mem::take(&mut *map)).unwrap_or_default();
-                for (_, sender) in pending {
-                    let _ = sender.send(Err(error.clone()));
+                None => tracing::debug!(upstream = %self.name, %id, "dropping a response to no pending request"),
+            },
+            MessageKind::Request { id, method } => {
+                let responder = Responder::new(id.clone(), self.outbound.clone());
+                match &self.events {
+                    Some(events) => {
+                        let _ = events.send(UpstreamEvent::Request { message, related, responder }).await;
+                    }
+                    None => answer_alone(method, responder).await,
                 }
-                return;
+            }
+            MessageKind::Notification { method } => match &self.events {
+                Some(events) => {
+                    let _ = events.send(UpstreamEvent::Notification { message, related }).await;
+                }
+                None if method == "notifications/message" => {
+                    let params = message.get("params").cloned().unwrap_or(Value::Null);
+                    tracing::info!(upstream = %self.name, %params, "upstream log message");
+                }
+                None => tracing::debug!(upstream = %self.name, %method, "upstream notification"),
+            },
+            MessageKind::Invalid(reason) => {
+                self.shared.diagnostics.record_non_json(&message.to_string());
+                tracing::warn!(upstream = %self.name, %reason, "upstream sent an invalid JSON-RPC message; ignored");
             }
         }
     }
 }
 
-async fn route_message(message: Value, outbound: &mpsc::WeakSender<Value>, shared: &Shared, name: &str) {
-    match classify(&message) {
-        MessageKind::Response { id } => match id.as_u64().and_then(|id| shared.take_pending(id)) {
-            Some(sender) => {
-                let _ = sender.send(Ok(message));
-            }
-            None => {
-                tracing::debug!(upstream = %name, %id, "dropping a response to no pending request (late or unknown)")
-            }
-        },
-        MessageKind::Request { id, method } => {
-            let reply = match method {
-                "ping" => jsonrpc::response(id, json!({})),
-                "roots/list" => jsonrpc::response(id, json!({"roots": []})),
-                _ => jsonrpc::error_response(id, codes::METHOD_NOT_FOUND, "toolgate does not relay this request here"),
-            };
-            if let Some(sender) = outbound.upgrade() {
-                let _ = sender.send(reply).await;
-            }
-        }
-        MessageKind::Notification { method } => {
-            if method == "notifications/message" {
-                let params = message.get("params").cloned().unwrap_or(Value::Null);
-                tracing::info!(upstream = %name, %params, "upstream log message");
-            } else {
-                tracing::debug!(upstream = %name, %method, "upstream notification");
-            }
-        }
-        MessageKind::Invalid(reason) => {
-            shared.diagnostics.record_non_json(&message.to_string());
-            tracing::warn!(upstream = %name, %reason, "upstream sent an invalid JSON-RPC message; ignored");
-        }
+/// Answers a server request when nobody relays it: `ping`, an empty `roots/list`, method-not-found otherwise.
+async fn answer_alone(method: &str, responder: Responder) {
+    match method {
+        "ping" => responder.respond(json!({})).await,
+        "roots/list" => responder.respond(json!({"roots": []})).await,
+        _ => responder.respond_error(codes::METHOD_NOT_FOUND, "toolgate does not relay this request here").await,
     }
 }

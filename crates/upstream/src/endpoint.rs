@@ -4,6 +4,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::events::UpstreamEvent;
 
 /// Protocol versions toolgate speaks with upstreams, newest first (legacy, initialize-based era).
 pub const SUPPORTED_PROTOCOL_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
@@ -79,6 +82,8 @@ pub struct ConnectOptions {
     pub client_info: Value,
     /// `capabilities` sent in `initialize`.
     pub capabilities: Value,
+    /// Where server-initiated notifications and requests go; `None` answers them conservatively.
+    pub events: Option<mpsc::Sender<UpstreamEvent>>,
 }
 
 impl Default for ConnectOptions {
@@ -92,6 +97,7 @@ impl Default for ConnectOptions {
             protocol_version: SUPPORTED_PROTOCOL_VERSIONS[0].into(),
             client_info: json!({"name": "toolgate", "version": env!("CARGO_PKG_VERSION")}),
             capabilities: json!({}),
+            events: None,
         }
     }
 }

@@ -16,6 +16,7 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 use sse_stream::SseStream;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use crate::endpoint::{ConnectOptions, Endpoint};
 use crate::error::UpstreamError;
@@ -71,8 +72,18 @@ pub(crate) fn start(endpoint: &Endpoint, options: &ConnectOptions) -> Result<Tra
         name: options.name.clone(),
     });
     let dispatcher_shared = Arc::clone(&shared);
+    let shutdown = CancellationToken::new();
+    let stop = shutdown.clone();
     tokio::spawn(async move {
-        while let Some(message) = outbound_receiver.recv().await {
+        loop {
+            let message = tokio::select! {
+                biased;
+                () = stop.cancelled() => break,
+                message = outbound_receiver.recv() => match message {
+                    Some(message) => message,
+                    None => break,
+                },
+            };
             // Requests run concurrently (an answer may stream for a long time). Everything else is posted in
             // order and awaited: the server acknowledges notifications and responses with 202 once it has taken
             // them, so `notifications/initialized` is known before the next request arrives. `initialize` is
@@ -94,6 +105,7 @@ pub(crate) fn start(endpoint: &Endpoint, options: &ConnectOptions) -> Result<Tra
         inbound: inbound_receiver,
         diagnostics: Arc::new(Diagnostics::default()),
         negotiated_version,
+        shutdown,
         closer: Closer::Http(HttpCloser { shared }),
     })
 }
@@ -103,7 +115,7 @@ async fn post_message(shared: Arc<Shared>, message: Value) {
         MessageKind::Request { id, .. } => Some(id.clone()),
         _ => None,
     };
-    if let Err(error) = exchange(&shared, &message).await {
+    if let Err(error) = exchange(&shared, &message, request_id.as_ref()).await {
         match request_id {
             Some(id) => {
                 let _ = shared.inbound.send(Inbound::RequestFailed { id, error }).await;
@@ -126,7 +138,7 @@ fn request_builder(shared: &Shared, method: reqwest::Method) -> reqwest::Request
     builder
 }
 
-async fn exchange(shared: &Shared, message: &Value) -> Result<(), UpstreamError> {
+async fn exchange(shared: &Shared, message: &Value, related: Option<&Value>) -> Result<(), UpstreamError> {
     let connect_error =
         |error: reqwest::Error| UpstreamError::Connect { url: shared.url.clone(), reason: error.to_string() };
     let response = request_builder(shared, reqwest::Method::POST)
@@ -157,9 +169,9 @@ async fn exchange(shared: &Shared, message: &Value) -> Result<(), UpstreamError>
         move |error: reqwest::Error| UpstreamError::Connect { url: url.clone(), reason: error.to_string() };
     let (body, seen) = limited(response.bytes_stream().map_err(body_error), shared.max_message_bytes);
     if content_type.starts_with("text/event-stream") {
-        read_event_stream(shared, body, seen).await
+        read_event_stream(shared, body, seen, related).await
     } else {
-        read_json_body(shared, body).await
+        read_json_body(shared, body, related).await
     }
 }
 
@@ -178,7 +190,7 @@ where
     (stream, seen)
 }
 
-async fn read_json_body<S>(shared: &Shared, body: S) -> Result<(), UpstreamError>
+async fn read_json_body<S>(shared: &Shared, body: S, related: Option<&Value>) -> Result<(), UpstreamError>
 where
     S: Stream<Item = Result<Bytes, UpstreamError>>,
 {
@@ -187,12 +199,17 @@ where
     let value: Value = serde_json::from_slice(&bytes)
         .map_err(|error| UpstreamError::Protocol(format!("the HTTP response body is not JSON: {error}")))?;
     for message in split_batch(value) {
-        let _ = shared.inbound.send(Inbound::Message(message)).await;
+        let _ = shared.inbound.send(Inbound::Message { message, related: related.cloned() }).await;
     }
     Ok(())
 }
 
-async fn read_event_stream<S>(shared: &Shared, body: S, seen: Arc<AtomicUsize>) -> Result<(), UpstreamError>
+async fn read_event_stream<S>(
+    shared: &Shared,
+    body: S,
+    seen: Arc<AtomicUsize>,
+    related: Option<&Value>,
+) -> Result<(), UpstreamError>
 where
     S: Stream<Item = Result<Bytes, UpstreamError>>,
 {
@@ -211,7 +228,7 @@ where
         let value: Value = serde_json::from_str(&data)
             .map_err(|error| UpstreamError::Protocol(format!("an SSE event is not JSON: {error}")))?;
         for message in split_batch(value) {
-            let _ = shared.inbound.send(Inbound::Message(message)).await;
+            let _ = shared.inbound.send(Inbound::Message { message, related: related.cloned() }).await;
         }
     }
     Ok(())

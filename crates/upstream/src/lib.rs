@@ -22,11 +22,13 @@
 mod connection;
 mod endpoint;
 mod error;
+mod events;
 mod http;
 pub mod jsonrpc;
 mod stdio;
 mod transport;
 
-pub use connection::{Connection, InitializeOutcome, ListKind};
+pub use connection::{Connection, InitializeOutcome, ListKind, PendingRequest, into_result};
 pub use endpoint::{ConnectOptions, Endpoint, SUPPORTED_PROTOCOL_VERSIONS};
 pub use error::{FaultSide, UpstreamError};
+pub use events::{Responder, UpstreamEvent};

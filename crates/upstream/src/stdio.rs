@@ -13,11 +13,12 @@ use futures::StreamExt;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::Value;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncWriteExt, BufWriter};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::codec::{AnyDelimiterCodec, AnyDelimiterCodecError, FramedRead};
+use tokio_util::sync::CancellationToken;
 
 use crate::endpoint::{ConnectOptions, Endpoint};
 use crate::error::UpstreamError;
@@ -57,7 +58,8 @@ pub(crate) fn start(endpoint: &Endpoint, options: &ConnectOptions) -> Result<Tra
     let (inbound_sender, inbound_receiver) = mpsc::channel::<Inbound>(64);
     let (exit_sender, exit_receiver) = watch::channel::<Option<String>>(None);
 
-    let writer = tokio::spawn(write_messages(stdin, outbound_receiver));
+    let shutdown = CancellationToken::new();
+    let writer = tokio::spawn(write_messages(stdin, outbound_receiver, shutdown.clone()));
     tokio::spawn(wait_for_exit(child, exit_sender));
     tokio::spawn(log_stderr(stderr, options.name.clone(), Arc::clone(&diagnostics)));
     tokio::spawn(read_messages(
@@ -74,17 +76,40 @@ pub(crate) fn start(endpoint: &Endpoint, options: &ConnectOptions) -> Result<Tra
         inbound: inbound_receiver,
         diagnostics,
         negotiated_version: Arc::new(OnceLock::new()),
+        shutdown,
         closer: Closer::Stdio(StdioCloser { pid, writer, exit: exit_receiver, name: options.name.clone() }),
     })
 }
 
-async fn write_messages(mut stdin: ChildStdin, mut outbound: mpsc::Receiver<Value>) {
-    while let Some(message) = outbound.recv().await {
-        let mut line = message.to_string();
-        line.push('\n');
-        if stdin.write_all(line.as_bytes()).await.is_err() || stdin.flush().await.is_err() {
-            // The reader reports the closed pipe with the exit status; nothing more to say here.
-            break;
+async fn write_messages(stdin: ChildStdin, mut outbound: mpsc::Receiver<Value>, shutdown: CancellationToken) {
+    let mut stdin = BufWriter::new(stdin);
+    let mut line = Vec::with_capacity(4096);
+    loop {
+        let message = tokio::select! {
+            biased;
+            () = shutdown.cancelled() => break,
+            message = outbound.recv() => match message {
+                Some(message) => message,
+                None => break,
+            },
+        };
+        // Write everything already queued, then flush once: one syscall for a burst of messages.
+        let mut next = Some(message);
+        while let Some(message) = next {
+            line.clear();
+            if serde_json::to_writer(&mut line, &message).is_err() {
+                next = outbound.try_recv().ok();
+                continue;
+            }
+            line.push(b'\n');
+            if stdin.write_all(&line).await.is_err() {
+                // The reader reports the closed pipe with the exit status; nothing more to say here.
+                return;
+            }
+            next = outbound.try_recv().ok();
+        }
+        if stdin.flush().await.is_err() {
+            return;
         }
     }
     // Dropping stdin closes the pipe: the first step of a polite shutdown.
@@ -130,7 +155,7 @@ async fn read_messages(
             Some(Ok(bytes)) => {
                 let Some(value) = parse_line(&bytes, &diagnostics, &name) else { continue };
                 for message in split_batch(value) {
-                    if inbound.send(Inbound::Message(message)).await.is_err() {
+                    if inbound.send(Inbound::Message { message, related: None }).await.is_err() {
                         return;
                     }
                 }
@@ -198,7 +223,7 @@ pub(crate) struct StdioCloser {
 
 impl StdioCloser {
     pub(crate) async fn close(mut self) {
-        // The connection dropped its sender, so the writer ends and closes stdin.
+        // The connection fired the shutdown token, so the writer ends and closes stdin.
         let _ = tokio::time::timeout(GRACE_PERIOD, &mut self.writer).await;
         if self.exited_within(GRACE_PERIOD).await {
             return;

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::Value;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use crate::error::UpstreamError;
 use crate::http::HttpCloser;
@@ -15,7 +16,12 @@ use crate::stdio::StdioCloser;
 #[derive(Debug)]
 pub(crate) enum Inbound {
     /// One JSON-RPC message (batches are split by the transport).
-    Message(Value),
+    Message {
+        /// The message.
+        message: Value,
+        /// The id of toolgate's request whose HTTP response stream carried it, when the transport knows.
+        related: Option<Value>,
+    },
     /// One request failed in transport (HTTP status, connection refused); it gets no response.
     RequestFailed {
         /// The id of the request that failed.
@@ -37,6 +43,8 @@ pub(crate) struct Transport {
     pub(crate) diagnostics: Arc<Diagnostics>,
     /// The protocol version agreed in `initialize`, for transports that send it in headers.
     pub(crate) negotiated_version: Arc<OnceLock<String>>,
+    /// Fired to stop writing (stdio: closes stdin).
+    pub(crate) shutdown: CancellationToken,
     /// How to end it politely.
     pub(crate) closer: Closer,
 }
