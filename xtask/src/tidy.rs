@@ -18,7 +18,10 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
     ("toolgate-upstream", &[]),
     ("toolgate-demo", &[]),
     ("toolgate-test-support", &[]),
-    ("toolgate", &["toolgate-core", "toolgate-upstream", "toolgate-demo"]),
+    ("toolgate-fixture", &[]),
+    ("toolgate-proxy", &["toolgate-core", "toolgate-upstream"]),
+    ("toolgate-config", &["toolgate-core", "toolgate-upstream", "toolgate-proxy"]),
+    ("toolgate", &["toolgate-core", "toolgate-upstream", "toolgate-demo", "toolgate-proxy", "toolgate-config"]),
     ("xtask", &["toolgate-core"]),
 ];
 

@@ -1,0 +1,12 @@
+//! The MCP runtime between clients and upstream servers: sessions, upstream management and the call pipeline.
+//!
+//! - [`spec`]: the lowered configuration the runtime runs from (no config syntax here).
+//! - [`session`]: the contract between a downstream transport and the gateway ([`session::SessionFactory`],
+//!   [`session::ClientSession`], [`session::ClientBound`]).
+//! - [`downstream`]: the transports toward clients (stdio, Streamable HTTP).
+//!
+//! Messages stay raw JSON (`serde_json::Value`) end to end; only what toolgate means to change is changed.
+
+pub mod downstream;
+pub mod session;
+pub mod spec;

@@ -1,0 +1,63 @@
+//! The contract between a downstream transport (stdio, Streamable HTTP) and the gateway.
+//!
+//! A transport opens one [`ClientSession`] per client session through a [`SessionFactory`], hands it every message
+//! the client sends ([`ClientSession::deliver`]), and writes out every [`ClientBound`] message the gateway
+//! produces. `ClientBound` says where a message belongs, so Streamable HTTP can put a response and the
+//! notifications and requests that belong to a client request on that request's SSE stream, and the rest on the
+//! GET stream. Transports know nothing of MCP methods beyond what their framing needs (initialize, session ids).
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+/// A message from the gateway to the client, with where it belongs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClientBound {
+    /// The response to the client's request `request_id`; nothing more belongs to that request afterwards.
+    Response {
+        /// The client's id of the request answered.
+        request_id: Value,
+        /// The JSON-RPC response.
+        message: Value,
+    },
+    /// A notification or request sent while the client's request `request_id` is in flight and about it
+    /// (progress, log lines, an elicitation for a tool call).
+    Related {
+        /// The client's id of the request it belongs to.
+        request_id: Value,
+        /// The JSON-RPC notification or request.
+        message: Value,
+    },
+    /// A message tied to no request (list_changed, resources/updated, server-wide log lines).
+    Unsolicited(Value),
+}
+
+/// Which transport a session arrived on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransportKind {
+    /// stdin/stdout of toolgate's own process.
+    Stdio,
+    /// Streamable HTTP.
+    Http,
+}
+
+/// The gateway's half of one client session.
+pub trait ClientSession: Send + Sync {
+    /// The session's id (also the `Mcp-Session-Id` on HTTP): unguessable, never used as authentication.
+    fn id(&self) -> &str;
+
+    /// Hands one client message (request, notification or response) to the gateway. Messages are handled in
+    /// arrival order; requests may complete out of order.
+    fn deliver(&self, message: Value);
+
+    /// The protocol version agreed at `initialize`, once the gateway has answered it.
+    fn protocol_version(&self) -> Option<String>;
+
+    /// Ends the session: in-flight requests are cancelled upstream, nothing more is sent.
+    fn close(&self);
+}
+
+/// Opens sessions; the gateway implements it, and transport tests may use a small fake.
+pub trait SessionFactory: Send + Sync + 'static {
+    /// Opens a new session and returns it with the receiver of everything it will send to the client.
+    fn open_session(&self, transport: TransportKind) -> (Box<dyn ClientSession>, mpsc::Receiver<ClientBound>);
+}
