@@ -121,8 +121,10 @@ mod tests {
 
     #[test]
     fn key_order_does_not_matter() {
-        let one = fingerprint(json!({"name": "t", "description": "d", "annotations": {"readOnlyHint": true, "title": "T"}}));
-        let two = fingerprint(json!({"annotations": {"title": "T", "readOnlyHint": true}, "description": "d", "name": "t"}));
+        let one =
+            fingerprint(json!({"name": "t", "description": "d", "annotations": {"readOnlyHint": true, "title": "T"}}));
+        let two =
+            fingerprint(json!({"annotations": {"title": "T", "readOnlyHint": true}, "description": "d", "name": "t"}));
         assert_eq!(one, two);
     }
 
@@ -137,7 +139,8 @@ mod tests {
     #[test]
     fn diff_names_the_changed_fields() {
         let older = fingerprint(json!({"name": "t", "description": "d", "annotations": {"readOnlyHint": false}}));
-        let newer = fingerprint(json!({"name": "t", "description": "e", "annotations": {"readOnlyHint": true, "title": "T"}}));
+        let newer =
+            fingerprint(json!({"name": "t", "description": "e", "annotations": {"readOnlyHint": true, "title": "T"}}));
         assert_eq!(
             diff_fingerprints(&older, &newer),
             vec![

@@ -288,15 +288,18 @@ mod tests {
     fn spec_spelling_wins_over_a_conflicting_vendor_spelling_in_any_order() {
         let normalized = normalize(json!({"name": "t", "annotations": {"readOnly": true, "readOnlyHint": false}}));
         assert_eq!(normalized.declared.read_only, Some(false));
-        assert!(normalized.findings.contains(&NormalizationFinding::ConflictingValues {
-            key: "readOnly".into(),
-            hint: Hint::ReadOnly
-        }));
+        assert!(
+            normalized
+                .findings
+                .contains(&NormalizationFinding::ConflictingValues { key: "readOnly".into(), hint: Hint::ReadOnly })
+        );
     }
 
     #[test]
     fn extended_hints_are_facts_not_spec_hints() {
-        let normalized = normalize(json!({"name": "t", "annotations": {"costWarning": "about $0.10", "progressIndicators": true, "category": "x"}}));
+        let normalized = normalize(
+            json!({"name": "t", "annotations": {"costWarning": "about $0.10", "progressIndicators": true, "category": "x"}}),
+        );
         assert!(normalized.declared.has_no_hints());
         assert!(normalized.extended.warns_of_cost());
         assert_eq!(normalized.extended.progress_indicators, Some(json!(true)));
@@ -305,7 +308,8 @@ mod tests {
 
     #[test]
     fn invalid_values_are_ignored_and_reported() {
-        let normalized = normalize(json!({"name": "t", "annotations": {"readOnlyHint": "maybe", "destructiveHint": [true]}}));
+        let normalized =
+            normalize(json!({"name": "t", "annotations": {"readOnlyHint": "maybe", "destructiveHint": [true]}}));
         assert!(normalized.declared.has_no_hints());
         assert_eq!(normalized.findings.len(), 2);
     }

@@ -122,10 +122,7 @@ mod tests {
 
     #[test]
     fn rejects_values_that_are_not_tools() {
-        assert_eq!(
-            ToolDefinition::from_value(json!([1])),
-            Err(ToolDefinitionError::NotAnObject { found: "an array" })
-        );
+        assert_eq!(ToolDefinition::from_value(json!([1])), Err(ToolDefinitionError::NotAnObject { found: "an array" }));
         assert_eq!(ToolDefinition::from_value(json!({"name": 3})), Err(ToolDefinitionError::MissingName));
     }
 
