@@ -54,7 +54,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
                 "{} {}: {}",
                 entry.server,
                 entry.name,
-                serde_json::to_string_pretty(&infer_annotations(&entry.tool))?
+                serde_json::to_string_pretty(&infer_annotations(&tool_with_title(&entry)))?
             );
         }
         scored.push(score(entry));

@@ -102,7 +102,8 @@ const FOCUSING: &[&str] = &["select", "switch", "focus", "use"];
 /// Verbs that disrupt something running without removing it.
 const DISRUPTING: &[&str] = &["restart", "reboot", "shutdown", "kill", "pause", "suspend"];
 /// Verbs that set a target state, so repeating them changes nothing more.
-const STATE_SETTING: &[&str] = &["stop", "enable", "disable", "pause", "resume", "lock", "unlock"];
+/// `set` and `cancel` name the state they leave too (a value set, a job cancelled).
+const STATE_SETTING: &[&str] = &["set", "cancel", "stop", "enable", "disable", "pause", "resume", "lock", "unlock"];
 /// Verbs whose second call fails or acts again because the first one moved things (`rename`, `move`).
 const RELOCATING: &[&str] = &["rename", "move", "transfer", "migrate", "import"];
 /// Words that warn a person before calling.
@@ -320,14 +321,58 @@ fn deleting_verb_in(tokens: &[String]) -> Option<&str> {
     })
 }
 
+/// Phrases that say what a repeated call finds: the target already gone or already there, handled without error.
+const REPEAT_HANDLING_PHRASES: &[&str] = &[
+    "does not exist",
+    "doesn't exist",
+    "not found",
+    "already exists",
+    "already exist",
+    "if it exists",
+    "if exists",
+    "nothing happens",
+    "no error is returned",
+    "no-op",
+    "has no effect",
+];
+/// Phrases that say a second call fails (within the sentence that says the thing "already exists").
+const REPEAT_FAILS_WORDS: &[&str] = &["fail", "fails", "error", "conflict", "rejected"];
+/// A description of fewer sentences than this mostly restates the action ("Delete a file share.").
+const SUBSTANTIVE_SENTENCES: usize = 3;
+
 /// `idempotentHint`, judged as if the tool writes: positive weights say repeating a call changes nothing more.
+///
+/// `idempotentHint: true` relaxes a client (it licenses automatic retries), so it is claimed only with support.
+/// Delete and update verbs imply it only when the description supports it: it says `idempotent`, says how a
+/// repeated call finds its target (already gone, already there), or documents the behaviour at some length
+/// ([`SUBSTANTIVE_SENTENCES`] or more). A terse description leaves the spec default (false) with low confidence.
+/// Verbs that name the state they leave (`set`, `lock`, `cancel`, `stop`) imply it without support.
 pub(crate) fn idempotent(signals: &Signals, actions: &[Action], domain: &Domain) -> Tally {
     let mut tally = Tally::new(-0.3, "repeating an unknown call may act twice (the spec default)");
+    let upsert = contains_phrase(&signals.lead_tokens.join(" "), "create or update")
+        || contains_phrase(&signals.lead_tokens.join(" "), "creates or updates")
+        || signals.description_phrase(&["upsert", "upserts"]).is_some()
+        || signals.name_or_title_word(&["upsert", "createorupdate"]).is_some();
+    let repeat_fails = repeat_fails_sentence(&signals.description);
+    let terse = signals.sentence_count < SUBSTANTIVE_SENTENCES;
+    // The support that lets a delete or update verb count; each kind adds its own evidence further down.
+    let supported = signals.description_phrase(&["not idempotent", "non-idempotent"]).is_none()
+        && !repeat_fails
+        && (signals.description_phrase(&["idempotent"]).is_some()
+            || upsert
+            || signals.description_phrase(REPEAT_HANDLING_PHRASES).is_some()
+            || !terse);
+    // "Get the next action": with a step word the read is a step that moves a workflow on, not a repeatable read.
+    let step_word = signals.name_or_title_word(&["next"]);
+    let mut unsupported = Vec::new();
     for action in actions {
         let verb = verb_of(action);
         let factor = match action.class {
             _ if is_in(RELOCATING, verb) => -0.6,
             _ if is_in(STATE_SETTING, verb) => 0.4,
+            // "Create or update": the create is the first half of an upsert, not an addition.
+            _ if upsert && (action.class == VerbClass::Create || is_in(ADDITIVE, verb)) => 0.0,
+            VerbClass::Read if step_word.is_some() => 0.0,
             VerbClass::Read => 1.0,
             VerbClass::Delete => 0.6,
             _ if is_in(OVERWRITING, verb) => 0.4,
@@ -338,11 +383,20 @@ pub(crate) fn idempotent(signals: &Signals, actions: &[Action], domain: &Domain)
             VerbClass::Execute => -0.6,
             VerbClass::Export => 0.0,
         };
-        tally.add_verb(action, factor * source_weight(action.source));
+        let gated = factor > 0.0 && matches!(action.class, VerbClass::Delete | VerbClass::Update | VerbClass::Create);
+        if gated && !supported && !is_in(STATE_SETTING, verb) {
+            unsupported.push(verb);
+        } else {
+            tally.add_verb(action, factor * source_weight(action.source));
+        }
+    }
+    if let Some(verb) = unsupported.first() {
+        let why = if terse { "terse description" } else { "no support in the description" };
+        tally.add(CueSource::Description, format!("{why}: \"{verb}\" alone does not license retries"), None, -0.3);
     }
     add_cue(&mut tally, &domain.content, -0.5);
     add_cue(&mut tally, &domain.code, -1.0);
-    if let Some(word) = signals.name_or_title_word(&["next"]) {
+    if let Some(word) = step_word {
         let weight = if domain.content.is_some() { -4.0 } else { -2.0 };
         tally.add(CueSource::Name, format!("step word \"{word}\" (each call advances)"), None, weight);
     }
@@ -356,12 +410,23 @@ pub(crate) fn idempotent(signals: &Signals, actions: &[Action], domain: &Domain)
     } else if signals.description_phrase(&["idempotent"]).is_some() {
         tally.add(CueSource::Description, "phrase \"idempotent\"", None, 3.0);
     }
-    if contains_phrase(&signals.lead_tokens.join(" "), "create or update")
-        || signals.name_or_title_word(&["upsert", "createorupdate"]).is_some()
-    {
-        tally.add(CueSource::Name, "create-or-update", None, 1.5);
+    if repeat_fails {
+        tally.add(CueSource::Description, "a second call fails (\"already exists\")", None, -3.0);
+    } else if let Some(phrase) = signals.description_phrase(REPEAT_HANDLING_PHRASES) {
+        tally.add(CueSource::Description, format!("a repeated call is handled (\"{phrase}\")"), None, 0.5);
+    }
+    if upsert {
+        tally.add(CueSource::Name, "create-or-update", None, 2.0);
     }
     tally
+}
+
+/// True when a sentence says the target "already exists" and that the call then fails or errors.
+fn repeat_fails_sentence(description: &str) -> bool {
+    description.split(['.', '\n']).any(|sentence| {
+        (contains_phrase(sentence, "already exists") || contains_phrase(sentence, "already exist"))
+            && REPEAT_FAILS_WORDS.iter().any(|word| contains_phrase(sentence, word))
+    })
 }
 
 /// `openWorldHint`: positive weights say the tool reaches entities outside a closed domain.

@@ -58,6 +58,9 @@ pub(crate) struct Signals {
     pub(crate) lead_tokens: Vec<String>,
     /// Tokens of the whole (truncated) description.
     pub(crate) description_tokens: Vec<String>,
+    /// How many sentences (or list items, lines) of at least three words the description has: a measure of how
+    /// much it documents beyond restating the action.
+    pub(crate) sentence_count: usize,
     /// Flattened input-schema properties, top level first.
     pub(crate) properties: Vec<Property>,
 }
@@ -81,6 +84,7 @@ impl Signals {
             title_tokens: tokens(title),
             lead_tokens: tokens(lead),
             description_tokens: tokens(&description),
+            sentence_count: count_sentences(&description),
             description,
             properties,
         }
@@ -129,6 +133,35 @@ fn first_sentence(description: &str) -> &str {
         })
         .map_or(trimmed.len(), |(index, _)| index);
     &trimmed[..end]
+}
+
+/// Words a segment needs to count as a sentence: `e.g.`, `v1.` or a bare `-` bullet do not count.
+const MIN_SENTENCE_WORDS: usize = 3;
+
+/// Sentences of a description: text ended by `.`, `!` or `?` before whitespace (or the end), or by a line break;
+/// only segments of at least [`MIN_SENTENCE_WORDS`] words count.
+pub(crate) fn count_sentences(description: &str) -> usize {
+    let mut count = 0;
+    let mut words = 0;
+    let mut in_word = false;
+    let mut characters = description.chars().peekable();
+    while let Some(character) = characters.next() {
+        if character.is_alphanumeric() {
+            if !in_word {
+                words += 1;
+            }
+            in_word = true;
+            continue;
+        }
+        in_word = false;
+        let ends = character == '\n'
+            || matches!(character, '.' | '!' | '?') && characters.peek().is_none_or(|next| next.is_whitespace());
+        if ends {
+            count += usize::from(words >= MIN_SENTENCE_WORDS);
+            words = 0;
+        }
+    }
+    count + usize::from(words >= MIN_SENTENCE_WORDS)
 }
 
 fn collect_properties(schema: &Map<String, Value>, depth: usize, out: &mut Vec<Property>) {
@@ -234,6 +267,18 @@ mod tests {
         assert_eq!(first_sentence("  get a thing. then more"), "get a thing");
         assert_eq!(first_sentence("read file.txt now\nsecond"), "read file.txt now");
         assert_eq!(first_sentence(""), "");
+    }
+
+    #[test]
+    fn sentences_are_counted_by_ending_and_length() {
+        assert_eq!(count_sentences(""), 0);
+        assert_eq!(count_sentences("delete a file share"), 1);
+        assert_eq!(count_sentences("delete a share. it cannot be undone."), 2);
+        // Versions do not end a sentence; fragments of fewer than three words do not count.
+        assert_eq!(count_sentences("calls api v1.2 of the service"), 1);
+        assert_eq!(count_sentences("set a value, e.g. a limit"), 1);
+        // Each line is a segment; "required options:" and "- x" are too short to count.
+        assert_eq!(count_sentences("update a thing.\nrequired options:\n- name: the name of the thing\n- x"), 2);
     }
 
     #[test]

@@ -38,9 +38,63 @@ fn deletes_are_destructive_writes() {
     check(
         json!({"name": "delete_customer", "description": "Permanently deletes a customer record.",
                "inputSchema": {"type": "object", "properties": {"id": {"type": "string"}}}}),
-        [Some(false), Some(true), Some(true), None],
+        [Some(false), Some(true), None, None],
     );
     check(json!({"name": "pods_delete", "title": "Pods: Delete"}), [Some(false), Some(true), None, None]);
+}
+
+/// `idempotentHint` cases: `(name, description, expected)`. Delete and update verbs need support in the text.
+const IDEMPOTENCY_CASES: &[(&str, &str, bool)] = &[
+    // Terse: the verb alone leaves the spec default.
+    ("storage_share_delete", "Delete a file share.", false),
+    ("widget_update", "Update properties of an existing widget.", false),
+    ("remove_member", "Removes a member from a team. The member loses access.", false),
+    // Explicit support.
+    ("share_delete", "Deletes a share. This operation is idempotent.", true),
+    ("delete_rule", "Deletes a firewall rule. If the rule doesn't exist, no error is returned.", true),
+    ("widget_update", "Create or update a widget.", true),
+    (
+        "manage_member",
+        "Add, update or remove a member. The put action adds a member or changes the role (upsert).",
+        true,
+    ),
+    // A substantive description documents behaviour.
+    (
+        "cluster_delete",
+        "Deletes a cluster from the project. All nodes of the cluster are stopped first. Backups are kept for seven \
+         days after deletion and can be restored on request.",
+        true,
+    ),
+    // State-setting verbs need no support.
+    ("server_param_set", "Sets a server parameter.", true),
+    ("job_cancel", "Cancels a running job.", true),
+    ("lock_branch", "Lock a branch.", true),
+    // Explicitly not idempotent, or a second call fails, or each call acts anew.
+    (
+        "settings_update",
+        "Updates an application setting. If the setting already exists, the operation will fail. Use it to add \
+         settings. Values are strings.",
+        false,
+    ),
+    ("run_update", "Create or update a run. Create operations are not idempotent. Each call starts a new run.", false),
+    ("restart_nodes", "Restart nodes of a cluster. Requires the node names. Operation is long running.", false),
+    ("publish_events", "Publish events to a topic. Events are delivered to all subscribers. Returns the ids.", false),
+    ("orchestrator_next", "Get the next action after completing the current one.", false),
+];
+
+#[test]
+fn idempotency_needs_support() {
+    for (name, description, want) in IDEMPOTENCY_CASES {
+        check(json!({"name": name, "description": description}), [None, None, Some(*want), None]);
+    }
+}
+
+#[test]
+fn terse_idempotency_is_low_confidence() {
+    let inference = infer_annotations(&tool(json!({"name": "share_delete", "description": "Delete a share."})));
+    assert!(!inference.idempotent.value);
+    assert!(inference.idempotent.confidence < 0.65, "{}", inference.idempotent.confidence);
+    assert!(inference.idempotent.evidence.iter().any(|evidence| evidence.cue.starts_with("terse description")));
 }
 
 #[test]
