@@ -18,7 +18,8 @@ use crate::normalize::NormalizedAnnotations;
 use crate::tool::ToolDefinition;
 use crate::words::{VerbClass, tokens};
 
-/// Verbs of a plain, additive create: each call makes one more thing.
+/// Verbs of a plain, additive create: each call makes one more thing. `add` is weaker: adding a file to a staging
+/// area or a member to a team is a set insertion, so for idempotency it counts only next to the word "new".
 const PLAIN_CREATE_WORDS: &[&str] = &["create", "add", "insert", "append"];
 
 /// Name or title tokens that make a create an upsert or an ensure (repeating it changes nothing more).
@@ -70,6 +71,12 @@ const SET_MEMBER_NOUNS: &[&str] = &[
 /// Stems in a description that admit a create can destroy or overwrite (so `destructiveHint: true` is honest).
 const DESTRUCTION_STEMS: &[&str] =
     &["delet", "remov", "destroy", "overwrit", "replac", "drop", "purg", "eras", "truncat", "wipe", "clobber"];
+
+/// Property names that give the created thing a caller-chosen identity (`name`, `id`, or `<object>_name`).
+const IDENTITY_WORDS: &[&str] = &["name", "id", "key", "slug", "identifier", "path", "filepath"];
+
+/// Words that end the object of a create in a name (`vm_create_from_template` creates a vm, not a template).
+const PREPOSITIONS: &[&str] = &["from", "in", "for", "to", "with", "on", "into", "at", "by", "of"];
 
 /// Delete verbs that are too mild for "destructiveHint false is wrong" (`clear_selection`, `reset_zoom`).
 const MILD_DELETE_WORDS: &[&str] = &["clear", "reset"];
@@ -142,8 +149,10 @@ pub(super) fn check(
             Hint::Destructive,
         );
     }
-    if let Some(cue) = plain_create(wording) {
-        if declared.idempotent == Some(true) && !adds_to_a_set(wording) {
+    // A create whose caller names the new thing may collide with an existing one: a repeat then fails (idempotent)
+    // or replaces (destructive), depending on the API, so neither declaration can be called wrong.
+    if let Some(cue) = plain_create(wording).filter(|_| !takes_identity(tool)) {
+        if declared.idempotent == Some(true) && !adds_to_a_set(wording, cue) {
             push(&CREATE_DECLARED_IDEMPOTENT, format!("{} but idempotentHint is true", says(cue)), Hint::Idempotent);
         }
         if declared.destructive == Some(true) && !admits_destruction(wording) {
@@ -173,15 +182,49 @@ fn check_open_world(tool: &ToolDefinition, normalized: &NormalizedAnnotations, f
 fn plain_create(wording: &Wording) -> Option<&ActionCue> {
     let cue = wording.agreed(VerbClass::Create).filter(|cue| PLAIN_CREATE_WORDS.contains(&cue.word.as_str()))?;
     let upsert = wording.label_tokens.iter().any(|token| UPSERT_TOKENS.contains(&token.as_str()))
+        || wording.description_tokens.iter().any(|token| token == "ensure" || token == "ensures")
         || UPSERT_PHRASES.iter().any(|phrase| wording.mentions_phrase(phrase))
         || wording.label_has_class(VerbClass::Update)
         || wording.label_has_class(VerbClass::Delete);
     if upsert { None } else { Some(cue) }
 }
 
-/// True when the name or title adds to a set (`add_label`, `create_association`): repeating it is harmless.
-fn adds_to_a_set(wording: &Wording) -> bool {
-    wording.label_tokens.iter().any(|token| SET_MEMBER_NOUNS.contains(&token.as_str()))
+/// True when a required input names the created thing: a bare `name`/`id`/`key`/`path`, the object of the name
+/// (`project` for `create_project`), or the object plus an identity word (`workspace_name`).
+fn takes_identity(tool: &ToolDefinition) -> bool {
+    let name_tokens = tokens(tool.name());
+    let Some(verb_at) = name_tokens.iter().position(|token| PLAIN_CREATE_WORDS.contains(&token.as_str())) else {
+        return false;
+    };
+    let after: Vec<&String> =
+        name_tokens.iter().skip(verb_at + 1).take_while(|token| !PREPOSITIONS.contains(&token.as_str())).collect();
+    let object =
+        if after.is_empty() { name_tokens.get(..verb_at).and_then(<[String]>::last) } else { after.last().copied() };
+    let Some(schema) = tool.input_schema() else {
+        return false;
+    };
+    let properties = schema.get("properties").and_then(Value::as_object);
+    let required: Vec<&str> = match schema.get("required").and_then(Value::as_array) {
+        Some(required) => required.iter().filter_map(Value::as_str).collect(),
+        None => properties.into_iter().flat_map(|properties| properties.keys().map(String::as_str)).collect(),
+    };
+    required.iter().any(|property| {
+        let property_tokens = tokens(property);
+        let is_object = |token: &String| object.is_some_and(|object| object == token);
+        match property_tokens.as_slice() {
+            [single] => IDENTITY_WORDS.contains(&single.as_str()) || is_object(single),
+            [.., noun, identity] => is_object(noun) && IDENTITY_WORDS.contains(&identity.as_str()),
+            [] => false,
+        }
+    })
+}
+
+/// True when the create may be a set insertion (`add_label`, `create_association`, `git_add`): repeating it is
+/// harmless, so `idempotentHint: true` may well be right.
+fn adds_to_a_set(wording: &Wording, cue: &ActionCue) -> bool {
+    let says_new = wording.label_tokens.iter().chain(&wording.description_tokens).any(|token| token == "new");
+    (cue.word == "add" && !says_new)
+        || wording.label_tokens.iter().any(|token| SET_MEMBER_NOUNS.contains(&token.as_str()))
         || wording.description_tokens.iter().any(|token| token == "idempotent")
 }
 

@@ -127,6 +127,22 @@ fn create_declared_idempotent() {
     check(tool("create_bucket", "Creates a bucket if it does not exist.", json!({"idempotentHint": true})), &[]);
     check(tool("hubspot-batch-create-associations", "", json!({"idempotentHint": true})), &[]);
     check(tool("add_label", "Adds a label to an issue.", json!({"idempotentHint": true})), &[]);
+    check(tool("git_add", "Adds file contents to the staging area", json!({"idempotentHint": true})), &[]);
+    check(tool("add_row", "Adds a new row to the sheet.", json!({"idempotentHint": true})), &["TG108"]);
+    // A caller-chosen identity makes a repeat collide: idempotent may be honest.
+    let named = |name: &str, required: Value| {
+        json!({"name": name, "title": "T", "description": "Create a new one.",
+               "inputSchema": {"type": "object", "required": required},
+               "annotations": {"readOnlyHint": false, "destructiveHint": true, "idempotentHint": true,
+                               "openWorldHint": false}})
+    };
+    check(named("perses_create_project", json!(["project"])), &[]);
+    check(named("create_no_code_workspace", json!(["project_id", "workspace_name"])), &[]);
+    check(named("vm_create", json!(["namespace", "name"])), &[]);
+    check(named("vm_create_from_template", json!(["namespace", "template_name"])), &["TG108", "TG109"]);
+    check(named("create_run", json!(["workspace_name"])), &["TG108", "TG109"]);
+    let directory = "Create a new directory or ensure a directory exists.";
+    check(tool("create_directory", directory, json!({"idempotentHint": true})), &[]);
     // A read-only tool's idempotentHint means nothing.
     check(tool("create_report_preview", "", json!({"readOnlyHint": true, "idempotentHint": true})), &["TG106"]);
 }

@@ -168,10 +168,40 @@ fn name_action(name_tokens: &[String]) -> Option<(String, VerbClass)> {
     first.or_else(last).or_else(anywhere)
 }
 
-/// The first verb among the first `window` tokens of a text.
-fn leading_action(text_tokens: &[String], window: usize) -> Option<(String, VerbClass)> {
-    text_tokens.iter().take(window).find_map(|token| prose_class(token))
+/// The title's verb: titles are imperative ("Send Email", "Post Search"), so one of the first two words, as written.
+/// No inflection is folded: a title's "Updates" or "Exports" is a noun ("Check for updates").
+fn title_action(title_tokens: &[String]) -> Option<(String, VerbClass)> {
+    title_tokens.iter().take(2).find_map(|token| strict_class(token).map(|class| (token.clone(), class)))
 }
+
+/// Words a description may open with before its verb ("This tool retrieves", "Use this tool to delete").
+const DESCRIPTION_FILLERS: &[&str] = &[
+    "this",
+    "tool",
+    "the",
+    "a",
+    "an",
+    "use",
+    "to",
+    "it",
+    "will",
+    "that",
+    "lets",
+    "let",
+    "you",
+    "allows",
+    "allow",
+    "helps",
+    "help",
+    "can",
+    "we",
+    "i",
+    "function",
+    "endpoint",
+    "command",
+    "operation",
+    "mcp",
+];
 
 /// The first line or sentence of a description, where its author says what the tool does.
 fn first_sentence(description: &str) -> &str {
@@ -180,18 +210,27 @@ fn first_sentence(description: &str) -> &str {
     text.get(..end).unwrap_or(text)
 }
 
+/// The description's verb: the first word of its first sentence after the fillers, with `-s`/`-es` folded.
+fn description_action(description: &str) -> Option<(String, VerbClass)> {
+    let sentence = first_sentence(description);
+    // "Notion | Create a page": a product name before a bar is no part of the sentence.
+    let sentence = sentence.rsplit('|').next().unwrap_or(sentence);
+    let words = tokens(sentence);
+    let first = words.iter().find(|token| !DESCRIPTION_FILLERS.contains(&token.as_str()))?;
+    prose_class(first)
+}
+
 /// Reads the action words of a tool.
 pub(crate) fn read_wording(tool: &ToolDefinition) -> Wording {
     let name_tokens = tokens(tool.name());
     let title = tool.title().or_else(|| tool.annotations_title());
     let title_tokens = title.map(tokens).unwrap_or_default();
     let description = tool.description().unwrap_or_default();
-    let lead_tokens = tokens(first_sentence(description));
     let cue = |place: Place| move |(word, class): (String, VerbClass)| ActionCue { place, word, class };
     Wording {
         name: name_action(&name_tokens).map(cue(Place::Name)),
-        title: leading_action(&title_tokens, 3).map(cue(Place::Title)),
-        description: leading_action(&lead_tokens, 4).map(cue(Place::Description)),
+        title: title_action(&title_tokens).map(cue(Place::Title)),
+        description: description_action(description).map(cue(Place::Description)),
         label_tokens: name_tokens.into_iter().chain(title_tokens).collect(),
         description_tokens: tokens(description),
     }
@@ -278,6 +317,17 @@ mod tests {
         assert_eq!(found.description.map(|cue| cue.word), Some("send".into()));
         let notion = wording(json!({"name": "API-post-page", "description": "Notion | Create a page\nError"}));
         assert_eq!(notion.primary().map(|cue| (cue.place, cue.class)), Some((Place::Description, VerbClass::Create)));
+        let filler = wording(json!({"name": "flaky", "description": "\n  This tool retrieves flaky tests."}));
+        assert_eq!(filler.description.map(|cue| cue.word), Some("retrieve".into()));
+    }
+
+    #[test]
+    fn nouns_after_the_lead_are_not_actions() {
+        let updates =
+            wording(json!({"name": "updater", "title": "Check for updates", "description": "Check for updates."}));
+        assert!(updates.cues().next().is_none(), "{updates:?}");
+        let exports = wording(json!({"name": "x", "description": "Returns the exports of a module."}));
+        assert!(exports.description.is_none());
     }
 
     #[test]
