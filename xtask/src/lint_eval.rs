@@ -1,7 +1,8 @@
 //! `cargo xtask lint-eval [--corpus PATH] [--check]`: measures the lint catalogue on the labelled corpus.
 //!
 //! Each corpus line becomes an MCP tool object (`name`, `title`, `description`, `inputSchema`, `annotations` with
-//! the explicitly declared keys only) and goes through normalize, infer and lint exactly as `assess_tool` does.
+//! the explicitly declared keys only; `toolgate_core::corpus` builds it) and goes through normalize, infer and lint
+//! exactly as `assess_tool` does.
 //! The report says which of the corpus README's known mis-declarations a contradiction rule (`TG1xx`) flags, and
 //! the false-alarm rate: the share of all other tools with at least one `TG1xx` finding. Missing-hint rules
 //! (`TG2xx`) are counted apart: the corpus keeps only explicit keys, so they fire by construction. `--check` fails
@@ -12,8 +13,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use serde_json::{Map, Value, json};
-use toolgate_core::ToolDefinition;
+use toolgate_core::DeclaredHints;
+use toolgate_core::corpus::{corpus_tool_with_annotations, parse_corpus_line};
 use toolgate_core::infer::infer_annotations;
 use toolgate_core::lint::{Finding, RULES, lint_tool};
 use toolgate_core::normalize::normalize_annotations;
@@ -132,45 +133,22 @@ fn lint_corpus(corpus: &Path) -> Result<Vec<Linted>> {
     let text = std::fs::read_to_string(corpus).with_context(|| format!("reading corpus {}", corpus.display()))?;
     let mut linted = Vec::new();
     for (index, line) in text.lines().enumerate().filter(|(_, line)| !line.trim().is_empty()) {
-        let entry: Value = serde_json::from_str(line)
-            .with_context(|| format!("{}:{}: not a JSON object", corpus.display(), index + 1))?;
-        let field = |key: &str| entry.get(key).and_then(Value::as_str).map(str::to_owned);
-        let server = field("server").unwrap_or_default();
-        let name = field("name").with_context(|| format!("{}:{}: no `name`", corpus.display(), index + 1))?;
-        let tool = ToolDefinition::from_value(tool_object(&entry))
-            .with_context(|| format!("{}:{}: not a tool", corpus.display(), index + 1))?;
+        let at = || format!("{}:{}", corpus.display(), index + 1);
+        let entry = parse_corpus_line(line).with_context(at)?;
+        let tool = corpus_tool_with_annotations(line).with_context(at)?;
         let normalized = normalize_annotations(&tool);
         let findings = lint_tool(&tool, &normalized, &infer_annotations(&tool));
-        let label = label_of(&server, &name, &entry);
-        linted.push(Linted { server, name, variant: field("variant"), label, findings });
+        let label = label_of(&entry.server, &entry.name, &entry.labels);
+        linted.push(Linted { server: entry.server, name: entry.name, variant: entry.variant, label, findings });
     }
     Ok(linted)
 }
 
-/// The MCP tool object of a corpus entry: only the fields a server sends.
-fn tool_object(entry: &Value) -> Value {
-    let mut tool = Map::new();
-    tool.insert("name".into(), entry.get("name").cloned().unwrap_or(Value::Null));
-    if let Some(title) = entry.get("title").filter(|title| !title.is_null()) {
-        tool.insert("title".into(), title.clone());
-    }
-    if let Some(description) = entry.get("description").filter(|description| !description.is_null()) {
-        tool.insert("description".into(), description.clone());
-    }
-    let schema = entry.get("input_schema").cloned().unwrap_or_else(|| json!({"type": "object"}));
-    tool.insert("inputSchema".into(), schema);
-    if let Some(annotations) = entry.get("annotations").filter(|annotations| !annotations.is_null()) {
-        tool.insert("annotations".into(), annotations.clone());
-    }
-    Value::Object(tool)
-}
-
-fn label_of(server: &str, name: &str, entry: &Value) -> Label {
+fn label_of(server: &str, name: &str, labels: &DeclaredHints) -> Label {
     let listed = |list: &[(&str, &str)]| list.iter().any(|(s, n)| *s == server && *n == name);
     // The README also calls "many" azure create tools with destructiveHint: true debatable, without naming them.
-    let azure_destructive_create = server == "azure-mcp"
-        && name.ends_with("_create")
-        && entry.pointer("/annotations/destructiveHint") == Some(&Value::Bool(true));
+    let azure_destructive_create =
+        server == "azure-mcp" && name.ends_with("_create") && labels.destructive == Some(true);
     if listed(CLEAR) {
         Label::Clear
     } else if listed(DEBATABLE) || azure_destructive_create {
@@ -268,23 +246,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn corpus_entries_become_tools_with_only_wire_fields() {
-        let entry = json!({"server": "s", "name": "t", "title": null, "description": "d",
-            "input_schema": {"type": "object"}, "annotations": {"readOnlyHint": true}, "explicit_hints": []});
-        assert_eq!(
-            tool_object(&entry),
-            json!({"name": "t", "description": "d", "inputSchema": {"type": "object"},
-                   "annotations": {"readOnlyHint": true}})
-        );
-    }
-
-    #[test]
     fn labels_follow_the_readme_lists() {
-        let none = json!({});
+        let none = DeclaredHints::default();
         assert_eq!(label_of("notion", "API-post-search", &none), Label::Clear);
         assert_eq!(label_of("mongodb", "export", &none), Label::Debatable);
         assert_eq!(label_of("mongodb", "find", &none), Label::Other);
-        let create = json!({"annotations": {"destructiveHint": true}});
-        assert_eq!(label_of("azure-mcp", "sql_db_create", &create), Label::Debatable);
+        assert_eq!(label_of("azure-mcp", "sql_db_create", &none), Label::Other);
+        let destructive = DeclaredHints { destructive: Some(true), ..DeclaredHints::default() };
+        assert_eq!(label_of("azure-mcp", "sql_db_create", &destructive), Label::Debatable);
     }
 }
