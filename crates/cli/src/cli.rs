@@ -25,6 +25,10 @@ pub(crate) enum Command {
     Lint(LintArgs),
     /// Infer hints for each tool of a JSONL corpus (one JSON object per input line).
     Infer(InferArgs),
+    /// Run the gateway: front MCP servers, emit explicit annotations, relay everything else.
+    ///
+    /// Without arguments, serves the bundled demo server over HTTP on a loopback port it prints.
+    Serve(ServeArgs),
     /// Run the bundled demo MCP server on stdio.
     #[command(hide = true)]
     DemoServer,
@@ -75,6 +79,23 @@ pub(crate) struct LintArgs {
     /// When to colour text output.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
     pub(crate) color: ColorChoice,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// Serve Streamable HTTP on this address (loopback unless you say otherwise); without it, a command-line
+    /// upstream is served on stdio.
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) listen: Option<std::net::SocketAddr>,
+    /// Front one Streamable HTTP upstream.
+    #[arg(long, value_name = "URL", conflicts_with = "command")]
+    pub(crate) upstream_url: Option<String>,
+    /// Seconds allowed for each upstream request.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    pub(crate) timeout: u64,
+    /// The upstream command and its arguments, after `--`.
+    #[arg(last = true, value_name = "CMD")]
+    pub(crate) command: Vec<String>,
 }
 
 #[derive(Debug, Args)]

@@ -52,6 +52,7 @@ async fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Inspect(args) => commands::inspect::run(args).await,
         Command::Lint(args) => commands::lint::run(args).await,
         Command::Infer(args) => commands::infer::run(args),
+        Command::Serve(args) => commands::serve::run(args).await,
         Command::DemoServer => {
             toolgate_demo::serve_stdio().await?;
             Ok(Outcome::Clean)

@@ -2,7 +2,9 @@
 //!
 //! Precedence per hint: a config override, then the server's declaration, then inference, then the spec default.
 //! The spec's own rule is applied last: when a tool is read-only, `destructiveHint` and `idempotentHint` mean
-//! nothing, so they become "not destructive" and "idempotent" with [`HintSource::Implied`].
+//! nothing, so they become "not destructive" and "idempotent" with [`HintSource::Implied`]. The converse holds too:
+//! a declared `destructiveHint: true` keeps inference from calling the tool read-only (it becomes "not read-only",
+//! implied), so inference never weakens a declared hint.
 
 use serde::Serialize;
 
@@ -85,8 +87,14 @@ pub fn resolve_hints(
             EffectiveHint { value: hint.spec_default(), source: HintSource::Default }
         }
     };
-    let read_only = pick(Hint::ReadOnly);
     let implied = |value: bool| EffectiveHint { value, source: HintSource::Implied };
+    let mut read_only = pick(Hint::ReadOnly);
+    // A declared `destructiveHint: true` says the tool writes. Only a declaration or an override may call such a
+    // tool read-only; inference and defaults never weaken what the author said.
+    let declared_writer = declared.destructive == Some(true) && overrides.destructive != Some(false);
+    if read_only.value && declared_writer && matches!(read_only.source, HintSource::Inferred | HintSource::Default) {
+        read_only = implied(false);
+    }
     let (destructive, idempotent) = if read_only.value {
         (implied(false), implied(true))
     } else {
@@ -116,6 +124,19 @@ mod tests {
         assert_eq!(effective.read_only, EffectiveHint { value: false, source: HintSource::Overridden });
         assert_eq!(effective.destructive, EffectiveHint { value: false, source: HintSource::Overridden });
         assert_eq!(effective.idempotent.source, HintSource::Default);
+    }
+
+    #[test]
+    fn a_declared_destructive_hint_blocks_an_inferred_read_only() {
+        let declared = DeclaredHints { destructive: Some(true), ..Default::default() };
+        let mut inference = crate::infer::infer_annotations(
+            &crate::ToolDefinition::from_value(serde_json::json!({"name": "get_thing", "description": "get"}))
+                .unwrap_or_else(|error| unreachable!("{error}")),
+        );
+        inference.read_only.value = true;
+        let effective = resolve_hints(&HintOverrides::default(), &declared, Some(&inference));
+        assert_eq!(effective.read_only, EffectiveHint { value: false, source: HintSource::Implied });
+        assert_eq!(effective.destructive, EffectiveHint { value: true, source: HintSource::Declared });
     }
 
     #[test]

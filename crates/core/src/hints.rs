@@ -63,7 +63,8 @@ pub enum HintSource {
     Overridden,
     /// Declared by the server in `annotations` (after normalization).
     Declared,
-    /// Follows from `readOnlyHint: true`: a read-only tool neither destroys nor has further effects.
+    /// Follows from another hint: a read-only tool neither destroys nor has further effects, and a tool declared
+    /// destructive is not read-only.
     Implied,
     /// Inferred by toolgate from name, title, description and schema.
     Inferred,

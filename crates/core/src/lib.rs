@@ -27,6 +27,7 @@
 //! ```
 
 pub mod assess;
+pub mod decision;
 pub mod corpus;
 pub mod effective;
 pub mod facts;

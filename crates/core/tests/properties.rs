@@ -247,12 +247,9 @@ proptest! {
         check_destructive_survives(&name, &description, Some(false), idempotent, open_world)?;
     }
 
-    // Known failure, left visible: with readOnlyHint undeclared, `resolve_hints` fills it from inference, and an
-    // inferred `true` (a description saying "read-only") makes destructiveHint `Implied` false over the declared
-    // `true`. Minimal case: name "", description "read-only", only destructiveHint: true declared. The fix belongs
-    // in effective.rs (a declared destructiveHint: true should keep inference from calling the tool read-only).
+    // With readOnlyHint undeclared, inference fills it; a declared destructiveHint: true must still win (minimal
+    // case once found here: name "", description "read-only", only destructiveHint: true declared).
     #[test]
-    #[ignore = "resolve_hints lets an inferred readOnlyHint override a declared destructiveHint (effective.rs)"]
     fn inference_never_weakens_a_declared_destructive_hint_when_read_only_is_undeclared(
         name in wording(4),
         description in wording(12),

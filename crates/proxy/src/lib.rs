@@ -7,6 +7,17 @@
 //!
 //! Messages stay raw JSON (`serde_json::Value`) end to end; only what toolgate means to change is changed.
 
+pub mod catalog;
+mod client;
+mod dispatch;
 pub mod downstream;
+mod gateway;
+pub mod naming;
+mod pipeline;
+mod routing;
 pub mod session;
 pub mod spec;
+pub mod upstreams;
+pub mod uri_template;
+
+pub use gateway::{Gateway, GatewayStatus, NamedStatus};

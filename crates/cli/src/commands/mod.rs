@@ -3,3 +3,4 @@
 pub(crate) mod infer;
 pub(crate) mod inspect;
 pub(crate) mod lint;
+pub(crate) mod serve;

@@ -1,0 +1,255 @@
+//! The aggregated catalog: every upstream's tools, prompts, resources and templates under the names clients see,
+//! with routes back to the owning upstream.
+//!
+//! Built from upstream listings by a pure function, and replaced whole when any upstream's lists change (readers
+//! hold an `Arc<Catalog>` snapshot, so a call never sees half an update). Tool definitions are rewritten here and
+//! only here: the four hints are made explicit from the core's effective values, and provenance, risk, action
+//! phrase and fingerprint go under `_meta["toolgate/annotations"]`. Every other field of the definition survives
+//! byte for byte in meaning. Name collisions are resolved by configuration order and reported.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+use toolgate_core::{EffectiveHints, Hint, HintOverrides, HintSource, ToolDefinition, assess_tool};
+
+use crate::naming::exposed_name;
+use crate::spec::UpstreamSpec;
+use crate::uri_template::UriTemplate;
+
+/// The `_meta` key under which toolgate puts what it knows about a tool.
+pub const META_KEY: &str = "toolgate/annotations";
+
+/// What one upstream listed, raw.
+#[derive(Debug, Clone, Default)]
+pub struct UpstreamListing {
+    /// `tools/list` items.
+    pub tools: Vec<Value>,
+    /// `prompts/list` items.
+    pub prompts: Vec<Value>,
+    /// `resources/list` items.
+    pub resources: Vec<Value>,
+    /// `resources/templates/list` items.
+    pub templates: Vec<Value>,
+}
+
+/// A tool as clients see it, with its route.
+#[derive(Debug, Clone)]
+pub struct ExposedTool {
+    /// Index of the owning upstream in the spec.
+    pub upstream: usize,
+    /// The upstream's own name for the tool.
+    pub original_name: String,
+    /// The rewritten definition sent in `tools/list`.
+    pub definition: Value,
+    /// The hints toolgate enforces and emits.
+    pub hints: EffectiveHints,
+    /// `sha256:` fingerprint of the definition the upstream sent.
+    pub fingerprint: String,
+    /// `_meta.ui.visibility` lacks `"model"`: only clients with the MCP Apps extension see it.
+    pub app_only: bool,
+    /// `execution.taskSupport` is `required`: hidden while toolgate does not relay tasks.
+    pub task_required: bool,
+}
+
+/// A prompt as clients see it, with its route.
+#[derive(Debug, Clone)]
+pub struct ExposedPrompt {
+    /// Index of the owning upstream.
+    pub upstream: usize,
+    /// The upstream's own name.
+    pub original_name: String,
+    /// The definition with the exposed name.
+    pub definition: Value,
+}
+
+/// Everything every upstream offers, as clients see it.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    tools: Vec<Arc<ExposedTool>>,
+    tool_index: HashMap<String, usize>,
+    prompts: Vec<ExposedPrompt>,
+    prompt_index: HashMap<String, usize>,
+    resources: Vec<(usize, Value)>,
+    resource_index: HashMap<String, usize>,
+    templates: Vec<(usize, Value, UriTemplate)>,
+    /// One line per name that lost a collision.
+    pub collisions: Vec<String>,
+}
+
+impl Catalog {
+    /// Builds the catalog from each upstream's listing (`None` for an upstream that is not connected).
+    pub fn build(specs: &[UpstreamSpec], listings: &[Option<Arc<UpstreamListing>>]) -> Catalog {
+        let mut catalog = Catalog::default();
+        let mut owners: HashMap<String, usize> = HashMap::new();
+        for (upstream, (spec, listing)) in specs.iter().zip(listings).enumerate() {
+            let Some(listing) = listing else { continue };
+            for raw in &listing.tools {
+                catalog.add_tool(upstream, spec, raw, &mut owners, specs);
+            }
+            for raw in &listing.prompts {
+                catalog.add_prompt(upstream, spec, raw, specs);
+            }
+            for raw in &listing.resources {
+                if let Some(uri) = raw.get("uri").and_then(Value::as_str) {
+                    catalog.resource_index.entry(uri.to_owned()).or_insert(upstream);
+                    catalog.resources.push((upstream, raw.clone()));
+                }
+            }
+            for raw in &listing.templates {
+                if let Some(template) = raw.get("uriTemplate").and_then(Value::as_str) {
+                    catalog.templates.push((upstream, raw.clone(), UriTemplate::parse(template)));
+                }
+            }
+        }
+        catalog
+    }
+
+    fn add_tool(
+        &mut self,
+        upstream: usize,
+        spec: &UpstreamSpec,
+        raw: &Value,
+        owners: &mut HashMap<String, usize>,
+        specs: &[UpstreamSpec],
+    ) {
+        let tool = match ToolDefinition::from_value(raw.clone()) {
+            Ok(tool) => tool,
+            Err(error) => {
+                tracing::warn!(upstream = %spec.name, %error, "skipping an invalid tool definition");
+                return;
+            }
+        };
+        let original_name = tool.name().to_owned();
+        let name = exposed_name(&spec.prefix, &original_name);
+        if let Some(owner) = owners.get(&name) {
+            let owner_name = specs.get(*owner).map(|owner| owner.name.as_str()).unwrap_or_default();
+            self.collisions.push(format!(
+                "tool `{name}` of upstream `{}` is hidden: upstream `{owner_name}` (earlier in the config) exposes \
+                 the same name",
+                spec.name
+            ));
+            return;
+        }
+        owners.insert(name.clone(), upstream);
+        let exposed = expose_tool(&tool, &name, spec);
+        self.tool_index.insert(name, self.tools.len());
+        self.tools.push(Arc::new(ExposedTool { upstream, original_name, ..exposed }));
+    }
+
+    fn add_prompt(&mut self, upstream: usize, spec: &UpstreamSpec, raw: &Value, specs: &[UpstreamSpec]) {
+        let Some(original_name) = raw.get("name").and_then(Value::as_str) else { return };
+        let name = exposed_name(&spec.prefix, original_name);
+        if let Some(owner) = self.prompt_index.get(&name).and_then(|index| self.prompts.get(*index)) {
+            let owner_name = specs.get(owner.upstream).map(|owner| owner.name.as_str()).unwrap_or_default();
+            self.collisions.push(format!(
+                "prompt `{name}` of upstream `{}` is hidden: upstream `{owner_name}` exposes the same name",
+                spec.name
+            ));
+            return;
+        }
+        let mut definition = raw.clone();
+        definition["name"] = Value::String(name.clone());
+        self.prompt_index.insert(name, self.prompts.len());
+        self.prompts.push(ExposedPrompt { upstream, original_name: original_name.to_owned(), definition });
+    }
+
+    /// Every exposed tool, in configuration order then each upstream's order.
+    pub fn tools(&self) -> &[Arc<ExposedTool>] {
+        &self.tools
+    }
+
+    /// The tool clients call `name`.
+    pub fn tool(&self, name: &str) -> Option<&Arc<ExposedTool>> {
+        self.tool_index.get(name).and_then(|index| self.tools.get(*index))
+    }
+
+    /// Every exposed prompt.
+    pub fn prompts(&self) -> &[ExposedPrompt] {
+        &self.prompts
+    }
+
+    /// The prompt clients call `name`.
+    pub fn prompt(&self, name: &str) -> Option<&ExposedPrompt> {
+        self.prompt_index.get(name).and_then(|index| self.prompts.get(*index))
+    }
+
+    /// Every listed resource, raw.
+    pub fn resources(&self) -> impl Iterator<Item = &Value> {
+        self.resources.iter().map(|(_, raw)| raw)
+    }
+
+    /// Every resource template, raw.
+    pub fn templates(&self) -> impl Iterator<Item = &Value> {
+        self.templates.iter().map(|(_, raw, _)| raw)
+    }
+
+    /// The upstream that owns a resource URI: a listed resource first, then the first matching template.
+    pub fn resource_owner(&self, uri: &str) -> Option<usize> {
+        self.resource_index
+            .get(uri)
+            .copied()
+            .or_else(|| self.templates.iter().find(|(_, _, template)| template.matches(uri)).map(|(owner, ..)| *owner))
+    }
+}
+
+/// Rewrites one tool for clients: exposed name, explicit hints, toolgate's `_meta` record.
+fn expose_tool(tool: &ToolDefinition, name: &str, spec: &UpstreamSpec) -> ExposedTool {
+    let overrides = spec.overrides.get(tool.name()).cloned().unwrap_or_else(HintOverrides::default);
+    let assessment = assess_tool(tool, &overrides);
+    let mut definition = tool.raw().clone();
+    definition.insert("name".into(), Value::String(name.to_owned()));
+
+    let mut annotations = tool.annotations().cloned().unwrap_or_default();
+    for hint in Hint::ALL {
+        annotations.insert(hint.wire_key().into(), Value::Bool(assessment.effective.get(hint).value));
+    }
+    if let Some(title) = &overrides.title {
+        annotations.insert("title".into(), Value::String(title.clone()));
+    }
+    definition.insert("annotations".into(), Value::Object(annotations));
+
+    let fingerprint = match &assessment.fingerprint {
+        Ok(fingerprint) => fingerprint.whole.clone(),
+        Err(error) => format!("unavailable: {error}"),
+    };
+    let mut sources = Map::new();
+    let mut confidence = Map::new();
+    for hint in Hint::ALL {
+        let effective = assessment.effective.get(hint);
+        sources.insert(hint.wire_key().into(), Value::String(effective.source.as_str().into()));
+        if effective.source == HintSource::Inferred {
+            confidence.insert(hint.wire_key().into(), json!(assessment.inference.get(hint).confidence));
+        }
+    }
+    let mut record = json!({
+        "upstream": spec.name,
+        "sources": sources,
+        "category": assessment.facts.category.as_str(),
+        "risk": assessment.facts.risk_level,
+        "action": assessment.facts.action,
+        "fingerprint": fingerprint,
+    });
+    if !confidence.is_empty() {
+        record["inferredConfidence"] = Value::Object(confidence);
+    }
+    if name != tool.name() {
+        record["upstreamName"] = Value::String(tool.name().to_owned());
+    }
+    let mut meta = tool.meta().cloned().unwrap_or_default();
+    meta.insert(META_KEY.into(), record);
+    definition.insert("_meta".into(), Value::Object(meta));
+
+    let task_required =
+        tool.raw().get("execution").and_then(|execution| execution.get("taskSupport")).and_then(Value::as_str)
+            == Some("required");
+    ExposedTool {
+        upstream: 0,
+        original_name: String::new(),
+        definition: Value::Object(definition),
+        hints: assessment.effective,
+        fingerprint,
+        app_only: tool.is_app_only(),
+        task_required,
+    }
+}

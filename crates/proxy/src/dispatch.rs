@@ -1,0 +1,364 @@
+//! Client requests, by method: what toolgate answers itself (initialize, ping, lists, discovery) and what it
+//! routes to the owning upstream (prompts, resources, completion, subscriptions, tasks). `tools/call` goes through
+//! the named phases of [`crate::pipeline`].
+//!
+//! Every function returns the whole JSON-RPC response for the client, with the client's id; `None` means no
+//! response must be sent (the request was cancelled).
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+use toolgate_upstream::jsonrpc::{self, codes};
+
+use crate::client::{SessionShared, accept_initialize, id_key};
+use crate::gateway::{CallRoute, GatewayInner};
+
+/// MCP's error code for an unknown resource.
+const RESOURCE_NOT_FOUND: i64 = -32002;
+
+/// Answers one client request.
+pub(crate) async fn handle_request(
+    gateway: &Arc<GatewayInner>,
+    session: &Arc<SessionShared>,
+    id: &Value,
+    method: &str,
+    params: Option<Value>,
+    cancel: &CancellationToken,
+) -> Option<Value> {
+    let params = params.unwrap_or_else(|| json!({}));
+    let response = match method {
+        "initialize" => jsonrpc::response(id, initialize_result(gateway, session, &params)),
+        "ping" => jsonrpc::response(id, json!({})),
+        "server/discover" => jsonrpc::error_response(
+            id,
+            codes::METHOD_NOT_FOUND,
+            "server/discover is not supported yet: use initialize (protocol 2025-03-26 to 2025-11-25)",
+        ),
+        "tools/list" => list_tools(gateway, session, id, &params),
+        "prompts/list" => list_prompts(gateway, id, &params),
+        "resources/list" => list_raw(id, &params, "resources", gateway.catalog().resources().cloned().collect()),
+        "resources/templates/list" => {
+            list_raw(id, &params, "resourceTemplates", gateway.catalog().templates().cloned().collect())
+        }
+        "tools/call" => return crate::pipeline::call_tool(gateway, session, id, params, cancel).await,
+        "prompts/get" => return get_prompt(gateway, session, id, params, cancel).await,
+        "resources/read" => return route_by_uri(gateway, session, id, method, params, cancel).await,
+        "resources/subscribe" => return subscribe(gateway, session, id, params, cancel, true).await,
+        "resources/unsubscribe" => return subscribe(gateway, session, id, params, cancel, false).await,
+        "completion/complete" => return complete(gateway, session, id, params, cancel).await,
+        "logging/setLevel" => set_log_level(gateway, id, params).await,
+        _ => jsonrpc::error_response(id, codes::METHOD_NOT_FOUND, &format!("method not found: {method}")),
+    };
+    Some(response)
+}
+
+fn initialize_result(gateway: &GatewayInner, session: &SessionShared, params: &Value) -> Value {
+    let version = accept_initialize(session, params);
+    let mut result = json!({
+        "protocolVersion": version,
+        "capabilities": {
+            "tools": {"listChanged": true},
+            "prompts": {"listChanged": true},
+            "resources": {"subscribe": true, "listChanged": true},
+            "logging": {},
+            "completions": {},
+        },
+        "serverInfo": {"name": "toolgate", "title": "toolgate", "version": env!("CARGO_PKG_VERSION")},
+    });
+    let instructions: Vec<String> = gateway
+        .upstreams
+        .iter()
+        .filter_map(|runtime| {
+            let connection = runtime.connection()?;
+            let text = connection.initialize_outcome().instructions.clone()?;
+            Some(if gateway.upstreams.len() == 1 { text } else { format!("{}: {text}", runtime.spec.name) })
+        })
+        .collect();
+    if !instructions.is_empty() {
+        result["instructions"] = Value::String(instructions.join("\n\n"));
+    }
+    result
+}
+
+/// toolgate serves each aggregated list in one page: any cursor is one it never issued.
+fn reject_cursor(id: &Value, params: &Value) -> Option<Value> {
+    params.get("cursor").filter(|cursor| !cursor.is_null()).map(|_| {
+        jsonrpc::error_response(id, codes::INVALID_PARAMS, "invalid cursor: toolgate returns every item in one page")
+    })
+}
+
+fn list_tools(gateway: &GatewayInner, session: &SessionShared, id: &Value, params: &Value) -> Value {
+    if let Some(error) = reject_cursor(id, params) {
+        return error;
+    }
+    let catalog = gateway.catalog();
+    let apps = session.declares_apps();
+    let tools: Vec<Value> = catalog
+        .tools()
+        .iter()
+        .filter(|tool| !tool.task_required && (apps || !tool.app_only))
+        .map(|tool| tool.definition.clone())
+        .collect();
+    jsonrpc::response(id, json!({"tools": tools}))
+}
+
+fn list_prompts(gateway: &GatewayInner, id: &Value, params: &Value) -> Value {
+    if let Some(error) = reject_cursor(id, params) {
+        return error;
+    }
+    let prompts: Vec<Value> = gateway.catalog().prompts().iter().map(|prompt| prompt.definition.clone()).collect();
+    jsonrpc::response(id, json!({"prompts": prompts}))
+}
+
+fn list_raw(id: &Value, params: &Value, key: &str, items: Vec<Value>) -> Value {
+    if let Some(error) = reject_cursor(id, params) {
+        return error;
+    }
+    let mut result = Map::new();
+    result.insert(key.to_owned(), Value::Array(items));
+    jsonrpc::response(id, Value::Object(result))
+}
+
+async fn get_prompt(
+    gateway: &Arc<GatewayInner>,
+    session: &Arc<SessionShared>,
+    id: &Value,
+    mut params: Value,
+    cancel: &CancellationToken,
+) -> Option<Value> {
+    let name = params.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let catalog = gateway.catalog();
+    let Some(prompt) = catalog.prompt(&name) else {
+        return Some(jsonrpc::error_response(id, codes::INVALID_PARAMS, &format!("unknown prompt: {name}")));
+    };
+    params["name"] = Value::String(prompt.original_name.clone());
+    forward(gateway, session, id, prompt.upstream, "prompts/get", params, cancel).await
+}
+
+async fn route_by_uri(
+    gateway: &Arc<GatewayInner>,
+    session: &Arc<SessionShared>,
+    id: &Value,
+    method: &str,
+    params: Value,
+    cancel: &CancellationToken,
+) -> Option<Value> {
+    let uri = params.get("uri").and_then(Value::as_str).unwrap_or_default();
+    match gateway.catalog().resource_owner(uri) {
+        Some(upstream) => forward(gateway, session, id, upstream, method, params, cancel).await,
+        None => Some(jsonrpc::error_response(id, RESOURCE_NOT_FOUND, &format!("resource not found: {uri}"))),
+    }
+}
+
+async fn subscribe(
+    gateway: &Arc<GatewayInner>,
+    session: &Arc<SessionShared>,
+    id: &Value,
+    params: Value,
+    cancel: &CancellationToken,
+    subscribe: bool,
+) -> Option<Value> {
+    let uri = params.get("uri").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let Some(upstream) = gateway.catalog().resource_owner(&uri) else {
+        return Some(jsonrpc::error_response(id, RESOURCE_NOT_FOUND, &format!("resource not found: {uri}")));
+    };
+    if let Ok(mut subscriptions) = session.subscriptions.lock() {
+        if subscribe {
+            subscriptions.insert(uri.clone());
+        } else {
+            subscriptions.remove(&uri);
+        }
+    }
+    // The upstream subscription is shared: subscribe on the first session, unsubscribe after the last.
+    let others = gateway
+        .sessions()
+        .iter()
+        .filter(|other| other.id != session.id)
+        .any(|other| other.subscriptions.lock().map(|subscriptions| subscriptions.contains(&uri)).unwrap_or(false));
+    if others {
+        return Some(jsonrpc::response(id, json!({})));
+    }
+    let method = if subscribe { "resources/subscribe" } else { "resources/unsubscribe" };
+    forward(gateway, session, id, upstream, method, params, cancel).await
+}
+
+/// Drops a closing session's subscriptions, unsubscribing upstream where it was the last subscriber.
+pub(crate) fn drop_subscriptions(gateway: &Arc<GatewayInner>, session: &SessionShared) {
+    let uris: Vec<String> =
+        session.subscriptions.lock().map(|mut subscriptions| subscriptions.drain().collect()).unwrap_or_default();
+    for uri in uris {
+        let still_wanted = gateway
+            .sessions()
+            .iter()
+            .any(|other| other.subscriptions.lock().map(|subscriptions| subscriptions.contains(&uri)).unwrap_or(false));
+        let owner = gateway.catalog().resource_owner(&uri);
+        if let (false, Some(connection)) = (
+            still_wanted,
+            owner.and_then(|owner| gateway.upstreams.get(owner)).and_then(|runtime| runtime.connection()),
+        ) {
+            tokio::spawn(async move {
+                let _ = connection.request("resources/unsubscribe", Some(json!({"uri": uri}))).await;
+            });
+        }
+    }
+}
+
+async fn complete(
+    gateway: &Arc<GatewayInner>,
+    session: &Arc<SessionShared>,
+    id: &Value,
+    mut params: Value,
+    cancel: &CancellationToken,
+) -> Option<Value> {
+    let reference = params.get("ref").cloned().unwrap_or(Value::Null);
+    let catalog = gateway.catalog();
+    let upstream = match reference.get("type").and_then(Value::as_str) {
+        Some("ref/prompt") => {
+            let name = reference.get("name").and_then(Value::as_str).unwrap_or_default();
+            catalog.prompt(name).map(|prompt| {
+                params["ref"]["name"] = Value::String(prompt.original_name.clone());
+                prompt.upstream
+            })
+        }
+        Some("ref/resource") => {
+            let uri = reference.get("uri").and_then(Value::as_str).unwrap_or_default();
+            catalog.resource_owner(uri).or_else(|| template_owner(gateway, uri))
+        }
+        _ => None,
+    };
+    match upstream {
+        Some(upstream) => forward(gateway, session, id, upstream, "completion/complete", params, cancel).await,
+        None => Some(jsonrpc::error_response(id, codes::INVALID_PARAMS, "completion reference not found")),
+    }
+}
+
+/// The upstream that declared a resource template with exactly this `uriTemplate`.
+fn template_owner(gateway: &GatewayInner, uri_template: &str) -> Option<usize> {
+    gateway.upstreams.iter().position(|runtime| {
+        runtime.listing().is_some_and(|listing| {
+            listing
+                .templates
+                .iter()
+                .any(|template| template.get("uriTemplate").and_then(Value::as_str) == Some(uri_template))
+        })
+    })
+}
+
+async fn set_log_level(gateway: &Arc<GatewayInner>, id: &Value, params: Value) -> Value {
+    for runtime in &gateway.upstreams {
+        let Some(connection) = runtime.connection() else { continue };
+        if connection.initialize_outcome().capabilities.get("logging").is_none() {
+            continue;
+        }
+        if let Err(error) = connection.request("logging/setLevel", Some(params.clone())).await {
+            tracing::debug!(upstream = %runtime.spec.name, %error, "logging/setLevel failed upstream");
+        }
+    }
+    jsonrpc::response(id, json!({}))
+}
+
+/// Forwards a request to one upstream and relays its response with the client's id.
+///
+/// Transport failures become JSON-RPC errors here (for `tools/call` the pipeline makes them `isError` results).
+pub(crate) async fn forward(
+    gateway: &Arc<GatewayInner>,
+    session: &Arc<SessionShared>,
+    id: &Value,
+    upstream: usize,
+    method: &str,
+    params: Value,
+    cancel: &CancellationToken,
+) -> Option<Value> {
+    match send_upstream(gateway, session, id, upstream, method, params, cancel).await? {
+        Ok(response) => Some(relay_response(id, response)),
+        Err(error) => Some(jsonrpc::error_response(id, codes::INTERNAL_ERROR, &error)),
+    }
+}
+
+/// Sends a request upstream on behalf of a client request and waits for the whole response message.
+///
+/// Registers the route (so progress, logs and server requests find their way back, and a client cancel reaches
+/// the upstream) and removes it afterwards. `None` when the client cancelled; `Err` with a message saying which
+/// upstream failed and how.
+pub(crate) async fn send_upstream(
+    gateway: &Arc<GatewayInner>,
+    session: &Arc<SessionShared>,
+    id: &Value,
+    upstream: usize,
+    method: &str,
+    params: Value,
+    cancel: &CancellationToken,
+) -> Option<Result<Value, String>> {
+    let Some(runtime) = gateway.upstreams.get(upstream) else {
+        return Some(Err("internal error: unknown upstream".into()));
+    };
+    let name = &runtime.spec.name;
+    let Some(connection) = runtime.connection() else {
+        let status = serde_json::to_string(&runtime.status()).unwrap_or_default();
+        return Some(Err(format!("upstream `{name}` is not connected ({status})")));
+    };
+    let (params, progress_token) = map_progress_token(gateway, session, id, params);
+    let pending = match connection.begin_request(method, Some(params)).await {
+        Ok(pending) => pending,
+        Err(error) => return Some(Err(format!("upstream `{name}` failed: {error}"))),
+    };
+    let upstream_id = pending.id();
+    if let Ok(mut calls) = gateway.calls.lock() {
+        calls
+            .insert((upstream, upstream_id), CallRoute { session: Arc::clone(session), client_request_id: id.clone() });
+    }
+    if let Ok(mut inflight) = session.inflight.lock()
+        && let Some(request) = inflight.get_mut(&id_key(id))
+    {
+        request.upstream = Some((upstream, upstream_id));
+    }
+    let outcome = tokio::select! {
+        () = cancel.cancelled() => None,
+        response = connection.wait(pending, runtime.spec.request_timeout) => Some(response),
+    };
+    if let Ok(mut calls) = gateway.calls.lock() {
+        calls.remove(&(upstream, upstream_id));
+    }
+    if let (Some(token), Ok(mut progress)) = (progress_token, gateway.progress.lock()) {
+        progress.remove(&token);
+    }
+    Some(outcome?.map_err(|error| format!("upstream `{name}` failed: {error}")))
+}
+
+/// Replaces the client's progress token with one of toolgate's, so tokens from different clients never collide
+/// upstream; returns the new token for cleanup.
+fn map_progress_token(
+    gateway: &GatewayInner,
+    session: &Arc<SessionShared>,
+    id: &Value,
+    mut params: Value,
+) -> (Value, Option<String>) {
+    let Some(client_token) = params.pointer("/_meta/progressToken").cloned() else { return (params, None) };
+    let token = gateway.next_progress_token();
+    params["_meta"]["progressToken"] = Value::String(token.clone());
+    if let Ok(mut progress) = gateway.progress.lock() {
+        progress.insert(
+            token.clone(),
+            crate::gateway::ProgressRoute { session: Arc::clone(session), client_token, client_request_id: id.clone() },
+        );
+    }
+    (params, Some(token))
+}
+
+/// The upstream's response with the client's id (result or error unchanged).
+pub(crate) fn relay_response(id: &Value, response: Value) -> Value {
+    match response {
+        Value::Object(mut object) => {
+            object.insert("id".into(), id.clone());
+            Value::Object(object)
+        }
+        _ => jsonrpc::error_response(id, codes::INTERNAL_ERROR, "the upstream sent a malformed response"),
+    }
+}
+
+/// Sends `notifications/cancelled` upstream for a client-cancelled request.
+pub(crate) fn cancel_upstream(gateway: &Arc<GatewayInner>, upstream: usize, upstream_id: u64, reason: String) {
+    let Some(connection) = gateway.upstreams.get(upstream).and_then(|runtime| runtime.connection()) else { return };
+    tokio::spawn(async move { connection.cancel(upstream_id, &reason).await });
+}

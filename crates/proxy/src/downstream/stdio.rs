@@ -1,0 +1,109 @@
+//! MCP over toolgate's own stdin/stdout, so desktop clients can launch toolgate as their server.
+//!
+//! One session for the life of the process. Each stdin line is one message; a line that is not JSON gets a
+//! JSON-RPC parse error, an oversized line an invalid-request error, and reading goes on. Every message for the
+//! client is written as one compact line; bursts are flushed once. stdout carries nothing but MCP.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::sync::mpsc;
+use tokio_util::codec::{AnyDelimiterCodec, AnyDelimiterCodecError, FramedRead};
+use toolgate_upstream::jsonrpc::{self, codes};
+
+use crate::session::{ClientBound, SessionFactory, TransportKind};
+
+/// Serves one session over the given reader and writer (stdin/stdout in production) until the reader ends.
+pub async fn serve<R, W>(factory: Arc<dyn SessionFactory>, reader: R, writer: W, max_message_bytes: usize)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (session, outbox) = factory.open_session(TransportKind::Stdio);
+    let (errors, error_receiver) = mpsc::channel::<Value>(64);
+    let writer_task = tokio::spawn(write_messages(writer, outbox, error_receiver));
+    let codec = AnyDelimiterCodec::new_with_max_length(b"\n".to_vec(), Vec::new(), max_message_bytes);
+    let mut lines = FramedRead::new(reader, codec);
+    while let Some(line) = lines.next().await {
+        match line {
+            Ok(bytes) => {
+                let text = String::from_utf8_lossy(&bytes);
+                let text = text.trim();
+                if text.is_empty() {
+                    continue;
+                }
+                match serde_json::from_str::<Value>(text) {
+                    Ok(Value::Array(_)) => {
+                        let error =
+                            jsonrpc::error_response(&Value::Null, codes::INVALID_REQUEST, "batching is not supported");
+                        let _ = errors.send(error).await;
+                    }
+                    Ok(message) => session.deliver(message),
+                    Err(error) => {
+                        let error =
+                            jsonrpc::error_response(&Value::Null, codes::PARSE_ERROR, &format!("parse error: {error}"));
+                        let _ = errors.send(error).await;
+                    }
+                }
+            }
+            Err(AnyDelimiterCodecError::MaxChunkLengthExceeded) => {
+                let text = format!("message larger than the {max_message_bytes}-byte limit");
+                let _ = errors.send(jsonrpc::error_response(&Value::Null, codes::INVALID_REQUEST, &text)).await;
+            }
+            Err(AnyDelimiterCodecError::Io(error)) => {
+                tracing::warn!(%error, "reading stdin failed");
+                break;
+            }
+        }
+    }
+    session.close();
+    drop(errors);
+    let _ = writer_task.await;
+}
+
+async fn write_messages<W>(writer: W, mut outbox: mpsc::Receiver<ClientBound>, mut errors: mpsc::Receiver<Value>)
+where
+    W: AsyncWrite + Unpin,
+{
+    let mut writer = BufWriter::new(writer);
+    let mut line = Vec::with_capacity(4096);
+    loop {
+        let message = tokio::select! {
+            bound = outbox.recv() => match bound {
+                Some(bound) => message_of(bound),
+                None => break,
+            },
+            error = errors.recv() => match error {
+                Some(error) => error,
+                None => match outbox.recv().await {
+                    Some(bound) => message_of(bound),
+                    None => break,
+                },
+            },
+        };
+        let mut next = Some(message);
+        while let Some(message) = next {
+            line.clear();
+            if serde_json::to_writer(&mut line, &message).is_ok() {
+                line.push(b'\n');
+                if writer.write_all(&line).await.is_err() {
+                    return;
+                }
+            }
+            next = outbox.try_recv().ok().map(message_of);
+        }
+        if writer.flush().await.is_err() {
+            return;
+        }
+    }
+    let _ = writer.flush().await;
+}
+
+fn message_of(bound: ClientBound) -> Value {
+    match bound {
+        ClientBound::Response { message, .. } | ClientBound::Related { message, .. } => message,
+        ClientBound::Unsolicited(message) => message,
+    }
+}

@@ -1,0 +1,313 @@
+//! The gateway: upstream runtimes, the aggregated catalog, the open client sessions, and the routes that tie an
+//! upstream request back to the client request that caused it.
+//!
+//! [`Gateway`] implements [`SessionFactory`], so any downstream transport can serve it. It owns no transport and
+//! parses no config. Upstream lifecycles run in one task per upstream ([`Gateway::start`]); what they send is routed
+//! by [`crate::routing`]; client requests are handled by [`crate::client`] and [`crate::pipeline`].
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+use toolgate_upstream::{ListKind, UpstreamEvent};
+
+use crate::catalog::Catalog;
+use crate::client::{GatewaySession, SessionShared};
+use crate::session::{ClientBound, ClientSession, SessionFactory, TransportKind};
+use crate::spec::GatewaySpec;
+use crate::upstreams::{UpstreamRuntime, UpstreamStatus, backoff, relist};
+
+/// Where an upstream request came from: which session and which client request.
+#[derive(Clone)]
+pub(crate) struct CallRoute {
+    pub(crate) session: Arc<SessionShared>,
+    pub(crate) client_request_id: Value,
+}
+
+/// A progress token toolgate put on an upstream request, and the client's token it stands for.
+#[derive(Clone)]
+pub(crate) struct ProgressRoute {
+    pub(crate) session: Arc<SessionShared>,
+    pub(crate) client_token: Value,
+    pub(crate) client_request_id: Value,
+}
+
+/// Everything shared by sessions, upstream tasks and transports.
+pub(crate) struct GatewayInner {
+    pub(crate) spec: GatewaySpec,
+    pub(crate) upstreams: Vec<Arc<UpstreamRuntime>>,
+    catalog: RwLock<Arc<Catalog>>,
+    sessions: Mutex<HashMap<String, Arc<SessionShared>>>,
+    pub(crate) calls: Mutex<HashMap<(usize, u64), CallRoute>>,
+    pub(crate) progress: Mutex<HashMap<String, ProgressRoute>>,
+    next_token: AtomicU64,
+    pub(crate) shutdown: CancellationToken,
+    settled: watch::Sender<usize>,
+}
+
+/// The running gateway (cheap to clone).
+#[derive(Clone)]
+pub struct Gateway {
+    pub(crate) inner: Arc<GatewayInner>,
+}
+
+/// What `toolgate status` shows.
+#[derive(Debug, Clone, Serialize)]
+pub struct GatewayStatus {
+    /// Each upstream by name, in configuration order.
+    pub upstreams: Vec<NamedStatus>,
+    /// Names hidden by collisions.
+    pub collisions: Vec<String>,
+    /// Open client sessions.
+    pub sessions: usize,
+    /// Tools in the catalog.
+    pub tools: usize,
+}
+
+/// One upstream's status with its name.
+#[derive(Debug, Clone, Serialize)]
+pub struct NamedStatus {
+    /// The upstream's configured name.
+    pub name: String,
+    /// What it is doing.
+    #[serde(flatten)]
+    pub status: UpstreamStatus,
+}
+
+impl Gateway {
+    /// A gateway for `spec`; nothing runs until [`Gateway::start`].
+    pub fn new(spec: GatewaySpec) -> Gateway {
+        let upstreams = spec
+            .upstreams
+            .iter()
+            .enumerate()
+            .map(|(index, upstream)| Arc::new(UpstreamRuntime::new(index, upstream.clone())))
+            .collect();
+        let (settled, _) = watch::channel(0);
+        Gateway {
+            inner: Arc::new(GatewayInner {
+                spec,
+                upstreams,
+                catalog: RwLock::new(Arc::new(Catalog::default())),
+                sessions: Mutex::new(HashMap::new()),
+                calls: Mutex::new(HashMap::new()),
+                progress: Mutex::new(HashMap::new()),
+                next_token: AtomicU64::new(1),
+                shutdown: CancellationToken::new(),
+                settled,
+            }),
+        }
+    }
+
+    /// Starts every upstream in parallel (one task each).
+    pub fn start(&self) {
+        for index in 0..self.inner.upstreams.len() {
+            tokio::spawn(run_upstream(Arc::clone(&self.inner), index));
+        }
+    }
+
+    /// Waits until every upstream has either connected or failed once, at most `timeout`.
+    pub async fn wait_settled(&self, timeout: Duration) {
+        let mut receiver = self.inner.settled.subscribe();
+        let total = self.inner.upstreams.len();
+        let _ = tokio::time::timeout(timeout, receiver.wait_for(|settled| *settled >= total)).await;
+    }
+
+    /// Upstream states, collisions and counts.
+    pub fn status(&self) -> GatewayStatus {
+        let catalog = self.inner.catalog();
+        GatewayStatus {
+            upstreams: self
+                .inner
+                .upstreams
+                .iter()
+                .map(|runtime| NamedStatus { name: runtime.spec.name.clone(), status: runtime.status() })
+                .collect(),
+            collisions: catalog.collisions.clone(),
+            sessions: self.inner.sessions.lock().map(|sessions| sessions.len()).unwrap_or(0),
+            tools: catalog.tools().len(),
+        }
+    }
+
+    /// Stops everything: sessions end, upstreams are closed politely (stdin, TERM, KILL).
+    pub async fn shutdown(&self) {
+        self.inner.shutdown.cancel();
+        let sessions: Vec<Arc<SessionShared>> =
+            self.inner.sessions.lock().map(|sessions| sessions.values().cloned().collect()).unwrap_or_default();
+        for session in sessions {
+            session.close();
+        }
+        let closing = self
+            .inner
+            .upstreams
+            .iter()
+            .filter_map(|runtime| runtime.connection())
+            .map(|connection| tokio::spawn(async move { connection.close().await }));
+        for task in closing.collect::<Vec<_>>() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl SessionFactory for Gateway {
+    fn open_session(&self, transport: TransportKind) -> (Box<dyn ClientSession>, mpsc::Receiver<ClientBound>) {
+        let (outbox, receiver) = mpsc::channel(1024);
+        let shared = Arc::new(SessionShared::new(uuid::Uuid::new_v4().simple().to_string(), outbox));
+        if let Ok(mut sessions) = self.inner.sessions.lock() {
+            sessions.insert(shared.id.clone(), Arc::clone(&shared));
+        }
+        tracing::info!(session = %shared.id, ?transport, "client session opened");
+        (Box::new(GatewaySession::new(Arc::clone(&self.inner), shared)), receiver)
+    }
+}
+
+impl GatewayInner {
+    /// The current catalog snapshot.
+    pub(crate) fn catalog(&self) -> Arc<Catalog> {
+        self.catalog.read().map(|catalog| Arc::clone(&catalog)).unwrap_or_default()
+    }
+
+    /// Rebuilds the catalog from every upstream's current listing.
+    pub(crate) fn rebuild_catalog(&self) {
+        let listings: Vec<_> = self.upstreams.iter().map(|runtime| runtime.listing()).collect();
+        let catalog = Catalog::build(&self.spec.upstreams, &listings);
+        for collision in &catalog.collisions {
+            tracing::warn!("{collision}");
+        }
+        if let Ok(mut current) = self.catalog.write() {
+            *current = Arc::new(catalog);
+        }
+    }
+
+    pub(crate) fn forget_session(&self, id: &str) {
+        if let Ok(mut sessions) = self.sessions.lock() {
+            sessions.remove(id);
+        }
+        tracing::info!(session = %id, "client session closed");
+    }
+
+    /// Every open session.
+    pub(crate) fn sessions(&self) -> Vec<Arc<SessionShared>> {
+        self.sessions.lock().map(|sessions| sessions.values().cloned().collect()).unwrap_or_default()
+    }
+
+    /// Tells every initialized session that a list changed.
+    pub(crate) fn notify_list_changed(&self, kinds: &[ListKind]) {
+        for session in self.sessions() {
+            if !session.is_initialized() {
+                continue;
+            }
+            for kind in kinds {
+                let method = match kind {
+                    ListKind::Tools => "notifications/tools/list_changed",
+                    ListKind::Prompts => "notifications/prompts/list_changed",
+                    ListKind::Resources | ListKind::ResourceTemplates => "notifications/resources/list_changed",
+                };
+                session.send_unsolicited(json!({"jsonrpc": "2.0", "method": method}));
+            }
+        }
+    }
+
+    /// A fresh progress token for an upstream request.
+    pub(crate) fn next_progress_token(&self) -> String {
+        format!("toolgate-{}", self.next_token.fetch_add(1, Ordering::Relaxed))
+    }
+
+    fn mark_settled(&self) {
+        self.settled.send_modify(|settled| *settled += 1);
+    }
+}
+
+/// One upstream's life: connect, list, relay events, and reconnect with backoff when it ends.
+async fn run_upstream(gateway: Arc<GatewayInner>, index: usize) {
+    let Some(runtime) = gateway.upstreams.get(index).cloned() else { return };
+    let mut attempts: u32 = 0;
+    let mut settled = false;
+    loop {
+        let connected = tokio::select! {
+            () = gateway.shutdown.cancelled() => return,
+            connected = runtime.connect(gateway.spec.limits.max_message_bytes) => connected,
+        };
+        match connected {
+            Ok((connection, mut events)) => {
+                tracing::info!(upstream = %runtime.spec.name, status = ?runtime.status(), "upstream ready");
+                gateway.rebuild_catalog();
+                gateway.notify_list_changed(&[ListKind::Tools, ListKind::Prompts, ListKind::Resources]);
+                if !std::mem::replace(&mut settled, true) {
+                    gateway.mark_settled();
+                }
+                let reason = loop {
+                    let event = tokio::select! {
+                        () = gateway.shutdown.cancelled() => {
+                            connection.close().await;
+                            return;
+                        }
+                        event = events.recv() => event,
+                    };
+                    match event {
+                        Some(UpstreamEvent::Ended(error)) => break error.to_string(),
+                        None => break "the connection stopped".to_owned(),
+                        Some(UpstreamEvent::Notification { message, related }) => {
+                            crate::routing::on_notification(&gateway, index, message, related);
+                        }
+                        Some(UpstreamEvent::Request { message, related, responder }) => {
+                            tokio::spawn(crate::routing::on_request(
+                                Arc::clone(&gateway),
+                                index,
+                                message,
+                                related,
+                                responder,
+                            ));
+                        }
+                    }
+                };
+                connection.close().await;
+                attempts = 1;
+                tracing::warn!(upstream = %runtime.spec.name, %reason, "upstream went down; reconnecting with backoff");
+                runtime.mark_down(reason, attempts);
+                gateway.rebuild_catalog();
+                gateway.notify_list_changed(&[ListKind::Tools, ListKind::Prompts, ListKind::Resources]);
+            }
+            Err(error) => {
+                attempts = attempts.saturating_add(1);
+                tracing::warn!(upstream = %runtime.spec.name, %error, attempts, "upstream failed to start");
+                runtime.mark_down(error.to_string(), attempts);
+                if !std::mem::replace(&mut settled, true) {
+                    gateway.mark_settled();
+                }
+            }
+        }
+        tokio::select! {
+            () = gateway.shutdown.cancelled() => return,
+            () = tokio::time::sleep(backoff(attempts)) => {}
+        }
+    }
+}
+
+/// Re-lists one kind of one upstream after its `list_changed`, rebuilds the catalog and tells every session.
+pub(crate) async fn refresh_listing(gateway: Arc<GatewayInner>, index: usize, kind: ListKind) {
+    let Some(runtime) = gateway.upstreams.get(index).cloned() else { return };
+    let (Some(connection), Some(listing)) = (runtime.connection(), runtime.listing()) else { return };
+    let mut kinds = vec![kind];
+    if kind == ListKind::Resources {
+        kinds.push(ListKind::ResourceTemplates);
+    }
+    let mut updated = (*listing).clone();
+    for kind in &kinds {
+        match relist(&connection, &updated, *kind).await {
+            Ok(listing) => updated = listing,
+            Err(error) => {
+                tracing::warn!(upstream = %runtime.spec.name, %error, "re-listing after list_changed failed");
+                return;
+            }
+        }
+    }
+    runtime.replace_listing(Arc::new(updated));
+    gateway.rebuild_catalog();
+    gateway.notify_list_changed(&[kind]);
+}

@@ -1,0 +1,62 @@
+//! How upstream tool and prompt names are exposed to clients: deterministic prefixes, kept within 64 characters of
+//! `[A-Za-z0-9_-]` (the charset and length clients accept everywhere).
+//!
+//! Pure functions. A name that would be too long keeps its start and ends with a short digest of the whole, so two
+//! long names never collapse into one and the same input always gives the same output.
+
+use toolgate_core::fingerprint::digest_bytes;
+
+use crate::spec::Prefix;
+
+/// Longest exposed name.
+pub const MAX_NAME_LEN: usize = 64;
+
+/// The name a client sees for an upstream's tool or prompt.
+pub fn exposed_name(prefix: &Prefix, name: &str) -> String {
+    match prefix {
+        Prefix::None => name.to_owned(),
+        Prefix::With(prefix) => bounded(&sanitize(&format!("{prefix}_{name}"))),
+    }
+}
+
+/// Replaces every character outside `[A-Za-z0-9_-]` with `_`.
+pub fn sanitize(name: &str) -> String {
+    name.chars()
+        .map(|character| if character.is_ascii_alphanumeric() || character == '-' { character } else { '_' })
+        .collect()
+}
+
+fn bounded(name: &str) -> String {
+    if name.len() <= MAX_NAME_LEN {
+        return name.to_owned();
+    }
+    // sha256:<hex>: the first 8 hex digits are plenty to keep distinct names distinct in one catalog.
+    let digest = digest_bytes(name.as_bytes());
+    let short = digest.trim_start_matches("sha256:").get(..8).unwrap_or_default().to_owned();
+    let keep = MAX_NAME_LEN - short.len() - 1;
+    format!("{}_{short}", name.get(..keep).unwrap_or(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_and_sanitizes() {
+        assert_eq!(exposed_name(&Prefix::With("git".into()), "git_status"), "git_git_status");
+        assert_eq!(exposed_name(&Prefix::With("fs".into()), "read.file"), "fs_read_file");
+        assert_eq!(exposed_name(&Prefix::None, "read.file"), "read.file");
+    }
+
+    #[test]
+    fn long_names_stay_distinct_and_bounded() {
+        let prefix = Prefix::With("upstream".into());
+        let one = exposed_name(&prefix, &"a".repeat(80));
+        let two = exposed_name(&prefix, &format!("{}b", "a".repeat(79)));
+        assert_eq!(one.len(), MAX_NAME_LEN);
+        assert_eq!(two.len(), MAX_NAME_LEN);
+        assert_ne!(one, two);
+        assert_eq!(one, exposed_name(&prefix, &"a".repeat(80)), "deterministic");
+        assert!(one.chars().all(|character| character.is_ascii_alphanumeric() || "_-".contains(character)));
+    }
+}

@@ -1,0 +1,160 @@
+//! What upstreams send on their own, routed to the right client session.
+//!
+//! A message belongs to the client request that caused it. The association comes from, in order: the Streamable
+//! HTTP stream it arrived on (exact), the progress token toolgate put on the request (exact), or — over stdio,
+//! where the wire carries no association — the only session with a request in flight to that upstream. When no
+//! single session can be named, requests (elicitation, sampling) are refused upstream rather than guessed: sending
+//! one client's elicitation to another client would leak it. Log lines with no owner go to every session.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use toolgate_upstream::jsonrpc::codes;
+use toolgate_upstream::{ListKind, Responder};
+
+use crate::gateway::{CallRoute, GatewayInner, refresh_listing};
+
+/// How long a client may take to answer an elicitation or sampling request.
+const CLIENT_ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Routes one upstream notification.
+pub(crate) fn on_notification(gateway: &Arc<GatewayInner>, upstream: usize, message: Value, related: Option<u64>) {
+    let method = message.get("method").and_then(Value::as_str).unwrap_or_default().to_owned();
+    match method.as_str() {
+        "notifications/progress" => route_progress(gateway, message),
+        "notifications/message" => route_log(gateway, upstream, message, related),
+        "notifications/resources/updated" => {
+            let uri = message.pointer("/params/uri").and_then(Value::as_str).unwrap_or_default();
+            for session in gateway.sessions() {
+                let subscribed = session.subscriptions.lock().map(|set| set.contains(uri)).unwrap_or(false);
+                if subscribed {
+                    session.send_unsolicited(message.clone());
+                }
+            }
+        }
+        "notifications/tools/list_changed" => {
+            tokio::spawn(refresh_listing(Arc::clone(gateway), upstream, ListKind::Tools));
+        }
+        "notifications/prompts/list_changed" => {
+            tokio::spawn(refresh_listing(Arc::clone(gateway), upstream, ListKind::Prompts));
+        }
+        "notifications/resources/list_changed" => {
+            tokio::spawn(refresh_listing(Arc::clone(gateway), upstream, ListKind::Resources));
+        }
+        _ => tracing::debug!(upstream, %method, "ignoring an upstream notification"),
+    }
+}
+
+fn route_progress(gateway: &Arc<GatewayInner>, mut message: Value) {
+    let Some(token) = message.pointer("/params/progressToken").map(token_key) else { return };
+    let route = gateway.progress.lock().ok().and_then(|progress| progress.get(&token).cloned());
+    let Some(route) = route else {
+        tracing::debug!(%token, "dropping progress for a request that is no longer in flight");
+        return;
+    };
+    message["params"]["progressToken"] = route.client_token.clone();
+    let session = Arc::clone(&route.session);
+    tokio::spawn(async move { session.send_related(route.client_request_id, message).await });
+}
+
+fn token_key(token: &Value) -> String {
+    match token {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn route_log(gateway: &Arc<GatewayInner>, upstream: usize, message: Value, related: Option<u64>) {
+    match owner(gateway, upstream, related) {
+        Some(route) => {
+            let session = Arc::clone(&route.session);
+            tokio::spawn(async move { session.send_related(route.client_request_id, message).await });
+        }
+        None => {
+            for session in gateway.sessions() {
+                if session.is_initialized() {
+                    session.send_unsolicited(message.clone());
+                }
+            }
+        }
+    }
+}
+
+/// The client request an upstream message belongs to, when one can be named for sure.
+fn owner(gateway: &GatewayInner, upstream: usize, related: Option<u64>) -> Option<CallRoute> {
+    let calls = gateway.calls.lock().ok()?;
+    if let Some(related) = related {
+        return calls.get(&(upstream, related)).cloned();
+    }
+    let mut sessions = HashSet::new();
+    let mut latest: Option<(u64, &CallRoute)> = None;
+    for ((owner_upstream, upstream_id), route) in calls.iter() {
+        if *owner_upstream != upstream {
+            continue;
+        }
+        sessions.insert(route.session.id.as_str());
+        if latest.is_none_or(|(id, _)| *upstream_id > id) {
+            latest = Some((*upstream_id, route));
+        }
+    }
+    if sessions.len() == 1 { latest.map(|(_, route)| route.clone()) } else { None }
+}
+
+/// Routes one upstream request (elicitation, sampling, roots, ping) to the client it belongs to, and relays the
+/// answer back.
+pub(crate) async fn on_request(
+    gateway: Arc<GatewayInner>,
+    upstream: usize,
+    message: Value,
+    related: Option<u64>,
+    responder: Responder,
+) {
+    let method = message.get("method").and_then(Value::as_str).unwrap_or_default().to_owned();
+    if method == "ping" {
+        responder.respond(json!({})).await;
+        return;
+    }
+    let Some(route) = owner(&gateway, upstream, related) else {
+        if method == "roots/list" {
+            responder.respond(json!({"roots": []})).await;
+        } else {
+            let text = format!("toolgate cannot tell which client this {method} is for; it was not relayed");
+            responder.respond_error(codes::INTERNAL_ERROR, &text).await;
+        }
+        return;
+    };
+    let session = &route.session;
+    let params = message.get("params").cloned();
+    let supported = match method.as_str() {
+        "elicitation/create" => {
+            let url_mode = params.as_ref().and_then(|params| params.get("mode")).and_then(Value::as_str) == Some("url");
+            session.declares("elicitation") && (!url_mode || session.declares_url_elicitation())
+        }
+        "sampling/createMessage" => session.declares("sampling"),
+        "roots/list" => session.declares("roots"),
+        _ => false,
+    };
+    if !supported {
+        if method == "roots/list" {
+            responder.respond(json!({"roots": []})).await;
+        } else {
+            let text = format!("the client did not declare support for {method}");
+            responder.respond_error(codes::METHOD_NOT_FOUND, &text).await;
+        }
+        return;
+    }
+    match session.ask_client(route.client_request_id.clone(), &method, params, CLIENT_ANSWER_TIMEOUT).await {
+        Some(answer) => match (answer.get("result"), answer.get("error")) {
+            (Some(result), _) => responder.respond(result.clone()).await,
+            (None, Some(error)) => responder.respond_error_object(error.clone()).await,
+            (None, None) => responder.respond_error(codes::INTERNAL_ERROR, "the client sent an empty answer").await,
+        },
+        None => {
+            responder
+                .respond_error(codes::INTERNAL_ERROR, "the client did not answer (session closed or timed out)")
+                .await;
+        }
+    }
+}

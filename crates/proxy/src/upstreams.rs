@@ -1,0 +1,216 @@
+//! Running the upstreams: connect in parallel, list what each offers, react to their events, and reconnect with
+//! backoff when one dies. One failing upstream never stops the others: its tools are absent and its status says why.
+//!
+//! Each upstream has one long-lived connection shared by every client session. This module owns connection
+//! lifecycles only; routing of what an upstream sends is the gateway's ([`crate::relay`]).
+
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use toolgate_upstream::{ConnectOptions, Connection, ListKind, UpstreamError, UpstreamEvent};
+
+use crate::catalog::UpstreamListing;
+use crate::spec::UpstreamSpec;
+
+/// The capabilities toolgate declares to upstreams: everything it can relay to a client.
+pub fn relayed_client_capabilities() -> Value {
+    json!({
+        "roots": {"listChanged": true},
+        "sampling": {},
+        "elicitation": {"form": {}, "url": {}},
+        "extensions": {"io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]}}
+    })
+}
+
+/// What an upstream is doing, for `toolgate status` and logs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum UpstreamStatus {
+    /// Connecting or listing.
+    Starting,
+    /// Connected and listed.
+    Ready {
+        /// `serverInfo.name` and version.
+        server: String,
+        /// The negotiated protocol version.
+        protocol_version: String,
+        /// How many tools it lists.
+        tools: usize,
+    },
+    /// Not connected; the gateway retries after a delay.
+    Down {
+        /// Why it is down.
+        reason: String,
+        /// Failed attempts in a row.
+        attempts: u32,
+    },
+}
+
+/// One upstream's live state.
+pub struct UpstreamRuntime {
+    /// Position in the spec (and in the catalog).
+    pub index: usize,
+    /// Its configuration.
+    pub spec: UpstreamSpec,
+    state: RwLock<State>,
+}
+
+struct State {
+    connection: Option<Arc<Connection>>,
+    listing: Option<Arc<UpstreamListing>>,
+    status: UpstreamStatus,
+}
+
+impl UpstreamRuntime {
+    /// A runtime that has not connected yet.
+    pub fn new(index: usize, spec: UpstreamSpec) -> UpstreamRuntime {
+        UpstreamRuntime {
+            index,
+            spec,
+            state: RwLock::new(State { connection: None, listing: None, status: UpstreamStatus::Starting }),
+        }
+    }
+
+    /// The live connection, when ready.
+    pub fn connection(&self) -> Option<Arc<Connection>> {
+        self.state.read().ok().and_then(|state| state.connection.clone())
+    }
+
+    /// The last complete listing, when ready.
+    pub fn listing(&self) -> Option<Arc<UpstreamListing>> {
+        self.state.read().ok().and_then(|state| state.listing.clone())
+    }
+
+    /// The current status.
+    pub fn status(&self) -> UpstreamStatus {
+        self.state.read().map(|state| state.status.clone()).unwrap_or(UpstreamStatus::Starting)
+    }
+
+    fn set(&self, connection: Option<Arc<Connection>>, listing: Option<Arc<UpstreamListing>>, status: UpstreamStatus) {
+        if let Ok(mut state) = self.state.write() {
+            state.connection = connection;
+            state.listing = listing;
+            state.status = status;
+        }
+    }
+
+    /// Replaces the listing after a `list_changed`, keeping the connection.
+    pub fn replace_listing(&self, listing: Arc<UpstreamListing>) {
+        if let Ok(mut state) = self.state.write() {
+            if let UpstreamStatus::Ready { tools, .. } = &mut state.status {
+                *tools = listing.tools.len();
+            }
+            state.listing = Some(listing);
+        }
+    }
+
+    /// Connects and lists, returning the connection and the event receiver.
+    pub async fn connect(
+        &self,
+        max_message_bytes: usize,
+    ) -> Result<(Arc<Connection>, mpsc::Receiver<UpstreamEvent>), UpstreamError> {
+        let (events, receiver) = mpsc::channel(1024);
+        let options = ConnectOptions {
+            name: self.spec.name.clone(),
+            initialize_timeout: self.spec.initialize_timeout,
+            request_timeout: self.spec.request_timeout,
+            max_message_bytes,
+            capabilities: relayed_client_capabilities(),
+            events: Some(events),
+            ..ConnectOptions::default()
+        };
+        let connection = Arc::new(Connection::connect(&self.spec.endpoint, options).await?);
+        match list_everything(&connection).await {
+            Ok(listing) => {
+                let outcome = connection.initialize_outcome();
+                let server = format!(
+                    "{} {}",
+                    outcome.server_info.get("name").and_then(Value::as_str).unwrap_or("(unnamed)"),
+                    outcome.server_info.get("version").and_then(Value::as_str).unwrap_or("")
+                )
+                .trim()
+                .to_owned();
+                let status = UpstreamStatus::Ready {
+                    server,
+                    protocol_version: outcome.protocol_version.clone(),
+                    tools: listing.tools.len(),
+                };
+                self.set(Some(Arc::clone(&connection)), Some(Arc::new(listing)), status);
+                Ok((connection, receiver))
+            }
+            Err(error) => {
+                connection.close().await;
+                Err(error)
+            }
+        }
+    }
+
+    /// Marks the upstream down.
+    pub fn mark_down(&self, reason: String, attempts: u32) {
+        self.set(None, None, UpstreamStatus::Down { reason, attempts });
+    }
+}
+
+/// Lists every kind the server declared a capability for.
+pub async fn list_everything(connection: &Connection) -> Result<UpstreamListing, UpstreamError> {
+    let mut listing = UpstreamListing::default();
+    for kind in ListKind::ALL {
+        if has_capability(connection, kind) {
+            let items = connection.list_all(kind).await?;
+            *listing_slot(&mut listing, kind) = items;
+        }
+    }
+    Ok(listing)
+}
+
+/// Lists one kind again (after `list_changed`).
+pub async fn relist(
+    connection: &Connection,
+    listing: &UpstreamListing,
+    kind: ListKind,
+) -> Result<UpstreamListing, UpstreamError> {
+    let mut updated = listing.clone();
+    if has_capability(connection, kind) {
+        *listing_slot(&mut updated, kind) = connection.list_all(kind).await?;
+    }
+    Ok(updated)
+}
+
+fn has_capability(connection: &Connection, kind: ListKind) -> bool {
+    let capabilities = &connection.initialize_outcome().capabilities;
+    let key = match kind {
+        ListKind::Tools => "tools",
+        ListKind::Prompts => "prompts",
+        ListKind::Resources | ListKind::ResourceTemplates => "resources",
+    };
+    capabilities.get(key).is_some_and(|value| !value.is_null())
+}
+
+fn listing_slot(listing: &mut UpstreamListing, kind: ListKind) -> &mut Vec<Value> {
+    match kind {
+        ListKind::Tools => &mut listing.tools,
+        ListKind::Prompts => &mut listing.prompts,
+        ListKind::Resources => &mut listing.resources,
+        ListKind::ResourceTemplates => &mut listing.templates,
+    }
+}
+
+/// The delay before reconnect attempt `attempts` (1, 2, 4 ... capped at 30 seconds).
+pub fn backoff(attempts: u32) -> Duration {
+    let seconds = 1u64 << attempts.saturating_sub(1).min(5);
+    Duration::from_secs(seconds.min(30))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        let delays: Vec<u64> = (1..=8).map(|attempt| backoff(attempt).as_secs()).collect();
+        assert_eq!(delays, [1, 2, 4, 8, 16, 30, 30, 30]);
+    }
+}
