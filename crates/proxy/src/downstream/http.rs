@@ -1,0 +1,230 @@
+//! The Streamable HTTP transport toward clients (legacy era: protocol 2025-03-26 to 2025-11-25), on axum.
+//!
+//! One endpoint (`spec.path`) takes POST (one JSON-RPC message), GET (the session's stream of unsolicited
+//! messages) and DELETE (end the session). Every request first passes the DNS-rebinding checks (`Host`, `Origin`:
+//! 403), then the method, `MCP-Protocol-Version`, media-type, size and session checks; each rejection is an HTTP
+//! status with a JSON-RPC error body. A POSTed request is answered with its response as JSON when the response
+//! comes first, or as an SSE stream when related messages (progress, elicitation) come before it.
+//!
+//! The transport is generic over [`SessionFactory`]: it reads a message's method only to spot `initialize` (which
+//! opens a session and gets the `Mcp-Session-Id` header); everything else, `server/discover` included, is delivered
+//! as is. It never logs headers (an `Authorization` header must not reach a log) and never treats a client that
+//! disconnects as cancelling its request.
+//!
+//! Layout: `checks` (headers and rejections), `message` (body framing), `session_table` (sessions and
+//! their demultiplexer tasks), `sse` (event-stream bodies).
+
+mod checks;
+mod message;
+mod session_table;
+mod sse;
+
+use std::future::{Future, IntoFuture};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::header::CONTENT_TYPE;
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Router};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, debug_span};
+
+use self::checks::{DEFAULT_VERSION, INVALID_REQUEST, Rejection, SESSION_HEADER};
+use self::message::Incoming;
+use self::session_table::{HttpSession, InitGuard, RequestEvent, SessionTable, request_key};
+use crate::session::SessionFactory;
+use crate::spec::{HttpListenerSpec, Limits};
+
+/// After shutdown is signalled, connections still open this long are abandoned.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// The first protocol version whose SSE streams open with a priming event.
+const PRIMING_SINCE: &str = "2025-11-25";
+
+/// Everything a request to the endpoint needs.
+#[derive(Clone)]
+struct Endpoint {
+    spec: Arc<HttpListenerSpec>,
+    sessions: Arc<SessionTable>,
+    max_message_bytes: usize,
+}
+
+/// Fired by [`serve`] when the server stops: streams end and sessions close.
+#[derive(Clone)]
+struct Shutdown(CancellationToken);
+
+/// The MCP endpoint at `spec.path` as an axum router (any other path answers 404). Sessions are opened through
+/// `factory` and bounded by `limits`. Serve it with [`serve`] so open streams end on shutdown.
+pub fn router(factory: Arc<dyn SessionFactory>, spec: &HttpListenerSpec, limits: &Limits) -> Router {
+    let endpoint = Endpoint {
+        spec: Arc::new(spec.clone()),
+        sessions: Arc::new(SessionTable::new(factory, limits.max_sessions, limits.session_idle_timeout)),
+        max_message_bytes: limits.max_message_bytes,
+    };
+    Router::new().fallback(handle).with_state(endpoint)
+}
+
+/// Serves `router` on `listener` until `shutdown` completes; then open SSE streams end, sessions close, and
+/// connections get a short grace period to finish.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let token = CancellationToken::new();
+    let router = router.layer(Extension(Shutdown(token.clone())));
+    let signal_token = token.clone();
+    let signal = async move {
+        shutdown.await;
+        signal_token.cancel();
+    };
+    let server = axum::serve(listener, router).with_graceful_shutdown(signal).into_future();
+    let grace = async {
+        token.cancelled().await;
+        tokio::time::sleep(SHUTDOWN_GRACE).await;
+    };
+    tokio::select! {
+        result = server => result,
+        () = grace => {
+            debug!("stopped waiting for open connections after the shutdown grace period");
+            Ok(())
+        }
+    }
+}
+
+async fn handle(State(endpoint): State<Endpoint>, request: Request) -> Response {
+    if request.uri().path() != endpoint.spec.path {
+        return StatusCode::NOT_FOUND.into_response();
+    }
+    let shutdown = request.extensions().get::<Shutdown>().map(|shutdown| shutdown.0.clone()).unwrap_or_default();
+    let (parts, body) = request.into_parts();
+    match dispatch(&endpoint, parts, body, shutdown).await {
+        Ok(response) => response,
+        Err(rejection) => {
+            debug!(status = rejection.status.as_u16(), reason = %rejection.message, "request rejected");
+            rejection.into_response()
+        }
+    }
+}
+
+async fn dispatch(
+    endpoint: &Endpoint,
+    parts: Parts,
+    body: Body,
+    shutdown: CancellationToken,
+) -> Result<Response, Rejection> {
+    checks::check_host_and_origin(&parts.headers, &parts.uri, &endpoint.spec)?;
+    if !matches!(parts.method, Method::POST | Method::GET | Method::DELETE) {
+        return Err(Rejection::method_not_allowed());
+    }
+    let version = checks::protocol_version(&parts.headers)?;
+    match parts.method {
+        Method::POST => post(endpoint, &parts, body, version, shutdown).await,
+        Method::GET => open_unsolicited_stream(endpoint, &parts, shutdown),
+        _ => delete(endpoint, &parts),
+    }
+}
+
+/// The live session named by `Mcp-Session-Id`: 400 when the header is missing, 404 when unknown or closed.
+fn find_session(endpoint: &Endpoint, parts: &Parts) -> Result<Arc<HttpSession>, Rejection> {
+    let id = checks::session_id(&parts.headers)?.ok_or_else(checks::session_missing)?;
+    endpoint.sessions.get(id).ok_or_else(checks::session_not_found)
+}
+
+async fn post(
+    endpoint: &Endpoint,
+    parts: &Parts,
+    body: Body,
+    version: Option<&'static str>,
+    shutdown: CancellationToken,
+) -> Result<Response, Rejection> {
+    checks::check_content_type(&parts.headers)?;
+    checks::check_accept(&parts.headers, &["application/json", "text/event-stream"])?;
+    let bytes = message::read_body(&parts.headers, body, endpoint.max_message_bytes).await?;
+    let (message, incoming) = message::parse(&bytes)?;
+    let opens_session = matches!(&incoming, Incoming::Request { method, .. } if method == "initialize")
+        && checks::session_id(&parts.headers)?.is_none();
+    let (session, init) = if opens_session {
+        let session = endpoint.sessions.open(shutdown.clone())?;
+        let init = InitGuard::new(&endpoint.sessions, &session);
+        (session, Some(init))
+    } else {
+        (find_session(endpoint, parts)?, None)
+    };
+    let Incoming::Request { id, method } = incoming else {
+        session.deliver(message);
+        return Ok(StatusCode::ACCEPTED.into_response());
+    };
+    let version = match version {
+        Some(version) => version.to_owned(),
+        None => session.protocol_version().unwrap_or_else(|| DEFAULT_VERSION.to_owned()),
+    };
+    let span = debug_span!("request", session = session.id(), method = %method, request_id = %id);
+    answer_request(session, id, message, &version, init, shutdown).instrument(span).await
+}
+
+/// Delivers a request and answers the POST with what the gateway sends for it: JSON when the response comes
+/// first, an SSE stream when a related message does.
+async fn answer_request(
+    session: Arc<HttpSession>,
+    request_id: Value,
+    message: Value,
+    version: &str,
+    mut init: Option<InitGuard>,
+    shutdown: CancellationToken,
+) -> Result<Response, Rejection> {
+    // Registered before delivery, so an immediate answer cannot be missed.
+    let mut pending = session.wait_for(request_key(&request_id)).ok_or_else(|| {
+        Rejection::new(StatusCode::BAD_REQUEST, INVALID_REQUEST, "invalid request: a request with this id is in flight")
+    })?;
+    session.deliver(message);
+    let session_header = init.as_ref().and_then(|_| HeaderValue::from_str(session.id()).ok());
+    let mut response = match pending.next().await {
+        Some(RequestEvent::Response(response)) => {
+            let keep = init.as_mut().is_none_or(|init| init.settle(&response));
+            let mut reply = json_response(&response);
+            if let (true, Some(value)) = (keep, session_header) {
+                reply.headers_mut().insert(SESSION_HEADER, value);
+            }
+            return Ok(reply);
+        }
+        None => return Ok(json_response(&checks::unanswered(&request_id))),
+        Some(RequestEvent::Related(first)) => {
+            let priming = version >= PRIMING_SINCE;
+            let stream = sse::RequestStream::new(pending, request_id, &first, priming, init, shutdown);
+            sse::response(stream.into_body())
+        }
+    };
+    if let Some(value) = session_header {
+        response.headers_mut().insert(SESSION_HEADER, value);
+    }
+    Ok(response)
+}
+
+fn json_response(message: &Value) -> Response {
+    (StatusCode::OK, [(CONTENT_TYPE, "application/json")], message.to_string()).into_response()
+}
+
+fn open_unsolicited_stream(
+    endpoint: &Endpoint,
+    parts: &Parts,
+    shutdown: CancellationToken,
+) -> Result<Response, Rejection> {
+    checks::check_accept(&parts.headers, &["text/event-stream"])?;
+    let session = find_session(endpoint, parts)?;
+    let stream = session.open_stream().ok_or_else(|| {
+        Rejection::new(StatusCode::CONFLICT, checks::TRANSPORT_ERROR, "conflict: this session's GET stream is open")
+    })?;
+    debug!(session = session.id(), "GET stream opened");
+    Ok(sse::response(sse::unsolicited_body(stream, shutdown)))
+}
+
+fn delete(endpoint: &Endpoint, parts: &Parts) -> Result<Response, Rejection> {
+    let session = find_session(endpoint, parts)?;
+    endpoint.sessions.close(&session);
+    Ok(StatusCode::OK.into_response())
+}

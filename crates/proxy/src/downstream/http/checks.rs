@@ -1,0 +1,301 @@
+//! Header checks for the Streamable HTTP endpoint: DNS-rebinding protection (`Host`, `Origin`), media types
+//! (`Content-Type`, `Accept`), `MCP-Protocol-Version` and `Mcp-Session-Id`, and the [`Rejection`] every failed
+//! check turns into (an HTTP status with a JSON-RPC error body).
+//!
+//! Pure functions over headers: no IO, no session state, no logging of header values (an `Authorization`
+//! header must never reach a log, so nothing here formats a header it was not asked about).
+
+use axum::http::header::{ACCEPT, CONTENT_TYPE, HOST, ORIGIN};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use crate::spec::HttpListenerSpec;
+
+/// The header that carries the session id.
+pub(super) const SESSION_HEADER: &str = "mcp-session-id";
+/// The header that carries the protocol version the client speaks.
+pub(super) const VERSION_HEADER: &str = "mcp-protocol-version";
+/// Versions of the legacy (initialize-based) era this transport serves, oldest first.
+pub(super) const SUPPORTED_VERSIONS: [&str; 3] = ["2025-03-26", "2025-06-18", "2025-11-25"];
+/// The version assumed when a client sends no `MCP-Protocol-Version` (what the spec says to assume).
+pub(super) const DEFAULT_VERSION: &str = "2025-03-26";
+
+/// JSON-RPC parse error.
+pub(super) const PARSE_ERROR: i64 = -32700;
+/// JSON-RPC invalid request.
+pub(super) const INVALID_REQUEST: i64 = -32600;
+/// JSON-RPC internal error.
+pub(super) const INTERNAL_ERROR: i64 = -32603;
+/// Transport-level failure (the code the reference SDKs use for HTTP rejections).
+pub(super) const TRANSPORT_ERROR: i64 = -32000;
+/// Unknown or expired session.
+pub(super) const SESSION_NOT_FOUND: i64 = -32001;
+
+const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
+
+/// A request the endpoint refuses: the status and the JSON-RPC error that explains it.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Rejection {
+    pub(super) status: StatusCode,
+    pub(super) code: i64,
+    pub(super) message: String,
+    /// Extra response headers (`Allow` on 405).
+    pub(super) allow: Option<&'static str>,
+}
+
+impl Rejection {
+    pub(super) fn new(status: StatusCode, code: i64, message: impl Into<String>) -> Self {
+        Rejection { status, code, message: message.into(), allow: None }
+    }
+
+    pub(super) fn method_not_allowed() -> Self {
+        let mut rejection = Rejection::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            TRANSPORT_ERROR,
+            "method not allowed: use POST, GET or DELETE",
+        );
+        rejection.allow = Some("GET, POST, DELETE");
+        rejection
+    }
+}
+
+impl IntoResponse for Rejection {
+    fn into_response(self) -> Response {
+        let body = error_body(&Value::Null, self.code, &self.message);
+        let mut response = (self.status, [(CONTENT_TYPE, "application/json")], body).into_response();
+        if let Some(allow) = self.allow {
+            response.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));
+        }
+        response
+    }
+}
+
+/// A JSON-RPC error response, serialized.
+pub(super) fn error_body(id: &Value, code: i64, message: &str) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}).to_string()
+}
+
+/// The error that stands in for a response when the session ended before the gateway answered request `id`.
+pub(super) fn unanswered(id: &Value) -> Value {
+    json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {"code": INTERNAL_ERROR, "message": "session closed before the request was answered"},
+    })
+}
+
+/// Checks `Host` (always) and `Origin` (when present) against loopback and the configured extras.
+pub(super) fn check_host_and_origin(headers: &HeaderMap, uri: &Uri, spec: &HttpListenerSpec) -> Result<(), Rejection> {
+    let forbidden = |what: &str| Rejection::new(StatusCode::FORBIDDEN, TRANSPORT_ERROR, format!("forbidden: {what}"));
+    let mut hosts = headers.get_all(HOST).iter();
+    let host = match (hosts.next(), hosts.next()) {
+        (Some(value), None) => value.to_str().ok(),
+        (None, _) => uri.authority().map(|authority| authority.as_str()),
+        (Some(_), Some(_)) => None,
+    };
+    if !host.is_some_and(|host| host_allowed(host, &spec.allowed_hosts)) {
+        return Err(forbidden("host not allowed"));
+    }
+    let mut origins = headers.get_all(ORIGIN).iter();
+    match (origins.next(), origins.next()) {
+        (None, _) => Ok(()),
+        (Some(origin), None) if origin.to_str().is_ok_and(|origin| origin_allowed(origin, &spec.allowed_origins)) => {
+            Ok(())
+        }
+        _ => Err(forbidden("origin not allowed")),
+    }
+}
+
+/// Splits `host[:port]` (or `[v6][:port]`) into a lowercase host name and an optional port.
+fn split_host_port(value: &str) -> Option<(String, Option<&str>)> {
+    let (name, port) = if value.starts_with('[') {
+        let end = value.find(']')?;
+        let rest = &value[end + 1..];
+        let port = match rest.strip_prefix(':') {
+            Some(port) => Some(port),
+            None if rest.is_empty() => None,
+            None => return None,
+        };
+        (&value[..=end], port)
+    } else {
+        match value.split_once(':') {
+            Some((name, port)) => (name, Some(port)),
+            None => (value, None),
+        }
+    };
+    let port_ok =
+        port.is_none_or(|port| !port.is_empty() && port.len() <= 5 && port.bytes().all(|b| b.is_ascii_digit()));
+    if name.is_empty() || !port_ok {
+        return None;
+    }
+    Some((name.to_ascii_lowercase(), port))
+}
+
+/// A `Host` value is allowed when its name is loopback, or it matches an extra entry (by name when the entry has no
+/// port, by name and port when it has one).
+fn host_allowed(value: &str, extras: &[String]) -> bool {
+    let Some((name, port)) = split_host_port(value.trim()) else {
+        return false;
+    };
+    LOOPBACK_HOSTS.contains(&name.as_str())
+        || extras.iter().any(|extra| match split_host_port(extra.trim()) {
+            Some((extra_name, None)) => extra_name == name,
+            Some((extra_name, Some(extra_port))) => extra_name == name && Some(extra_port) == port,
+            None => false,
+        })
+}
+
+/// An `Origin` is allowed when it is `http(s)://` a loopback host on any port, or equals an extra entry (an entry
+/// ending in `:*` matches any port).
+fn origin_allowed(value: &str, extras: &[String]) -> bool {
+    let value = value.trim().trim_end_matches('/').to_ascii_lowercase();
+    let Some((scheme, authority)) = value.split_once("://") else {
+        return false;
+    };
+    let Some((name, _port)) = split_host_port(authority) else {
+        return false;
+    };
+    if matches!(scheme, "http" | "https") && LOOPBACK_HOSTS.contains(&name.as_str()) {
+        return true;
+    }
+    extras.iter().any(|extra| {
+        let extra = extra.trim().trim_end_matches('/').to_ascii_lowercase();
+        match extra.strip_suffix(":*") {
+            Some(prefix) => value == prefix || value.strip_prefix(prefix).is_some_and(|rest| rest.starts_with(':')),
+            None => extra == value,
+        }
+    })
+}
+
+/// The media types listed in a header (`type/subtype`, lowercase, parameters dropped).
+fn media_types(headers: &HeaderMap, name: header::HeaderName) -> Vec<String> {
+    headers
+        .get_all(name)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .map(|item| item.split(';').next().unwrap_or_default().trim().to_ascii_lowercase())
+        .filter(|item| !item.is_empty())
+        .collect()
+}
+
+/// POST bodies must be `application/json` (415 otherwise).
+pub(super) fn check_content_type(headers: &HeaderMap) -> Result<(), Rejection> {
+    if media_types(headers, CONTENT_TYPE) == ["application/json"] {
+        Ok(())
+    } else {
+        Err(Rejection::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            TRANSPORT_ERROR,
+            "unsupported media type: Content-Type must be application/json",
+        ))
+    }
+}
+
+/// `Accept` must list every one of `required` (406 otherwise).
+pub(super) fn check_accept(headers: &HeaderMap, required: &[&str]) -> Result<(), Rejection> {
+    let listed = media_types(headers, ACCEPT);
+    if required.iter().all(|media| listed.iter().any(|item| item == media)) {
+        Ok(())
+    } else {
+        Err(Rejection::new(
+            StatusCode::NOT_ACCEPTABLE,
+            TRANSPORT_ERROR,
+            format!("not acceptable: Accept must list {}", required.join(" and ")),
+        ))
+    }
+}
+
+/// The `MCP-Protocol-Version` header: `None` when absent, the version when supported, 400 otherwise.
+pub(super) fn protocol_version(headers: &HeaderMap) -> Result<Option<&'static str>, Rejection> {
+    let Some(value) = headers.get(VERSION_HEADER) else {
+        return Ok(None);
+    };
+    let value = value.to_str().unwrap_or_default().trim();
+    SUPPORTED_VERSIONS.iter().find(|version| **version == value).map(|version| Some(*version)).ok_or_else(|| {
+        Rejection::new(
+            StatusCode::BAD_REQUEST,
+            TRANSPORT_ERROR,
+            format!("bad request: unsupported MCP-Protocol-Version (supported: {})", SUPPORTED_VERSIONS.join(", ")),
+        )
+    })
+}
+
+/// The `Mcp-Session-Id` header, when present and readable (a non-ASCII value can never name a session).
+pub(super) fn session_id(headers: &HeaderMap) -> Result<Option<&str>, Rejection> {
+    match headers.get(SESSION_HEADER) {
+        None => Ok(None),
+        Some(value) => match value.to_str() {
+            Ok(id) => Ok(Some(id)),
+            Err(_) => Err(session_not_found()),
+        },
+    }
+}
+
+/// 400: a request other than `initialize` without `Mcp-Session-Id`.
+pub(super) fn session_missing() -> Rejection {
+    Rejection::new(StatusCode::BAD_REQUEST, TRANSPORT_ERROR, "bad request: missing Mcp-Session-Id header")
+}
+
+/// 404: an unknown, expired or closed session.
+pub(super) fn session_not_found() -> Rejection {
+    Rejection::new(StatusCode::NOT_FOUND, SESSION_NOT_FOUND, "session not found")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn extras(items: &[&str]) -> Vec<String> {
+        items.iter().map(|item| item.to_string()).collect()
+    }
+
+    #[test]
+    fn hosts() {
+        let none = extras(&[]);
+        for (host, allowed) in [
+            ("localhost", true),
+            ("LOCALHOST:8080", true),
+            ("127.0.0.1:3000", true),
+            ("[::1]", true),
+            ("[::1]:443", true),
+            ("evil.example", false),
+            ("localhost.evil.example", false),
+            ("localhost:", false),
+            ("localhost:80:80", false),
+            ("[::1]x", false),
+            ("[::1", false),
+            ("", false),
+            ("127.0.0.2", false),
+        ] {
+            assert_eq!(host_allowed(host, &none), allowed, "{host}");
+        }
+        let some = extras(&["mcp.example.com", "api.example.com:8443"]);
+        assert!(host_allowed("mcp.example.com:9000", &some));
+        assert!(host_allowed("api.example.com:8443", &some));
+        assert!(!host_allowed("api.example.com:8444", &some));
+        assert!(!host_allowed("evil.example", &some));
+    }
+
+    #[test]
+    fn origins() {
+        let some = extras(&["https://app.example.com", "http://tools.example.com:*"]);
+        for (origin, allowed) in [
+            ("http://localhost:5173", true),
+            ("https://127.0.0.1", true),
+            ("http://[::1]:8080", true),
+            ("http://evil.example", false),
+            ("null", false),
+            ("file://localhost", false),
+            ("https://app.example.com", true),
+            ("https://app.example.com/", true),
+            ("https://app.example.com:8443", false),
+            ("http://tools.example.com:1234", true),
+            ("http://tools.example.com", true),
+            ("http://tools.example.com.evil.example", false),
+        ] {
+            assert_eq!(origin_allowed(origin, &some), allowed, "{origin}");
+        }
+    }
+}

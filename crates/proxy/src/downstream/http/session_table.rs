@@ -1,0 +1,436 @@
+//! The HTTP sessions of one endpoint and the task per session that routes what the gateway sends.
+//!
+//! [`SessionTable`] opens sessions through the [`SessionFactory`] (bounded by `max_sessions`), finds them by
+//! `Mcp-Session-Id` and forgets them when closed. Each session runs one demultiplexer task over its
+//! `Receiver<ClientBound>`: `Response`/`Related` go to the POST waiting for that request id (a [`Pending`],
+//! registered before the request is delivered), `Unsolicited` goes to the GET stream or a small backlog. The same
+//! task closes the session when it idles past the limit, when the gateway ends it, or when the server shuts down.
+//! Nothing here parses HTTP or knows MCP methods; locks are never held across an `.await`.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use serde_json::Value;
+use tokio::sync::mpsc::{self, error::TrySendError};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+use super::checks::{INTERNAL_ERROR, Rejection, TRANSPORT_ERROR};
+use crate::session::{ClientBound, ClientSession, SessionFactory, TransportKind};
+
+/// Messages buffered for one POST's answer before the demultiplexer waits for the client to read them.
+const REQUEST_CAPACITY: usize = 64;
+/// Unsolicited messages queued on an open GET stream; more are dropped (a client that does not read its GET
+/// stream must not stall the answers to its requests).
+const STREAM_CAPACITY: usize = 256;
+/// Unsolicited messages kept while no GET stream is open; the oldest are dropped first.
+const BACKLOG_CAPACITY: usize = 64;
+/// Idle checks never run more often than this, whatever the configured timeout.
+const MIN_IDLE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// A message for the POST that sent request `request_id`.
+#[derive(Debug)]
+pub(super) enum RequestEvent {
+    /// A notification or request about the request in flight.
+    Related(Value),
+    /// The response; nothing follows it.
+    Response(Value),
+}
+
+/// The key a request id is found by (its JSON text, so `1` and `"1"` stay apart).
+pub(super) fn request_key(id: &Value) -> String {
+    id.to_string()
+}
+
+/// Every live session of one endpoint.
+pub(super) struct SessionTable {
+    factory: Arc<dyn SessionFactory>,
+    sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
+    max_sessions: usize,
+    idle_timeout: Duration,
+}
+
+impl SessionTable {
+    pub(super) fn new(factory: Arc<dyn SessionFactory>, max_sessions: usize, idle_timeout: Duration) -> Self {
+        SessionTable {
+            factory,
+            sessions: Mutex::new(HashMap::new()),
+            max_sessions,
+            idle_timeout: idle_timeout.max(MIN_IDLE_TIMEOUT),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<HttpSession>>> {
+        self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Opens a session and starts its demultiplexer; 503 when `max_sessions` are open. Must run inside a tokio
+    /// runtime. `shutdown` closes the session when the server stops.
+    pub(super) fn open(self: &Arc<Self>, shutdown: CancellationToken) -> Result<Arc<HttpSession>, Rejection> {
+        let mut sessions = self.lock();
+        if sessions.len() >= self.max_sessions {
+            debug!(max_sessions = self.max_sessions, "refused a new session: the session table is full");
+            return Err(Rejection::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                TRANSPORT_ERROR,
+                "service unavailable: too many sessions",
+            ));
+        }
+        // Under the table lock so two initializes cannot both take the last slot; open_session is synchronous.
+        let (inner, receiver) = self.factory.open_session(TransportKind::Http);
+        let id = inner.id().to_owned();
+        let usable = !id.is_empty() && id.bytes().all(|byte| (0x21..=0x7e).contains(&byte));
+        if !usable || sessions.contains_key(&id) {
+            warn!("the gateway issued an unusable or duplicate session id; session closed");
+            inner.close();
+            return Err(Rejection::new(StatusCode::INTERNAL_SERVER_ERROR, INTERNAL_ERROR, "internal error"));
+        }
+        let session = Arc::new(HttpSession::new(inner));
+        sessions.insert(id, Arc::clone(&session));
+        drop(sessions);
+        debug!(session = session.id(), "session opened");
+        tokio::spawn(demultiplex(Arc::downgrade(self), Arc::clone(&session), receiver, shutdown, self.idle_timeout));
+        Ok(session)
+    }
+
+    /// The live session with this id, marked as used now.
+    pub(super) fn get(&self, id: &str) -> Option<Arc<HttpSession>> {
+        let session = self.lock().get(id).cloned()?;
+        if session.is_closed() {
+            return None;
+        }
+        session.touch();
+        Some(session)
+    }
+
+    /// Closes a session (once) and forgets it.
+    pub(super) fn close(&self, session: &HttpSession) {
+        session.close();
+        let mut sessions = self.lock();
+        if sessions.get(session.id()).is_some_and(|known| std::ptr::eq(Arc::as_ptr(known), session)) {
+            sessions.remove(session.id());
+        }
+    }
+}
+
+/// Where the POST waiting for a request id gets its messages.
+#[derive(Clone)]
+struct Waiter {
+    serial: u64,
+    sender: mpsc::Sender<RequestEvent>,
+}
+
+/// The GET stream's end of the session.
+struct StreamSlot {
+    serial: u64,
+    sender: mpsc::Sender<Value>,
+}
+
+struct SessionState {
+    waiters: HashMap<String, Waiter>,
+    stream: Option<StreamSlot>,
+    backlog: VecDeque<Value>,
+    last_used: Instant,
+    next_serial: u64,
+}
+
+/// One open session as the HTTP transport sees it.
+pub(super) struct HttpSession {
+    inner: Box<dyn ClientSession>,
+    state: Mutex<SessionState>,
+    closed: CancellationToken,
+    close_once: AtomicBool,
+    next_event: AtomicU64,
+}
+
+impl HttpSession {
+    fn new(inner: Box<dyn ClientSession>) -> Self {
+        HttpSession {
+            inner,
+            state: Mutex::new(SessionState {
+                waiters: HashMap::new(),
+                stream: None,
+                backlog: VecDeque::new(),
+                last_used: Instant::now(),
+                next_serial: 0,
+            }),
+            closed: CancellationToken::new(),
+            close_once: AtomicBool::new(false),
+            next_event: AtomicU64::new(0),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, SessionState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(super) fn id(&self) -> &str {
+        self.inner.id()
+    }
+
+    pub(super) fn deliver(&self, message: Value) {
+        self.inner.deliver(message);
+    }
+
+    pub(super) fn protocol_version(&self) -> Option<String> {
+        self.inner.protocol_version()
+    }
+
+    pub(super) fn is_closed(&self) -> bool {
+        self.closed.is_cancelled()
+    }
+
+    /// A fresh SSE event id, unique within the session across all its streams.
+    pub(super) fn next_event_id(&self) -> String {
+        format!("e{}", self.next_event.fetch_add(1, Ordering::Relaxed))
+    }
+
+    fn touch(&self) {
+        self.lock().last_used = Instant::now();
+    }
+
+    /// Ends the session once: the gateway's half is closed, waiting POSTs and the GET stream see their channels
+    /// end.
+    fn close(&self) {
+        if self.close_once.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.closed.cancel();
+        self.inner.close();
+        let mut state = self.lock();
+        state.waiters.clear();
+        state.stream = None;
+        state.backlog.clear();
+        drop(state);
+        debug!(session = self.id(), "session closed");
+    }
+
+    /// Registers the POST waiting for request `key`; `None` when a request with that id is already in flight.
+    pub(super) fn wait_for(self: &Arc<Self>, key: String) -> Option<Pending> {
+        let mut state = self.lock();
+        if state.waiters.get(&key).is_some_and(|waiter| !waiter.sender.is_closed()) {
+            return None;
+        }
+        let serial = state.next_serial;
+        state.next_serial += 1;
+        let (sender, receiver) = mpsc::channel(REQUEST_CAPACITY);
+        state.waiters.insert(key.clone(), Waiter { serial, sender });
+        Some(Pending { session: Arc::clone(self), key, serial, receiver })
+    }
+
+    /// Opens the session's GET stream, handing it the backlog; `None` when one is already open.
+    pub(super) fn open_stream(self: &Arc<Self>) -> Option<UnsolicitedStream> {
+        let mut state = self.lock();
+        if state.stream.as_ref().is_some_and(|slot| !slot.sender.is_closed()) {
+            return None;
+        }
+        let serial = state.next_serial;
+        state.next_serial += 1;
+        let (sender, receiver) = mpsc::channel(STREAM_CAPACITY);
+        for message in state.backlog.drain(..) {
+            // The backlog is smaller than the channel, so this never drops.
+            let _ = sender.try_send(message);
+        }
+        state.stream = Some(StreamSlot { serial, sender });
+        Some(UnsolicitedStream { session: Arc::clone(self), serial, receiver })
+    }
+
+    /// Idle means: nothing in flight, no GET stream, and unused for `timeout`. A busy session counts as used now.
+    fn is_idle(&self, timeout: Duration) -> bool {
+        let mut state = self.lock();
+        let busy = !state.waiters.is_empty() || state.stream.as_ref().is_some_and(|slot| !slot.sender.is_closed());
+        if busy {
+            state.last_used = Instant::now();
+            return false;
+        }
+        state.last_used.elapsed() >= timeout
+    }
+
+    fn idle_deadline(&self, timeout: Duration) -> Instant {
+        let last_used = self.lock().last_used;
+        last_used.checked_add(timeout).unwrap_or_else(|| Instant::now() + Duration::from_secs(365 * 24 * 3600))
+    }
+
+    /// Routes one message from the gateway to where it belongs.
+    async fn route(&self, message: ClientBound) {
+        let (request_id, event) = match message {
+            ClientBound::Response { request_id, message } => (request_id, RequestEvent::Response(message)),
+            ClientBound::Related { request_id, message } => (request_id, RequestEvent::Related(message)),
+            ClientBound::Unsolicited(message) => {
+                self.send_unsolicited(message);
+                return;
+            }
+        };
+        let key = request_key(&request_id);
+        let waiter = {
+            let mut state = self.lock();
+            match event {
+                RequestEvent::Response(_) => state.waiters.remove(&key),
+                RequestEvent::Related(_) => state.waiters.get(&key).cloned(),
+            }
+        };
+        let Some(waiter) = waiter else {
+            debug!(session = self.id(), request_id = %key, "dropped a message for a request nobody is waiting for");
+            return;
+        };
+        tokio::select! {
+            sent = waiter.sender.send(event) => if sent.is_err() {
+                // The client went away (legacy HTTP: not a cancel); the rest of this request's messages are dropped.
+                self.forget_waiter(&key, waiter.serial);
+                debug!(session = self.id(), request_id = %key, "dropped a message: the client stopped reading");
+            },
+            () = self.closed.cancelled() => {}
+        }
+    }
+
+    fn send_unsolicited(&self, message: Value) {
+        let mut state = self.lock();
+        let message = match state.stream.as_ref() {
+            None => message,
+            Some(slot) => match slot.sender.try_send(message) {
+                Ok(()) => return,
+                Err(TrySendError::Full(_)) => {
+                    warn!(session = self.id(), "dropped an unsolicited message: the GET stream is not being read");
+                    return;
+                }
+                Err(TrySendError::Closed(message)) => message,
+            },
+        };
+        state.stream = None;
+        push_backlog(&mut state, self.id(), message);
+    }
+
+    fn forget_waiter(&self, key: &str, serial: u64) {
+        let mut state = self.lock();
+        if state.waiters.get(key).is_some_and(|waiter| waiter.serial == serial) {
+            state.waiters.remove(key);
+        }
+    }
+}
+
+fn push_backlog(state: &mut SessionState, session: &str, message: Value) {
+    if state.backlog.len() >= BACKLOG_CAPACITY {
+        state.backlog.pop_front();
+        debug!(session, "dropped the oldest unsolicited message: no GET stream is open");
+    }
+    state.backlog.push_back(message);
+}
+
+/// The POST side of one request in flight; dropping it (client gone) stops routing to it.
+pub(super) struct Pending {
+    session: Arc<HttpSession>,
+    key: String,
+    serial: u64,
+    receiver: mpsc::Receiver<RequestEvent>,
+}
+
+impl Pending {
+    /// The next message for this request; `None` when the session ended before the response.
+    pub(super) async fn next(&mut self) -> Option<RequestEvent> {
+        self.receiver.recv().await
+    }
+
+    pub(super) fn session(&self) -> &Arc<HttpSession> {
+        &self.session
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.session.forget_waiter(&self.key, self.serial);
+    }
+}
+
+/// The GET stream's receiving end; dropping it frees the slot for a new GET.
+pub(super) struct UnsolicitedStream {
+    session: Arc<HttpSession>,
+    serial: u64,
+    receiver: mpsc::Receiver<Value>,
+}
+
+impl UnsolicitedStream {
+    /// The next unsolicited message; `None` when the session closed.
+    pub(super) async fn next(&mut self) -> Option<Value> {
+        self.receiver.recv().await
+    }
+}
+
+impl Drop for UnsolicitedStream {
+    fn drop(&mut self) {
+        let mut state = self.session.lock();
+        if state.stream.as_ref().is_some_and(|slot| slot.serial == self.serial) {
+            state.stream = None;
+        }
+    }
+}
+
+/// Closes an `initialize`'s session unless its response turns out to be a success (an error, or a client gone
+/// before the answer, leaves a session nobody can use).
+pub(super) struct InitGuard {
+    table: Weak<SessionTable>,
+    session: Arc<HttpSession>,
+    armed: bool,
+}
+
+impl InitGuard {
+    pub(super) fn new(table: &Arc<SessionTable>, session: &Arc<HttpSession>) -> Self {
+        InitGuard { table: Arc::downgrade(table), session: Arc::clone(session), armed: true }
+    }
+
+    /// Looks at the initialize response; returns whether the session lives on.
+    pub(super) fn settle(&mut self, response: &Value) -> bool {
+        self.armed = response.get("error").is_some() || response.get("result").is_none();
+        !self.armed
+    }
+}
+
+impl Drop for InitGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            match self.table.upgrade() {
+                Some(table) => table.close(&self.session),
+                None => self.session.close(),
+            }
+        }
+    }
+}
+
+/// The per-session task: routes the gateway's messages and closes the session when it ends, idles or the server
+/// stops.
+async fn demultiplex(
+    table: Weak<SessionTable>,
+    session: Arc<HttpSession>,
+    mut receiver: mpsc::Receiver<ClientBound>,
+    shutdown: CancellationToken,
+    idle_timeout: Duration,
+) {
+    loop {
+        let deadline = session.idle_deadline(idle_timeout);
+        tokio::select! {
+            () = session.closed.cancelled() => break,
+            () = shutdown.cancelled() => {
+                debug!(session = session.id(), "closing the session: the server is shutting down");
+                break;
+            }
+            message = receiver.recv() => match message {
+                Some(message) => session.route(message).await,
+                None => {
+                    debug!(session = session.id(), "the gateway ended the session");
+                    break;
+                }
+            },
+            () = tokio::time::sleep_until(deadline) => if session.is_idle(idle_timeout) {
+                debug!(session = session.id(), "closing the session: idle timeout");
+                break;
+            },
+        }
+    }
+    match table.upgrade() {
+        Some(table) => table.close(&session),
+        None => session.close(),
+    }
+}
