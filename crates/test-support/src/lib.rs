@@ -26,8 +26,10 @@
 // peer must fail the test loudly rather than skip it), so the workspace's no-panic lints do not apply here.
 #![allow(clippy::panic, clippy::expect_used, clippy::unwrap_used)]
 
+pub mod fixture;
 mod peers;
 
+pub use fixture::{fixture_binary, fixture_http, fixture_stdio};
 pub use peers::{PEERS_TOML, Peers};
 
 use std::ffi::OsString;

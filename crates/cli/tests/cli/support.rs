@@ -77,7 +77,6 @@ pub(crate) fn snapshot_settings(paths: &[&std::path::Path]) -> insta::Settings {
             settings.add_filter(&regex_escape(&canonical.to_string_lossy()), "[TEMP]");
         }
     }
-    settings.set_prepend_module_to_snapshot(false);
     settings
 }
 
