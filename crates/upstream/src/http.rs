@@ -88,15 +88,17 @@ pub(crate) fn start(endpoint: &Endpoint, options: &ConnectOptions) -> Result<Tra
             // order and awaited: the server acknowledges notifications and responses with 202 once it has taken
             // them, so `notifications/initialized` is known before the next request arrives. `initialize` is
             // awaited too, because later messages need the session id its response carries.
-            let runs_concurrently = match classify(&message) {
-                MessageKind::Request { method, .. } => method != "initialize",
-                _ => false,
-            };
+            let kind = classify(&message);
+            let runs_concurrently = matches!(kind, MessageKind::Request { method, .. } if method != "initialize");
+            let opens_stream = matches!(kind, MessageKind::Notification { method: "notifications/initialized" });
             let post = post_message(Arc::clone(&dispatcher_shared), message);
             if runs_concurrently {
                 tokio::spawn(post);
             } else {
                 post.await;
+            }
+            if opens_stream {
+                tokio::spawn(listen_for_server_messages(Arc::clone(&dispatcher_shared), stop.clone()));
             }
         }
     });
@@ -232,6 +234,45 @@ where
         }
     }
     Ok(())
+}
+
+/// Keeps a GET stream open for messages the server sends outside any request (list_changed, resource updates,
+/// server requests). A server that does not offer one (405) is fine; a dropped stream is reopened a few times.
+async fn listen_for_server_messages(shared: Arc<Shared>, stop: CancellationToken) {
+    const ATTEMPTS: u32 = 5;
+    for attempt in 1..=ATTEMPTS {
+        let request = request_builder(&shared, reqwest::Method::GET).header(ACCEPT, "text/event-stream").send();
+        let response = tokio::select! {
+            () = stop.cancelled() => return,
+            response = request => response,
+        };
+        match response {
+            Ok(response) if response.status().is_success() => {
+                let url = shared.url.clone();
+                let body = response
+                    .bytes_stream()
+                    .map_err(move |error| UpstreamError::Connect { url: url.clone(), reason: error.to_string() });
+                let (body, seen) = limited(body, shared.max_message_bytes);
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    outcome = read_event_stream(&shared, body, seen, None) => {
+                        if let Err(error) = outcome {
+                            tracing::debug!(upstream = %shared.name, %error, "the GET stream ended with an error");
+                        }
+                    }
+                }
+            }
+            Ok(response) => {
+                tracing::debug!(upstream = %shared.name, status = %response.status(), "the server offers no GET stream");
+                return;
+            }
+            Err(error) => tracing::debug!(upstream = %shared.name, %error, "opening the GET stream failed"),
+        }
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(Duration::from_millis(500 * u64::from(attempt))) => {}
+        }
+    }
 }
 
 /// Ends an HTTP session with DELETE (best effort: a server may not support it).
