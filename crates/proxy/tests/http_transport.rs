@@ -595,3 +595,28 @@ async fn shutdown_ends_streams_and_closes_sessions() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(server.factory.probe(&session).closed.load(Ordering::SeqCst));
 }
+
+/// Not a check: prints the transport's round-trip cost (`cargo test -p toolgate-proxy --test http_transport
+/// --release -- --ignored --nocapture`).
+#[tokio::test]
+#[ignore = "measurement"]
+async fn measure_round_trips() {
+    let server = start(Limits::default()).await;
+    let session = server.initialize("2025-11-25").await;
+    for (method, count) in [("test/echo", 2000u64), ("test/slow", 1000)] {
+        let mut took = Vec::new();
+        for id in 0..count {
+            let started = std::time::Instant::now();
+            let response = server.request(&session, "2025-11-25", id + 1, method, json!({})).await;
+            let _ = response.bytes().await.unwrap();
+            took.push(started.elapsed());
+        }
+        took.sort();
+        let mean = took.iter().sum::<Duration>() / took.len() as u32;
+        let p99 = took[took.len() * 99 / 100];
+        eprintln!(
+            "{method}: {count} sequential round trips, mean {mean:?}, p50 {:?}, p99 {p99:?}",
+            took[took.len() / 2]
+        );
+    }
+}

@@ -29,6 +29,7 @@ use axum::http::header::CONTENT_TYPE;
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::serve::ListenerExt;
 use axum::{Extension, Router};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -82,6 +83,12 @@ pub async fn serve(
         shutdown.await;
         signal_token.cancel();
     };
+    // Without TCP_NODELAY, an SSE answer written as several small events meets delayed ACKs: ~40 ms per request.
+    let listener = listener.tap_io(|stream| {
+        if let Err(error) = stream.set_nodelay(true) {
+            debug!(%error, "could not set TCP_NODELAY");
+        }
+    });
     let server = axum::serve(listener, router).with_graceful_shutdown(signal).into_future();
     let grace = async {
         token.cancelled().await;
