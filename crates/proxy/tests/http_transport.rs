@@ -404,6 +404,9 @@ async fn rejections_have_their_status_and_a_json_rpc_error() {
     let (status, body) = error_of(server.post(Some(&session), None, &batch).send().await.unwrap()).await;
     assert_eq!((status, body["error"]["code"].clone()), (StatusCode::BAD_REQUEST, json!(-32600)));
 
+    let no_session = server.client.get(&server.url).header("accept", "text/event-stream");
+    assert_eq!(error_of(no_session.send().await.unwrap()).await.0, StatusCode::BAD_REQUEST);
+    assert_eq!(error_of(server.get("nope").send().await.unwrap()).await.0, StatusCode::NOT_FOUND);
     let first = server.get(&session).send().await.unwrap();
     assert_eq!(first.status(), StatusCode::OK);
     assert_eq!(error_of(server.get(&session).send().await.unwrap()).await.0, StatusCode::CONFLICT);
@@ -530,7 +533,10 @@ async fn a_request_id_in_flight_cannot_be_reused() {
     // A string id "7" is a different id.
     let body = json!({"jsonrpc": "2.0", "id": "7", "method": "test/echo"});
     assert_eq!(server.post(Some(&session), None, &body).send().await.unwrap().status(), StatusCode::OK);
-    hanging.abort();
+    // Ending the session answers the request still in flight with an error instead of leaving it hanging.
+    server.client.delete(&server.url).header("mcp-session-id", &session).send().await.unwrap();
+    let answer: Value = hanging.await.unwrap().json().await.unwrap();
+    assert_eq!((answer["id"].clone(), answer["error"]["code"].clone()), (json!(7), json!(-32603)));
 }
 
 #[tokio::test]
