@@ -1,0 +1,249 @@
+//! Validation and lowering: from the raw sections to a `GatewaySpec`, applying the documented defaults.
+//!
+//! Rules that span upstreams live here (unique names, colliding prefixes, the prefix default that depends on how
+//! many upstreams there are), as do the listener and limit rules. Problems and warnings are collected, never
+//! returned early, so one run reports everything. The result is all-or-nothing: a spec is only produced when there
+//! were no problems. Environment lookups go through [`Context::env`] so tests need not touch the process.
+
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::Path;
+use std::time::Duration;
+
+use toml::Spanned;
+use toolgate_proxy::spec::{GatewaySpec, HttpListenerSpec, Limits, Prefix, StdioListenerSpec};
+
+use crate::error::{Locator, Problem, line_and_column};
+use crate::parse::{RawConfig, RawListen};
+use crate::raw::{RawHttpListener, RawLimits, RawStdioListener};
+use crate::rules;
+use crate::upstream::{LoweredUpstream, lower_upstream};
+
+/// The HTTP listener used when the file has no `[listen]` table.
+pub const DEFAULT_BIND: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 8765);
+/// The MCP endpoint path when `[listen.http]` has no `path`.
+pub const DEFAULT_HTTP_PATH: &str = "/mcp";
+/// The stdio caller's identity when `[listen.stdio]` has no `identity`.
+pub const DEFAULT_STDIO_IDENTITY: &str = "stdio";
+
+const MAX_MESSAGE_MIB: u64 = 1024;
+const MAX_SESSIONS: u64 = 100_000;
+const MAX_SESSION_IDLE_MINUTES: u64 = 7 * 24 * 60;
+
+/// Where problems and warnings accumulate while lowering, and what lowering may consult.
+pub(crate) struct Context<'a> {
+    pub(crate) locator: &'a Locator<'a>,
+    /// Directory relative `command` and `cwd` paths are anchored at (the config file's).
+    pub(crate) base_dir: &'a Path,
+    /// Environment lookup (the process environment outside tests).
+    pub(crate) env: &'a dyn Fn(&str) -> Option<String>,
+    pub(crate) problems: Vec<Problem>,
+    pub(crate) warnings: Vec<Problem>,
+}
+
+impl Context<'_> {
+    pub(crate) fn error(&mut self, offset: usize, message: impl Into<String>) {
+        self.problems.push(self.locator.problem(offset, message));
+    }
+
+    pub(crate) fn warn(&mut self, offset: usize, message: impl Into<String>) {
+        self.warnings.push(self.locator.problem(offset, message));
+    }
+
+    pub(crate) fn problem_count(&self) -> usize {
+        self.problems.len()
+    }
+
+    fn line_of(&self, offset: usize) -> usize {
+        let (line, _) = line_and_column(self.locator.text(), offset);
+        line
+    }
+}
+
+/// A lowered configuration with what the summary shows beyond the spec.
+#[derive(Debug)]
+pub(crate) struct Lowered {
+    pub(crate) spec: GatewaySpec,
+    /// Per upstream, in spec order: the variable its bearer token came from.
+    pub(crate) bearer_token_envs: Vec<Option<String>>,
+}
+
+/// Lowers `raw`; the spec is `None` when any problem was recorded.
+pub(crate) fn lower(raw: RawConfig, origin: &Path, cx: &mut Context<'_>) -> Option<Lowered> {
+    if raw.upstream_tables == 0 && !raw.upstream_key_seen {
+        cx.error(0, "no upstream servers: add an `[[upstream]]` table with a `name` and a `command` or `url`");
+    }
+    check_unique_names(&raw, cx);
+    let prefix_by_default = raw.upstream_tables > 1;
+    let lowered: Vec<LoweredUpstream> =
+        raw.upstreams.into_iter().filter_map(|upstream| lower_upstream(upstream, prefix_by_default, cx)).collect();
+    check_prefixes(&lowered, cx);
+    let (http, stdio) = lower_listeners(raw.listen, cx);
+    let limits = lower_limits(raw.limits, cx);
+    if !cx.problems.is_empty() {
+        return None;
+    }
+    let bearer_token_envs = lowered.iter().map(|upstream| upstream.bearer_token_env.clone()).collect();
+    let upstreams = lowered.into_iter().map(|upstream| upstream.spec).collect();
+    let spec = GatewaySpec { upstreams, stdio, http, limits, source: Some(origin.to_path_buf()) };
+    Some(Lowered { spec, bearer_token_envs })
+}
+
+fn check_unique_names(raw: &RawConfig, cx: &mut Context<'_>) {
+    let mut first_offsets: BTreeMap<String, usize> = BTreeMap::new();
+    for upstream in &raw.upstreams {
+        let name = &upstream.get_ref().name;
+        if let Some(first) = first_offsets.get(name.get_ref()) {
+            let message =
+                format!("upstream name \"{}\" is already used on line {}", name.get_ref(), cx.line_of(*first));
+            cx.error(name.span().start, message);
+        } else {
+            first_offsets.insert(name.get_ref().clone(), name.span().start);
+        }
+    }
+}
+
+/// Two upstreams exposing the same prefix would make their tool names collide; several unprefixed ones might.
+fn check_prefixes(upstreams: &[LoweredUpstream], cx: &mut Context<'_>) {
+    let mut owners: BTreeMap<&str, &LoweredUpstream> = BTreeMap::new();
+    let mut collisions = Vec::new();
+    for upstream in upstreams {
+        let Prefix::With(prefix) = &upstream.spec.prefix else { continue };
+        match owners.get(prefix.as_str()) {
+            // Same name twice is already reported as a duplicate name.
+            Some(first) if first.spec.name == upstream.spec.name => {}
+            Some(first) => collisions.push((upstream.prefix_offset, prefix.clone(), first.spec.name.clone())),
+            None => {
+                owners.insert(prefix, upstream);
+            }
+        }
+    }
+    for (offset, prefix, first) in collisions {
+        let message =
+            format!("prefix \"{prefix}\" is already used by upstream \"{first}\"; their tool names would collide");
+        cx.error(offset, message);
+    }
+    let unprefixed: Vec<&LoweredUpstream> =
+        upstreams.iter().filter(|upstream| upstream.spec.prefix == Prefix::None).collect();
+    if unprefixed.len() > 1 {
+        let names: Vec<String> = unprefixed.iter().map(|upstream| format!("\"{}\"", upstream.spec.name)).collect();
+        let message = format!(
+            "upstreams {} expose unprefixed tool names; when two offer the same name, the first in file order wins",
+            names.join(", ")
+        );
+        cx.warn(unprefixed[1].prefix_offset, message);
+    }
+}
+
+fn lower_listeners(
+    listen: Option<RawListen>,
+    cx: &mut Context<'_>,
+) -> (Option<HttpListenerSpec>, Option<StdioListenerSpec>) {
+    let Some(listen) = listen else {
+        // No `[listen]` at all: the documented default, Streamable HTTP on loopback.
+        let http = HttpListenerSpec {
+            bind: DEFAULT_BIND,
+            path: DEFAULT_HTTP_PATH.to_owned(),
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+        };
+        return (Some(http), None);
+    };
+    if listen.keys == 0 {
+        let message = "[listen] has no listener: add `[listen.http]` or `[listen.stdio]` (or remove [listen] for \
+                       HTTP on 127.0.0.1:8765)";
+        cx.error(listen.offset, message);
+    }
+    let http = listen.http.map(|http| lower_http_listener(http, cx));
+    let stdio = listen.stdio.map(|stdio| lower_stdio_listener(stdio, cx));
+    (http, stdio)
+}
+
+fn lower_http_listener(raw: Spanned<RawHttpListener>, cx: &mut Context<'_>) -> HttpListenerSpec {
+    let raw = raw.into_inner();
+    let bind = match &raw.bind {
+        None => DEFAULT_BIND,
+        Some(bind) => match rules::parse_bind(bind.get_ref()) {
+            Ok(address) => {
+                if !address.ip().is_loopback() {
+                    let message = format!(
+                        "[listen.http]: `bind` {address} is reachable from other machines; toolgate does not \
+                         authenticate HTTP clients yet, so only do this behind an authenticating proxy"
+                    );
+                    cx.warn(bind.span().start, message);
+                }
+                address
+            }
+            Err(message) => {
+                cx.error(bind.span().start, format!("[listen.http]: {message}"));
+                DEFAULT_BIND
+            }
+        },
+    };
+    let path = match raw.path {
+        None => DEFAULT_HTTP_PATH.to_owned(),
+        Some(path) => {
+            if let Err(message) = rules::check_endpoint_path(path.get_ref()) {
+                cx.error(path.span().start, format!("[listen.http]: {message}"));
+            }
+            path.into_inner()
+        }
+    };
+    let allowed_origins = checked_list(raw.allowed_origins, rules::check_origin, cx);
+    let allowed_hosts = checked_list(raw.allowed_hosts, rules::check_host, cx);
+    HttpListenerSpec { bind, path, allowed_origins, allowed_hosts }
+}
+
+fn checked_list(
+    values: Option<Vec<Spanned<String>>>,
+    check: fn(&str) -> Result<(), String>,
+    cx: &mut Context<'_>,
+) -> Vec<String> {
+    let mut accepted = Vec::new();
+    for value in values.unwrap_or_default() {
+        if let Err(message) = check(value.get_ref()) {
+            cx.error(value.span().start, format!("[listen.http]: {message}"));
+        }
+        accepted.push(value.into_inner());
+    }
+    accepted
+}
+
+fn lower_stdio_listener(raw: Spanned<RawStdioListener>, cx: &mut Context<'_>) -> StdioListenerSpec {
+    let Some(identity) = raw.into_inner().identity else {
+        return StdioListenerSpec { identity: DEFAULT_STDIO_IDENTITY.to_owned() };
+    };
+    let valid = identity.get_ref().chars().all(|character| character.is_ascii_graphic());
+    if identity.get_ref().is_empty() || identity.get_ref().chars().count() > 64 || !valid {
+        let message = "[listen.stdio]: `identity` must be 1 to 64 visible ASCII characters without spaces";
+        cx.error(identity.span().start, message);
+    }
+    StdioListenerSpec { identity: identity.into_inner() }
+}
+
+fn lower_limits(raw: Option<Spanned<RawLimits>>, cx: &mut Context<'_>) -> Limits {
+    let defaults = Limits::default();
+    let Some(raw) = raw else { return defaults };
+    let raw = raw.into_inner();
+    let mut bounded = |value: Option<Spanned<u64>>, key: &str, max: u64| -> Option<u64> {
+        let value = value?;
+        if (1..=max).contains(value.get_ref()) {
+            Some(value.into_inner())
+        } else {
+            cx.error(value.span().start, format!("[limits]: `{key}` must be between 1 and {max}"));
+            None
+        }
+    };
+    let max_message_mib = bounded(raw.max_message_mib, "max_message_mib", MAX_MESSAGE_MIB);
+    let max_sessions = bounded(raw.max_sessions, "max_sessions", MAX_SESSIONS);
+    let idle_minutes = bounded(raw.session_idle_minutes, "session_idle_minutes", MAX_SESSION_IDLE_MINUTES);
+    Limits {
+        max_message_bytes: max_message_mib
+            .and_then(|mib| usize::try_from(mib * 1024 * 1024).ok())
+            .unwrap_or(defaults.max_message_bytes),
+        max_sessions: max_sessions.and_then(|count| usize::try_from(count).ok()).unwrap_or(defaults.max_sessions),
+        session_idle_timeout: idle_minutes
+            .map(|minutes| Duration::from_secs(minutes * 60))
+            .unwrap_or(defaults.session_idle_timeout),
+    }
+}

@@ -1,0 +1,108 @@
+//! The configuration file's syntax as serde types: every key the file may contain, with its position.
+//!
+//! These types exist only between the TOML text and [`crate::lower`]; they are never handed to the runtime.
+//! Every table denies unknown keys, so a typo or a key from a later version (`trust`, `policy`, `audit`) is an
+//! error rather than silently ignored. No defaults are applied here: `None` means "not in the file".
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer, Visitor};
+use toml::Spanned;
+
+/// The keys allowed at the top level, in documentation order.
+pub(crate) const TOP_LEVEL_KEYS: [&str; 3] = ["upstream", "listen", "limits"];
+
+/// Top-level keys reserved for later versions; they get a friendlier error than a plain typo.
+pub(crate) const PLANNED_TOP_LEVEL_KEYS: [&str; 3] = ["policy", "audit", "trust"];
+
+/// One `[[upstream]]` table.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawUpstream {
+    pub(crate) name: Spanned<String>,
+    pub(crate) command: Option<Spanned<String>>,
+    pub(crate) args: Option<Spanned<Vec<Spanned<String>>>>,
+    pub(crate) env: Option<BTreeMap<Spanned<String>, Spanned<String>>>,
+    pub(crate) cwd: Option<Spanned<String>>,
+    pub(crate) url: Option<Spanned<String>>,
+    pub(crate) headers: Option<BTreeMap<Spanned<String>, Spanned<String>>>,
+    pub(crate) bearer_token_env: Option<Spanned<String>>,
+    pub(crate) prefix: Option<Spanned<PrefixSetting>>,
+    pub(crate) timeout_seconds: Option<Spanned<u64>>,
+    pub(crate) initialize_timeout_seconds: Option<Spanned<u64>>,
+    pub(crate) tools: Option<BTreeMap<Spanned<String>, Spanned<RawToolOverride>>>,
+}
+
+/// `prefix = true | false | "text"`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum PrefixSetting {
+    Enabled(bool),
+    Text(String),
+}
+
+impl<'de> Deserialize<'de> for PrefixSetting {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct PrefixVisitor;
+
+        impl Visitor<'_> for PrefixVisitor {
+            type Value = PrefixSetting;
+
+            fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+                formatter.write_str("true, false or a prefix string")
+            }
+
+            fn visit_bool<E: de::Error>(self, value: bool) -> Result<PrefixSetting, E> {
+                Ok(PrefixSetting::Enabled(value))
+            }
+
+            fn visit_str<E: de::Error>(self, value: &str) -> Result<PrefixSetting, E> {
+                Ok(PrefixSetting::Text(value.to_owned()))
+            }
+        }
+
+        deserializer.deserialize_any(PrefixVisitor)
+    }
+}
+
+/// `[upstream.tools.NAME]`: hint overrides for one tool, field by field, spelled as on the wire.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawToolOverride {
+    #[serde(rename = "readOnlyHint")]
+    pub(crate) read_only: Option<bool>,
+    #[serde(rename = "destructiveHint")]
+    pub(crate) destructive: Option<bool>,
+    #[serde(rename = "idempotentHint")]
+    pub(crate) idempotent: Option<bool>,
+    #[serde(rename = "openWorldHint")]
+    pub(crate) open_world: Option<bool>,
+    pub(crate) title: Option<Spanned<String>>,
+}
+
+/// `[listen.http]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawHttpListener {
+    pub(crate) bind: Option<Spanned<String>>,
+    pub(crate) path: Option<Spanned<String>>,
+    pub(crate) allowed_origins: Option<Vec<Spanned<String>>>,
+    pub(crate) allowed_hosts: Option<Vec<Spanned<String>>>,
+}
+
+/// `[listen.stdio]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawStdioListener {
+    pub(crate) identity: Option<Spanned<String>>,
+}
+
+/// `[limits]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawLimits {
+    pub(crate) max_message_mib: Option<Spanned<u64>>,
+    pub(crate) max_sessions: Option<Spanned<u64>>,
+    pub(crate) session_idle_minutes: Option<Spanned<u64>>,
+}

@@ -1,0 +1,230 @@
+//! What a valid configuration would run, for `toolgate check-config`: upstreams, listeners, limits, warnings.
+//!
+//! Built from the lowered spec, so it shows what the runtime would see rather than what the file literally says.
+//! It must never contain a secret: header and environment *names* appear, their values never do.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use toolgate_proxy::spec::{GatewaySpec, Limits, Prefix};
+use toolgate_upstream::Endpoint;
+
+use crate::error::Problem;
+
+/// A human- and test-friendly account of a valid configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigSummary {
+    /// The file checked.
+    pub source: PathBuf,
+    /// Upstreams, in file order.
+    pub upstreams: Vec<UpstreamSummary>,
+    /// Listeners (HTTP first).
+    pub listeners: Vec<ListenerSummary>,
+    /// Limits in effect.
+    pub limits: Limits,
+    /// Things that are allowed but deserve a second look (a non-loopback bind, credentials over plain http).
+    pub warnings: Vec<Problem>,
+}
+
+/// One upstream as it would run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamSummary {
+    /// Its unique name.
+    pub name: String,
+    /// How it is reached.
+    pub transport: Transport,
+    /// The command line (stdio) or URL (HTTP).
+    pub target: String,
+    /// What its tool names are prefixed with (`git_`), or `None` when exposed as is.
+    pub exposed_prefix: Option<String>,
+    /// Number of tools with hint overrides.
+    pub overrides: usize,
+    /// Names of the extra environment variables a stdio server gets (never their values).
+    pub env_names: Vec<String>,
+    /// Names of the headers an HTTP upstream gets, besides the bearer token's (never their values).
+    pub header_names: Vec<String>,
+    /// The environment variable the bearer token is read from.
+    pub bearer_token_env: Option<String>,
+    /// Time allowed for each request.
+    pub request_timeout: Duration,
+    /// Time allowed for `initialize`.
+    pub initialize_timeout: Duration,
+}
+
+/// An upstream's transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// A child process on stdin/stdout.
+    Stdio,
+    /// Streamable HTTP.
+    Http,
+}
+
+impl Transport {
+    /// `stdio` or `http`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Stdio => "stdio",
+            Transport::Http => "http",
+        }
+    }
+}
+
+/// A listener as it would run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListenerSummary {
+    /// Streamable HTTP.
+    Http {
+        /// Bound address.
+        bind: SocketAddr,
+        /// Endpoint path.
+        path: String,
+        /// Whether only this machine can connect.
+        loopback: bool,
+    },
+    /// stdin/stdout.
+    Stdio {
+        /// Identity of the stdio caller.
+        identity: String,
+    },
+}
+
+/// Summarizes `spec`; `bearer_token_envs` is parallel to `spec.upstreams`.
+pub(crate) fn summarize(
+    spec: &GatewaySpec,
+    bearer_token_envs: &[Option<String>],
+    warnings: Vec<Problem>,
+) -> ConfigSummary {
+    let upstreams = spec
+        .upstreams
+        .iter()
+        .enumerate()
+        .map(|(index, upstream)| {
+            let bearer_token_env = bearer_token_envs.get(index).cloned().flatten();
+            let (transport, target, env_names, header_names) = match &upstream.endpoint {
+                Endpoint::Stdio { program, args, env, .. } => {
+                    let mut words = vec![shell_word(program)];
+                    words.extend(args.iter().map(|arg| shell_word(arg)));
+                    let env_names = env.iter().map(|(name, _)| name.clone()).collect();
+                    (Transport::Stdio, words.join(" "), env_names, Vec::new())
+                }
+                Endpoint::Http { url, headers } => {
+                    let names = headers.iter().map(|(name, _)| name.clone());
+                    // The Authorization header made from bearer_token_env is reported as that variable instead.
+                    let names =
+                        names.filter(|name| bearer_token_env.is_none() || !name.eq_ignore_ascii_case("authorization"));
+                    (Transport::Http, url.clone(), Vec::new(), names.collect())
+                }
+            };
+            UpstreamSummary {
+                name: upstream.name.clone(),
+                transport,
+                target,
+                exposed_prefix: match &upstream.prefix {
+                    Prefix::None => None,
+                    Prefix::With(prefix) => Some(format!("{prefix}_")),
+                },
+                overrides: upstream.overrides.len(),
+                env_names,
+                header_names,
+                bearer_token_env,
+                request_timeout: upstream.request_timeout,
+                initialize_timeout: upstream.initialize_timeout,
+            }
+        })
+        .collect();
+    let mut listeners = Vec::new();
+    if let Some(http) = &spec.http {
+        listeners.push(ListenerSummary::Http {
+            bind: http.bind,
+            path: http.path.clone(),
+            loopback: http.bind.ip().is_loopback(),
+        });
+    }
+    if let Some(stdio) = &spec.stdio {
+        listeners.push(ListenerSummary::Stdio { identity: stdio.identity.clone() });
+    }
+    ConfigSummary {
+        source: spec.source.clone().unwrap_or_default(),
+        upstreams,
+        listeners,
+        limits: spec.limits.clone(),
+        warnings,
+    }
+}
+
+/// `word` quoted for display when it contains spaces or quotes (display only: nothing is ever run by a shell).
+fn shell_word(word: &str) -> String {
+    if !word.is_empty() && !word.contains(|character: char| character.is_whitespace() || "'\"\\$`".contains(character))
+    {
+        return word.to_owned();
+    }
+    format!("'{}'", word.replace('\'', r"'\''"))
+}
+
+fn plural(count: usize, one: &str, many: &str) -> String {
+    format!("{count} {}", if count == 1 { one } else { many })
+}
+
+impl fmt::Display for ConfigSummary {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            formatter,
+            "{}: {}, {}",
+            self.source.display(),
+            plural(self.upstreams.len(), "upstream", "upstreams"),
+            plural(self.listeners.len(), "listener", "listeners")
+        )?;
+        writeln!(formatter, "upstreams:")?;
+        let name_width = self.upstreams.iter().map(|upstream| upstream.name.len()).max().unwrap_or(0);
+        for upstream in &self.upstreams {
+            write!(
+                formatter,
+                "  {:name_width$}  {:5}  {}",
+                upstream.name,
+                upstream.transport.as_str(),
+                upstream.target
+            )?;
+            let mut notes = vec![match &upstream.exposed_prefix {
+                Some(prefix) => format!("tools exposed as {prefix}*"),
+                None => "tool names unprefixed".to_owned(),
+            }];
+            if upstream.overrides > 0 {
+                notes.push(plural(upstream.overrides, "override", "overrides"));
+            }
+            if let Some(variable) = &upstream.bearer_token_env {
+                notes.push(format!("bearer token from ${variable}"));
+            }
+            if !upstream.env_names.is_empty() {
+                notes.push(format!("env: {}", upstream.env_names.join(", ")));
+            }
+            if !upstream.header_names.is_empty() {
+                notes.push(format!("headers: {}", upstream.header_names.join(", ")));
+            }
+            writeln!(formatter, "  ({})", notes.join("; "))?;
+        }
+        writeln!(formatter, "listeners:")?;
+        for listener in &self.listeners {
+            match listener {
+                ListenerSummary::Http { bind, path, loopback } => {
+                    let reach = if *loopback { "this machine only" } else { "REACHABLE FROM OTHER MACHINES" };
+                    writeln!(formatter, "  http   http://{bind}{path}  ({reach})")?;
+                }
+                ListenerSummary::Stdio { identity } => writeln!(formatter, "  stdio  identity \"{identity}\"")?,
+            }
+        }
+        write!(
+            formatter,
+            "limits: messages up to {} MiB, at most {}, idle sessions closed after {} min",
+            self.limits.max_message_bytes / (1024 * 1024),
+            plural(self.limits.max_sessions, "session", "sessions"),
+            self.limits.session_idle_timeout.as_secs() / 60
+        )?;
+        for warning in &self.warnings {
+            write!(formatter, "\nwarning: {warning}")?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,9 @@
+//! Tests of the whole crate through its public functions: error messages with positions, defaults, credentials,
+//! imports, and the documented examples.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod defaults;
+mod docs;
+mod errors;
+mod import;
