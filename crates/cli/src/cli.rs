@@ -29,6 +29,10 @@ pub(crate) enum Command {
     ///
     /// Without arguments, serves the bundled demo server over HTTP on a loopback port it prints.
     Serve(ServeArgs),
+    /// Validate a config file without running anything; prints what would run.
+    CheckConfig(CheckConfigArgs),
+    /// Convert a Claude Desktop or VS Code MCP config into toolgate's TOML (printed on stdout).
+    Import(ImportArgs),
     /// Run the bundled demo MCP server on stdio.
     #[command(hide = true)]
     DemoServer,
@@ -83,6 +87,9 @@ pub(crate) struct LintArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
+    /// A toolgate config file (TOML); see docs/config.md.
+    #[arg(long, short, value_name = "FILE", conflicts_with_all = ["upstream_url", "command", "listen"])]
+    pub(crate) config: Option<std::path::PathBuf>,
     /// Serve Streamable HTTP on this address (loopback unless you say otherwise); without it, a command-line
     /// upstream is served on stdio.
     #[arg(long, value_name = "ADDR")]
@@ -91,11 +98,25 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "URL", conflicts_with = "command")]
     pub(crate) upstream_url: Option<String>,
     /// Seconds allowed for each upstream request.
-    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
     pub(crate) timeout: u64,
     /// The upstream command and its arguments, after `--`.
     #[arg(last = true, value_name = "CMD")]
     pub(crate) command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CheckConfigArgs {
+    /// The config file to check.
+    #[arg(value_name = "FILE")]
+    pub(crate) file: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ImportArgs {
+    /// `claude_desktop_config.json`, a VS Code `mcp.json` or `settings.json`.
+    #[arg(value_name = "PATH")]
+    pub(crate) path: PathBuf,
 }
 
 #[derive(Debug, Args)]

@@ -53,6 +53,8 @@ async fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Lint(args) => commands::lint::run(args).await,
         Command::Infer(args) => commands::infer::run(args),
         Command::Serve(args) => commands::serve::run(args).await,
+        Command::CheckConfig(args) => commands::config::check(args),
+        Command::Import(args) => commands::config::import(args),
         Command::DemoServer => {
             toolgate_demo::serve_stdio().await?;
             Ok(Outcome::Clean)

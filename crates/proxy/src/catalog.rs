@@ -73,6 +73,7 @@ pub struct Catalog {
     resources: Vec<(usize, Value)>,
     resource_index: HashMap<String, usize>,
     templates: Vec<(usize, Value, UriTemplate)>,
+    resource_servers: Vec<usize>,
     /// One line per name that lost a collision.
     pub collisions: Vec<String>,
 }
@@ -80,7 +81,16 @@ pub struct Catalog {
 impl Catalog {
     /// Builds the catalog from each upstream's listing (`None` for an upstream that is not connected).
     pub fn build(specs: &[UpstreamSpec], listings: &[Option<Arc<UpstreamListing>>]) -> Catalog {
-        let mut catalog = Catalog::default();
+        Self::build_with(specs, listings, &[])
+    }
+
+    /// Like [`Catalog::build`], naming the upstreams that declared the resources capability.
+    pub fn build_with(
+        specs: &[UpstreamSpec],
+        listings: &[Option<Arc<UpstreamListing>>],
+        resource_servers: &[usize],
+    ) -> Catalog {
+        let mut catalog = Catalog { resource_servers: resource_servers.to_vec(), ..Catalog::default() };
         let mut owners: HashMap<String, usize> = HashMap::new();
         for (upstream, (spec, listing)) in specs.iter().zip(listings).enumerate() {
             let Some(listing) = listing else { continue };
@@ -184,12 +194,17 @@ impl Catalog {
         self.templates.iter().map(|(_, raw, _)| raw)
     }
 
-    /// The upstream that owns a resource URI: a listed resource first, then the first matching template.
+    /// The upstream that owns a resource URI: a listed resource first, then the first matching template, then
+    /// the only upstream that serves resources at all (servers accept URIs they do not list).
     pub fn resource_owner(&self, uri: &str) -> Option<usize> {
         self.resource_index
             .get(uri)
             .copied()
             .or_else(|| self.templates.iter().find(|(_, _, template)| template.matches(uri)).map(|(owner, ..)| *owner))
+            .or(match self.resource_servers.as_slice() {
+                [only] => Some(*only),
+                _ => None,
+            })
     }
 }
 

@@ -175,7 +175,17 @@ impl GatewayInner {
     /// Rebuilds the catalog from every upstream's current listing.
     pub(crate) fn rebuild_catalog(&self) {
         let listings: Vec<_> = self.upstreams.iter().map(|runtime| runtime.listing()).collect();
-        let catalog = Catalog::build(&self.spec.upstreams, &listings);
+        let resource_servers: Vec<usize> = self
+            .upstreams
+            .iter()
+            .filter(|runtime| {
+                runtime.connection().is_some_and(|connection| {
+                    connection.initialize_outcome().capabilities.get("resources").is_some_and(|value| !value.is_null())
+                })
+            })
+            .map(|runtime| runtime.index)
+            .collect();
+        let catalog = Catalog::build_with(&self.spec.upstreams, &listings, &resource_servers);
         for collision in &catalog.collisions {
             tracing::warn!("{collision}");
         }

@@ -1,7 +1,8 @@
 //! The life of a `tools/call`, as named phases:
 //!
 //! 1. [`resolve`]: the exposed name becomes a route (upstream, original name) and the tool's effective hints;
-//!    unknown or hidden names are answered exactly like an unknown tool.
+//!    unknown or hidden names get the same `isError` result ("Unknown tool: NAME"), as the TypeScript and Python
+//!    SDKs answer an unknown tool, so a hidden tool cannot be told from a missing one.
 //! 2. [`decide`]: the policy's [`Decision`] (today: allow everything); only an allow yields a [`Permitted`] call.
 //! 3. [`forward`]: the permitted call goes upstream under the original name, with toolgate's progress token and
 //!    the route registered for cancellation, progress and server requests.
@@ -55,7 +56,7 @@ pub(crate) fn resolve(gateway: &GatewayInner, session: &SessionShared, params: V
         catalog.tool(&name).filter(|tool| !tool.task_required && (!tool.app_only || session.declares_apps())).cloned();
     match visible {
         Some(tool) => Ok(ResolvedCall { tool, params }),
-        None => Err(format!("unknown tool: {name}")),
+        None => Err(format!("Unknown tool: {name}")),
     }
 }
 
@@ -129,9 +130,12 @@ pub(crate) async fn call_tool(
     cancel: &CancellationToken,
 ) -> Option<Value> {
     let started = Instant::now();
+    if params.get("name").and_then(Value::as_str).is_none() {
+        return Some(jsonrpc::error_response(id, codes::INVALID_PARAMS, "tools/call needs a string `name`"));
+    }
     let resolved = match resolve(gateway, session, params) {
         Ok(resolved) => resolved,
-        Err(message) => return Some(jsonrpc::error_response(id, codes::INVALID_PARAMS, &message)),
+        Err(message) => return Some(unknown_tool(id, &message)),
     };
     let permitted = match decide(resolved) {
         Ok(permitted) => permitted,
@@ -147,11 +151,17 @@ pub(crate) async fn call_tool(
 fn refusal(id: &Value, call: &ResolvedCall, decision: &Decision) -> Value {
     if decision.verdict == Verdict::Hide {
         let name = call.params.get("name").and_then(Value::as_str).unwrap_or_default();
-        return jsonrpc::error_response(id, codes::INVALID_PARAMS, &format!("unknown tool: {name}"));
+        return unknown_tool(id, &format!("Unknown tool: {name}"));
     }
     let reasons: Vec<&str> = decision.reasons.iter().map(|reason| reason.detail.as_str()).collect();
     jsonrpc::response(
         id,
         json!({"content": [{"type": "text", "text": format!("toolgate refused this call: {}", reasons.join("; "))}], "isError": true}),
     )
+}
+
+/// The answer for a name that is not (visibly) in the catalog: an `isError` result, as the TypeScript and Python
+/// SDKs answer it, so the model can read it and a hidden tool is indistinguishable from a missing one.
+fn unknown_tool(id: &Value, message: &str) -> Value {
+    jsonrpc::response(id, json!({"content": [{"type": "text", "text": message}], "isError": true}))
 }

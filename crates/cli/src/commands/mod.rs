@@ -1,5 +1,6 @@
 //! One module per `toolgate` command; each turns its arguments into an [`crate::Outcome`].
 
+pub(crate) mod config;
 pub(crate) mod infer;
 pub(crate) mod inspect;
 pub(crate) mod lint;

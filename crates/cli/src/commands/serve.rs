@@ -20,7 +20,10 @@ use crate::cli::ServeArgs;
 const DEFAULT_PORT: u16 = 8765;
 
 pub(crate) async fn run(args: ServeArgs) -> Result<Outcome> {
-    let spec = spec_from_args(&args)?;
+    let spec = match &args.config {
+        Some(path) => toolgate_config::load_config(path).map_err(|error| anyhow::anyhow!("{error}"))?,
+        None => spec_from_args(&args)?,
+    };
     serve_spec(spec).await
 }
 
@@ -54,8 +57,25 @@ pub(crate) async fn serve_spec(spec: GatewaySpec) -> Result<Outcome> {
 }
 
 async fn serve_http(factory: Arc<dyn SessionFactory>, http: &HttpListenerSpec, limits: &Limits) -> Result<()> {
-    let _ = (factory, limits);
-    anyhow::bail!("Streamable HTTP serving on {} is not available in this build yet", http.bind)
+    let listener = match tokio::net::TcpListener::bind(http.bind).await {
+        Ok(listener) => listener,
+        Err(error) if error.kind() == std::io::ErrorKind::AddrInUse && http.bind.port() == DEFAULT_PORT => {
+            // The embedded defaults should just work: take any free loopback port instead.
+            let fallback = std::net::SocketAddr::new(http.bind.ip(), 0);
+            tokio::net::TcpListener::bind(fallback).await.with_context(|| format!("cannot listen on {fallback}"))?
+        }
+        Err(error) => return Err(error).with_context(|| format!("cannot listen on {}", http.bind)),
+    };
+    let address = listener.local_addr().context("cannot read the listening address")?;
+    if !address.ip().is_loopback() {
+        tracing::warn!(%address, "serving on a non-loopback address: every client that can reach it can call tools");
+    }
+    // The one line on stderr a person needs: where to point a client.
+    eprintln!("toolgate: serving MCP on http://{address}{}", http.path);
+    let router = toolgate_proxy::downstream::http::router(factory, http, limits);
+    toolgate_proxy::downstream::http::serve(listener, router, shutdown_signal())
+        .await
+        .context("the HTTP listener failed")
 }
 
 fn spec_from_args(args: &ServeArgs) -> Result<GatewaySpec> {

@@ -171,11 +171,12 @@ async fn post(
         None => session.protocol_version().unwrap_or_else(|| DEFAULT_VERSION.to_owned()),
     };
     let span = debug_span!("request", session = session.id(), method = %method, request_id = %id);
-    answer_request(session, id, message, &version, init, shutdown).instrument(span).await
+    let prefers_sse = checks::prefers_event_stream(&parts.headers);
+    answer_request(session, id, message, &version, init, shutdown, prefers_sse).instrument(span).await
 }
 
 /// Delivers a request and answers the POST with what the gateway sends for it: JSON when the response comes
-/// first, an SSE stream when a related message does.
+/// first, an SSE stream when a related message does (or when the client lists `text/event-stream` first).
 async fn answer_request(
     session: Arc<HttpSession>,
     request_id: Value,
@@ -183,6 +184,7 @@ async fn answer_request(
     version: &str,
     mut init: Option<InitGuard>,
     shutdown: CancellationToken,
+    prefers_sse: bool,
 ) -> Result<Response, Rejection> {
     // Registered before delivery, so an immediate answer cannot be missed.
     let mut pending = session.wait_for(request_key(&request_id)).ok_or_else(|| {
@@ -193,7 +195,13 @@ async fn answer_request(
     let mut response = match pending.next().await {
         Some(RequestEvent::Response(response)) => {
             let keep = init.as_mut().is_none_or(|init| init.settle(&response));
-            let mut reply = json_response(&response);
+            let mut reply = if prefers_sse {
+                let priming = version >= PRIMING_SINCE;
+                let stream = sse::RequestStream::answered(pending, request_id, &response, priming, shutdown);
+                sse::response(stream.into_body())
+            } else {
+                json_response(&response)
+            };
             if let (true, Some(value)) = (keep, session_header) {
                 reply.headers_mut().insert(SESSION_HEADER, value);
             }

@@ -207,6 +207,14 @@ pub(super) fn check_accept(headers: &HeaderMap, required: &[&str]) -> Result<(),
     }
 }
 
+/// True when the client lists `text/event-stream` before `application/json` in `Accept`: it is then answered
+/// with an SSE stream even when the response is the only message (the usual order gets the faster JSON answer).
+pub(super) fn prefers_event_stream(headers: &HeaderMap) -> bool {
+    let listed = media_types(headers, ACCEPT);
+    let position = |media: &str| listed.iter().position(|item| item == media);
+    matches!((position("text/event-stream"), position("application/json")), (Some(sse), Some(json)) if sse < json)
+}
+
 /// The `MCP-Protocol-Version` header: `None` when absent, the version when supported, 400 otherwise.
 pub(super) fn protocol_version(headers: &HeaderMap) -> Result<Option<&'static str>, Rejection> {
     let Some(value) = headers.get(VERSION_HEADER) else {

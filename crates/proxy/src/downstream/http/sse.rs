@@ -100,6 +100,19 @@ impl RequestStream {
         stream
     }
 
+    /// A stream that carries only the response (for clients that prefer SSE); `init` is already settled.
+    pub(super) fn answered(
+        pending: Pending,
+        request_id: Value,
+        response: &Value,
+        priming: bool,
+        shutdown: CancellationToken,
+    ) -> Self {
+        let mut stream = Self::new(pending, request_id, response, priming, None, shutdown);
+        stream.finished = true;
+        stream
+    }
+
     fn frame(&self, message: &Value) -> Bytes {
         let id = self.with_ids.then(|| self.pending.session().next_event_id());
         event(id.as_deref(), message)
