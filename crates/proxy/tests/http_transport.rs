@@ -512,7 +512,6 @@ async fn many_requests_in_flight_on_one_session_each_get_their_own_answer() {
     for task in tasks {
         task.await.unwrap();
     }
-    // Every request waited up to 200 ms upstream; run concurrently, the whole batch takes little more than that.
 }
 
 #[tokio::test]
