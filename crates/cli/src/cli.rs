@@ -29,6 +29,8 @@ pub(crate) enum Command {
     ///
     /// Without arguments, serves the bundled demo server over HTTP on a loopback port it prints.
     Serve(ServeArgs),
+    /// Show the running gateways and the state of each upstream.
+    Status(StatusArgs),
     /// Validate a config file without running anything; prints what would run.
     CheckConfig(CheckConfigArgs),
     /// Convert a Claude Desktop or VS Code MCP config into toolgate's TOML (printed on stdout).
@@ -100,9 +102,22 @@ pub(crate) struct ServeArgs {
     /// Seconds allowed for each upstream request.
     #[arg(long, value_name = "SECONDS", default_value_t = 60)]
     pub(crate) timeout: u64,
+    /// The state directory (default: $TOOLGATE_STATE_DIR, $XDG_STATE_HOME/toolgate or ~/.local/state/toolgate).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) state_dir: Option<PathBuf>,
     /// The upstream command and its arguments, after `--`.
     #[arg(last = true, value_name = "CMD")]
     pub(crate) command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct StatusArgs {
+    /// The state directory (default: $TOOLGATE_STATE_DIR, $XDG_STATE_HOME/toolgate or ~/.local/state/toolgate).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) state_dir: Option<PathBuf>,
+    /// Print JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]

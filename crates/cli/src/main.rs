@@ -7,6 +7,7 @@ mod cli;
 mod commands;
 mod render;
 mod report;
+mod state;
 mod target;
 
 use std::process::ExitCode;
@@ -53,6 +54,7 @@ async fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Lint(args) => commands::lint::run(args).await,
         Command::Infer(args) => commands::infer::run(args),
         Command::Serve(args) => commands::serve::run(args).await,
+        Command::Status(args) => commands::status::run(args),
         Command::CheckConfig(args) => commands::config::check(args),
         Command::Import(args) => commands::config::import(args),
         Command::DemoServer => {

@@ -5,3 +5,4 @@ pub(crate) mod infer;
 pub(crate) mod inspect;
 pub(crate) mod lint;
 pub(crate) mod serve;
+pub(crate) mod status;

@@ -4,7 +4,8 @@
 //! The only commands spawned are the one given after `--` and, for the embedded defaults, toolgate's own
 //! `demo-server`.
 
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -24,17 +25,24 @@ pub(crate) async fn run(args: ServeArgs) -> Result<Outcome> {
         Some(path) => toolgate_config::load_config(path).map_err(|error| anyhow::anyhow!("{error}"))?,
         None => spec_from_args(&args)?,
     };
-    serve_spec(spec).await
+    let state = crate::state::state_dir(args.state_dir.as_deref())?;
+    serve_spec(spec, state).await
 }
 
-/// Runs a gateway for a spec until it is told to stop.
-pub(crate) async fn serve_spec(spec: GatewaySpec) -> Result<Outcome> {
+/// Runs a gateway for a spec until it is told to stop, publishing its status in the state directory.
+pub(crate) async fn serve_spec(spec: GatewaySpec, state: PathBuf) -> Result<Outcome> {
     let gateway = Gateway::new(spec.clone());
     gateway.start();
     gateway.wait_settled(Duration::from_secs(30)).await;
     for upstream in gateway.status().upstreams {
         tracing::info!(upstream = %upstream.name, status = ?upstream.status, "upstream status");
     }
+    let listeners = Arc::new(Mutex::new(Vec::new()));
+    if spec.stdio.is_some() {
+        lock(&listeners).push("stdio".to_owned());
+    }
+    let publisher =
+        tokio::spawn(publish_status(gateway.clone(), state.clone(), Arc::clone(&listeners), spec.source.clone()));
     let factory: Arc<dyn SessionFactory> = Arc::new(gateway.clone());
     let result = match (&spec.stdio, &spec.http) {
         (Some(_), _) => {
@@ -49,14 +57,45 @@ pub(crate) async fn serve_spec(spec: GatewaySpec) -> Result<Outcome> {
                 () = shutdown_signal() => Ok(()),
             }
         }
-        (None, Some(http)) => serve_http(factory, http, &spec.limits).await,
+        (None, Some(http)) => serve_http(factory, http, &spec.limits, &listeners).await,
         (None, None) => Err(anyhow::anyhow!("no listener configured: nothing to serve")),
     };
+    publisher.abort();
+    crate::state::remove_run_file(&state, std::process::id());
     gateway.shutdown().await;
     result.map(|()| Outcome::Clean)
 }
 
-async fn serve_http(factory: Arc<dyn SessionFactory>, http: &HttpListenerSpec, limits: &Limits) -> Result<()> {
+fn lock(listeners: &Mutex<Vec<String>>) -> std::sync::MutexGuard<'_, Vec<String>> {
+    listeners.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Keeps `run/<pid>.json` in the state directory current for `toolgate status`.
+async fn publish_status(gateway: Gateway, state: PathBuf, listeners: Arc<Mutex<Vec<String>>>, config: Option<PathBuf>) {
+    let mut last = None;
+    loop {
+        let run = crate::state::RunFile {
+            pid: std::process::id(),
+            listeners: lock(&listeners).clone(),
+            config: config.as_ref().map(|path| path.display().to_string()),
+            status: serde_json::to_value(gateway.status()).unwrap_or_default(),
+        };
+        if last.as_ref() != Some(&run) {
+            if let Err(error) = crate::state::write_run_file(&state, &run) {
+                tracing::warn!("cannot publish status for `toolgate status`: {error:#}");
+            }
+            last = Some(run);
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+async fn serve_http(
+    factory: Arc<dyn SessionFactory>,
+    http: &HttpListenerSpec,
+    limits: &Limits,
+    listeners: &Mutex<Vec<String>>,
+) -> Result<()> {
     let listener = match tokio::net::TcpListener::bind(http.bind).await {
         Ok(listener) => listener,
         Err(error) if error.kind() == std::io::ErrorKind::AddrInUse && http.bind.port() == DEFAULT_PORT => {
@@ -71,7 +110,9 @@ async fn serve_http(factory: Arc<dyn SessionFactory>, http: &HttpListenerSpec, l
         tracing::warn!(%address, "serving on a non-loopback address: every client that can reach it can call tools");
     }
     // The one line on stderr a person needs: where to point a client.
-    eprintln!("toolgate: serving MCP on http://{address}{}", http.path);
+    let url = format!("http://{address}{}", http.path);
+    eprintln!("toolgate: serving MCP on {url}");
+    lock(listeners).push(url);
     let router = toolgate_proxy::downstream::http::router(factory, http, limits);
     toolgate_proxy::downstream::http::serve(listener, router, shutdown_signal())
         .await

@@ -1,0 +1,65 @@
+//! `toolgate status`: what every running gateway of this user is doing, read from the state directory.
+//!
+//! One block per gateway: where it listens and, per upstream, whether it is ready (server, protocol, tools) or
+//! down and why. `--json` prints the run files as they are.
+
+use std::fmt::Write as _;
+use std::io::Write;
+
+use anyhow::Result;
+use serde_json::Value;
+
+use crate::Outcome;
+use crate::cli::StatusArgs;
+use crate::state::{read_run_files, state_dir};
+
+pub(crate) fn run(args: StatusArgs) -> Result<Outcome> {
+    let state = state_dir(args.state_dir.as_deref())?;
+    let runs = read_run_files(&state)?;
+    let mut text = String::new();
+    if args.json {
+        text = serde_json::to_string_pretty(&runs)?;
+        text.push('\n');
+    } else if runs.is_empty() {
+        writeln!(text, "no toolgate gateway is running (state directory {})", state.display())?;
+    } else {
+        for run in &runs {
+            writeln!(text, "gateway pid {} on {}", run.pid, run.listeners.join(", "))?;
+            if let Some(config) = &run.config {
+                writeln!(text, "  config: {config}")?;
+            }
+            let status = &run.status;
+            let count = |key: &str| status.get(key).and_then(Value::as_u64).unwrap_or(0);
+            writeln!(text, "  {} tool(s), {} session(s)", count("tools"), count("sessions"))?;
+            for upstream in status.get("upstreams").and_then(Value::as_array).into_iter().flatten() {
+                writeln!(text, "  {}", upstream_line(upstream))?;
+            }
+            for collision in status.get("collisions").and_then(Value::as_array).into_iter().flatten() {
+                writeln!(text, "  collision: {}", collision.as_str().unwrap_or_default())?;
+            }
+        }
+    }
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(text.as_bytes())?;
+    Ok(Outcome::Clean)
+}
+
+fn upstream_line(upstream: &Value) -> String {
+    let field = |key: &str| upstream.get(key).and_then(Value::as_str).unwrap_or_default();
+    match field("state") {
+        "ready" => format!(
+            "{}: ready ({}, protocol {}, {} tool(s))",
+            field("name"),
+            field("server"),
+            field("protocol_version"),
+            upstream.get("tools").and_then(Value::as_u64).unwrap_or(0)
+        ),
+        "down" => format!(
+            "{}: DOWN after {} attempt(s): {}",
+            field("name"),
+            upstream.get("attempts").and_then(Value::as_u64).unwrap_or(0),
+            field("reason")
+        ),
+        other => format!("{}: {other}", field("name")),
+    }
+}
