@@ -44,8 +44,15 @@ pub(crate) async fn serve_spec(spec: GatewaySpec, state: PathBuf) -> Result<Outc
     let publisher =
         tokio::spawn(publish_status(gateway.clone(), state.clone(), Arc::clone(&listeners), spec.source.clone()));
     let factory: Arc<dyn SessionFactory> = Arc::new(gateway.clone());
-    let result = match (&spec.stdio, &spec.http) {
-        (Some(_), _) => {
+    let http = spec.http.clone().map(|http| {
+        let factory = Arc::clone(&factory);
+        let limits = spec.limits.clone();
+        let listeners = Arc::clone(&listeners);
+        tokio::spawn(async move { serve_http(factory, &http, &limits, &listeners).await })
+    });
+    let result = match (spec.stdio.is_some(), http) {
+        // stdio ends the process when the client closes stdin, whatever else is listening.
+        (true, http) => {
             let serving = toolgate_proxy::downstream::stdio::serve(
                 factory,
                 tokio::io::stdin(),
@@ -55,15 +62,20 @@ pub(crate) async fn serve_spec(spec: GatewaySpec, state: PathBuf) -> Result<Outc
             tokio::select! {
                 () = serving => Ok(()),
                 () = shutdown_signal() => Ok(()),
+                Some(outcome) = async { match http { Some(task) => Some(task.await), None => None } } => flatten(outcome),
             }
         }
-        (None, Some(http)) => serve_http(factory, http, &spec.limits, &listeners).await,
-        (None, None) => Err(anyhow::anyhow!("no listener configured: nothing to serve")),
+        (false, Some(task)) => flatten(task.await),
+        (false, None) => Err(anyhow::anyhow!("no listener configured: nothing to serve")),
     };
     publisher.abort();
     crate::state::remove_run_file(&state, std::process::id());
     gateway.shutdown().await;
     result.map(|()| Outcome::Clean)
+}
+
+fn flatten(outcome: Result<Result<()>, tokio::task::JoinError>) -> Result<()> {
+    outcome.map_err(|error| anyhow::anyhow!("the HTTP listener stopped: {error}"))?
 }
 
 fn lock(listeners: &Mutex<Vec<String>>) -> std::sync::MutexGuard<'_, Vec<String>> {

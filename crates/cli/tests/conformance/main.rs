@@ -91,8 +91,7 @@ fn passed_checks(output: &std::path::Path) -> Vec<String> {
         let directory = entry.unwrap().path();
         let Ok(text) = std::fs::read_to_string(directory.join("checks.json")) else { continue };
         let checks: serde_json::Value = serde_json::from_str(&text).unwrap();
-        let scenario = directory.file_name().unwrap().to_string_lossy().into_owned();
-        let scenario = scenario.rsplitn(2, "-20").last().unwrap_or_default().to_owned();
+        let scenario = scenario_name(&directory.file_name().unwrap().to_string_lossy());
         for check in checks.as_array().into_iter().flatten() {
             if check["status"] == "SUCCESS" {
                 passed.push(format!("{scenario}/{}", check["id"].as_str().unwrap_or_default()));
@@ -101,6 +100,24 @@ fn passed_checks(output: &std::path::Path) -> Vec<String> {
     }
     passed.sort();
     passed
+}
+
+/// `server-ping-2026-11-25T23-52-20-123Z` -> `server-ping`: the name before the `-YYYY-MM-DDT` timestamp.
+fn scenario_name(directory: &str) -> String {
+    let bytes = directory.as_bytes();
+    let starts_timestamp = |index: usize| {
+        bytes.get(index..index + 12).is_some_and(|part| {
+            part[0] == b'-'
+                && part[1..5].iter().all(u8::is_ascii_digit)
+                && part[5] == b'-'
+                && part[6..8].iter().all(u8::is_ascii_digit)
+                && part[8] == b'-'
+                && part[9..11].iter().all(u8::is_ascii_digit)
+                && part[11] == b'T'
+        })
+    };
+    let end = (0..bytes.len()).find(|index| starts_timestamp(*index)).unwrap_or(bytes.len());
+    directory[..end].to_owned()
 }
 
 #[test]
@@ -158,6 +175,12 @@ fn wait_for_port(port: u16) {
         std::thread::sleep(Duration::from_millis(50));
     }
     panic!("nothing listened on port {port} within 30 s");
+}
+
+#[test]
+fn scenario_names_drop_the_timestamp() {
+    assert_eq!(scenario_name("server-ping-2026-11-25T23-52-20-123Z"), "server-ping");
+    assert_eq!(scenario_name("server-tools-call-image-2026-11-25T23-20-06-644Z"), "server-tools-call-image");
 }
 
 #[test]
