@@ -27,7 +27,9 @@ pub(crate) enum Outcome {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.verbose);
+    // A running gateway reports upstream starts, failures and their stderr by default; one-shot commands stay quiet.
+    let baseline = u8::from(matches!(cli.command, Command::Serve(_)));
+    init_logging(cli.verbose.max(baseline));
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
