@@ -109,7 +109,9 @@ pub(crate) fn record(session: &SessionShared, permitted: &Permitted, response: &
     };
     let tool = &permitted.call.tool;
     let rule = permitted.decision.reasons.first().map(|reason| reason.rule.as_str()).unwrap_or_default();
-    tracing::info!(
+    // Debug, not info: one line per call on stderr would cost more than the relay itself; the audit log is the
+    // product record of calls.
+    tracing::debug!(
         session = %session.id,
         tool = %tool.original_name,
         upstream = tool.upstream,
