@@ -13,7 +13,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use toolgate_test_support::{PeerCommand, Peers, fixture_stdio};
+use toolgate_test_support::{PeerCommand, Peers, fixture_http, fixture_stdio};
 
 /// Kills a child process when dropped.
 struct Guard(Child);
@@ -27,8 +27,15 @@ impl Drop for Guard {
 
 /// Starts `toolgate serve --listen 127.0.0.1:0 -- <upstream>` and returns it with its MCP URL.
 fn toolgate_in_front_of(upstream: &PeerCommand, peers: &Peers) -> (Guard, String) {
+    let mut arguments = vec!["--".to_owned()];
+    arguments.extend(upstream.argv());
+    start_toolgate(&arguments, upstream, peers)
+}
+
+/// Starts `toolgate serve --listen 127.0.0.1:0 <arguments>` and returns it with its MCP URL.
+fn start_toolgate(arguments: &[String], upstream: &PeerCommand, peers: &Peers) -> (Guard, String) {
     let mut command = Command::new(env!("CARGO_BIN_EXE_toolgate"));
-    command.args(["serve", "--listen", "127.0.0.1:0", "--"]).args(upstream.argv());
+    command.args(["serve", "--listen", "127.0.0.1:0"]).args(arguments);
     command.env("PATH", peers.path_env()).env("TOOLGATE_LOG", "warn");
     for (key, value) in &upstream.env {
         command.env(key, value);
@@ -130,6 +137,22 @@ fn every_active_scenario_passes_through_toolgate_in_front_of_the_fixture() {
     for (name, (passed, failed)) in &scenarios {
         assert!(*passed > 0 && *failed == 0, "{name}: {passed} passed, {failed} failed\n{text}");
     }
+}
+
+#[test]
+fn every_active_scenario_passes_through_toolgate_in_front_of_the_fixture_over_http() {
+    let peers = Peers::locate();
+    let port = free_port();
+    let fixture = fixture_http(port);
+    let mut command = fixture.command();
+    command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+    let _fixture = Guard(command.spawn().expect("the fixture starts"));
+    wait_for_port(port);
+    let upstream_url = format!("http://127.0.0.1:{port}/mcp");
+    let (_toolgate, url) = start_toolgate(&["--upstream-url".to_owned(), upstream_url], &fixture, &peers);
+    let (success, scenarios, text) = run_suite(&peers, &url);
+    assert!(success, "the suite failed through toolgate with a Streamable HTTP upstream:\n{text}");
+    assert_eq!(scenarios.len(), 30, "30 active scenarios ran:\n{text}");
 }
 
 #[test]
