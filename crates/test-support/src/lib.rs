@@ -105,8 +105,16 @@ pub fn workspace_root() -> PathBuf {
 }
 
 /// The modes `misbehave.py` understands; see the fixture's docstring for what each does.
-pub const MISBEHAVE_MODES: &[&str] =
-    &["crash-on-initialize", "silent", "garbage", "huge-tools", "paginated", "crash-mid-call", "stderr-noise"];
+pub const MISBEHAVE_MODES: &[&str] = &[
+    "crash-on-initialize",
+    "silent",
+    "garbage",
+    "huge-tools",
+    "paginated",
+    "crash-mid-call",
+    "stderr-noise",
+    "tool-faults",
+];
 
 /// Launches the misbehaving fake MCP server over stdio in `mode` (one of [`MISBEHAVE_MODES`]).
 ///

@@ -1,0 +1,243 @@
+//! Shared helpers for the proxy's integration tests: an in-process gateway over `misbehave.py` upstreams, a raw
+//! JSON-RPC client on one gateway session, the fixture's message log, and the test process's memory figures.
+//!
+//! Everything waits under [`GUARD`], a hang guard only: tests assert what arrived, never how long it took.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use toolgate_proxy::Gateway;
+use toolgate_proxy::session::{ClientBound, ClientSession, SessionFactory, TransportKind};
+use toolgate_proxy::spec::{GatewaySpec, Limits, Prefix, UpstreamSpec};
+use toolgate_proxy::upstreams::UpstreamStatus;
+use toolgate_upstream::Endpoint;
+
+/// The longest any single wait may take before the test fails as hung.
+pub(crate) const GUARD: Duration = Duration::from_secs(30);
+
+/// An upstream running `misbehave.py --mode MODE`, exposed with the prefix `name`.
+pub(crate) fn upstream(name: &str, mode: &str, request_timeout: Duration, log: Option<&Path>) -> UpstreamSpec {
+    let command = toolgate_test_support::misbehave(mode);
+    let mut env = command.env.clone();
+    if let Some(log) = log {
+        env.push(("MISBEHAVE_LOG".to_owned(), log.to_string_lossy().into_owned()));
+    }
+    UpstreamSpec {
+        name: name.to_owned(),
+        endpoint: Endpoint::Stdio {
+            program: command.program.to_string_lossy().into_owned(),
+            args: command.args.clone(),
+            env,
+            cwd: None,
+        },
+        prefix: Prefix::With(name.to_owned()),
+        overrides: Default::default(),
+        initialize_timeout: Duration::from_secs(20),
+        request_timeout,
+    }
+}
+
+/// Starts a gateway for `upstreams` and waits until every one of them is ready.
+pub(crate) async fn start(upstreams: Vec<UpstreamSpec>, limits: Limits) -> Gateway {
+    let spec = GatewaySpec { upstreams, stdio: None, http: None, limits, source: None };
+    let gateway = Gateway::new(spec);
+    gateway.start();
+    gateway.wait_settled(GUARD).await;
+    for upstream in gateway.status().upstreams {
+        assert!(
+            matches!(upstream.status, UpstreamStatus::Ready { .. }),
+            "upstream {} did not start: {:?}",
+            upstream.name,
+            upstream.status
+        );
+    }
+    gateway
+}
+
+/// The current status of the upstream `name`.
+pub(crate) fn status_of(gateway: &Gateway, name: &str) -> UpstreamStatus {
+    gateway
+        .status()
+        .upstreams
+        .into_iter()
+        .find(|upstream| upstream.name == name)
+        .map(|upstream| upstream.status)
+        .unwrap_or_else(|| panic!("no upstream named {name}"))
+}
+
+/// A client on one gateway session, speaking raw JSON-RPC.
+pub(crate) struct Client {
+    /// The gateway's half of the session.
+    pub(crate) session: Box<dyn ClientSession>,
+    receiver: mpsc::Receiver<ClientBound>,
+    /// Everything received and not consumed yet, in arrival order.
+    pub(crate) stash: Vec<ClientBound>,
+}
+
+impl Client {
+    /// Opens a session and runs the initialize handshake.
+    pub(crate) async fn connect(gateway: &Gateway) -> Client {
+        let (session, receiver) = gateway.open_session(TransportKind::Stdio);
+        let mut client = Client { session, receiver, stash: Vec::new() };
+        let response = client
+            .request(
+                json!("init"),
+                "initialize",
+                json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "faults"}}),
+            )
+            .await;
+        assert!(response["result"]["protocolVersion"].is_string(), "initialize failed: {response}");
+        client.session.deliver(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        client
+    }
+
+    /// Sends a request without waiting.
+    pub(crate) fn send(&self, id: Value, method: &str, params: Value) {
+        self.session.deliver(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+    }
+
+    /// Sends a request and waits for its response.
+    pub(crate) async fn request(&mut self, id: Value, method: &str, params: Value) -> Value {
+        self.send(id.clone(), method, params);
+        self.response(&id).await
+    }
+
+    /// Calls a tool and waits for the response.
+    pub(crate) async fn call(&mut self, id: Value, tool: &str, arguments: Value) -> Value {
+        self.request(id, "tools/call", json!({"name": tool, "arguments": arguments})).await
+    }
+
+    /// Waits for the response to the request `id` (taking it from the stash when it already arrived).
+    pub(crate) async fn response(&mut self, id: &Value) -> Value {
+        loop {
+            let position = self
+                .stash
+                .iter()
+                .position(|bound| matches!(bound, ClientBound::Response { request_id, .. } if request_id == id));
+            if let Some(position) = position {
+                let ClientBound::Response { message, .. } = self.stash.remove(position) else { unreachable!() };
+                assert_eq!(&message["id"], id, "a response carries the client's id");
+                return message;
+            }
+            self.receive_one(GUARD).await.unwrap_or_else(|| panic!("no response to {id} within the hang guard"));
+        }
+    }
+
+    /// Receives one message into the stash; false when nothing came within `wait`.
+    pub(crate) async fn receive_one(&mut self, wait: Duration) -> Option<()> {
+        match tokio::time::timeout(wait, self.receiver.recv()).await {
+            Ok(Some(bound)) => {
+                self.stash.push(bound);
+                Some(())
+            }
+            Ok(None) => panic!("the session's outbox closed"),
+            Err(_) => None,
+        }
+    }
+
+    /// Moves everything already queued into the stash, without waiting.
+    pub(crate) fn drain(&mut self) {
+        while let Ok(bound) = self.receiver.try_recv() {
+            self.stash.push(bound);
+        }
+    }
+
+    /// Stashed responses to the request `id`.
+    pub(crate) fn stashed_responses(&self, id: &Value) -> usize {
+        self.stash
+            .iter()
+            .filter(|bound| matches!(bound, ClientBound::Response { request_id, .. } if request_id == id))
+            .count()
+    }
+}
+
+/// The text of a tool result's first content item.
+pub(crate) fn text_of(response: &Value) -> &str {
+    response["result"]["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text content in {response}"))
+}
+
+/// Asserts a tool call failed as an `isError` result and returns its text.
+pub(crate) fn tool_error(response: &Value) -> String {
+    assert_eq!(response["result"]["isError"], json!(true), "expected an isError result: {response}");
+    text_of(response).to_owned()
+}
+
+/// The log `misbehave.py` writes when `MISBEHAVE_LOG` names a file: every message it read, one JSON line each.
+pub(crate) struct FixtureLog {
+    _dir: tempfile::TempDir,
+    /// The file to pass to [`upstream`].
+    pub(crate) path: PathBuf,
+}
+
+impl FixtureLog {
+    /// A fresh, empty log location.
+    pub(crate) fn new() -> FixtureLog {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("misbehave.log");
+        FixtureLog { _dir: dir, path }
+    }
+
+    /// Every entry logged so far.
+    pub(crate) fn entries(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.path)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
+    }
+
+    /// Waits until an entry matches `predicate` and returns it.
+    pub(crate) async fn wait_for(&self, what: &str, predicate: impl Fn(&Value) -> bool) -> Value {
+        let deadline = tokio::time::Instant::now() + GUARD;
+        loop {
+            if let Some(entry) = self.entries().into_iter().find(&predicate) {
+                return entry;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the fixture never logged {what}; it logged: {:?}",
+                self.entries()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Waits until the fixture received a `tools/call` of `tool` with `arguments.text == text`; returns its id.
+    pub(crate) async fn call_id(&self, tool: &str, text: &str) -> Value {
+        let entry = self
+            .wait_for(&format!("a call of {tool} ({text})"), |entry| {
+                entry["method"] == "tools/call"
+                    && entry["params"]["name"] == tool
+                    && entry["params"]["arguments"]["text"] == text
+            })
+            .await;
+        entry["id"].clone()
+    }
+}
+
+/// Held by tests that measure the process's memory, so their figures do not include each other's work.
+pub(crate) static MEMORY_TESTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Resets the process's peak RSS (`VmHWM`) to its current RSS, so a later reading is the peak since now.
+///
+/// Linux only; when the kernel refuses, `VmHWM` stays the peak since start, which only makes bounds stricter.
+pub(crate) fn reset_peak_memory() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+/// `VmRSS` and `VmHWM` of the test process, in KiB.
+pub(crate) fn memory_kib() -> (u64, u64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in /proc/self/status"))
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
