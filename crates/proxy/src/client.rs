@@ -102,6 +102,15 @@ impl SessionShared {
         let _ = self.outbox.send(ClientBound::Related { request_id, message }).await;
     }
 
+    /// Queues a notification that belongs to the client request `request_id` (progress, log lines) without
+    /// waiting: when the client is not reading and its queue is full, the notification is dropped (with a log
+    /// line) rather than buffered without bound. Called in arrival order, so it stays ahead of the response.
+    pub(crate) fn offer_related(&self, request_id: Value, message: Value) {
+        if self.outbox.try_send(ClientBound::Related { request_id, message }).is_err() {
+            tracing::debug!(session = %self.id, "dropping a notification: the client is not reading");
+        }
+    }
+
     /// Sends a message tied to no request; dropped (with a log line) when the client is not reading.
     pub(crate) fn send_unsolicited(&self, message: Value) {
         if self.outbox.try_send(ClientBound::Unsolicited(message)).is_err() {
@@ -187,10 +196,9 @@ impl ClientSession for GatewaySession {
                         Value::Object(mut object) => object.remove("params"),
                         _ => None,
                     };
-                    let response = tokio::select! {
-                        () = cancel.cancelled() => None,
-                        response = crate::dispatch::handle_request(&gateway, &session, &id, &method, params, &cancel) => response,
-                    };
+                    // Handlers watch `cancel` themselves, so their cleanup always runs.
+                    let response =
+                        crate::dispatch::handle_request(&gateway, &session, &id, &method, params, &cancel).await;
                     if let Ok(mut inflight) = session.inflight.lock() {
                         inflight.remove(&id_key(&id));
                     }
@@ -245,15 +253,15 @@ impl GatewaySession {
                 let cancelled =
                     self.shared.inflight.lock().ok().and_then(|mut inflight| inflight.remove(&id_key(request_id)));
                 if let Some(request) = cancelled {
-                    request.cancel.cancel();
+                    // Upstream first, with the client's reason: the handler's own cleanup then finds nothing to do.
                     if let Some((upstream, upstream_id)) = request.upstream {
                         let reason = message
                             .pointer("/params/reason")
                             .and_then(Value::as_str)
-                            .unwrap_or("cancelled by the client")
-                            .to_owned();
+                            .unwrap_or("cancelled by the client");
                         crate::dispatch::cancel_upstream(&self.gateway, upstream, upstream_id, reason);
                     }
+                    request.cancel.cancel();
                 }
             }
             "notifications/roots/list_changed" => {

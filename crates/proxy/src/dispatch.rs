@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
+use toolgate_upstream::UpstreamError;
 use toolgate_upstream::jsonrpc::{self, codes};
 
 use crate::client::{SessionShared, accept_initialize, id_key};
@@ -308,22 +309,46 @@ pub(crate) async fn send_upstream(
         calls
             .insert((upstream, upstream_id), CallRoute { session: Arc::clone(session), client_request_id: id.clone() });
     }
+    // Removes the routes however this function ends (response, timeout, cancellation, or the task dropped).
+    let _routes = RouteGuard { gateway, upstream, upstream_id, progress_token };
     if let Ok(mut inflight) = session.inflight.lock()
         && let Some(request) = inflight.get_mut(&id_key(id))
     {
         request.upstream = Some((upstream, upstream_id));
     }
     let outcome = tokio::select! {
-        () = cancel.cancelled() => None,
+        () = cancel.cancelled() => {
+            // The client cancelled or its session closed: the upstream hears of it, and a late answer is dropped.
+            connection.cancel_soon(upstream_id, "the client cancelled the request or closed its session");
+            None
+        }
         response = connection.wait(pending, runtime.spec.request_timeout) => Some(response),
     };
-    if let Ok(mut calls) = gateway.calls.lock() {
-        calls.remove(&(upstream, upstream_id));
+    match outcome? {
+        Ok(response) => Some(Ok(response)),
+        // Cancelled on the client's behalf: no answer goes back.
+        Err(UpstreamError::Cancelled) => None,
+        Err(error) => Some(Err(format!("upstream `{name}` failed: {error}"))),
     }
-    if let (Some(token), Ok(mut progress)) = (progress_token, gateway.progress.lock()) {
-        progress.remove(&token);
+}
+
+/// Removes a forwarded request's routes when it is over.
+struct RouteGuard<'a> {
+    gateway: &'a GatewayInner,
+    upstream: usize,
+    upstream_id: u64,
+    progress_token: Option<String>,
+}
+
+impl Drop for RouteGuard<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut calls) = self.gateway.calls.lock() {
+            calls.remove(&(self.upstream, self.upstream_id));
+        }
+        if let (Some(token), Ok(mut progress)) = (self.progress_token.take(), self.gateway.progress.lock()) {
+            progress.remove(&token);
+        }
     }
-    Some(outcome?.map_err(|error| format!("upstream `{name}` failed: {error}")))
 }
 
 /// Replaces the client's progress token with one of toolgate's, so tokens from different clients never collide
@@ -357,8 +382,9 @@ pub(crate) fn relay_response(id: &Value, response: Value) -> Value {
     }
 }
 
-/// Sends `notifications/cancelled` upstream for a client-cancelled request.
-pub(crate) fn cancel_upstream(gateway: &Arc<GatewayInner>, upstream: usize, upstream_id: u64, reason: String) {
-    let Some(connection) = gateway.upstreams.get(upstream).and_then(|runtime| runtime.connection()) else { return };
-    tokio::spawn(async move { connection.cancel(upstream_id, &reason).await });
+/// Cancels a client-cancelled request upstream at once (the pending entry is taken synchronously).
+pub(crate) fn cancel_upstream(gateway: &GatewayInner, upstream: usize, upstream_id: u64, reason: &str) {
+    if let Some(connection) = gateway.upstreams.get(upstream).and_then(|runtime| runtime.connection()) {
+        connection.cancel_soon(upstream_id, reason);
+    }
 }

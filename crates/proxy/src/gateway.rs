@@ -7,14 +7,14 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
-use toolgate_upstream::{ListKind, UpstreamEvent};
+use toolgate_upstream::{EventSink, ListKind, Responder, UpstreamError};
 
 use crate::catalog::Catalog;
 use crate::client::{GatewaySession, SessionShared};
@@ -233,48 +233,60 @@ impl GatewayInner {
     }
 }
 
+/// Routes what one upstream sends on its own (see [`crate::routing`]) and tells its manager when it ends.
+struct UpstreamSink {
+    gateway: Weak<GatewayInner>,
+    index: usize,
+    ended: Mutex<Option<oneshot::Sender<String>>>,
+}
+
+impl EventSink for UpstreamSink {
+    fn notification(&self, message: Value, related: Option<u64>) {
+        if let Some(gateway) = self.gateway.upgrade() {
+            crate::routing::on_notification(&gateway, self.index, message, related);
+        }
+    }
+
+    fn request(&self, message: Value, related: Option<u64>, responder: Responder) {
+        if let Some(gateway) = self.gateway.upgrade() {
+            tokio::spawn(crate::routing::on_request(gateway, self.index, message, related, responder));
+        }
+    }
+
+    fn ended(&self, error: UpstreamError) {
+        if let Some(sender) = self.ended.lock().ok().and_then(|mut ended| ended.take()) {
+            let _ = sender.send(error.to_string());
+        }
+    }
+}
+
 /// One upstream's life: connect, list, relay events, and reconnect with backoff when it ends.
 async fn run_upstream(gateway: Arc<GatewayInner>, index: usize) {
     let Some(runtime) = gateway.upstreams.get(index).cloned() else { return };
     let mut attempts: u32 = 0;
     let mut settled = false;
     loop {
+        let (ended_sender, ended) = oneshot::channel();
+        let sink =
+            Arc::new(UpstreamSink { gateway: Arc::downgrade(&gateway), index, ended: Mutex::new(Some(ended_sender)) });
         let connected = tokio::select! {
             () = gateway.shutdown.cancelled() => return,
-            connected = runtime.connect(gateway.spec.limits.max_message_bytes) => connected,
+            connected = runtime.connect(gateway.spec.limits.max_message_bytes, sink) => connected,
         };
         match connected {
-            Ok((connection, mut events)) => {
+            Ok(connection) => {
                 tracing::info!(upstream = %runtime.spec.name, status = ?runtime.status(), "upstream ready");
                 gateway.rebuild_catalog();
                 gateway.notify_list_changed(&[ListKind::Tools, ListKind::Prompts, ListKind::Resources]);
                 if !std::mem::replace(&mut settled, true) {
                     gateway.mark_settled();
                 }
-                let reason = loop {
-                    let event = tokio::select! {
-                        () = gateway.shutdown.cancelled() => {
-                            connection.close().await;
-                            return;
-                        }
-                        event = events.recv() => event,
-                    };
-                    match event {
-                        Some(UpstreamEvent::Ended(error)) => break error.to_string(),
-                        None => break "the connection stopped".to_owned(),
-                        Some(UpstreamEvent::Notification { message, related }) => {
-                            crate::routing::on_notification(&gateway, index, message, related);
-                        }
-                        Some(UpstreamEvent::Request { message, related, responder }) => {
-                            tokio::spawn(crate::routing::on_request(
-                                Arc::clone(&gateway),
-                                index,
-                                message,
-                                related,
-                                responder,
-                            ));
-                        }
+                let reason = tokio::select! {
+                    () = gateway.shutdown.cancelled() => {
+                        connection.close().await;
+                        return;
                     }
+                    reason = ended => reason.unwrap_or_else(|_| "the connection stopped".to_owned()),
                 };
                 connection.close().await;
                 attempts = 1;

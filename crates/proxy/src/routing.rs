@@ -55,8 +55,7 @@ fn route_progress(gateway: &Arc<GatewayInner>, mut message: Value) {
         return;
     };
     message["params"]["progressToken"] = route.client_token.clone();
-    let session = Arc::clone(&route.session);
-    tokio::spawn(async move { session.send_related(route.client_request_id, message).await });
+    route.session.offer_related(route.client_request_id, message);
 }
 
 fn token_key(token: &Value) -> String {
@@ -68,10 +67,7 @@ fn token_key(token: &Value) -> String {
 
 fn route_log(gateway: &Arc<GatewayInner>, upstream: usize, message: Value, related: Option<u64>) {
     match owner(gateway, upstream, related) {
-        Some(route) => {
-            let session = Arc::clone(&route.session);
-            tokio::spawn(async move { session.send_related(route.client_request_id, message).await });
-        }
+        Some(route) => route.session.offer_related(route.client_request_id, message),
         None => {
             for session in gateway.sessions() {
                 if session.is_initialized() {

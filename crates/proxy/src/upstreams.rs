@@ -9,8 +9,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
-use toolgate_upstream::{ConnectOptions, Connection, ListKind, UpstreamError, UpstreamEvent};
+use toolgate_upstream::{ConnectOptions, Connection, EventSink, ListKind, UpstreamError};
 
 use crate::catalog::UpstreamListing;
 use crate::spec::UpstreamSpec;
@@ -107,12 +106,12 @@ impl UpstreamRuntime {
         }
     }
 
-    /// Connects and lists, returning the connection and the event receiver.
+    /// Connects and lists; what the upstream sends on its own goes to `events`.
     pub async fn connect(
         &self,
         max_message_bytes: usize,
-    ) -> Result<(Arc<Connection>, mpsc::Receiver<UpstreamEvent>), UpstreamError> {
-        let (events, receiver) = mpsc::channel(1024);
+        events: Arc<dyn EventSink>,
+    ) -> Result<Arc<Connection>, UpstreamError> {
         let options = ConnectOptions {
             name: self.spec.name.clone(),
             initialize_timeout: self.spec.initialize_timeout,
@@ -139,7 +138,7 @@ impl UpstreamRuntime {
                     tools: listing.tools.len(),
                 };
                 self.set(Some(Arc::clone(&connection)), Some(Arc::new(listing)), status);
-                Ok((connection, receiver))
+                Ok(connection)
             }
             Err(error) => {
                 connection.close().await;

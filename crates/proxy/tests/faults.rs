@@ -357,3 +357,154 @@ async fn concurrent_sessions_get_their_own_results_and_only_their_own_progress()
     }
     gateway.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stdio_session_ends_when_the_client_closes_its_input() {
+    let gateway = start(vec![upstream("faulty", "tool-faults", SHORT, None)], Limits::default()).await;
+    let mut client = StdioClient::serve(&gateway, 64 * 1024);
+    let ping = client.exchange(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).await;
+    assert_eq!(ping["result"], json!({}));
+    assert_eq!(gateway.status().sessions, 1);
+
+    client.writer.shutdown().await.unwrap();
+    tokio::time::timeout(GUARD, &mut client.served).await.expect("serve returns after the client's EOF").unwrap();
+    let rest = tokio::time::timeout(GUARD, client.lines.next_line()).await.expect("the output ends").unwrap();
+    assert_eq!(rest, None, "nothing more is written and the output is closed");
+    assert_eq!(gateway.status().sessions, 0, "the session is forgotten");
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_client_line_is_refused_and_the_session_goes_on() {
+    let gateway = start(vec![upstream("faulty", "tool-faults", SHORT, None)], Limits::default()).await;
+    let limit = 64 * 1024;
+    let mut client = StdioClient::serve(&gateway, limit);
+
+    let padding = "x".repeat(2 * limit);
+    let oversized =
+        client.exchange(&format!(r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"pad":"{padding}"}}}}"#)).await;
+    assert_eq!(error_code(&oversized), -32600, "{oversized}");
+    assert!(oversized["error"]["message"].as_str().unwrap_or_default().contains(&limit.to_string()), "{oversized}");
+
+    let ping = client.exchange(r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#).await;
+    assert_eq!((&ping["id"], &ping["result"]), (&json!(2), &json!({})), "{ping}");
+    let call = client
+        .exchange(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"faulty_echo","arguments":{"text":"ok"}}}"#)
+        .await;
+    assert_eq!(text_of(&call), "ok");
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_a_session_cancels_its_calls_upstream() {
+    let log = FixtureLog::new();
+    let gateway =
+        start(vec![upstream("faulty", "tool-faults", Duration::from_secs(60), Some(&log.path))], Limits::default())
+            .await;
+    let client = Client::connect(&gateway).await;
+    client.send(json!(1), "tools/call", json!({"name": "faulty_hang", "arguments": {"text": "orphan"}}));
+    let upstream_id = log.call_id("hang", "orphan").await;
+
+    client.session.close();
+    log.wait_for("notifications/cancelled for the closed session's call", |entry| {
+        entry["method"] == "notifications/cancelled" && entry["params"]["requestId"] == upstream_id
+    })
+    .await;
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_calls_leave_no_route_behind_so_later_logs_reach_only_their_caller() {
+    let log = FixtureLog::new();
+    let gateway =
+        start(vec![upstream("faulty", "tool-faults", Duration::from_secs(60), Some(&log.path))], Limits::default())
+            .await;
+    let mut canceller = Client::connect(&gateway).await;
+    let mut caller = Client::connect(&gateway).await;
+
+    // Several cancels, so a route left behind by any one of them shows below.
+    for n in 0..8 {
+        let text = format!("cancel me {n}");
+        canceller.send(json!(n), "tools/call", json!({"name": "faulty_hang", "arguments": {"text": text}}));
+        let upstream_id = log.call_id("hang", &text).await;
+        canceller
+            .session
+            .deliver(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": n}}));
+        log.wait_for("the cancel", |entry| {
+            entry["method"] == "notifications/cancelled" && entry["params"]["requestId"] == upstream_id
+        })
+        .await;
+    }
+
+    let response = caller.call(json!("log-1"), "faulty_log", json!({"text": "for the caller only"})).await;
+    assert_eq!(text_of(&response), "logged");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    caller.drain();
+    canceller.drain();
+    let is_log = |message: &Value| message["params"]["data"] == "for the caller only";
+    let leaked: Vec<&ClientBound> = canceller
+        .stash
+        .iter()
+        .filter(|bound| matches!(bound, ClientBound::Related { message, .. } | ClientBound::Unsolicited(message) if is_log(message)))
+        .collect();
+    assert!(leaked.is_empty(), "another session's log line reached the canceller: {leaked:?}");
+    let mine = caller.stash.iter().find(|bound| matches!(bound, ClientBound::Related { message, .. } | ClientBound::Unsolicited(message) if is_log(message)));
+    assert!(
+        matches!(mine, Some(ClientBound::Related { request_id, .. }) if request_id == "log-1"),
+        "the log line belongs to the caller's request: {mine:?}"
+    );
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_flood_toward_a_client_that_is_not_reading_is_not_buffered_without_bound() {
+    const LINES: u64 = 100_000;
+    let log = FixtureLog::new();
+    let gateway =
+        start(vec![upstream("faulty", "tool-faults", Duration::from_secs(120), Some(&log.path))], Limits::default())
+            .await;
+    let mut client = Client::connect(&gateway).await;
+    client.drain();
+    client.stash.clear();
+    let _memory = support::MEMORY_TESTS.lock().await;
+    support::reset_peak_memory();
+    let (rss_before, _) = memory_kib();
+
+    client.send(
+        json!(1),
+        "tools/call",
+        json!({"name": "faulty_flood", "arguments": {"lines": LINES, "kind": "logs", "text": "logs"}}),
+    );
+    let upstream_id = log.call_id("flood", "logs").await;
+    // The client reads nothing while the upstream floods; give the relay time to take in what it will take in.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while tokio::time::Instant::now() < deadline && !log.entries().iter().any(|entry| entry["sent"] == upstream_id) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (rss_stalled, _) = memory_kib();
+
+    let mut relayed = 0u64;
+    let response = loop {
+        match tokio::time::timeout(GUARD, client_recv(&mut client)).await.expect("the call ends") {
+            ClientBound::Response { message, .. } => break message,
+            _ => relayed += 1,
+        }
+    };
+    assert_eq!(text_of(&response), format!("flooded {LINES}"));
+    let (rss_after, hwm) = memory_kib();
+    eprintln!(
+        "log flood of {LINES} lines to a stalled client: VmRSS {rss_before} KiB -> {rss_stalled} KiB stalled -> {rss_after} KiB, VmHWM {hwm} KiB; {relayed} relayed"
+    );
+    assert!(rss_stalled < rss_before + 64 * 1024, "the relay buffered the flood: {rss_before} -> {rss_stalled} KiB");
+    gateway.shutdown().await;
+}
+
+async fn client_recv(client: &mut Client) -> ClientBound {
+    loop {
+        if !client.stash.is_empty() {
+            return client.stash.remove(0);
+        }
+        client.receive_one(GUARD).await.expect("a message within the hang guard");
+    }
+}

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::endpoint::{ConnectOptions, Endpoint, SUPPORTED_PROTOCOL_VERSIONS};
 use crate::error::UpstreamError;
-use crate::events::{Responder, UpstreamEvent};
+use crate::events::{EventSink, Responder};
 use crate::jsonrpc::{self, MessageKind, classify, codes};
 use crate::transport::{Closer, Diagnostics, Inbound, Transport};
 use crate::{http, stdio};
@@ -244,7 +244,8 @@ impl Connection {
         let PendingRequest { id, method, receiver } = pending;
         match tokio::time::timeout(timeout, receiver).await {
             Ok(Ok(outcome)) => outcome,
-            Ok(Err(_)) => Err(self.shared.ended_or_stopped()),
+            // The sender went away: either the connection ended, or the request was cancelled (its entry taken).
+            Ok(Err(_)) => Err(self.shared.ended().unwrap_or(UpstreamError::Cancelled)),
             Err(_) => {
                 self.cancel(id, "toolgate: request timed out").await;
                 Err(UpstreamError::Timeout { method, after: timeout, diagnostics: self.shared.diagnostics.describe() })
@@ -258,6 +259,24 @@ impl Connection {
             let params = json!({"requestId": id, "reason": reason});
             let _ = self.outbound.send(jsonrpc::notification("notifications/cancelled", Some(params))).await;
         }
+    }
+
+    /// Cancels a pending request without waiting: the pending entry is taken at once (so a late response is
+    /// dropped and a second cancel is a no-op) and `notifications/cancelled` is queued. Returns whether the request
+    /// was still pending.
+    pub fn cancel_soon(&self, id: u64, reason: &str) -> bool {
+        if self.shared.take_pending(id).is_none() {
+            return false;
+        }
+        let params = json!({"requestId": id, "reason": reason});
+        let message = jsonrpc::notification("notifications/cancelled", Some(params));
+        if let Err(mpsc::error::TrySendError::Full(message)) = self.outbound.try_send(message) {
+            let outbound = self.outbound.clone();
+            tokio::spawn(async move {
+                let _ = outbound.send(message).await;
+            });
+        }
+        true
     }
 
     /// Sends a notification.
@@ -336,7 +355,7 @@ struct Router {
     outbound: mpsc::WeakSender<Value>,
     shared: Arc<Shared>,
     name: String,
-    events: Option<mpsc::Sender<UpstreamEvent>>,
+    events: Option<Arc<dyn EventSink>>,
 }
 
 impl Router {
@@ -372,7 +391,7 @@ impl Router {
             let _ = sender.send(Err(error.clone()));
         }
         if let Some(events) = &self.events {
-            let _ = events.send(UpstreamEvent::Ended(error)).await;
+            events.ended(error);
         }
     }
 
@@ -387,16 +406,12 @@ impl Router {
             MessageKind::Request { id, method } => {
                 let responder = Responder::new(id.clone(), self.outbound.clone());
                 match &self.events {
-                    Some(events) => {
-                        let _ = events.send(UpstreamEvent::Request { message, related, responder }).await;
-                    }
+                    Some(events) => events.request(message, related, responder),
                     None => answer_alone(method, responder).await,
                 }
             }
             MessageKind::Notification { method } => match &self.events {
-                Some(events) => {
-                    let _ = events.send(UpstreamEvent::Notification { message, related }).await;
-                }
+                Some(events) => events.notification(message, related),
                 None if method == "notifications/message" => {
                     let params = message.get("params").cloned().unwrap_or(Value::Null);
                     tracing::info!(upstream = %self.name, %params, "upstream log message");

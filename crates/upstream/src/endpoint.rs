@@ -4,9 +4,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
+use std::sync::Arc;
 
-use crate::events::UpstreamEvent;
+use crate::events::EventSink;
 
 /// Protocol versions toolgate speaks with upstreams, newest first (legacy, initialize-based era).
 pub const SUPPORTED_PROTOCOL_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
@@ -64,7 +64,7 @@ impl Endpoint {
 }
 
 /// Limits and identity used for one connection.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ConnectOptions {
     /// Name used to tag logs (the upstream's configured name).
     pub name: String,
@@ -83,7 +83,7 @@ pub struct ConnectOptions {
     /// `capabilities` sent in `initialize`.
     pub capabilities: Value,
     /// Where server-initiated notifications and requests go; `None` answers them conservatively.
-    pub events: Option<mpsc::Sender<UpstreamEvent>>,
+    pub events: Option<Arc<dyn EventSink>>,
 }
 
 impl Default for ConnectOptions {
@@ -99,5 +99,19 @@ impl Default for ConnectOptions {
             capabilities: json!({}),
             events: None,
         }
+    }
+}
+
+impl std::fmt::Debug for ConnectOptions {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("ConnectOptions")
+            .field("name", &self.name)
+            .field("initialize_timeout", &self.initialize_timeout)
+            .field("request_timeout", &self.request_timeout)
+            .field("max_message_bytes", &self.max_message_bytes)
+            .field("protocol_version", &self.protocol_version)
+            .field("events", &self.events.is_some())
+            .finish_non_exhaustive()
     }
 }

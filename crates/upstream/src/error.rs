@@ -86,6 +86,9 @@ pub enum UpstreamError {
     /// The endpoint description is unusable.
     #[error("invalid endpoint: {0}")]
     InvalidEndpoint(String),
+    /// The request was cancelled by toolgate ([`crate::Connection::cancel_soon`]); its answer is dropped.
+    #[error("the request was cancelled")]
+    Cancelled,
 }
 
 impl UpstreamError {
@@ -95,7 +98,7 @@ impl UpstreamError {
             UpstreamError::Spawn { .. } | UpstreamError::Connect { .. } | UpstreamError::HttpStatus { .. } => {
                 FaultSide::Transport
             }
-            UpstreamError::InvalidEndpoint(_) => FaultSide::Local,
+            UpstreamError::InvalidEndpoint(_) | UpstreamError::Cancelled => FaultSide::Local,
             UpstreamError::Closed { .. }
             | UpstreamError::Timeout { .. }
             | UpstreamError::MessageTooLarge { .. }

@@ -10,27 +10,19 @@ use tokio::sync::mpsc;
 use crate::error::UpstreamError;
 use crate::jsonrpc;
 
-/// Something the server sent that is not a response to one of toolgate's requests.
-#[derive(Debug)]
-pub enum UpstreamEvent {
+/// Receives what a server sends on its own: notifications and requests to the client side, with toolgate's id of
+/// the request whose HTTP response stream carried them (Streamable HTTP only), and the end of the connection.
+///
+/// Called synchronously, in arrival order, from the connection's reader: a notification is routed before the
+/// response that follows it is delivered, so a client sees a call's progress and log lines before its result.
+/// Implementations must not block: queue with `try_send`, or spawn for anything that waits.
+pub trait EventSink: Send + Sync + 'static {
     /// A notification (progress, log message, list_changed, resources/updated...).
-    Notification {
-        /// The raw message.
-        message: Value,
-        /// toolgate's request id whose response stream carried it (Streamable HTTP only).
-        related: Option<u64>,
-    },
+    fn notification(&self, message: Value, related: Option<u64>);
     /// A request to the client side (elicitation, sampling, roots); answer it through `responder`.
-    Request {
-        /// The raw message.
-        message: Value,
-        /// toolgate's request id whose response stream carried it (Streamable HTTP only).
-        related: Option<u64>,
-        /// Sends the answer back to the server.
-        responder: Responder,
-    },
-    /// The connection ended; no more events follow.
-    Ended(UpstreamError),
+    fn request(&self, message: Value, related: Option<u64>, responder: Responder);
+    /// The connection ended; nothing more follows.
+    fn ended(&self, error: UpstreamError);
 }
 
 /// Answers one request the server sent.

@@ -31,4 +31,4 @@ mod transport;
 pub use connection::{Connection, InitializeOutcome, ListKind, PendingRequest, into_result};
 pub use endpoint::{ConnectOptions, Endpoint, SUPPORTED_PROTOCOL_VERSIONS};
 pub use error::{FaultSide, UpstreamError};
-pub use events::{Responder, UpstreamEvent};
+pub use events::{EventSink, Responder};

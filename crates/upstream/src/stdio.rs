@@ -126,7 +126,16 @@ async fn wait_for_exit(mut child: Child, exit: watch::Sender<Option<String>>) {
 async fn log_stderr(stderr: tokio::process::ChildStderr, name: String, diagnostics: Arc<Diagnostics>) {
     let mut lines =
         FramedRead::new(stderr, AnyDelimiterCodec::new_with_max_length(b"\n".to_vec(), Vec::new(), STDERR_LINE_LIMIT));
-    while let Some(line) = lines.next().await {
+    // After a decoding error `FramedRead` yields `None` once and then reads on (tokio #3976): only a `None` that
+    // does not follow an error ends the stream. Stopping early would leave the child blocked on a full pipe.
+    let mut after_error = false;
+    loop {
+        let Some(line) = lines.next().await else {
+            if std::mem::take(&mut after_error) {
+                continue;
+            }
+            break;
+        };
         match line {
             Ok(bytes) => {
                 let text = String::from_utf8_lossy(&bytes);
@@ -134,7 +143,7 @@ async fn log_stderr(stderr: tokio::process::ChildStderr, name: String, diagnosti
                 tracing::info!(target: "toolgate::upstream::stderr", upstream = %name, "{text}");
                 diagnostics.record_stderr(text);
             }
-            Err(AnyDelimiterCodecError::MaxChunkLengthExceeded) => continue,
+            Err(AnyDelimiterCodecError::MaxChunkLengthExceeded) => after_error = true,
             Err(AnyDelimiterCodecError::Io(_)) => break,
         }
     }

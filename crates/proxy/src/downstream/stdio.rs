@@ -26,7 +26,16 @@ where
     let writer_task = tokio::spawn(write_messages(writer, outbox, error_receiver));
     let codec = AnyDelimiterCodec::new_with_max_length(b"\n".to_vec(), Vec::new(), max_message_bytes);
     let mut lines = FramedRead::new(reader, codec);
-    while let Some(line) = lines.next().await {
+    // After a decoding error `FramedRead` yields `None` once and then reads on (tokio #3976): only a `None` that
+    // does not follow an error is the end of input.
+    let mut after_error = false;
+    loop {
+        let Some(line) = lines.next().await else {
+            if std::mem::take(&mut after_error) {
+                continue;
+            }
+            break;
+        };
         match line {
             Ok(bytes) => {
                 let text = String::from_utf8_lossy(&bytes);
@@ -49,6 +58,7 @@ where
                 }
             }
             Err(AnyDelimiterCodecError::MaxChunkLengthExceeded) => {
+                after_error = true;
                 let text = format!("message larger than the {max_message_bytes}-byte limit");
                 let _ = errors.send(jsonrpc::error_response(&Value::Null, codes::INVALID_REQUEST, &text)).await;
             }
@@ -59,9 +69,18 @@ where
         }
     }
     session.close();
+    // The session's outbox closes when the last handle to the session goes; give queued answers a moment to be
+    // written, then stop either way, so the end of input always ends the session.
+    drop(session);
     drop(errors);
-    let _ = writer_task.await;
+    let mut writer_task = writer_task;
+    if tokio::time::timeout(WRITER_GRACE, &mut writer_task).await.is_err() {
+        writer_task.abort();
+    }
 }
+
+/// How long queued messages may take to be written after the client closed its input.
+const WRITER_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 async fn write_messages<W>(writer: W, mut outbox: mpsc::Receiver<ClientBound>, mut errors: mpsc::Receiver<Value>)
 where
