@@ -36,8 +36,10 @@ pub mod hints;
 pub mod infer;
 pub mod lint;
 pub mod normalize;
+pub mod policy;
 pub mod presets;
 pub mod tool;
+pub mod trust;
 pub mod words;
 
 pub use assess::{Assessment, assess_tool};

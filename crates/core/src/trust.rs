@@ -1,0 +1,403 @@
+//! Effective hints under upstream trust: which declared hints count, and the rule that produced each value.
+//!
+//! [`crate::effective::resolve_hints`] believes what a server declares. That is right for an upstream an operator
+//! vouches for ([`TrustLevel::Pinned`], [`TrustLevel::Verified`]), but an unknown server could call a deleting tool
+//! read-only. For a [`TrustLevel::Untrusted`] upstream a declaration may only *tighten* what a client must assume;
+//! a *relaxing* value ([`Hint::relaxed_value`]) counts only when inference independently agrees with at least a
+//! configured confidence, otherwise the spec default applies. The same bar holds for inference filling a gap, since
+//! inference reads texts the untrusted server wrote. Config overrides always win. Each value records its
+//! [`HintRule`] so the relay can show it in `_meta`. Pure: no IO, nothing here rewrites a tool definition.
+
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::decision::UnknownName;
+use crate::effective::{EffectiveHint, EffectiveHints, HintOverrides, resolve_hints};
+use crate::hints::{DeclaredHints, Hint, HintSource};
+use crate::infer::Inference;
+
+/// The confidence inference must reach to confirm a relaxing hint of an untrusted upstream, unless configured.
+pub const DEFAULT_MIN_CONFIDENCE: f32 = 0.8;
+
+/// How far an operator trusts what an upstream declares.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TrustLevel {
+    /// Nothing is known about the server: declarations may only tighten (the default).
+    #[default]
+    Untrusted,
+    /// The operator pinned the server's tool definitions: declarations win, inference fills gaps.
+    Pinned,
+    /// The server's author is known and vouched for: declarations win, inference fills gaps.
+    Verified,
+}
+
+impl TrustLevel {
+    /// Every level, least trusted first.
+    pub const ALL: [TrustLevel; 3] = [TrustLevel::Untrusted, TrustLevel::Pinned, TrustLevel::Verified];
+
+    /// The stable lowercase name (as in config and JSON).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TrustLevel::Untrusted => "untrusted",
+            TrustLevel::Pinned => "pinned",
+            TrustLevel::Verified => "verified",
+        }
+    }
+
+    /// True when declared hints win as declared.
+    pub fn believes_declarations(self) -> bool {
+        self != TrustLevel::Untrusted
+    }
+}
+
+impl FromStr for TrustLevel {
+    type Err = UnknownName;
+
+    fn from_str(text: &str) -> Result<TrustLevel, UnknownName> {
+        TrustLevel::ALL.into_iter().find(|level| level.as_str() == text).ok_or_else(|| UnknownName {
+            kind: "trust level",
+            name: text.to_owned(),
+            expected: "untrusted, pinned, verified",
+        })
+    }
+}
+
+/// The rule that produced one effective hint value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HintRule {
+    /// A config override.
+    Override,
+    /// Declared by a pinned or verified upstream.
+    DeclaredTrusted,
+    /// Declared by an untrusted upstream, asking for more caution than the relaxed value: kept.
+    DeclaredTightening,
+    /// Declared relaxing by an untrusted upstream, and inference agrees with enough confidence: kept.
+    DeclaredRelaxingConfirmedByInference,
+    /// Declared relaxing by an untrusted upstream without confident agreement: the spec default applies.
+    DeclaredRelaxingRejected,
+    /// Inferred (nothing declared).
+    Inferred,
+    /// Inferred relaxing for an untrusted upstream with too little confidence: the spec default applies.
+    InferredRelaxingRejected,
+    /// Follows from another hint (read-only implies the other two; a declared destructive tool is not read-only).
+    Implied,
+    /// Nothing said anything.
+    SpecDefault,
+}
+
+impl HintRule {
+    /// Every rule, in the order of the variants.
+    pub const ALL: [HintRule; 9] = [
+        HintRule::Override,
+        HintRule::DeclaredTrusted,
+        HintRule::DeclaredTightening,
+        HintRule::DeclaredRelaxingConfirmedByInference,
+        HintRule::DeclaredRelaxingRejected,
+        HintRule::Inferred,
+        HintRule::InferredRelaxingRejected,
+        HintRule::Implied,
+        HintRule::SpecDefault,
+    ];
+
+    /// The stable kebab-case name used in `_meta`, decisions and policy rules.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HintRule::Override => "override",
+            HintRule::DeclaredTrusted => "declared-trusted",
+            HintRule::DeclaredTightening => "declared-tightening",
+            HintRule::DeclaredRelaxingConfirmedByInference => "declared-relaxing-confirmed-by-inference",
+            HintRule::DeclaredRelaxingRejected => "declared-relaxing-rejected",
+            HintRule::Inferred => "inferred",
+            HintRule::InferredRelaxingRejected => "inferred-relaxing-rejected",
+            HintRule::Implied => "implied",
+            HintRule::SpecDefault => "spec-default",
+        }
+    }
+
+    /// The [`HintSource`] a value produced by this rule carries in [`EffectiveHints`].
+    pub fn source(self) -> HintSource {
+        match self {
+            HintRule::Override => HintSource::Overridden,
+            HintRule::DeclaredTrusted
+            | HintRule::DeclaredTightening
+            | HintRule::DeclaredRelaxingConfirmedByInference => HintSource::Declared,
+            HintRule::Inferred => HintSource::Inferred,
+            HintRule::Implied => HintSource::Implied,
+            HintRule::DeclaredRelaxingRejected | HintRule::InferredRelaxingRejected | HintRule::SpecDefault => {
+                HintSource::Default
+            }
+        }
+    }
+
+    /// A bit for sets of rules (`1 << index in ALL`).
+    pub(crate) fn bit(self) -> u16 {
+        1 << (self as u16)
+    }
+}
+
+impl FromStr for HintRule {
+    type Err = UnknownName;
+
+    fn from_str(text: &str) -> Result<HintRule, UnknownName> {
+        HintRule::ALL.into_iter().find(|rule| rule.as_str() == text).ok_or_else(|| UnknownName {
+            kind: "hint rule",
+            name: text.to_owned(),
+            expected: "override, declared-trusted, declared-tightening, declared-relaxing-confirmed-by-inference, \
+                       declared-relaxing-rejected, inferred, inferred-relaxing-rejected, implied, spec-default",
+        })
+    }
+}
+
+/// The rule behind each of the four effective hints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct HintRules {
+    /// `readOnlyHint`.
+    #[serde(rename = "readOnlyHint")]
+    pub read_only: HintRule,
+    /// `destructiveHint`.
+    #[serde(rename = "destructiveHint")]
+    pub destructive: HintRule,
+    /// `idempotentHint`.
+    #[serde(rename = "idempotentHint")]
+    pub idempotent: HintRule,
+    /// `openWorldHint`.
+    #[serde(rename = "openWorldHint")]
+    pub open_world: HintRule,
+}
+
+impl HintRules {
+    /// The rule behind one hint.
+    pub fn get(&self, hint: Hint) -> HintRule {
+        match hint {
+            Hint::ReadOnly => self.read_only,
+            Hint::Destructive => self.destructive,
+            Hint::Idempotent => self.idempotent,
+            Hint::OpenWorld => self.open_world,
+        }
+    }
+}
+
+/// Effective hints with the rule behind each value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct TrustedHints {
+    /// The values a client should assume (serialized exactly as [`resolve_hints`]' output).
+    pub hints: EffectiveHints,
+    /// Which rule produced each value.
+    pub rules: HintRules,
+}
+
+impl TrustedHints {
+    /// True when the four rules agree with the four sources (a value built by [`resolve_trusted_hints`] always does).
+    pub fn is_consistent(&self) -> bool {
+        Hint::ALL.into_iter().all(|hint| self.rules.get(hint).source() == self.hints.get(hint).source)
+    }
+}
+
+/// Merges overrides, declarations and inference into effective hints, believing declarations as far as `trust` says.
+///
+/// `inference` is `None` when the caller does not want inference; then no relaxing declaration of an untrusted
+/// upstream can be confirmed. `min_confidence` is the bar for confirming a relaxing value of an untrusted upstream
+/// ([`DEFAULT_MIN_CONFIDENCE`] unless configured); a NaN bar confirms nothing.
+pub fn resolve_trusted_hints(
+    overrides: &HintOverrides,
+    declared: &DeclaredHints,
+    inference: Option<&Inference>,
+    trust: TrustLevel,
+    min_confidence: f32,
+) -> TrustedHints {
+    if trust.believes_declarations() {
+        let hints = resolve_hints(overrides, declared, inference);
+        let rule = |hint: Hint| match hints.get(hint).source {
+            HintSource::Overridden => HintRule::Override,
+            HintSource::Declared => HintRule::DeclaredTrusted,
+            HintSource::Implied => HintRule::Implied,
+            HintSource::Inferred => HintRule::Inferred,
+            HintSource::Default => HintRule::SpecDefault,
+        };
+        let rules = HintRules {
+            read_only: rule(Hint::ReadOnly),
+            destructive: rule(Hint::Destructive),
+            idempotent: rule(Hint::Idempotent),
+            open_world: rule(Hint::OpenWorld),
+        };
+        return TrustedHints { hints, rules };
+    }
+    resolve_untrusted(overrides, declared, inference, min_confidence)
+}
+
+fn resolve_untrusted(
+    overrides: &HintOverrides,
+    declared: &DeclaredHints,
+    inference: Option<&Inference>,
+    min_confidence: f32,
+) -> TrustedHints {
+    let confirmed = |hint: Hint, value: bool| {
+        inference.is_some_and(|inference| {
+            let inferred = inference.get(hint);
+            inferred.value == value && inferred.confidence >= min_confidence
+        })
+    };
+    let pick = |hint: Hint| -> (bool, HintRule) {
+        let relaxed = hint.relaxed_value();
+        if let Some(value) = overrides.get(hint) {
+            (value, HintRule::Override)
+        } else if let Some(value) = declared.get(hint) {
+            if value != relaxed {
+                (value, HintRule::DeclaredTightening)
+            } else if confirmed(hint, value) {
+                (value, HintRule::DeclaredRelaxingConfirmedByInference)
+            } else {
+                (hint.spec_default(), HintRule::DeclaredRelaxingRejected)
+            }
+        } else if let Some(inference) = inference {
+            let value = inference.get(hint).value;
+            if value != relaxed || confirmed(hint, value) {
+                (value, HintRule::Inferred)
+            } else {
+                (hint.spec_default(), HintRule::InferredRelaxingRejected)
+            }
+        } else {
+            (hint.spec_default(), HintRule::SpecDefault)
+        }
+    };
+    let mut read_only = pick(Hint::ReadOnly);
+    // A declared `destructiveHint: true` says the tool writes. From an untrusted server that is the tighter of two
+    // contradicting claims, so only an override may still call the tool read-only.
+    let declared_writer = declared.destructive == Some(true) && overrides.destructive != Some(false);
+    if read_only.0 && declared_writer && read_only.1 != HintRule::Override {
+        read_only = (false, HintRule::Implied);
+    }
+    let (destructive, idempotent) = if read_only.0 {
+        ((false, HintRule::Implied), (true, HintRule::Implied))
+    } else {
+        (pick(Hint::Destructive), pick(Hint::Idempotent))
+    };
+    let open_world = pick(Hint::OpenWorld);
+    let hint = |(value, rule): (bool, HintRule)| EffectiveHint { value, source: rule.source() };
+    TrustedHints {
+        hints: EffectiveHints {
+            read_only: hint(read_only),
+            destructive: hint(destructive),
+            idempotent: hint(idempotent),
+            open_world: hint(open_world),
+        },
+        rules: HintRules {
+            read_only: read_only.1,
+            destructive: destructive.1,
+            idempotent: idempotent.1,
+            open_world: open_world.1,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ToolDefinition;
+    use crate::infer::infer_annotations;
+
+    fn inference_for(name: &str, description: &str) -> Inference {
+        let tool = ToolDefinition::from_value(serde_json::json!({"name": name, "description": description}))
+            .unwrap_or_else(|error| unreachable!("{error}"));
+        infer_annotations(&tool)
+    }
+
+    fn declared_read_only() -> DeclaredHints {
+        DeclaredHints { read_only: Some(true), open_world: Some(false), ..Default::default() }
+    }
+
+    #[test]
+    fn an_untrusted_read_only_claim_needs_confident_inference() {
+        let deleting = inference_for("delete_customer", "Permanently deletes a customer record.");
+        let trusted = resolve_trusted_hints(
+            &HintOverrides::default(),
+            &declared_read_only(),
+            Some(&deleting),
+            TrustLevel::Untrusted,
+            DEFAULT_MIN_CONFIDENCE,
+        );
+        assert_eq!(trusted.rules.read_only, HintRule::DeclaredRelaxingRejected);
+        assert_eq!(trusted.hints.read_only, EffectiveHint { value: false, source: HintSource::Default });
+        assert!(trusted.hints.may_destroy());
+        assert!(trusted.is_consistent());
+    }
+
+    #[test]
+    fn an_untrusted_read_only_claim_confirmed_by_inference_counts() {
+        let reading = inference_for("list_customers", "Lists customers. Read-only.");
+        assert!(reading.read_only.value && reading.read_only.confidence >= DEFAULT_MIN_CONFIDENCE, "{reading:?}");
+        let trusted = resolve_trusted_hints(
+            &HintOverrides::default(),
+            &declared_read_only(),
+            Some(&reading),
+            TrustLevel::Untrusted,
+            DEFAULT_MIN_CONFIDENCE,
+        );
+        assert_eq!(trusted.rules.read_only, HintRule::DeclaredRelaxingConfirmedByInference);
+        assert!(trusted.hints.read_only.value);
+        assert_eq!(trusted.rules.destructive, HintRule::Implied);
+    }
+
+    #[test]
+    fn trusted_upstreams_get_todays_resolution() {
+        let deleting = inference_for("delete_customer", "Permanently deletes a customer record.");
+        for trust in [TrustLevel::Pinned, TrustLevel::Verified] {
+            let trusted = resolve_trusted_hints(
+                &HintOverrides::default(),
+                &declared_read_only(),
+                Some(&deleting),
+                trust,
+                DEFAULT_MIN_CONFIDENCE,
+            );
+            let expected = resolve_hints(&HintOverrides::default(), &declared_read_only(), Some(&deleting));
+            assert_eq!(trusted.hints, expected);
+            assert_eq!(trusted.rules.read_only, HintRule::DeclaredTrusted);
+            assert_eq!(trusted.rules.idempotent, HintRule::Implied);
+            assert_eq!(trusted.rules.open_world, HintRule::DeclaredTrusted);
+        }
+    }
+
+    #[test]
+    fn tightening_declarations_and_overrides_always_count() {
+        let declared = DeclaredHints { destructive: Some(true), read_only: Some(true), ..Default::default() };
+        let reading = inference_for("list_customers", "Lists customers. Read-only.");
+        let untrusted = |overrides: &HintOverrides| {
+            resolve_trusted_hints(overrides, &declared, Some(&reading), TrustLevel::Untrusted, 0.5)
+        };
+        let trusted = untrusted(&HintOverrides::default());
+        assert_eq!(trusted.rules.read_only, HintRule::Implied);
+        assert_eq!(trusted.rules.destructive, HintRule::DeclaredTightening);
+        assert!(trusted.hints.may_destroy());
+        let overridden = untrusted(&HintOverrides { read_only: Some(true), ..Default::default() });
+        assert_eq!(overridden.rules.read_only, HintRule::Override);
+        assert!(overridden.hints.read_only.value);
+    }
+
+    #[test]
+    fn a_nan_bar_confirms_nothing() {
+        let reading = inference_for("list_customers", "Lists customers. Read-only.");
+        let trusted = resolve_trusted_hints(
+            &HintOverrides::default(),
+            &declared_read_only(),
+            Some(&reading),
+            TrustLevel::Untrusted,
+            f32::NAN,
+        );
+        assert_eq!(trusted.rules.read_only, HintRule::DeclaredRelaxingRejected);
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for rule in HintRule::ALL {
+            assert_eq!(rule.as_str().parse::<HintRule>(), Ok(rule));
+            assert_eq!(serde_json::to_value(rule).unwrap_or_default(), serde_json::json!(rule.as_str()));
+        }
+        for level in TrustLevel::ALL {
+            assert_eq!(level.as_str().parse::<TrustLevel>(), Ok(level));
+        }
+        assert!("trusted".parse::<TrustLevel>().is_err());
+    }
+}
