@@ -27,8 +27,8 @@
 //! ```
 
 pub mod assess;
-pub mod decision;
 pub mod corpus;
+pub mod decision;
 pub mod effective;
 pub mod facts;
 pub mod fingerprint;
