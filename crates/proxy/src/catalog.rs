@@ -268,3 +268,101 @@ fn expose_tool(tool: &ToolDefinition, name: &str, spec: &UpstreamSpec) -> Expose
         task_required,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use serde_json::json;
+    use toolgate_core::DeclaredHints;
+    use toolgate_upstream::Endpoint;
+
+    use super::*;
+    use crate::spec::Prefix;
+
+    fn spec(name: &str, prefix: Prefix, overrides: BTreeMap<String, HintOverrides>) -> UpstreamSpec {
+        UpstreamSpec {
+            name: name.into(),
+            endpoint: Endpoint::stdio("true", Vec::<String>::new()),
+            prefix,
+            overrides,
+            initialize_timeout: Duration::from_secs(1),
+            request_timeout: Duration::from_secs(1),
+        }
+    }
+
+    fn listing(tools: Value) -> Option<Arc<UpstreamListing>> {
+        let tools = tools.as_array().cloned().unwrap_or_default();
+        Some(Arc::new(UpstreamListing { tools, ..UpstreamListing::default() }))
+    }
+
+    #[test]
+    fn rewrites_hints_and_keeps_every_other_field() {
+        let tool = json!({
+            "name": "purge", "description": "Deletes every note.", "icons": [{"src": "data:,"}], "x-extra": 1,
+            "execution": {"taskSupport": "optional"},
+            "inputSchema": {"type": "object", "$defs": {"a": {"type": "string"}}, "properties": {"p": {"$ref": "#/$defs/a"}}},
+            "annotations": {"readOnlyHint": true, "x-vendorRisk": "high", "title": "Purge"},
+            "_meta": {"ui": {"resourceUri": "ui://x", "visibility": ["model", "app"]}}
+        });
+        let catalog =
+            Catalog::build(&[spec("notes", Prefix::None, BTreeMap::new())], &[listing(json!([tool.clone()]))]);
+        let exposed = catalog.tool("purge").map(|tool| tool.definition.clone()).unwrap_or_default();
+        for key in ["description", "icons", "x-extra", "execution", "inputSchema"] {
+            assert_eq!(exposed[key], tool[key], "{key} survives");
+        }
+        assert_eq!(exposed["annotations"]["x-vendorRisk"], "high");
+        assert_eq!(exposed["annotations"]["title"], "Purge");
+        for hint in Hint::ALL {
+            assert!(exposed["annotations"][hint.wire_key()].is_boolean(), "{} is explicit", hint.wire_key());
+        }
+        assert_eq!(exposed["_meta"]["ui"], tool["_meta"]["ui"]);
+        let record = &exposed["_meta"][META_KEY];
+        assert_eq!(record["upstream"], "notes");
+        assert_eq!(record["sources"]["readOnlyHint"], "declared");
+        assert!(record["fingerprint"].as_str().is_some_and(|digest| digest.starts_with("sha256:")));
+    }
+
+    #[test]
+    fn overrides_win_and_prefixes_route_back() {
+        let overrides = BTreeMap::from([(
+            "delete_note".to_owned(),
+            DeclaredHints { read_only: Some(false), destructive: Some(true), ..DeclaredHints::default() },
+        )]);
+        let specs = [spec("notes", Prefix::With("notes".into()), overrides)];
+        let tools =
+            json!([{"name": "delete_note", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}]);
+        let catalog = Catalog::build(&specs, &[listing(tools)]);
+        let tool = catalog.tool("notes_delete_note").cloned();
+        let tool = tool.as_deref().map(|tool| (tool.original_name.clone(), tool.hints, tool.definition.clone()));
+        let (original, hints, definition) = tool.unwrap_or_else(|| unreachable!("the prefixed tool is listed"));
+        assert_eq!(original, "delete_note");
+        assert!(hints.may_destroy());
+        assert_eq!(definition["annotations"]["readOnlyHint"], false);
+        assert_eq!(definition["_meta"][META_KEY]["sources"]["readOnlyHint"], "overridden");
+        assert_eq!(definition["_meta"][META_KEY]["upstreamName"], "delete_note");
+    }
+
+    #[test]
+    fn collisions_go_to_the_earlier_upstream_and_are_reported() {
+        let specs = [spec("first", Prefix::None, BTreeMap::new()), spec("second", Prefix::None, BTreeMap::new())];
+        let tool = json!([{"name": "search", "inputSchema": {"type": "object"}}]);
+        let catalog = Catalog::build(&specs, &[listing(tool.clone()), listing(tool)]);
+        assert_eq!(catalog.tools().len(), 1);
+        assert_eq!(catalog.tool("search").map(|tool| tool.upstream), Some(0));
+        assert_eq!(catalog.collisions.len(), 1);
+        assert!(catalog.collisions[0].contains("`second`"), "{:?}", catalog.collisions);
+    }
+
+    #[test]
+    fn app_only_and_task_required_tools_are_marked() {
+        let tools = json!([
+            {"name": "widget", "inputSchema": {"type": "object"}, "_meta": {"ui": {"visibility": ["app"]}}},
+            {"name": "research", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "required"}}
+        ]);
+        let catalog = Catalog::build(&[spec("apps", Prefix::None, BTreeMap::new())], &[listing(tools)]);
+        assert!(catalog.tool("widget").is_some_and(|tool| tool.app_only && !tool.task_required));
+        assert!(catalog.tool("research").is_some_and(|tool| tool.task_required && !tool.app_only));
+    }
+}
