@@ -1,0 +1,356 @@
+//! The approvals queue: confirmations that wait for a person when the client cannot ask (no elicitation).
+//!
+//! The gateway creates a [`PendingApproval`] and [`ApprovalStore::wait`]s; `toolgate approvals approve ID` — another
+//! process on the same database — [`ApprovalStore::decide`]s. SQLite has no LISTEN, so `wait` polls (100 ms by
+//! default) within a bounded timeout; PostgreSQL can use LISTEN/NOTIFY behind the same call. An approval is used at
+//! most once, only for the tool fingerprint and argument digest it was granted for, only before it expires:
+//! [`ApprovalStore::consume`] is one conditional `UPDATE`, so two racing uses cannot both succeed.
+
+use std::fmt;
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
+
+use crate::Backend;
+use crate::error::StoreError;
+use crate::time::{format_rfc3339, from_micros, to_micros};
+
+/// An approval's id: 122 random bits from the operating system's generator (UUID v4), so it cannot be guessed.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct ApprovalId(String);
+
+impl ApprovalId {
+    /// A fresh random id.
+    pub fn generate() -> ApprovalId {
+        ApprovalId(uuid::Uuid::new_v4().simple().to_string())
+    }
+
+    /// An id as typed by a person or read back from the store.
+    pub fn from_text(text: &str) -> ApprovalId {
+        ApprovalId(text.trim().to_owned())
+    }
+
+    /// The id's text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ApprovalId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A confirmation waiting for a person.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PendingApproval {
+    /// Random and unguessable ([`ApprovalId::generate`]).
+    pub id: ApprovalId,
+    /// The downstream session whose call waits.
+    pub session: String,
+    /// The upstream.
+    pub upstream: String,
+    /// The tool's exposed name.
+    pub tool: String,
+    /// What a person reads as the tool's title.
+    pub title: String,
+    /// The action phrase ("delete a file").
+    pub action: String,
+    /// The arguments, summarized for display (never the only record of them: see `args_digest`).
+    pub args_summary: String,
+    /// The tool definition's fingerprint the approval is for.
+    pub tool_fingerprint: String,
+    /// `sha256:` of the canonical arguments the approval is for ([`crate::digest_arguments`]).
+    pub args_digest: String,
+    /// When it was asked.
+    #[serde(serialize_with = "serialize_time")]
+    pub created: SystemTime,
+    /// After this it can be neither decided nor used.
+    #[serde(serialize_with = "serialize_time")]
+    pub expires: SystemTime,
+}
+
+fn serialize_time<S: serde::Serializer>(time: &SystemTime, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(&format_rfc3339(*time))
+}
+
+/// A person's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApprovalDecision {
+    /// Let the call go ahead (once).
+    Approve,
+    /// Refuse it.
+    Deny,
+}
+
+/// Where an approval stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalState {
+    /// Waiting for a decision.
+    Pending,
+    /// Approved, not used yet.
+    Approved,
+    /// Denied.
+    Denied,
+    /// Approved and used.
+    Consumed,
+}
+
+impl ApprovalState {
+    fn as_str(self) -> &'static str {
+        match self {
+            ApprovalState::Pending => "pending",
+            ApprovalState::Approved => "approved",
+            ApprovalState::Denied => "denied",
+            ApprovalState::Consumed => "consumed",
+        }
+    }
+
+    fn parse(text: &str) -> Result<ApprovalState, StoreError> {
+        [ApprovalState::Pending, ApprovalState::Approved, ApprovalState::Denied, ApprovalState::Consumed]
+            .into_iter()
+            .find(|state| state.as_str() == text)
+            .ok_or_else(|| StoreError::Corrupt { what: "approval state", detail: text.to_owned() })
+    }
+}
+
+/// An approval with its state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ApprovalRecord {
+    /// What was asked.
+    #[serde(flatten)]
+    pub approval: PendingApproval,
+    /// Where it stands (a pending approval past `expires` stays `Pending` here: compare with the clock).
+    pub state: ApprovalState,
+    /// Who decided.
+    pub decided_by: Option<String>,
+}
+
+/// How [`ApprovalStore::wait`] ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApprovalWait {
+    /// Approved; now `consume` it.
+    Approved {
+        /// Who approved.
+        by: String,
+    },
+    /// Denied.
+    Denied {
+        /// Who denied.
+        by: String,
+    },
+    /// Nobody decided before the approval expired.
+    Expired,
+    /// Nobody decided within the wait's timeout (the approval may still be decided later).
+    TimedOut,
+    /// It was already approved and used.
+    AlreadyConsumed,
+}
+
+/// Why [`ApprovalStore::consume`] refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConsumeRefusal {
+    /// No such approval.
+    #[error("no such approval")]
+    NotFound,
+    /// It was not approved (pending or denied).
+    #[error("the approval is {0:?}, not approved")]
+    NotApproved(ApprovalState),
+    /// It was already used.
+    #[error("the approval was already used")]
+    AlreadyUsed,
+    /// It expired.
+    #[error("the approval has expired")]
+    Expired,
+    /// The tool's definition is not the one approved.
+    #[error("the tool's definition changed since it was approved")]
+    FingerprintMismatch,
+    /// The arguments are not the ones approved.
+    #[error("the arguments differ from the approved ones")]
+    ArgsMismatch,
+}
+
+/// The approvals queue.
+#[derive(Debug, Clone)]
+pub struct ApprovalStore {
+    backend: Backend,
+    poll_interval: Duration,
+}
+
+macro_rules! approval_columns {
+    () => {
+        "id, session, upstream, tool, title, action, args_summary, tool_fingerprint, args_digest, \
+     created_us, expires_us, state, decided_by"
+    };
+}
+
+impl ApprovalStore {
+    pub(crate) fn new(backend: Backend, poll_interval: Duration) -> ApprovalStore {
+        ApprovalStore { backend, poll_interval }
+    }
+
+    /// Records a new pending approval.
+    pub async fn create(&self, pending: &PendingApproval) -> Result<(), StoreError> {
+        let Backend::Sqlite(pool) = &self.backend;
+        sqlx::query(concat!(
+            "INSERT INTO approvals (",
+            approval_columns!(),
+            ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', NULL)"
+        ))
+        .bind(pending.id.as_str())
+        .bind(&pending.session)
+        .bind(&pending.upstream)
+        .bind(&pending.tool)
+        .bind(&pending.title)
+        .bind(&pending.action)
+        .bind(&pending.args_summary)
+        .bind(&pending.tool_fingerprint)
+        .bind(&pending.args_digest)
+        .bind(to_micros(pending.created))
+        .bind(to_micros(pending.expires))
+        .execute(pool)
+        .await?;
+        Ok(())
+    }
+
+    /// One approval, in whatever state.
+    pub async fn get(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
+        let Backend::Sqlite(pool) = &self.backend;
+        let row = sqlx::query(concat!("SELECT ", approval_columns!(), " FROM approvals WHERE id = ?"))
+            .bind(id.as_str())
+            .fetch_optional(pool)
+            .await?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    /// Approvals still waiting for a decision and not expired, oldest first.
+    pub async fn list_pending(&self) -> Result<Vec<ApprovalRecord>, StoreError> {
+        let Backend::Sqlite(pool) = &self.backend;
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            approval_columns!(),
+            " FROM approvals WHERE state = 'pending' AND expires_us > ? ORDER BY created_us, id"
+        ))
+        .bind(to_micros(SystemTime::now()))
+        .fetch_all(pool)
+        .await?;
+        rows.iter().map(decode).collect()
+    }
+
+    /// Approves or denies a pending, unexpired approval.
+    pub async fn decide(&self, id: &ApprovalId, decision: ApprovalDecision, by: &str) -> Result<(), StoreError> {
+        let Backend::Sqlite(pool) = &self.backend;
+        let state = match decision {
+            ApprovalDecision::Approve => ApprovalState::Approved,
+            ApprovalDecision::Deny => ApprovalState::Denied,
+        };
+        let now = to_micros(SystemTime::now());
+        let updated = sqlx::query(
+            "UPDATE approvals SET state = ?, decided_by = ?, decided_us = ? \
+             WHERE id = ? AND state = 'pending' AND expires_us > ?",
+        )
+        .bind(state.as_str())
+        .bind(by)
+        .bind(now)
+        .bind(id.as_str())
+        .bind(now)
+        .execute(pool)
+        .await?;
+        if updated.rows_affected() == 1 {
+            return Ok(());
+        }
+        match self.get(id).await? {
+            None => Err(StoreError::NotFound(format!("approval {id}"))),
+            Some(record) if record.state != ApprovalState::Pending => {
+                Err(StoreError::AlreadyDecided { id: id.to_string(), state: record.state.as_str().to_owned() })
+            }
+            Some(_) => Err(StoreError::Expired(id.to_string())),
+        }
+    }
+
+    /// Waits for a decision (possibly written by another process), polling, for at most `timeout` and never past
+    /// the approval's expiry.
+    pub async fn wait(&self, id: &ApprovalId, timeout: Duration) -> Result<ApprovalWait, StoreError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let Some(record) = self.get(id).await? else {
+                return Err(StoreError::NotFound(format!("approval {id}")));
+            };
+            let by = record.decided_by.unwrap_or_default();
+            match record.state {
+                ApprovalState::Approved => return Ok(ApprovalWait::Approved { by }),
+                ApprovalState::Denied => return Ok(ApprovalWait::Denied { by }),
+                ApprovalState::Consumed => return Ok(ApprovalWait::AlreadyConsumed),
+                ApprovalState::Pending => {}
+            }
+            let until_expiry = record.approval.expires.duration_since(SystemTime::now()).unwrap_or_default();
+            if until_expiry.is_zero() {
+                return Ok(ApprovalWait::Expired);
+            }
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return Ok(ApprovalWait::TimedOut);
+            }
+            tokio::time::sleep(self.poll_interval.min(deadline - now).min(until_expiry)).await;
+        }
+    }
+
+    /// Uses an approved approval for a call with this tool fingerprint and argument digest: succeeds once.
+    pub async fn consume(&self, id: &ApprovalId, tool_fingerprint: &str, args_digest: &str) -> Result<(), StoreError> {
+        let Backend::Sqlite(pool) = &self.backend;
+        let now = to_micros(SystemTime::now());
+        let updated = sqlx::query(
+            "UPDATE approvals SET state = 'consumed', consumed_us = ? \
+             WHERE id = ? AND state = 'approved' AND tool_fingerprint = ? AND args_digest = ? AND expires_us > ?",
+        )
+        .bind(now)
+        .bind(id.as_str())
+        .bind(tool_fingerprint)
+        .bind(args_digest)
+        .bind(now)
+        .execute(pool)
+        .await?;
+        if updated.rows_affected() == 1 {
+            return Ok(());
+        }
+        let refusal = match self.get(id).await? {
+            None => ConsumeRefusal::NotFound,
+            Some(record) => match record.state {
+                ApprovalState::Consumed => ConsumeRefusal::AlreadyUsed,
+                ApprovalState::Pending | ApprovalState::Denied => ConsumeRefusal::NotApproved(record.state),
+                ApprovalState::Approved if record.approval.tool_fingerprint != tool_fingerprint => {
+                    ConsumeRefusal::FingerprintMismatch
+                }
+                ApprovalState::Approved if record.approval.args_digest != args_digest => ConsumeRefusal::ArgsMismatch,
+                ApprovalState::Approved => ConsumeRefusal::Expired,
+            },
+        };
+        Err(StoreError::ApprovalRefused { id: id.to_string(), refusal })
+    }
+}
+
+fn decode(row: &SqliteRow) -> Result<ApprovalRecord, StoreError> {
+    let id: String = row.try_get("id")?;
+    let state: String = row.try_get("state")?;
+    Ok(ApprovalRecord {
+        approval: PendingApproval {
+            id: ApprovalId(id),
+            session: row.try_get("session")?,
+            upstream: row.try_get("upstream")?,
+            tool: row.try_get("tool")?,
+            title: row.try_get("title")?,
+            action: row.try_get("action")?,
+            args_summary: row.try_get("args_summary")?,
+            tool_fingerprint: row.try_get("tool_fingerprint")?,
+            args_digest: row.try_get("args_digest")?,
+            created: from_micros(row.try_get("created_us")?),
+            expires: from_micros(row.try_get("expires_us")?),
+        },
+        state: ApprovalState::parse(&state)?,
+        decided_by: row.try_get("decided_by")?,
+    })
+}

@@ -1,0 +1,254 @@
+//! The audit log's hash chain: how a row's hash is computed and how `verify` walks the log.
+//!
+//! `hash = sha256(prev_hash ++ jcs(entry))`, written `sha256:<hex>`, where `entry` is the JSON object of the
+//! row's columns other than `prev_hash` and `hash`, null columns omitted (so a column added by a later schema
+//! leaves older rows verifiable), and `jcs` is RFC 8785. The first row's `prev_hash` is [`GENESIS_HASH`].
+//! `audit_head` holds the last row's seq and hash, moved in the same transaction as each append, so rows removed
+//! from or added to the end outside the store are caught too. The chain proves the log was not changed by
+//! anyone who could not also recompute every later hash; a keyed anchor (signature) is a later addition.
+
+use std::fmt;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+use sqlx::Row;
+use toolgate_core::fingerprint::{canonical_json, digest_bytes};
+
+use super::AuditRow;
+use super::query::{audit_columns, decode_row};
+use crate::Backend;
+use crate::error::StoreError;
+
+/// The `prev_hash` of the first row.
+pub const GENESIS_HASH: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
+
+/// Rows read per page while verifying.
+const PAGE: usize = 2048;
+
+/// The JSON object hashed for a row: every non-null column except `prev_hash` and `hash`.
+pub(crate) fn entry_value(row: &AuditRow) -> Value {
+    let mut entry = Map::new();
+    entry.insert("seq".into(), Value::from(row.seq));
+    entry.insert("time".into(), Value::from(row.time.as_str()));
+    entry.insert("kind".into(), Value::from(row.kind.as_str()));
+    let optional: [(&str, Option<Value>); 13] = [
+        ("caller", row.caller.clone()),
+        ("session", row.session.clone().map(Value::from)),
+        ("upstream", row.upstream.clone().map(Value::from)),
+        ("tool", row.tool.clone().map(Value::from)),
+        ("verdict", row.verdict.clone().map(Value::from)),
+        ("reasons", row.reasons.clone()),
+        ("hint_sources", row.hint_sources.clone()),
+        ("approval_id", row.approval_id.clone().map(Value::from)),
+        ("duration_us", row.duration_us.map(Value::from)),
+        ("outcome", row.outcome.clone().map(Value::from)),
+        ("args_digest", row.args_digest.clone().map(Value::from)),
+        ("args", row.args.clone()),
+        ("detail", row.detail.clone()),
+    ];
+    for (key, value) in optional {
+        if let Some(value) = value {
+            entry.insert(key.into(), value);
+        }
+    }
+    Value::Object(entry)
+}
+
+/// The chain hash of `row` given its `prev_hash` (the row's own `hash` is ignored).
+pub(crate) fn row_hash(row: &AuditRow) -> Result<String, StoreError> {
+    let canonical = canonical_json(&entry_value(row))?;
+    let mut bytes = Vec::with_capacity(row.prev_hash.len() + canonical.len());
+    bytes.extend_from_slice(row.prev_hash.as_bytes());
+    bytes.extend_from_slice(canonical.as_bytes());
+    Ok(digest_bytes(&bytes))
+}
+
+/// What `verify` found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChainReport {
+    /// Rows read (up to the first break).
+    pub rows_checked: u64,
+    /// The recorded head (seq, hash), if any row was ever written.
+    pub head: Option<(i64, String)>,
+    /// The first problem, in chain order; `None` when the chain is intact.
+    pub first_break: Option<ChainBreak>,
+}
+
+impl ChainReport {
+    /// True when no problem was found.
+    pub fn is_intact(&self) -> bool {
+        self.first_break.is_none()
+    }
+}
+
+/// The first place where the log stops being the chain the store wrote.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChainBreak {
+    /// The row where the problem shows.
+    pub seq: i64,
+    /// What is wrong.
+    pub kind: ChainBreakKind,
+}
+
+/// The kinds of break `verify` distinguishes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum ChainBreakKind {
+    /// Rows `first..=last` are missing (removed).
+    Missing {
+        /// First missing seq.
+        first: i64,
+        /// Last missing seq.
+        last: i64,
+    },
+    /// A row with a seq the chain never had (inserted before the start).
+    OutOfSequence {
+        /// The seq expected at this point.
+        expected: i64,
+    },
+    /// `prev_hash` is not the previous row's hash: a row before it was replaced or inserted.
+    PrevHashMismatch,
+    /// The row's content does not match its hash: a column was changed.
+    HashMismatch,
+    /// A JSON column does not parse: a column was changed.
+    Unreadable {
+        /// The decoding error.
+        detail: String,
+    },
+    /// Rows exist after the recorded head: appended outside the store.
+    PastHead {
+        /// The head's seq.
+        head_seq: i64,
+    },
+    /// The log ends before the recorded head: rows at the end were removed.
+    EndsBeforeHead {
+        /// The head's seq.
+        head_seq: i64,
+    },
+    /// The last row's hash is not the head's hash.
+    HeadMismatch,
+    /// Rows exist but the head record does not.
+    HeadMissing,
+}
+
+impl fmt::Display for ChainBreak {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let seq = self.seq;
+        match &self.kind {
+            ChainBreakKind::Missing { first, last } if first == last => {
+                write!(f, "row {first} is missing: the log jumps from {} to {seq} (row removed)", first - 1)
+            }
+            ChainBreakKind::Missing { first, last } => {
+                write!(f, "rows {first}..{last} are missing: the log jumps from {} to {seq} (rows removed)", first - 1)
+            }
+            ChainBreakKind::OutOfSequence { expected } => {
+                write!(f, "row {seq} is out of sequence where row {expected} was expected (row inserted)")
+            }
+            ChainBreakKind::PrevHashMismatch => write!(
+                f,
+                "row {seq}: prev_hash does not match the hash of row {} (a row was inserted or replaced before it)",
+                seq - 1
+            ),
+            ChainBreakKind::HashMismatch => {
+                write!(f, "row {seq}: content does not match its hash (a column was changed)")
+            }
+            ChainBreakKind::Unreadable { detail } => {
+                write!(f, "row {seq}: unreadable ({detail}): a column was changed")
+            }
+            ChainBreakKind::PastHead { head_seq } => {
+                write!(f, "row {seq} follows the recorded head (row {head_seq}): rows were appended outside the store")
+            }
+            ChainBreakKind::EndsBeforeHead { head_seq } => write!(
+                f,
+                "the log ends at row {seq} but its recorded head is row {head_seq}: rows at the end were removed"
+            ),
+            ChainBreakKind::HeadMissing => {
+                write!(f, "row {seq} exists but the chain head record is missing (the head was removed)")
+            }
+            ChainBreakKind::HeadMismatch => {
+                write!(f, "row {seq}: hash does not match the recorded head (the last row was replaced)")
+            }
+        }
+    }
+}
+
+/// Walks the whole log in one read transaction (a consistent snapshot; in WAL mode writers keep going).
+pub(crate) async fn verify(backend: &Backend) -> Result<ChainReport, StoreError> {
+    let Backend::Sqlite(pool) = backend;
+    let mut transaction = pool.begin().await?;
+    let head = sqlx::query("SELECT seq, hash FROM audit_head WHERE id = 1").fetch_optional(&mut *transaction).await?;
+    let head: Option<(i64, String)> =
+        head.map(|row| Ok::<_, sqlx::Error>((row.try_get("seq")?, row.try_get("hash")?))).transpose()?;
+    let mut report = ChainReport { rows_checked: 0, head: head.clone(), first_break: None };
+    let mut expected_seq = 1_i64;
+    let mut previous_hash = GENESIS_HASH.to_owned();
+    // The cursor starts below 1 so that a row inserted before the first one is seen.
+    let mut after = i64::MIN;
+    loop {
+        let page =
+            sqlx::query(concat!("SELECT ", audit_columns!(), " FROM audit_log WHERE seq > ? ORDER BY seq LIMIT ?"))
+                .bind(after)
+                .bind(PAGE as i64)
+                .fetch_all(&mut *transaction)
+                .await?;
+        for sql_row in &page {
+            let seq: i64 = sql_row.try_get("seq")?;
+            match check_row(sql_row, seq, expected_seq, &previous_hash, head.as_ref()) {
+                Ok(hash) => previous_hash = hash,
+                Err(kind) => {
+                    report.first_break = Some(ChainBreak { seq, kind });
+                    transaction.rollback().await?;
+                    return Ok(report);
+                }
+            }
+            report.rows_checked += 1;
+            expected_seq = seq + 1;
+            after = seq;
+        }
+        if page.len() < PAGE {
+            break;
+        }
+    }
+    transaction.rollback().await?;
+    let last_seq = expected_seq - 1;
+    report.first_break = match head {
+        Some((head_seq, _)) if last_seq < head_seq => {
+            Some(ChainBreak { seq: last_seq, kind: ChainBreakKind::EndsBeforeHead { head_seq } })
+        }
+        Some((_, head_hash)) if head_hash != previous_hash => {
+            Some(ChainBreak { seq: last_seq, kind: ChainBreakKind::HeadMismatch })
+        }
+        _ => None,
+    };
+    Ok(report)
+}
+
+/// Checks one row; its hash when it continues the chain, else what is wrong with it.
+fn check_row(
+    sql_row: &sqlx::sqlite::SqliteRow,
+    seq: i64,
+    expected_seq: i64,
+    previous_hash: &str,
+    head: Option<&(i64, String)>,
+) -> Result<String, ChainBreakKind> {
+    if seq < expected_seq {
+        return Err(ChainBreakKind::OutOfSequence { expected: expected_seq });
+    }
+    if seq > expected_seq {
+        return Err(ChainBreakKind::Missing { first: expected_seq, last: seq - 1 });
+    }
+    match head {
+        None => return Err(ChainBreakKind::HeadMissing),
+        Some((head_seq, _)) if seq > *head_seq => return Err(ChainBreakKind::PastHead { head_seq: *head_seq }),
+        Some(_) => {}
+    }
+    let row = decode_row(sql_row).map_err(|error| ChainBreakKind::Unreadable { detail: error.to_string() })?;
+    if row.prev_hash != previous_hash {
+        return Err(ChainBreakKind::PrevHashMismatch);
+    }
+    let recomputed = row_hash(&row).map_err(|error| ChainBreakKind::Unreadable { detail: error.to_string() })?;
+    if recomputed != row.hash {
+        return Err(ChainBreakKind::HashMismatch);
+    }
+    Ok(row.hash)
+}

@@ -1,0 +1,204 @@
+//! The audit log's records: what the proxy hands in ([`AuditEntry`]), what comes back out ([`AuditRow`]), and how
+//! rows are selected ([`AuditFilter`]).
+//!
+//! Every listing, decision, confirmation, forwarded call and result summary becomes one row. Arguments arrive in
+//! clear and the store applies the [`ArgumentRedaction`] setting: by default only a `sha256:` digest of their
+//! RFC 8785 form is kept. Rows are append-only and hash-chained ([`chain`]); this module holds no SQL.
+
+pub(crate) mod chain;
+pub(crate) mod query;
+pub(crate) mod writer;
+
+use std::time::SystemTime;
+
+use serde::Serialize;
+use serde_json::Value;
+use toolgate_core::EffectiveHints;
+use toolgate_core::decision::{Reason, Verdict};
+
+pub use chain::{ChainBreak, ChainBreakKind, ChainReport};
+pub use writer::{AuditStats, AuditWriter};
+
+/// What an audit row records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AuditKind {
+    /// A `tools/list` answered to a client.
+    Listing,
+    /// A policy decision on a call.
+    Decision,
+    /// A person's answer to a confirmation (elicited or through the approvals queue).
+    Confirmation,
+    /// A call forwarded upstream; write it with `record_durable` before forwarding.
+    Call,
+    /// The summary of a call's result (outcome, duration).
+    Result,
+}
+
+impl AuditKind {
+    /// The stable name stored in the `kind` column.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuditKind::Listing => "listing",
+            AuditKind::Decision => "decision",
+            AuditKind::Confirmation => "confirmation",
+            AuditKind::Call => "call",
+            AuditKind::Result => "result",
+        }
+    }
+}
+
+/// The stable name of a verdict, as stored in the `verdict` column.
+pub fn verdict_name(verdict: Verdict) -> &'static str {
+    match verdict {
+        Verdict::Allow => "allow",
+        Verdict::Confirm => "confirm",
+        Verdict::Deny => "deny",
+        Verdict::Hide => "hide",
+    }
+}
+
+/// Who made a request: an authenticated identity (when the transport has one) and its scopes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Caller {
+    /// The identity, e.g. an OAuth subject or `stdio`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub identity: Option<String>,
+    /// Granted scopes.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
+}
+
+/// How tool-call arguments are kept in the log.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ArgumentRedaction {
+    /// Only `sha256:<hex>` of the RFC 8785 canonical arguments (the default: the log can prove which arguments
+    /// were used without holding secrets they may contain).
+    #[default]
+    Digest,
+    /// The digest and the arguments in clear.
+    Clear,
+}
+
+/// One event to record. Build it with [`AuditEntry::new`] and struct update syntax; absent fields stay `None`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditEntry {
+    /// What happened.
+    pub kind: AuditKind,
+    /// When; `None` takes the clock when the entry is queued.
+    pub time: Option<SystemTime>,
+    /// Who asked.
+    pub caller: Option<Caller>,
+    /// The downstream session id.
+    pub session: Option<String>,
+    /// The upstream server's configured name.
+    pub upstream: Option<String>,
+    /// The tool's exposed name.
+    pub tool: Option<String>,
+    /// The policy verdict.
+    pub verdict: Option<Verdict>,
+    /// The reasons behind the verdict.
+    pub reasons: Vec<Reason>,
+    /// The effective hints and the source of each, as the decision saw them.
+    pub hint_sources: Option<EffectiveHints>,
+    /// The approval that allowed the call.
+    pub approval_id: Option<String>,
+    /// How long the call took.
+    pub duration_us: Option<u64>,
+    /// How it ended (`ok`, `is_error`, `jsonrpc_error`, `timeout`, `cancelled`, ...): the proxy's vocabulary.
+    pub outcome: Option<String>,
+    /// The call's arguments, in clear; the store keeps a digest or the value per [`ArgumentRedaction`].
+    pub args: Option<Value>,
+    /// Anything else worth keeping for this kind (listing size, result summary), as JSON.
+    pub detail: Option<Value>,
+}
+
+impl AuditEntry {
+    /// An entry of `kind` with every other field absent.
+    pub fn new(kind: AuditKind) -> AuditEntry {
+        AuditEntry {
+            kind,
+            time: None,
+            caller: None,
+            session: None,
+            upstream: None,
+            tool: None,
+            verdict: None,
+            reasons: Vec::new(),
+            hint_sources: None,
+            approval_id: None,
+            duration_us: None,
+            outcome: None,
+            args: None,
+            detail: None,
+        }
+    }
+}
+
+/// What the writer reports for a row it committed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditReceipt {
+    /// The row's sequence number.
+    pub seq: i64,
+    /// The row's chain hash.
+    pub hash: String,
+}
+
+/// One stored row, as `toolgate audit --json` prints it. JSON columns come back as JSON values.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AuditRow {
+    /// Position in the chain, from 1 without gaps.
+    pub seq: i64,
+    /// RFC 3339 UTC with microseconds.
+    pub time: String,
+    /// [`AuditKind::as_str`].
+    pub kind: String,
+    /// [`Caller`] as JSON.
+    pub caller: Option<Value>,
+    /// Downstream session id.
+    pub session: Option<String>,
+    /// Upstream name.
+    pub upstream: Option<String>,
+    /// Exposed tool name.
+    pub tool: Option<String>,
+    /// [`verdict_name`].
+    pub verdict: Option<String>,
+    /// The reasons as JSON (`[{"rule", "detail"}]`).
+    pub reasons: Option<Value>,
+    /// The effective hints with their sources as JSON.
+    pub hint_sources: Option<Value>,
+    /// The approval used.
+    pub approval_id: Option<String>,
+    /// Duration in microseconds.
+    pub duration_us: Option<i64>,
+    /// Outcome.
+    pub outcome: Option<String>,
+    /// `sha256:` digest of the canonical arguments.
+    pub args_digest: Option<String>,
+    /// The arguments, only under [`ArgumentRedaction::Clear`].
+    pub args: Option<Value>,
+    /// Kind-specific detail.
+    pub detail: Option<Value>,
+    /// The previous row's hash (a fixed genesis value for the first row).
+    pub prev_hash: String,
+    /// SHA-256 over `prev_hash` and the RFC 8785 form of this row's other columns.
+    pub hash: String,
+}
+
+/// Which rows `query` returns; every condition present must hold. Rows come in chain order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AuditFilter {
+    /// Rows at or after this time.
+    pub since: Option<SystemTime>,
+    /// Rows before this time.
+    pub until: Option<SystemTime>,
+    /// Tool name glob (`*`, `?`, `[...]`, case-sensitive).
+    pub tool_glob: Option<String>,
+    /// Only this verdict.
+    pub verdict: Option<Verdict>,
+    /// Only this kind.
+    pub kind: Option<AuditKind>,
+    /// Only this session.
+    pub session: Option<String>,
+    /// At most this many rows (the most recent ones when set).
+    pub limit: Option<u32>,
+}

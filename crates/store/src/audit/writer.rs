@@ -1,0 +1,295 @@
+//! The audit writer: a bounded queue in front of one background task that appends rows in batched transactions.
+//!
+//! The call path never waits on the disk except where it must: [`AuditWriter::try_record`] only queues (a full
+//! queue is an error the caller sees, never a silent drop), and [`AuditWriter::record_durable`] — for the row
+//! written *before* a call is forwarded — returns once the transaction holding the row has committed, so a call
+//! that went upstream always has its row after a crash. Appends run under `BEGIN IMMEDIATE` and read the chain's
+//! tail inside the transaction, so several processes may append to one file without forking the chain.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+use serde_json::Value;
+use sqlx::Row;
+use tokio::sync::{mpsc, oneshot};
+use toolgate_core::fingerprint::{canonical_json, digest_bytes};
+
+use super::chain::{GENESIS_HASH, row_hash};
+use super::{ArgumentRedaction, AuditEntry, AuditReceipt, AuditRow, verdict_name};
+use crate::Backend;
+use crate::error::{AuditQueueError, StoreError};
+use crate::time::format_rfc3339;
+
+/// Attempts per batch before its entries are reported as failed.
+const WRITE_ATTEMPTS: u32 = 3;
+
+type Reply = oneshot::Sender<Result<AuditReceipt, StoreError>>;
+
+enum Command {
+    Append { row: Box<AuditRow>, reply: Option<Reply> },
+    Flush(oneshot::Sender<()>),
+}
+
+/// Counters of the writer, for `status` and metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct AuditStats {
+    /// Entries waiting in the queue now.
+    pub queued: usize,
+    /// Rows committed since the store was opened.
+    pub written: u64,
+    /// Entries that could not be written after retrying (each also logged at error level).
+    pub failed: u64,
+    /// Entries refused by `try_record` because the queue was full.
+    pub rejected: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    written: AtomicU64,
+    failed: AtomicU64,
+    rejected: AtomicU64,
+}
+
+/// A cloneable handle to the store's audit writer.
+#[derive(Debug, Clone)]
+pub struct AuditWriter {
+    sender: mpsc::Sender<Command>,
+    capacity: usize,
+    redaction: ArgumentRedaction,
+    counters: Arc<Counters>,
+}
+
+impl std::fmt::Debug for Command {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Command::Append { row, reply } => {
+                write!(f, "Append({}, durable: {})", row.kind, reply.is_some())
+            }
+            Command::Flush(_) => write!(f, "Flush"),
+        }
+    }
+}
+
+impl AuditWriter {
+    /// Starts the writer task on the current tokio runtime.
+    pub(crate) fn spawn(
+        backend: Backend,
+        redaction: ArgumentRedaction,
+        capacity: usize,
+        batch_max: usize,
+    ) -> AuditWriter {
+        let capacity = capacity.max(1);
+        let (sender, receiver) = mpsc::channel(capacity);
+        let counters = Arc::new(Counters::default());
+        tokio::spawn(run(backend, receiver, batch_max.max(1), Arc::clone(&counters)));
+        AuditWriter { sender, capacity, redaction, counters }
+    }
+
+    /// Queues an entry without waiting. The row is committed shortly after, in a batch; use
+    /// [`AuditWriter::record_durable`] when the caller must know it is on disk.
+    pub fn try_record(&self, entry: AuditEntry) -> Result<(), AuditQueueError> {
+        let row = Box::new(prepare(entry, self.redaction));
+        match self.sender.try_send(Command::Append { row, reply: None }) {
+            Ok(()) => Ok(()),
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.counters.rejected.fetch_add(1, Ordering::Relaxed);
+                Err(AuditQueueError::Full { capacity: self.capacity })
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(AuditQueueError::Closed),
+        }
+    }
+
+    /// Appends an entry and returns once its transaction has committed (waiting for queue space if needed).
+    ///
+    /// For the row written before a call is forwarded: after a crash, every forwarded call has its row.
+    /// Concurrent durable entries share one commit.
+    pub async fn record_durable(&self, entry: AuditEntry) -> Result<AuditReceipt, StoreError> {
+        let row = Box::new(prepare(entry, self.redaction));
+        let (reply, receipt) = oneshot::channel();
+        self.sender
+            .send(Command::Append { row, reply: Some(reply) })
+            .await
+            .map_err(|_| StoreError::AuditWriterStopped)?;
+        receipt.await.map_err(|_| StoreError::AuditWriterStopped)?
+    }
+
+    /// Waits until every entry queued before this call has been committed (or has failed).
+    pub async fn flush(&self) -> Result<(), StoreError> {
+        let (done, flushed) = oneshot::channel();
+        self.sender.send(Command::Flush(done)).await.map_err(|_| StoreError::AuditWriterStopped)?;
+        flushed.await.map_err(|_| StoreError::AuditWriterStopped)
+    }
+
+    /// The writer's counters.
+    pub fn stats(&self) -> AuditStats {
+        AuditStats {
+            queued: self.capacity.saturating_sub(self.sender.capacity()),
+            written: self.counters.written.load(Ordering::Relaxed),
+            failed: self.counters.failed.load(Ordering::Relaxed),
+            rejected: self.counters.rejected.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Turns an entry into a row without chain fields: redaction applied, JSON columns built, time taken if absent.
+fn prepare(entry: AuditEntry, redaction: ArgumentRedaction) -> AuditRow {
+    let args_digest = entry.args.as_ref().map(digest_arguments);
+    let args = match redaction {
+        ArgumentRedaction::Digest => None,
+        ArgumentRedaction::Clear => entry.args,
+    };
+    AuditRow {
+        seq: 0,
+        time: format_rfc3339(entry.time.unwrap_or_else(SystemTime::now)),
+        kind: entry.kind.as_str().to_owned(),
+        caller: entry.caller.as_ref().map(to_json),
+        session: entry.session,
+        upstream: entry.upstream,
+        tool: entry.tool,
+        verdict: entry.verdict.map(|verdict| verdict_name(verdict).to_owned()),
+        reasons: (!entry.reasons.is_empty()).then(|| to_json(&entry.reasons)),
+        hint_sources: entry.hint_sources.as_ref().map(to_json),
+        approval_id: entry.approval_id,
+        duration_us: entry.duration_us.map(|micros| i64::try_from(micros).unwrap_or(i64::MAX)),
+        outcome: entry.outcome,
+        args_digest,
+        args,
+        detail: entry.detail,
+        prev_hash: String::new(),
+        hash: String::new(),
+    }
+}
+
+/// A typed entry field as a JSON column. These types (strings, booleans, enums, vectors of them) always serialize.
+fn to_json<T: Serialize>(value: &T) -> Value {
+    serde_json::to_value(value).unwrap_or(Value::Null)
+}
+
+/// `sha256:` of the canonical arguments; the same function gives the digest an approval is bound to.
+pub fn digest_arguments(args: &Value) -> String {
+    match canonical_json(args) {
+        Ok(canonical) => digest_bytes(canonical.as_bytes()),
+        // serde_json values always canonicalize today; if that ever changes, hash the plain text rather than lose
+        // the row.
+        Err(_) => digest_bytes(args.to_string().as_bytes()),
+    }
+}
+
+async fn run(backend: Backend, mut receiver: mpsc::Receiver<Command>, batch_max: usize, counters: Arc<Counters>) {
+    let mut commands = Vec::with_capacity(batch_max);
+    while receiver.recv_many(&mut commands, batch_max).await > 0 {
+        let mut rows = Vec::new();
+        let mut replies = Vec::new();
+        let mut flushes = Vec::new();
+        for command in commands.drain(..) {
+            match command {
+                Command::Append { row, reply } => {
+                    rows.push(*row);
+                    replies.push(reply);
+                }
+                Command::Flush(done) => flushes.push(done),
+            }
+        }
+        if !rows.is_empty() {
+            let outcome = append_with_retries(&backend, &mut rows).await;
+            match &outcome {
+                Ok(()) => {
+                    counters.written.fetch_add(rows.len() as u64, Ordering::Relaxed);
+                }
+                Err(error) => {
+                    counters.failed.fetch_add(rows.len() as u64, Ordering::Relaxed);
+                    tracing::error!(rows = rows.len(), %error, "audit rows could not be written");
+                }
+            }
+            for (row, reply) in rows.iter().zip(replies) {
+                if let Some(reply) = reply {
+                    let answer = match &outcome {
+                        Ok(()) => Ok(AuditReceipt { seq: row.seq, hash: row.hash.clone() }),
+                        Err(error) => Err(StoreError::AuditWrite(error.to_string())),
+                    };
+                    // The waiter may have gone away (its call was cancelled); the row is written either way.
+                    let _ = reply.send(answer);
+                }
+            }
+        }
+        for done in flushes {
+            let _ = done.send(());
+        }
+    }
+}
+
+async fn append_with_retries(backend: &Backend, rows: &mut [AuditRow]) -> Result<(), StoreError> {
+    let mut attempt = 1;
+    loop {
+        match append(backend, rows).await {
+            Ok(()) => return Ok(()),
+            Err(error) if attempt < WRITE_ATTEMPTS => {
+                tracing::warn!(attempt, %error, "audit batch failed; retrying");
+                tokio::time::sleep(Duration::from_millis(50 << attempt)).await;
+                attempt += 1;
+            }
+            Err(error) => return Err(error),
+        }
+    }
+}
+
+/// Appends `rows` in one `BEGIN IMMEDIATE` transaction, filling in seq, prev_hash and hash.
+async fn append(backend: &Backend, rows: &mut [AuditRow]) -> Result<(), StoreError> {
+    let Backend::Sqlite(pool) = backend;
+    let mut transaction = pool.begin_with("BEGIN IMMEDIATE").await?;
+    let tail = sqlx::query("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1")
+        .fetch_optional(&mut *transaction)
+        .await?;
+    let (mut seq, mut prev_hash) = match tail {
+        Some(row) => (row.try_get::<i64, _>("seq")?, row.try_get::<String, _>("hash")?),
+        None => (0, GENESIS_HASH.to_owned()),
+    };
+    for row in rows.iter_mut() {
+        seq += 1;
+        row.seq = seq;
+        row.prev_hash = prev_hash;
+        row.hash = row_hash(row)?;
+        prev_hash = row.hash.clone();
+        sqlx::query(
+            "INSERT INTO audit_log (seq, time, kind, caller, session, upstream, tool, verdict, reasons, hint_sources, \
+             approval_id, duration_us, outcome, args_digest, args, detail, prev_hash, hash) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(row.seq)
+        .bind(&row.time)
+        .bind(&row.kind)
+        .bind(json_text(row.caller.as_ref()))
+        .bind(&row.session)
+        .bind(&row.upstream)
+        .bind(&row.tool)
+        .bind(&row.verdict)
+        .bind(json_text(row.reasons.as_ref()))
+        .bind(json_text(row.hint_sources.as_ref()))
+        .bind(&row.approval_id)
+        .bind(row.duration_us)
+        .bind(&row.outcome)
+        .bind(&row.args_digest)
+        .bind(json_text(row.args.as_ref()))
+        .bind(json_text(row.detail.as_ref()))
+        .bind(&row.prev_hash)
+        .bind(&row.hash)
+        .execute(&mut *transaction)
+        .await?;
+    }
+    sqlx::query(
+        "INSERT INTO audit_head (id, seq, hash) VALUES (1, ?, ?) \
+         ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
+    )
+    .bind(seq)
+    .bind(&prev_hash)
+    .execute(&mut *transaction)
+    .await?;
+    transaction.commit().await?;
+    Ok(())
+}
+
+fn json_text(value: Option<&Value>) -> Option<String> {
+    value.map(Value::to_string)
+}

@@ -1,0 +1,98 @@
+//! The store's typed errors: what failed (opening, migrating, a query, a stored value that does not parse) and
+//! the refusals that are answers rather than failures (an approval that cannot be used, a full audit queue).
+//!
+//! Messages are lowercase without a final period. Nothing here logs; callers decide what to say and where.
+
+use std::path::PathBuf;
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The state directory could not be created.
+    #[error("cannot create state directory {path}: {source}")]
+    StateDir {
+        /// The directory.
+        path: PathBuf,
+        /// The IO error.
+        source: std::io::Error,
+    },
+    /// The database could not be opened or configured.
+    #[error("cannot open store {path}: {source}")]
+    Open {
+        /// The database file.
+        path: PathBuf,
+        /// The driver's error.
+        source: sqlx::Error,
+    },
+    /// The schema could not be brought up to date.
+    #[error("cannot migrate store schema: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A query failed (locked beyond the busy timeout, disk full, IO error, ...).
+    #[error("store query failed: {0}")]
+    Database(#[from] sqlx::Error),
+    /// A value could not be turned into JSON, or stored JSON does not parse.
+    #[error("store value is not valid JSON ({what}): {source}")]
+    Json {
+        /// Which value.
+        what: &'static str,
+        /// The serde error.
+        source: serde_json::Error,
+    },
+    /// A value could not be canonicalized for hashing (RFC 8785 rejects some numbers).
+    #[error("cannot canonicalize audit entry: {0}")]
+    Canonical(#[from] toolgate_core::fingerprint::FingerprintError),
+    /// A stored value is not what this version of the store writes.
+    #[error("corrupt store value ({what}): {detail}")]
+    Corrupt {
+        /// Which value.
+        what: &'static str,
+        /// What was wrong with it.
+        detail: String,
+    },
+    /// A timestamp could not be parsed as RFC 3339.
+    #[error("not an RFC 3339 time: {0:?}")]
+    Time(String),
+    /// The audit writer task has stopped (after [`crate::Store::close`], or because its runtime shut down).
+    #[error("the audit writer has stopped")]
+    AuditWriterStopped,
+    /// The audit writer could not write a batch after retrying.
+    #[error("audit write failed: {0}")]
+    AuditWrite(String),
+    /// No approval or pin with that key exists.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// A decision was asked for an approval that is no longer pending.
+    #[error("approval {id} is already {state}")]
+    AlreadyDecided {
+        /// The approval.
+        id: String,
+        /// Its state (`approved`, `denied`, `consumed`).
+        state: String,
+    },
+    /// An approval could not be used for this call.
+    #[error("approval {id} refused: {refusal}")]
+    ApprovalRefused {
+        /// The approval.
+        id: String,
+        /// Why.
+        refusal: crate::approvals::ConsumeRefusal,
+    },
+    /// A decision arrived after the approval expired.
+    #[error("approval {0} has expired")]
+    Expired(String),
+}
+
+/// `try_record` could not queue an audit entry. Never a silent drop: the caller logs it, counts it, or refuses the
+/// call it was about to make.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum AuditQueueError {
+    /// The bounded queue is full: the writer is behind (slow disk, lock held by another process).
+    #[error("audit queue is full ({capacity} entries waiting)")]
+    Full {
+        /// The queue's capacity.
+        capacity: usize,
+    },
+    /// The writer has stopped; nothing more can be recorded.
+    #[error("audit writer has stopped")]
+    Closed,
+}

@@ -1,0 +1,199 @@
+//! toolgate's persistence for the guardrails: the hash-chained audit log, tool pins with their quarantine, and
+//! the approvals queue. SQLite (WAL) in `<state-dir>/toolgate.db` today; PostgreSQL later, behind the same API.
+//!
+//! Principal types:
+//! - [`Store`]: opens (and migrates) the database; hands out the parts below. Cheap to clone.
+//! - [`AuditWriter`]: `try_record` (bounded queue, never blocks, full is an error) and `record_durable` (returns
+//!   once committed: the row written before a call is forwarded); [`Store::verify_audit`] walks the hash chain,
+//!   [`Store::query_audit`] selects rows.
+//! - [`PinStore`]: pinned tool definitions by `(upstream, tool)`, changed definitions held in quarantine with a
+//!   field-by-field diff until approved or rejected.
+//! - [`ApprovalStore`]: confirmations waiting for a person, decided from another process (`toolgate approvals
+//!   approve ID`), used at most once, only for the tool fingerprint and arguments they were granted for.
+//!
+//! The backend is the crate-private `Backend` enum; every SQL statement sits behind a `let Backend::Sqlite(..)`,
+//! so adding a PostgreSQL variant makes the compiler list each place that needs its statement. Nothing here
+//! decides policy: the proxy says what to record, pin or approve.
+//!
+//! ```no_run
+//! # async fn example(state_dir: &std::path::Path) -> Result<(), toolgate_store::StoreError> {
+//! use toolgate_store::{AuditEntry, AuditKind, Store};
+//! let store = Store::open(state_dir).await?;
+//! let audit = store.audit();
+//! // Before forwarding a call: returns once the row is committed.
+//! let call = AuditEntry { tool: Some("delete_file".into()), ..AuditEntry::new(AuditKind::Call) };
+//! let receipt = audit.record_durable(call).await?;
+//! // After it: queued without waiting; a full queue is an error to count or log, never a silent drop.
+//! let result = AuditEntry { outcome: Some("ok".into()), ..AuditEntry::new(AuditKind::Result) };
+//! if let Err(error) = audit.try_record(result) {
+//!     tracing::warn!(%error, "audit entry not recorded");
+//! }
+//! audit.flush().await?;
+//! assert!(store.verify_audit().await?.is_intact());
+//! # let _ = receipt;
+//! # Ok(())
+//! # }
+//! ```
+
+mod approvals;
+mod audit;
+mod error;
+mod migrations;
+mod pins;
+mod time;
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr as _;
+use std::time::Duration;
+
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+
+pub use approvals::{
+    ApprovalDecision, ApprovalId, ApprovalRecord, ApprovalState, ApprovalStore, ApprovalWait, ConsumeRefusal,
+    PendingApproval,
+};
+pub use audit::chain::GENESIS_HASH;
+pub use audit::writer::digest_arguments;
+pub use audit::{
+    ArgumentRedaction, AuditEntry, AuditFilter, AuditKind, AuditReceipt, AuditRow, AuditStats, AuditWriter, Caller,
+    ChainBreak, ChainBreakKind, ChainReport, verdict_name,
+};
+pub use error::{AuditQueueError, StoreError};
+pub use pins::{PendingPinChange, PinObservation, PinStore, PinnedTool, ToolSnapshot};
+pub use time::{format_rfc3339, parse_rfc3339};
+
+/// The database file inside the state directory.
+pub const DATABASE_FILE: &str = "toolgate.db";
+
+/// What a committed transaction survives.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// `synchronous=NORMAL`: survives the process being killed (`kill -9`), may lose the last commits on power loss
+    /// or an OS crash (WAL is fsynced at checkpoints only).
+    ProcessCrash,
+    /// `synchronous=FULL`: every commit is fsynced before it returns; survives power loss too.
+    #[default]
+    PowerLoss,
+}
+
+/// How a store is opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreOptions {
+    /// How tool-call arguments are kept in the audit log.
+    pub redaction: ArgumentRedaction,
+    /// What a commit survives.
+    pub durability: Durability,
+    /// Audit entries that may wait for the writer before `try_record` reports the queue full.
+    pub audit_queue_capacity: usize,
+    /// Most rows appended in one transaction.
+    pub audit_batch_max: usize,
+    /// How long a statement waits for another connection's (or process's) write lock.
+    pub busy_timeout: Duration,
+    /// How often `ApprovalStore::wait` looks for a decision written by another process.
+    pub approval_poll_interval: Duration,
+}
+
+impl Default for StoreOptions {
+    fn default() -> StoreOptions {
+        StoreOptions {
+            redaction: ArgumentRedaction::Digest,
+            durability: Durability::PowerLoss,
+            audit_queue_capacity: 4096,
+            audit_batch_max: 512,
+            busy_timeout: Duration::from_secs(5),
+            approval_poll_interval: Duration::from_millis(100),
+        }
+    }
+}
+
+/// The database behind the store. One variant today; PostgreSQL will be the second.
+#[derive(Debug, Clone)]
+pub(crate) enum Backend {
+    /// An embedded SQLite file in WAL mode.
+    Sqlite(SqlitePool),
+}
+
+/// An open store: audit log, pins, approvals. Clones share the connection pool and the audit writer.
+#[derive(Debug, Clone)]
+pub struct Store {
+    backend: Backend,
+    path: PathBuf,
+    audit: AuditWriter,
+    options: StoreOptions,
+}
+
+impl Store {
+    /// Opens `<state_dir>/toolgate.db` with default options, creating the directory and the database as needed.
+    pub async fn open(state_dir: &Path) -> Result<Store, StoreError> {
+        std::fs::create_dir_all(state_dir)
+            .map_err(|source| StoreError::StateDir { path: state_dir.to_path_buf(), source })?;
+        Store::open_file(&state_dir.join(DATABASE_FILE), StoreOptions::default()).await
+    }
+
+    /// Opens (creating if missing) the database file `path` and brings its schema up to date.
+    ///
+    /// Must run inside a tokio runtime: the audit writer is spawned on it.
+    pub async fn open_file(path: &Path, options: StoreOptions) -> Result<Store, StoreError> {
+        let open_error = |source| StoreError::Open { path: path.to_path_buf(), source };
+        let synchronous = match options.durability {
+            Durability::ProcessCrash => SqliteSynchronous::Normal,
+            Durability::PowerLoss => SqliteSynchronous::Full,
+        };
+        let connect = SqliteConnectOptions::from_str("sqlite:")
+            .map_err(open_error)?
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(synchronous)
+            .busy_timeout(options.busy_timeout)
+            .foreign_keys(true);
+        let pool = SqlitePoolOptions::new().max_connections(4).connect_with(connect).await.map_err(open_error)?;
+        migrations::run(&pool).await?;
+        let backend = Backend::Sqlite(pool);
+        let audit = AuditWriter::spawn(
+            backend.clone(),
+            options.redaction,
+            options.audit_queue_capacity,
+            options.audit_batch_max,
+        );
+        Ok(Store { backend, path: path.to_path_buf(), audit, options })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The audit writer.
+    pub fn audit(&self) -> AuditWriter {
+        self.audit.clone()
+    }
+
+    /// Walks the audit chain and reports the first changed, inserted or removed row.
+    pub async fn verify_audit(&self) -> Result<ChainReport, StoreError> {
+        audit::chain::verify(&self.backend).await
+    }
+
+    /// Audit rows matching `filter`, in chain order.
+    pub async fn query_audit(&self, filter: &AuditFilter) -> Result<Vec<AuditRow>, StoreError> {
+        audit::query::query(&self.backend, filter).await
+    }
+
+    /// Tool pins and their quarantine.
+    pub fn pins(&self) -> PinStore {
+        PinStore::new(self.backend.clone())
+    }
+
+    /// The approvals queue.
+    pub fn approvals(&self) -> ApprovalStore {
+        ApprovalStore::new(self.backend.clone(), self.options.approval_poll_interval)
+    }
+
+    /// Writes every queued audit entry, then closes the connections (other clones stop working).
+    pub async fn close(self) -> Result<(), StoreError> {
+        self.audit.flush().await?;
+        let Backend::Sqlite(pool) = &self.backend;
+        pool.close().await;
+        Ok(())
+    }
+}

@@ -1,0 +1,343 @@
+//! Tool pins: the definition an operator approved for `(upstream, tool)`, and changed definitions held in
+//! quarantine with a field-by-field diff until someone approves or rejects them.
+//!
+//! The store compares fingerprints and keeps records; whether an unpinned tool is trusted on first use, or a
+//! quarantined one hidden, is the proxy's policy. Approving takes the fingerprint the approver saw, so a change
+//! that arrives while they look is never approved by accident.
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use serde::Serialize;
+use serde_json::Value;
+use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
+use toolgate_core::fingerprint::{FieldChange, ToolFingerprint, diff_fingerprints, fingerprint_tool};
+use toolgate_core::{EffectiveHints, ToolDefinition};
+
+use crate::Backend;
+use crate::error::StoreError;
+use crate::time::format_rfc3339;
+
+/// One tool as an upstream lists it now: what a pin is compared with.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolSnapshot {
+    /// The upstream's configured name.
+    pub upstream: String,
+    /// The tool's name at the upstream.
+    pub tool: String,
+    /// Whole and per-field digests of `definition`.
+    pub fingerprint: ToolFingerprint,
+    /// The definition as received.
+    pub definition: Value,
+    /// The effective hints with their sources, as JSON.
+    pub effective_hints: Value,
+}
+
+impl ToolSnapshot {
+    /// Fingerprints a definition as received, with the effective hints toolgate derived for it.
+    pub fn new(upstream: &str, definition: &ToolDefinition, effective: &EffectiveHints) -> Result<Self, StoreError> {
+        Ok(ToolSnapshot {
+            upstream: upstream.to_owned(),
+            tool: definition.name().to_owned(),
+            fingerprint: fingerprint_tool(definition)?,
+            definition: Value::Object(definition.raw().clone()),
+            effective_hints: serde_json::to_value(effective)
+                .map_err(|source| StoreError::Json { what: "effective hints", source })?,
+        })
+    }
+}
+
+/// An approved definition.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PinnedTool {
+    /// The snapshot that was approved.
+    #[serde(flatten)]
+    pub snapshot: ToolSnapshot,
+    /// When (RFC 3339).
+    pub approved_at: String,
+    /// By whom (`tofu` for trust on first use, an operator's name, ...).
+    pub approved_by: String,
+}
+
+/// A definition that differs from its pin, waiting for a decision.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PendingPinChange {
+    /// The new definition.
+    #[serde(flatten)]
+    pub proposed: ToolSnapshot,
+    /// The pinned fingerprint it differs from.
+    pub pinned_fingerprint: String,
+    /// Fields added, removed or changed, in field-name order.
+    pub changes: Vec<(String, FieldChange)>,
+    /// When it was first seen (RFC 3339).
+    pub detected_at: String,
+}
+
+/// What comparing a listed tool with its pin found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PinObservation {
+    /// No pin exists for this tool.
+    Unpinned,
+    /// The definition is the pinned one.
+    Matches(PinnedTool),
+    /// The definition changed; it is now (or still) in quarantine.
+    Quarantined(PendingPinChange),
+}
+
+/// Pins and their quarantine.
+#[derive(Debug, Clone)]
+pub struct PinStore {
+    backend: Backend,
+}
+
+macro_rules! pin_columns {
+    () => {
+        "upstream, tool, fingerprint, field_digests, definition, effective_hints"
+    };
+}
+
+impl PinStore {
+    pub(crate) fn new(backend: Backend) -> PinStore {
+        PinStore { backend }
+    }
+
+    /// The pin of one tool.
+    pub async fn get(&self, upstream: &str, tool: &str) -> Result<Option<PinnedTool>, StoreError> {
+        let Backend::Sqlite(pool) = &self.backend;
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            pin_columns!(),
+            ", approved_at, approved_by FROM pins WHERE upstream = ? AND tool = ?"
+        ))
+        .bind(upstream)
+        .bind(tool)
+        .fetch_optional(pool)
+        .await?;
+        row.as_ref().map(decode_pin).transpose()
+    }
+
+    /// Every pin, by upstream then tool.
+    pub async fn list(&self) -> Result<Vec<PinnedTool>, StoreError> {
+        let Backend::Sqlite(pool) = &self.backend;
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            pin_columns!(),
+            ", approved_at, approved_by FROM pins ORDER BY upstream, tool"
+        ))
+        .fetch_all(pool)
+        .await?;
+        rows.iter().map(decode_pin).collect()
+    }
+
+    /// Pins `snapshot` (approving it), replacing any earlier pin and clearing a pending change for the tool.
+    pub async fn upsert(&self, snapshot: &ToolSnapshot, approved_by: &str) -> Result<PinnedTool, StoreError> {
+        let Backend::Sqlite(pool) = &self.backend;
+        let approved_at = format_rfc3339(SystemTime::now());
+        let mut transaction = pool.begin_with("BEGIN IMMEDIATE").await?;
+        write_pin(&mut transaction, snapshot, &approved_at, approved_by).await?;
+        sqlx::query("DELETE FROM pin_changes WHERE upstream = ? AND tool = ?")
+            .bind(&snapshot.upstream)
+            .bind(&snapshot.tool)
+            .execute(&mut *transaction)
+            .await?;
+        transaction.commit().await?;
+        Ok(PinnedTool { snapshot: snapshot.clone(), approved_at, approved_by: approved_by.to_owned() })
+    }
+
+    /// Compares a listed tool with its pin: unpinned, matching (a stale pending change is dropped), or changed (the
+    /// new definition is quarantined with its diff, replacing an older pending change).
+    pub async fn observe(&self, snapshot: &ToolSnapshot) -> Result<PinObservation, StoreError> {
+        let Some(pin) = self.get(&snapshot.upstream, &snapshot.tool).await? else {
+            return Ok(PinObservation::Unpinned);
+        };
+        let Backend::Sqlite(pool) = &self.backend;
+        if pin.snapshot.fingerprint.whole == snapshot.fingerprint.whole {
+            sqlx::query("DELETE FROM pin_changes WHERE upstream = ? AND tool = ?")
+                .bind(&snapshot.upstream)
+                .bind(&snapshot.tool)
+                .execute(pool)
+                .await?;
+            return Ok(PinObservation::Matches(pin));
+        }
+        if let Some(pending) = self.pending(&snapshot.upstream, &snapshot.tool).await?
+            && pending.proposed.fingerprint.whole == snapshot.fingerprint.whole
+            && pending.pinned_fingerprint == pin.snapshot.fingerprint.whole
+        {
+            return Ok(PinObservation::Quarantined(pending));
+        }
+        let change = PendingPinChange {
+            proposed: snapshot.clone(),
+            pinned_fingerprint: pin.snapshot.fingerprint.whole.clone(),
+            changes: diff_fingerprints(&pin.snapshot.fingerprint, &snapshot.fingerprint),
+            detected_at: format_rfc3339(SystemTime::now()),
+        };
+        let changes: Vec<Value> = change
+            .changes
+            .iter()
+            .map(|(field, kind)| serde_json::json!({"field": field, "change": field_change_name(*kind)}))
+            .collect();
+        sqlx::query(concat!(
+            "INSERT OR REPLACE INTO pin_changes (",
+            pin_columns!(),
+            ", pinned_fingerprint, changes, detected_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        ))
+        .bind(&snapshot.upstream)
+        .bind(&snapshot.tool)
+        .bind(&snapshot.fingerprint.whole)
+        .bind(json_text(&snapshot.fingerprint.fields)?)
+        .bind(snapshot.definition.to_string())
+        .bind(snapshot.effective_hints.to_string())
+        .bind(&change.pinned_fingerprint)
+        .bind(Value::Array(changes).to_string())
+        .bind(&change.detected_at)
+        .execute(pool)
+        .await?;
+        Ok(PinObservation::Quarantined(change))
+    }
+
+    /// The pending change of one tool.
+    pub async fn pending(&self, upstream: &str, tool: &str) -> Result<Option<PendingPinChange>, StoreError> {
+        let Backend::Sqlite(pool) = &self.backend;
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            pin_columns!(),
+            ", pinned_fingerprint, changes, detected_at FROM pin_changes \
+             WHERE upstream = ? AND tool = ?"
+        ))
+        .bind(upstream)
+        .bind(tool)
+        .fetch_optional(pool)
+        .await?;
+        row.as_ref().map(decode_pending).transpose()
+    }
+
+    /// Every pending change, by upstream then tool.
+    pub async fn list_pending(&self) -> Result<Vec<PendingPinChange>, StoreError> {
+        let Backend::Sqlite(pool) = &self.backend;
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            pin_columns!(),
+            ", pinned_fingerprint, changes, detected_at FROM pin_changes ORDER BY upstream, tool"
+        ))
+        .fetch_all(pool)
+        .await?;
+        rows.iter().map(decode_pending).collect()
+    }
+
+    /// Pins the pending change of a tool, only if its fingerprint is the one the approver saw.
+    pub async fn approve_pending(
+        &self,
+        upstream: &str,
+        tool: &str,
+        fingerprint: &str,
+        approved_by: &str,
+    ) -> Result<PinnedTool, StoreError> {
+        let pending = self.pending(upstream, tool).await?;
+        let Some(pending) = pending.filter(|pending| pending.proposed.fingerprint.whole == fingerprint) else {
+            return Err(StoreError::NotFound(format!("no pending change {fingerprint} for {upstream}/{tool}")));
+        };
+        self.upsert(&pending.proposed, approved_by).await
+    }
+
+    /// Drops the pending change of a tool (the pin stays as it was); returns what was dropped.
+    pub async fn reject_pending(&self, upstream: &str, tool: &str) -> Result<PendingPinChange, StoreError> {
+        let Some(pending) = self.pending(upstream, tool).await? else {
+            return Err(StoreError::NotFound(format!("no pending change for {upstream}/{tool}")));
+        };
+        let Backend::Sqlite(pool) = &self.backend;
+        sqlx::query("DELETE FROM pin_changes WHERE upstream = ? AND tool = ? AND fingerprint = ?")
+            .bind(upstream)
+            .bind(tool)
+            .bind(&pending.proposed.fingerprint.whole)
+            .execute(pool)
+            .await?;
+        Ok(pending)
+    }
+}
+
+async fn write_pin(
+    transaction: &mut sqlx::Transaction<'static, sqlx::Sqlite>,
+    snapshot: &ToolSnapshot,
+    approved_at: &str,
+    approved_by: &str,
+) -> Result<(), StoreError> {
+    sqlx::query(concat!(
+        "INSERT OR REPLACE INTO pins (",
+        pin_columns!(),
+        ", approved_at, approved_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    ))
+    .bind(&snapshot.upstream)
+    .bind(&snapshot.tool)
+    .bind(&snapshot.fingerprint.whole)
+    .bind(json_text(&snapshot.fingerprint.fields)?)
+    .bind(snapshot.definition.to_string())
+    .bind(snapshot.effective_hints.to_string())
+    .bind(approved_at)
+    .bind(approved_by)
+    .execute(&mut **transaction)
+    .await?;
+    Ok(())
+}
+
+fn json_text(fields: &BTreeMap<String, String>) -> Result<String, StoreError> {
+    serde_json::to_string(fields).map_err(|source| StoreError::Json { what: "field digests", source })
+}
+
+fn parse_json<T: serde::de::DeserializeOwned>(row: &SqliteRow, column: &'static str) -> Result<T, StoreError> {
+    let text: String = row.try_get(column)?;
+    serde_json::from_str(&text).map_err(|source| StoreError::Json { what: column, source })
+}
+
+fn decode_snapshot(row: &SqliteRow) -> Result<ToolSnapshot, StoreError> {
+    Ok(ToolSnapshot {
+        upstream: row.try_get("upstream")?,
+        tool: row.try_get("tool")?,
+        fingerprint: ToolFingerprint { whole: row.try_get("fingerprint")?, fields: parse_json(row, "field_digests")? },
+        definition: parse_json(row, "definition")?,
+        effective_hints: parse_json(row, "effective_hints")?,
+    })
+}
+
+fn decode_pin(row: &SqliteRow) -> Result<PinnedTool, StoreError> {
+    Ok(PinnedTool {
+        snapshot: decode_snapshot(row)?,
+        approved_at: row.try_get("approved_at")?,
+        approved_by: row.try_get("approved_by")?,
+    })
+}
+
+fn decode_pending(row: &SqliteRow) -> Result<PendingPinChange, StoreError> {
+    let listed: Vec<BTreeMap<String, String>> = parse_json(row, "changes")?;
+    let changes = listed
+        .iter()
+        .map(|change| {
+            let field = change.get("field").cloned().unwrap_or_default();
+            let kind = change.get("change").and_then(|name| parse_field_change(name)).ok_or_else(|| {
+                StoreError::Corrupt { what: "pin change", detail: format!("unknown field change {change:?}") }
+            })?;
+            Ok((field, kind))
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    Ok(PendingPinChange {
+        proposed: decode_snapshot(row)?,
+        pinned_fingerprint: row.try_get("pinned_fingerprint")?,
+        changes,
+        detected_at: row.try_get("detected_at")?,
+    })
+}
+
+fn field_change_name(change: FieldChange) -> &'static str {
+    match change {
+        FieldChange::Added => "added",
+        FieldChange::Removed => "removed",
+        FieldChange::Changed => "changed",
+    }
+}
+
+fn parse_field_change(name: &str) -> Option<FieldChange> {
+    [FieldChange::Added, FieldChange::Removed, FieldChange::Changed]
+        .into_iter()
+        .find(|change| field_change_name(*change) == name)
+}

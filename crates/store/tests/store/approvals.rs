@@ -1,0 +1,127 @@
+//! Approvals: single use, bound to the tool fingerprint and argument digest, expiry, and a decision written through
+//! a second handle on the same file while the first waits.
+
+use std::time::{Duration, SystemTime};
+
+use serde_json::json;
+use toolgate_store::{
+    ApprovalDecision, ApprovalId, ApprovalWait, ConsumeRefusal, PendingApproval, Store, StoreError, StoreOptions,
+    digest_arguments,
+};
+
+use crate::support::fresh_store;
+
+fn pending(expires_in: Duration) -> PendingApproval {
+    let now = SystemTime::now();
+    PendingApproval {
+        id: ApprovalId::generate(),
+        session: "session-1".into(),
+        upstream: "files".into(),
+        tool: "delete_file".into(),
+        title: "Delete file".into(),
+        action: "delete a file".into(),
+        args_summary: "path=/tmp/a".into(),
+        tool_fingerprint: "sha256:tool".into(),
+        args_digest: digest_arguments(&json!({"path": "/tmp/a"})),
+        created: now,
+        expires: now + expires_in,
+    }
+}
+
+fn refusal(result: Result<(), StoreError>) -> ConsumeRefusal {
+    match result {
+        Err(StoreError::ApprovalRefused { refusal, .. }) => refusal,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn an_approval_is_used_once_for_the_approved_call_only() {
+    let (_directory, store) = fresh_store(StoreOptions::default()).await;
+    let approvals = store.approvals();
+    let request = pending(Duration::from_secs(60));
+    approvals.create(&request).await.expect("create");
+    assert_eq!(approvals.list_pending().await.expect("list").len(), 1);
+    let id = &request.id;
+    assert_eq!(
+        refusal(approvals.consume(id, "sha256:tool", &request.args_digest).await),
+        ConsumeRefusal::NotApproved(toolgate_store::ApprovalState::Pending)
+    );
+    approvals.decide(id, ApprovalDecision::Approve, "alice").await.expect("decide");
+    assert!(approvals.list_pending().await.expect("list").is_empty());
+    let again = approvals.decide(id, ApprovalDecision::Deny, "bob").await;
+    assert!(matches!(again, Err(StoreError::AlreadyDecided { ref state, .. }) if state == "approved"), "{again:?}");
+
+    let other_args = digest_arguments(&json!({"path": "/etc/passwd"}));
+    assert_eq!(refusal(approvals.consume(id, "sha256:tool", &other_args).await), ConsumeRefusal::ArgsMismatch);
+    assert_eq!(
+        refusal(approvals.consume(id, "sha256:changed", &request.args_digest).await),
+        ConsumeRefusal::FingerprintMismatch
+    );
+    approvals.consume(id, "sha256:tool", &request.args_digest).await.expect("first use");
+    assert_eq!(refusal(approvals.consume(id, "sha256:tool", &request.args_digest).await), ConsumeRefusal::AlreadyUsed);
+    let unknown = ApprovalId::from_text("no-such-id");
+    assert_eq!(
+        refusal(approvals.consume(&unknown, "sha256:tool", &request.args_digest).await),
+        ConsumeRefusal::NotFound
+    );
+}
+
+#[tokio::test]
+async fn an_expired_approval_can_be_neither_decided_nor_used() {
+    let (_directory, store) = fresh_store(StoreOptions::default()).await;
+    let approvals = store.approvals();
+    let request = pending(Duration::from_millis(300));
+    approvals.create(&request).await.expect("create");
+    approvals.decide(&request.id, ApprovalDecision::Approve, "alice").await.expect("decide");
+    let late = pending(Duration::from_millis(300));
+    approvals.create(&late).await.expect("create");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(
+        refusal(approvals.consume(&request.id, "sha256:tool", &request.args_digest).await),
+        ConsumeRefusal::Expired
+    );
+    let decided = approvals.decide(&late.id, ApprovalDecision::Approve, "alice").await;
+    assert!(matches!(decided, Err(StoreError::Expired(_))), "{decided:?}");
+    assert!(approvals.list_pending().await.expect("list").is_empty());
+    assert_eq!(approvals.wait(&late.id, Duration::from_secs(5)).await.expect("wait"), ApprovalWait::Expired);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decision_from_another_handle_ends_the_wait() {
+    let (directory, gateway) = fresh_store(StoreOptions::default()).await;
+    // The CLI's `toolgate approvals approve ID`: another handle (another process in real life) on the same file.
+    let cli = Store::open_file(&directory.path().join("toolgate.db"), StoreOptions::default()).await.expect("open");
+    let request = pending(Duration::from_secs(60));
+    gateway.approvals().create(&request).await.expect("create");
+    let waiting = {
+        let approvals = gateway.approvals();
+        let id = request.id.clone();
+        tokio::spawn(async move { approvals.wait(&id, Duration::from_secs(10)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let listed = cli.approvals().list_pending().await.expect("list");
+    assert_eq!(listed.iter().map(|record| &record.approval.id).collect::<Vec<_>>(), [&request.id]);
+    cli.approvals().decide(&request.id, ApprovalDecision::Approve, "alice").await.expect("decide");
+    let outcome = waiting.await.expect("task").expect("wait");
+    assert_eq!(outcome, ApprovalWait::Approved { by: "alice".into() });
+    gateway.approvals().consume(&request.id, "sha256:tool", &request.args_digest).await.expect("use");
+
+    let denied = pending(Duration::from_secs(60));
+    gateway.approvals().create(&denied).await.expect("create");
+    cli.approvals().decide(&denied.id, ApprovalDecision::Deny, "bob").await.expect("decide");
+    let outcome = gateway.approvals().wait(&denied.id, Duration::from_secs(1)).await.expect("wait");
+    assert_eq!(outcome, ApprovalWait::Denied { by: "bob".into() });
+
+    let nobody = pending(Duration::from_secs(60));
+    gateway.approvals().create(&nobody).await.expect("create");
+    let outcome = gateway.approvals().wait(&nobody.id, Duration::from_millis(250)).await.expect("wait");
+    assert_eq!(outcome, ApprovalWait::TimedOut);
+}
+
+#[test]
+fn approval_ids_are_random() {
+    let ids: std::collections::HashSet<_> = (0..1000).map(|_| ApprovalId::generate()).collect();
+    assert_eq!(ids.len(), 1000);
+    assert!(ids.iter().all(|id| id.as_str().len() == 32));
+}
