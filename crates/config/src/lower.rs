@@ -85,7 +85,14 @@ pub(crate) fn lower(raw: RawConfig, origin: &Path, cx: &mut Context<'_>) -> Opti
     }
     let bearer_token_envs = lowered.iter().map(|upstream| upstream.bearer_token_env.clone()).collect();
     let upstreams = lowered.into_iter().map(|upstream| upstream.spec).collect();
-    let spec = GatewaySpec { upstreams, stdio, http, limits, source: Some(origin.to_path_buf()) };
+    let spec = GatewaySpec {
+        upstreams,
+        stdio,
+        http,
+        limits,
+        guardrails: toolgate_proxy::spec::GuardrailSpec::default(),
+        source: Some(origin.to_path_buf()),
+    };
     Some(Lowered { spec, bearer_token_envs })
 }
 
@@ -211,14 +218,14 @@ fn checked_list(
 
 fn lower_stdio_listener(raw: Spanned<RawStdioListener>, cx: &mut Context<'_>) -> StdioListenerSpec {
     let Some(identity) = raw.into_inner().identity else {
-        return StdioListenerSpec { identity: DEFAULT_STDIO_IDENTITY.to_owned() };
+        return StdioListenerSpec { identity: DEFAULT_STDIO_IDENTITY.to_owned(), scopes: Vec::new() };
     };
     let valid = identity.get_ref().chars().all(|character| character.is_ascii_graphic());
     if identity.get_ref().is_empty() || identity.get_ref().chars().count() > 64 || !valid {
         let message = "[listen.stdio]: `identity` must be 1 to 64 visible ASCII characters without spaces";
         cx.error(identity.span().start, message);
     }
-    StdioListenerSpec { identity: identity.into_inner() }
+    StdioListenerSpec { identity: identity.into_inner(), scopes: Vec::new() }
 }
 
 fn lower_limits(raw: Option<Spanned<RawLimits>>, cx: &mut Context<'_>) -> Limits {

@@ -59,7 +59,15 @@ pub(crate) fn lower_upstream(
     if cx.problem_count() > problems_before {
         return None;
     }
-    let spec = UpstreamSpec { name, endpoint: endpoint?, prefix, overrides, initialize_timeout, request_timeout };
+    let spec = UpstreamSpec {
+        name,
+        endpoint: endpoint?,
+        prefix,
+        overrides,
+        initialize_timeout,
+        request_timeout,
+        trust: toolgate_proxy::spec::UpstreamTrust::default(),
+    };
     Some(LoweredUpstream { spec, bearer_token_env, prefix_offset })
 }
 

@@ -289,6 +289,7 @@ mod tests {
             overrides,
             initialize_timeout: Duration::from_secs(1),
             request_timeout: Duration::from_secs(1),
+            trust: Default::default(),
         }
     }
 

@@ -11,7 +11,9 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use toolgate_proxy::Gateway;
 use toolgate_proxy::session::SessionFactory;
-use toolgate_proxy::spec::{GatewaySpec, HttpListenerSpec, Limits, Prefix, StdioListenerSpec, UpstreamSpec};
+use toolgate_proxy::spec::{
+    GatewaySpec, GuardrailSpec, HttpListenerSpec, Limits, Prefix, StdioListenerSpec, UpstreamSpec, UpstreamTrust,
+};
 use toolgate_upstream::Endpoint;
 
 use crate::Outcome;
@@ -149,6 +151,7 @@ fn spec_from_args(args: &ServeArgs) -> Result<GatewaySpec> {
         overrides: Default::default(),
         initialize_timeout: Duration::from_secs(30),
         request_timeout: timeout,
+        trust: UpstreamTrust::default(),
     };
     let listen = args.listen.or(embedded_defaults.then(|| std::net::SocketAddr::from(([127, 0, 0, 1], DEFAULT_PORT))));
     let (stdio, http) = match listen {
@@ -161,9 +164,16 @@ fn spec_from_args(args: &ServeArgs) -> Result<GatewaySpec> {
                 allowed_hosts: Vec::new(),
             }),
         ),
-        None => (Some(StdioListenerSpec { identity: "stdio".into() }), None),
+        None => (Some(StdioListenerSpec { identity: "stdio".into(), scopes: Vec::new() }), None),
     };
-    Ok(GatewaySpec { upstreams: vec![upstream], stdio, http, limits: Limits::default(), source: None })
+    Ok(GatewaySpec {
+        upstreams: vec![upstream],
+        stdio,
+        http,
+        limits: Limits::default(),
+        guardrails: GuardrailSpec::default(),
+        source: None,
+    })
 }
 
 /// A short upstream name from a command (`/usr/bin/mcp-server-git` -> `mcp-server-git`).

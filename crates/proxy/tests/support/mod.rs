@@ -38,12 +38,13 @@ pub(crate) fn upstream(name: &str, mode: &str, request_timeout: Duration, log: O
         overrides: Default::default(),
         initialize_timeout: Duration::from_secs(20),
         request_timeout,
+        trust: Default::default(),
     }
 }
 
 /// Starts a gateway for `upstreams` and waits until every one of them is ready.
 pub(crate) async fn start(upstreams: Vec<UpstreamSpec>, limits: Limits) -> Gateway {
-    let spec = GatewaySpec { upstreams, stdio: None, http: None, limits, source: None };
+    let spec = GatewaySpec { upstreams, stdio: None, http: None, limits, guardrails: Default::default(), source: None };
     let gateway = Gateway::new(spec);
     gateway.start();
     gateway.wait_settled(GUARD).await;
