@@ -9,7 +9,8 @@
 //!
 //! The format is documented in `docs/config.md`. This crate does no network IO and spawns nothing; its only
 //! side effects are reading the named file and looking up the environment variables named by
-//! `bearer_token_env`. Syntax stays here: the runtime only ever sees the lowered spec.
+//! `bearer_token_env` and `token_env` (a caller's token, hashed at once). Syntax stays here: the runtime only ever
+//! sees the lowered spec, guardrails included (`[policy]` is validated by compiling it with the core's compiler).
 //!
 //! ```
 //! use std::path::Path;
@@ -29,12 +30,14 @@
 //! ```
 
 mod error;
+mod guardrails;
 mod import;
 mod lower;
 mod parse;
 mod raw;
 mod rules;
 mod summary;
+mod trust;
 mod upstream;
 
 #[cfg(test)]
@@ -44,7 +47,7 @@ use std::path::Path;
 
 pub use error::{ConfigError, Problem};
 pub use lower::{DEFAULT_BIND, DEFAULT_HTTP_PATH, DEFAULT_STDIO_IDENTITY};
-pub use summary::{ConfigSummary, ListenerSummary, Transport, UpstreamSummary};
+pub use summary::{CallerSummary, ConfigSummary, ListenerSummary, PolicySummary, Transport, UpstreamSummary};
 pub use toolgate_proxy::spec::GatewaySpec;
 
 use crate::error::{Locator, invalid};
@@ -57,7 +60,8 @@ pub fn load_config(path: &Path) -> Result<GatewaySpec, ConfigError> {
 }
 
 /// Parses, validates and lowers configuration `text`; `origin` names the file in messages and anchors relative
-/// `command` and `cwd` paths. Reads the process environment for `bearer_token_env`, nothing else.
+/// `command`, `cwd` and manifest paths. Reads the process environment for `bearer_token_env` and `token_env`,
+/// nothing else.
 pub fn parse_config(text: &str, origin: &Path) -> Result<GatewaySpec, ConfigError> {
     parse_config_with_env(text, origin, &|name| std::env::var(name).ok())
 }

@@ -1,9 +1,11 @@
 //! Validation and lowering: from the raw sections to a `GatewaySpec`, applying the documented defaults.
 //!
 //! Rules that span upstreams live here (unique names, colliding prefixes, the prefix default that depends on how
-//! many upstreams there are), as do the listener and limit rules. Problems and warnings are collected, never
-//! returned early, so one run reports everything. The result is all-or-nothing: a spec is only produced when there
-//! were no problems. Environment lookups go through [`Context::env`] so tests need not touch the process.
+//! many upstreams there are), as do the listener and limit rules; the guardrail sections lower in
+//! [`crate::guardrails`], and whether callers are configured decides the warning for a public HTTP listener.
+//! Problems and warnings are collected, never returned early, so one run reports everything. The result is
+//! all-or-nothing: a spec is only produced when there were no problems. Environment lookups go through
+//! [`Context::env`] so tests need not touch the process.
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -14,6 +16,7 @@ use toml::Spanned;
 use toolgate_proxy::spec::{GatewaySpec, HttpListenerSpec, Limits, Prefix, StdioListenerSpec};
 
 use crate::error::{Locator, Problem, line_and_column};
+use crate::guardrails::{self, callers};
 use crate::parse::{RawConfig, RawListen};
 use crate::raw::{RawHttpListener, RawLimits, RawStdioListener};
 use crate::rules;
@@ -54,7 +57,7 @@ impl Context<'_> {
         self.problems.len()
     }
 
-    fn line_of(&self, offset: usize) -> usize {
+    pub(crate) fn line_of(&self, offset: usize) -> usize {
         let (line, _) = line_and_column(self.locator.text(), offset);
         line
     }
@@ -74,25 +77,28 @@ pub(crate) fn lower(raw: RawConfig, origin: &Path, cx: &mut Context<'_>) -> Opti
         cx.error(0, "no upstream servers: add an `[[upstream]]` table with a `name` and a `command` or `url`");
     }
     check_unique_names(&raw, cx);
+    // Every name in the file, lowered or not, so a policy rule for a broken upstream is not also warned about.
+    let raw_names: Vec<String> =
+        raw.upstreams.iter().map(|upstream| upstream.get_ref().name.get_ref().clone()).collect();
+    let first_caller_offset = raw.guardrails.callers.first().map_or(0, |caller| caller.span().start);
     let prefix_by_default = raw.upstream_tables > 1;
     let lowered: Vec<LoweredUpstream> =
         raw.upstreams.into_iter().filter_map(|upstream| lower_upstream(upstream, prefix_by_default, cx)).collect();
     check_prefixes(&lowered, cx);
-    let (http, stdio) = lower_listeners(raw.listen, cx);
+    let guardrails = guardrails::lower_guardrails(raw.guardrails, &raw_names, cx);
+    let (http, stdio) = lower_listeners(raw.listen, !guardrails.callers.is_empty(), cx);
+    if http.is_none() && !guardrails.callers.is_empty() {
+        let message = "[[caller]] tokens authenticate HTTP clients, but there is no `[listen.http]`; stdio clients \
+                       get `[listen.stdio]` `scopes`";
+        cx.warn(first_caller_offset, message);
+    }
     let limits = lower_limits(raw.limits, cx);
     if !cx.problems.is_empty() {
         return None;
     }
     let bearer_token_envs = lowered.iter().map(|upstream| upstream.bearer_token_env.clone()).collect();
     let upstreams = lowered.into_iter().map(|upstream| upstream.spec).collect();
-    let spec = GatewaySpec {
-        upstreams,
-        stdio,
-        http,
-        limits,
-        guardrails: toolgate_proxy::spec::GuardrailSpec::default(),
-        source: Some(origin.to_path_buf()),
-    };
+    let spec = GatewaySpec { upstreams, stdio, http, limits, guardrails, source: Some(origin.to_path_buf()) };
     Some(Lowered { spec, bearer_token_envs })
 }
 
@@ -144,6 +150,7 @@ fn check_prefixes(upstreams: &[LoweredUpstream], cx: &mut Context<'_>) {
 
 fn lower_listeners(
     listen: Option<RawListen>,
+    has_callers: bool,
     cx: &mut Context<'_>,
 ) -> (Option<HttpListenerSpec>, Option<StdioListenerSpec>) {
     let Some(listen) = listen else {
@@ -161,22 +168,29 @@ fn lower_listeners(
                        HTTP on 127.0.0.1:8765)";
         cx.error(listen.offset, message);
     }
-    let http = listen.http.map(|http| lower_http_listener(http, cx));
+    let http = listen.http.map(|http| lower_http_listener(http, has_callers, cx));
     let stdio = listen.stdio.map(|stdio| lower_stdio_listener(stdio, cx));
     (http, stdio)
 }
 
-fn lower_http_listener(raw: Spanned<RawHttpListener>, cx: &mut Context<'_>) -> HttpListenerSpec {
+fn lower_http_listener(raw: Spanned<RawHttpListener>, has_callers: bool, cx: &mut Context<'_>) -> HttpListenerSpec {
     let raw = raw.into_inner();
     let bind = match &raw.bind {
         None => DEFAULT_BIND,
         Some(bind) => match rules::parse_bind(bind.get_ref()) {
             Ok(address) => {
                 if !address.ip().is_loopback() {
-                    let message = format!(
-                        "[listen.http]: `bind` {address} is reachable from other machines; toolgate does not \
-                         authenticate HTTP clients yet, so only do this behind an authenticating proxy"
-                    );
+                    let message = if has_callers {
+                        format!(
+                            "[listen.http]: `bind` {address} is reachable from other machines over plain http: \
+                             callers' tokens cross the network unencrypted unless TLS is terminated in front"
+                        )
+                    } else {
+                        format!(
+                            "[listen.http]: `bind` {address} is reachable from other machines and no `[[caller]]` is \
+                             configured: anyone who can reach it can call tools"
+                        )
+                    };
                     cx.warn(bind.span().start, message);
                 }
                 address
@@ -217,15 +231,17 @@ fn checked_list(
 }
 
 fn lower_stdio_listener(raw: Spanned<RawStdioListener>, cx: &mut Context<'_>) -> StdioListenerSpec {
-    let Some(identity) = raw.into_inner().identity else {
-        return StdioListenerSpec { identity: DEFAULT_STDIO_IDENTITY.to_owned(), scopes: Vec::new() };
+    let raw = raw.into_inner();
+    let scopes = callers::lower_scopes(raw.scopes, "[listen.stdio]", cx);
+    let Some(identity) = raw.identity else {
+        return StdioListenerSpec { identity: DEFAULT_STDIO_IDENTITY.to_owned(), scopes };
     };
     let valid = identity.get_ref().chars().all(|character| character.is_ascii_graphic());
     if identity.get_ref().is_empty() || identity.get_ref().chars().count() > 64 || !valid {
         let message = "[listen.stdio]: `identity` must be 1 to 64 visible ASCII characters without spaces";
         cx.error(identity.span().start, message);
     }
-    StdioListenerSpec { identity: identity.into_inner(), scopes: Vec::new() }
+    StdioListenerSpec { identity: identity.into_inner(), scopes }
 }
 
 fn lower_limits(raw: Option<Spanned<RawLimits>>, cx: &mut Context<'_>) -> Limits {

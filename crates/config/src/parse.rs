@@ -10,7 +10,8 @@ use toml::Spanned;
 use toml::de::{DeTable, DeValue, ValueDeserializer};
 
 use crate::error::{Locator, Problem};
-use crate::raw::{PLANNED_TOP_LEVEL_KEYS, RawHttpListener, RawLimits, RawStdioListener, RawUpstream, TOP_LEVEL_KEYS};
+use crate::guardrails::{RawGuardrails, callers, policy};
+use crate::raw::{RawHttpListener, RawLimits, RawStdioListener, RawUpstream, TOP_LEVEL_KEYS, UPSTREAM_ONLY_KEYS};
 
 /// What the file says, section by section; sections that failed to deserialize are absent (their problems are
 /// reported alongside).
@@ -23,6 +24,8 @@ pub(crate) struct RawConfig {
     pub(crate) upstream_key_seen: bool,
     pub(crate) listen: Option<RawListen>,
     pub(crate) limits: Option<Spanned<RawLimits>>,
+    /// `[policy]`, `[confirmation]`, `[pins]`, `[results]`, `[retries]`, `[audit]`, `[[caller]]`, `[selection]`.
+    pub(crate) guardrails: RawGuardrails,
 }
 
 /// `[listen]`, whose two subtables are deserialized separately.
@@ -57,6 +60,18 @@ pub(crate) fn parse_document(text: &str, locator: &Locator<'_>, problems: &mut V
             }
             "listen" => config.listen = parse_listen(value, locator, problems),
             "limits" => config.limits = deserialize_section(value, "[limits]", locator, problems),
+            "policy" => config.guardrails.policy = policy::parse_policy(value, locator, problems),
+            "confirmation" => {
+                config.guardrails.confirmation = deserialize_section(value, "[confirmation]", locator, problems);
+            }
+            "pins" => config.guardrails.pins = deserialize_section(value, "[pins]", locator, problems),
+            "results" => config.guardrails.results = deserialize_section(value, "[results]", locator, problems),
+            "retries" => config.guardrails.retries = deserialize_section(value, "[retries]", locator, problems),
+            "audit" => config.guardrails.audit = deserialize_section(value, "[audit]", locator, problems),
+            "caller" => callers::parse_callers(value, &mut config.guardrails, locator, problems),
+            "selection" => {
+                config.guardrails.selection = deserialize_section(value, "[selection]", locator, problems);
+            }
             other => {
                 config.upstream_key_seen |= UPSTREAM_TYPOS.contains(&other);
                 problems.push(locator.problem(key_offset, unknown_top_level_key(other)));
@@ -71,8 +86,10 @@ const UPSTREAM_TYPOS: [&str; 4] = ["upstreams", "servers", "mcpServers", "server
 
 fn unknown_top_level_key(key: &str) -> String {
     let expected = TOP_LEVEL_KEYS.join(", ");
-    if PLANNED_TOP_LEVEL_KEYS.contains(&key) {
-        format!("unknown key `{key}` (expected one of {expected}; `{key}` is planned but not supported yet)")
+    if UPSTREAM_ONLY_KEYS.contains(&key) {
+        format!("unknown key `{key}` (expected one of {expected}; `{key}` is set per `[[upstream]]`)")
+    } else if matches!(key, "callers" | "clients" | "tokens") {
+        format!("unknown key `{key}` (expected one of {expected}; callers are `[[caller]]` tables)")
     } else if UPSTREAM_TYPOS.contains(&key) {
         format!("unknown key `{key}` (expected one of {expected}; upstream servers are `[[upstream]]` tables)")
     } else {
@@ -86,20 +103,7 @@ fn parse_upstreams(
     locator: &Locator<'_>,
     problems: &mut Vec<Problem>,
 ) {
-    let offset = value.span().start;
-    let items = match value.into_inner() {
-        DeValue::Array(items) => items,
-        DeValue::Table(_) => {
-            let message = "`upstream` must be an array of tables: write `[[upstream]]` (double brackets)";
-            problems.push(locator.problem(offset, message));
-            return;
-        }
-        other => {
-            let message = format!("`upstream` must be an array of tables, not {}", other.type_str());
-            problems.push(locator.problem(offset, message));
-            return;
-        }
-    };
+    let Some(items) = array_of_tables(value, "upstream", locator, problems) else { return };
     for (index, item) in items.into_iter().enumerate() {
         config.upstream_tables += 1;
         let context = match item.get_ref() {
@@ -115,6 +119,29 @@ fn parse_upstreams(
         };
         if let Some(upstream) = deserialize_section(item, &context, locator, problems) {
             config.upstreams.push(upstream);
+        }
+    }
+}
+
+/// The items of an array of tables at `key` (`upstream`, `policy.rule`), or why it is not one.
+pub(crate) fn array_of_tables<'i>(
+    value: Spanned<DeValue<'i>>,
+    key: &str,
+    locator: &Locator<'_>,
+    problems: &mut Vec<Problem>,
+) -> Option<Vec<Spanned<DeValue<'i>>>> {
+    let offset = value.span().start;
+    match value.into_inner() {
+        DeValue::Array(items) => Some(items.into_iter().collect()),
+        DeValue::Table(_) => {
+            let message = format!("`{key}` must be an array of tables: write `[[{key}]]` (double brackets)");
+            problems.push(locator.problem(offset, message));
+            None
+        }
+        other => {
+            let message = format!("`{key}` must be an array of tables, not {}", other.type_str());
+            problems.push(locator.problem(offset, message));
+            None
         }
     }
 }
@@ -140,7 +167,7 @@ fn parse_listen(value: Spanned<DeValue<'_>>, locator: &Locator<'_>, problems: &m
 }
 
 /// Deserializes one section, or records why not (with `context` in front of the reworded serde message).
-fn deserialize_section<T: DeserializeOwned>(
+pub(crate) fn deserialize_section<T: DeserializeOwned>(
     value: Spanned<DeValue<'_>>,
     context: &str,
     locator: &Locator<'_>,
@@ -171,6 +198,12 @@ pub(crate) fn reword_serde_message(message: &str) -> String {
     }
     if let Some(rest) = message.strip_prefix("missing field ") {
         return format!("missing key {rest}");
+    }
+    if let Some(rest) = message.strip_prefix("unknown variant ") {
+        return match rest.split_once(", expected ") {
+            Some((value, expected)) => format!("unknown value {value} (expected {})", expected.replace('`', "")),
+            None => format!("unknown value {rest}"),
+        };
     }
     let mut reworded = message.to_owned();
     for (from, to) in [
@@ -206,5 +239,13 @@ mod tests {
             "invalid type: string \"a\", expected a whole number of at least 0",
         );
         check("invalid type: integer `1`, expected struct RawLimits", "invalid type: integer `1`, expected a table");
+        check(
+            "unknown variant `mail`, expected `elicitation` or `queue`",
+            "unknown value `mail` (expected elicitation or queue)",
+        );
+        check(
+            "unknown variant `x`, expected one of `untrusted`, `pinned`, `verified`",
+            "unknown value `x` (expected one of untrusted, pinned, verified)",
+        );
     }
 }

@@ -1,8 +1,9 @@
 //! The configuration file's syntax as serde types: every key the file may contain, with its position.
 //!
 //! These types exist only between the TOML text and [`crate::lower`]; they are never handed to the runtime.
-//! Every table denies unknown keys, so a typo or a key from a later version (`trust`, `policy`, `audit`) is an
-//! error rather than silently ignored. No defaults are applied here: `None` means "not in the file".
+//! Every table denies unknown keys, so a typo or a key from a later version is an error rather than silently
+//! ignored. No defaults are applied here: `None` means "not in the file". The guardrail sections' types are in
+//! [`crate::guardrails::raw`]; `[policy]` is deserialized straight into the core's `PolicySpec`.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -10,12 +11,25 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 use toml::Spanned;
+use toolgate_core::trust::TrustLevel;
 
 /// The keys allowed at the top level, in documentation order.
-pub(crate) const TOP_LEVEL_KEYS: [&str; 3] = ["upstream", "listen", "limits"];
+pub(crate) const TOP_LEVEL_KEYS: [&str; 11] = [
+    "upstream",
+    "listen",
+    "limits",
+    "policy",
+    "confirmation",
+    "pins",
+    "results",
+    "retries",
+    "audit",
+    "caller",
+    "selection",
+];
 
-/// Top-level keys reserved for later versions; they get a friendlier error than a plain typo.
-pub(crate) const PLANNED_TOP_LEVEL_KEYS: [&str; 3] = ["policy", "audit", "trust"];
+/// Keys of `[[upstream]]` people put at the top level; they get a friendlier error than a plain typo.
+pub(crate) const UPSTREAM_ONLY_KEYS: [&str; 3] = ["trust", "min_confidence", "manifest"];
 
 /// One `[[upstream]]` table.
 #[derive(Debug, Deserialize)]
@@ -32,7 +46,18 @@ pub(crate) struct RawUpstream {
     pub(crate) prefix: Option<Spanned<PrefixSetting>>,
     pub(crate) timeout_seconds: Option<Spanned<u64>>,
     pub(crate) initialize_timeout_seconds: Option<Spanned<u64>>,
+    pub(crate) trust: Option<Spanned<TrustLevel>>,
+    pub(crate) min_confidence: Option<Spanned<f64>>,
+    pub(crate) manifest: Option<Spanned<RawManifest>>,
     pub(crate) tools: Option<BTreeMap<Spanned<String>, Spanned<RawToolOverride>>>,
+}
+
+/// `[upstream.manifest]`: a verified upstream's signed manifest and its signers.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawManifest {
+    pub(crate) path: Spanned<String>,
+    pub(crate) public_keys: Spanned<Vec<Spanned<String>>>,
 }
 
 /// `prefix = true | false | "text"`.
@@ -96,6 +121,7 @@ pub(crate) struct RawHttpListener {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawStdioListener {
     pub(crate) identity: Option<Spanned<String>>,
+    pub(crate) scopes: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 /// `[limits]`.

@@ -1,14 +1,18 @@
-//! What a valid configuration would run, for `toolgate check-config`: upstreams, listeners, limits, warnings.
+//! What a valid configuration would run, for `toolgate check-config`: upstreams with their trust, listeners,
+//! limits, the policy, callers, warnings.
 //!
 //! Built from the lowered spec, so it shows what the runtime would see rather than what the file literally says.
-//! It must never contain a secret: header and environment *names* appear, their values never do.
+//! It must never contain a secret: header and environment *names* appear, their values never do, and callers
+//! appear by name and scopes, never by their token digests.
 
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use toolgate_proxy::spec::{GatewaySpec, Limits, Prefix};
+use toolgate_core::policy::{DefaultProfile, Mode};
+use toolgate_core::trust::{DEFAULT_MIN_CONFIDENCE, TrustLevel};
+use toolgate_proxy::spec::{GatewaySpec, Limits, ManifestSpec, Prefix};
 use toolgate_upstream::Endpoint;
 
 use crate::error::Problem;
@@ -24,12 +28,39 @@ pub struct ConfigSummary {
     pub listeners: Vec<ListenerSummary>,
     /// Limits in effect.
     pub limits: Limits,
-    /// Things that are allowed but deserve a second look (a non-loopback bind, credentials over plain http).
+    /// The policy's mode, default profile and rule count.
+    pub policy: PolicySummary,
+    /// HTTP callers, in file order (names and scopes only).
+    pub callers: Vec<CallerSummary>,
+    /// Things that are allowed but deserve a second look (a public bind without callers, credentials over plain
+    /// http, arguments in clear in the audit log, a verified upstream's keys).
     pub warnings: Vec<Problem>,
 }
 
-/// One upstream as it would run.
+/// The policy as configured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PolicySummary {
+    /// The mode at start.
+    pub mode: Mode,
+    /// What decides calls no rule settles.
+    pub defaults: DefaultProfile,
+    /// Number of `[[policy.rule]]` tables.
+    pub rules: usize,
+    /// Whether open-world writes need confirmation in a tainted session.
+    pub session_taint: bool,
+}
+
+/// One HTTP caller, without its token digest.
 #[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallerSummary {
+    /// Its name.
+    pub name: String,
+    /// Its scopes.
+    pub scopes: Vec<String>,
+}
+
+/// One upstream as it would run.
+#[derive(Debug, Clone, PartialEq)]
 pub struct UpstreamSummary {
     /// Its unique name.
     pub name: String,
@@ -51,6 +82,12 @@ pub struct UpstreamSummary {
     pub request_timeout: Duration,
     /// Time allowed for `initialize`.
     pub initialize_timeout: Duration,
+    /// How far its declared hints are believed.
+    pub trust: TrustLevel,
+    /// For an untrusted upstream: the inference confidence that confirms a relaxing declaration.
+    pub min_confidence: f32,
+    /// For a verified upstream: its manifest and signers (public keys, not secrets).
+    pub manifest: Option<ManifestSpec>,
 }
 
 /// An upstream's transport.
@@ -88,6 +125,8 @@ pub enum ListenerSummary {
     Stdio {
         /// Identity of the stdio caller.
         identity: String,
+        /// Its scopes.
+        scopes: Vec<String>,
     },
 }
 
@@ -132,6 +171,9 @@ pub(crate) fn summarize(
                 bearer_token_env,
                 request_timeout: upstream.request_timeout,
                 initialize_timeout: upstream.initialize_timeout,
+                trust: upstream.trust.level,
+                min_confidence: upstream.trust.min_confidence,
+                manifest: upstream.trust.manifest.clone(),
             }
         })
         .collect();
@@ -144,13 +186,26 @@ pub(crate) fn summarize(
         });
     }
     if let Some(stdio) = &spec.stdio {
-        listeners.push(ListenerSummary::Stdio { identity: stdio.identity.clone() });
+        listeners.push(ListenerSummary::Stdio { identity: stdio.identity.clone(), scopes: stdio.scopes.clone() });
     }
+    let policy = &spec.guardrails.policy;
     ConfigSummary {
         source: spec.source.clone().unwrap_or_default(),
         upstreams,
         listeners,
         limits: spec.limits.clone(),
+        policy: PolicySummary {
+            mode: policy.mode,
+            defaults: policy.defaults,
+            rules: policy.rules.len(),
+            session_taint: policy.session_taint,
+        },
+        callers: spec
+            .guardrails
+            .callers
+            .iter()
+            .map(|caller| CallerSummary { name: caller.name.clone(), scopes: caller.scopes.clone() })
+            .collect(),
         warnings,
     }
 }
@@ -162,6 +217,11 @@ fn shell_word(word: &str) -> String {
         return word.to_owned();
     }
     format!("'{}'", word.replace('\'', r"'\''"))
+}
+
+/// ` (scopes: a, b)`, or nothing for no scopes.
+fn scope_list(scopes: &[String]) -> String {
+    if scopes.is_empty() { " (no scopes)".to_owned() } else { format!(" (scopes: {})", scopes.join(", ")) }
 }
 
 fn plural(count: usize, one: &str, many: &str) -> String {
@@ -187,10 +247,22 @@ impl fmt::Display for ConfigSummary {
                 upstream.transport.as_str(),
                 upstream.target
             )?;
-            let mut notes = vec![match &upstream.exposed_prefix {
+            let trust = match (&upstream.manifest, upstream.trust) {
+                (Some(manifest), _) => format!(
+                    "trust verified by {} signed by {}",
+                    manifest.path.display(),
+                    manifest.public_keys.join(" or ")
+                ),
+                (None, TrustLevel::Untrusted) if upstream.min_confidence != DEFAULT_MIN_CONFIDENCE => {
+                    format!("trust untrusted, min confidence {}", upstream.min_confidence)
+                }
+                (None, level) => format!("trust {}", level.as_str()),
+            };
+            let mut notes = vec![trust];
+            notes.push(match &upstream.exposed_prefix {
                 Some(prefix) => format!("tools exposed as {prefix}*"),
                 None => "tool names unprefixed".to_owned(),
-            }];
+            });
             if upstream.overrides > 0 {
                 notes.push(plural(upstream.overrides, "override", "overrides"));
             }
@@ -212,7 +284,9 @@ impl fmt::Display for ConfigSummary {
                     let reach = if *loopback { "this machine only" } else { "REACHABLE FROM OTHER MACHINES" };
                     writeln!(formatter, "  http   http://{bind}{path}  ({reach})")?;
                 }
-                ListenerSummary::Stdio { identity } => writeln!(formatter, "  stdio  identity \"{identity}\"")?,
+                ListenerSummary::Stdio { identity, scopes } => {
+                    writeln!(formatter, "  stdio  identity \"{identity}\"{}", scope_list(scopes))?;
+                }
             }
         }
         write!(
@@ -222,6 +296,25 @@ impl fmt::Display for ConfigSummary {
             plural(self.limits.max_sessions, "session", "sessions"),
             self.limits.session_idle_timeout.as_secs() / 60
         )?;
+        let defaults = match self.policy.defaults {
+            DefaultProfile::Standard => "standard",
+            DefaultProfile::None => "none",
+        };
+        write!(
+            formatter,
+            "\npolicy: mode {}, default profile {defaults}, {}, session taint {}",
+            self.policy.mode.as_str(),
+            plural(self.policy.rules, "rule", "rules"),
+            if self.policy.session_taint { "on" } else { "off" }
+        )?;
+        if self.callers.is_empty() {
+            write!(formatter, "\ncallers: none")?;
+        } else {
+            write!(formatter, "\ncallers:")?;
+            for caller in &self.callers {
+                write!(formatter, "\n  {}{}", caller.name, scope_list(&caller.scopes))?;
+            }
+        }
         for warning in &self.warnings {
             write!(formatter, "\nwarning: {warning}")?;
         }

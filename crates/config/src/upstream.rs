@@ -54,20 +54,14 @@ pub(crate) fn lower_upstream(
     let request_timeout = lower_timeout(raw.timeout_seconds.as_ref(), defaults.request_timeout, &label, cx);
     let initialize_timeout =
         lower_timeout(raw.initialize_timeout_seconds.as_ref(), defaults.initialize_timeout, &label, cx);
+    let trust = crate::trust::lower_trust(&raw, &label, cx);
     let overrides = lower_overrides(raw.tools.unwrap_or_default(), &label, cx);
 
     if cx.problem_count() > problems_before {
         return None;
     }
-    let spec = UpstreamSpec {
-        name,
-        endpoint: endpoint?,
-        prefix,
-        overrides,
-        initialize_timeout,
-        request_timeout,
-        trust: toolgate_proxy::spec::UpstreamTrust::default(),
-    };
+    let spec =
+        UpstreamSpec { name, endpoint: endpoint?, prefix, overrides, initialize_timeout, request_timeout, trust };
     Some(LoweredUpstream { spec, bearer_token_env, prefix_offset })
 }
 
@@ -166,7 +160,7 @@ fn check_no_tilde(value: &Spanned<String>, key: &str, label: &str, cx: &mut Cont
 }
 
 /// `path` as written when absolute, else relative to the config file's directory.
-fn anchor(base_dir: &Path, path: &str) -> PathBuf {
+pub(crate) fn anchor(base_dir: &Path, path: &str) -> PathBuf {
     let path = Path::new(path);
     if path.is_absolute() {
         return path.to_path_buf();

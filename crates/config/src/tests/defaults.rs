@@ -190,11 +190,13 @@ fn summary_reads_well() {
         summary.to_string(),
         "gateway.toml: 2 upstreams, 2 listeners\n\
          upstreams:\n  \
-           git     stdio  uvx  (tools exposed as git_*)\n  \
-           search  http   https://s.example/mcp  (tools exposed as search_*; 1 override; bearer token from $SEARCH_TOKEN)\n\
+           git     stdio  uvx  (trust untrusted; tools exposed as git_*)\n  \
+           search  http   https://s.example/mcp  (trust untrusted; tools exposed as search_*; 1 override; bearer token from $SEARCH_TOKEN)\n\
          listeners:\n  \
            http   http://127.0.0.1:8765/mcp  (this machine only)\n  \
-           stdio  identity \"stdio\"\n\
-         limits: messages up to 16 MiB, at most 1024 sessions, idle sessions closed after 30 min"
+           stdio  identity \"stdio\" (no scopes)\n\
+         limits: messages up to 16 MiB, at most 1024 sessions, idle sessions closed after 30 min\n\
+         policy: mode normal, default profile standard, 0 rules, session taint on\n\
+         callers: none"
     );
 }

@@ -15,7 +15,7 @@ pub(super) fn test_env(name: &str) -> Option<String> {
 }
 
 #[track_caller]
-fn check_error(text: &str, expected: &str) {
+pub(super) fn check_error(text: &str, expected: &str) {
     match parse_config_with_env(text, Path::new("gateway.toml"), &test_env) {
         Ok(spec) => panic!("expected an error, got {spec:?}"),
         Err(error) => assert_eq!(error.to_string(), expected.trim()),
@@ -35,7 +35,8 @@ fn unknown_keys_are_errors() {
     check_error(
         "[[upstream]]\nname = \"git\"\ncomand = \"uvx\"\n",
         "gateway.toml:3:1: upstream \"git\": unknown key `comand` (expected one of name, command, args, env, cwd, \
-         url, headers, bearer_token_env, prefix, timeout_seconds, initialize_timeout_seconds, tools)",
+         url, headers, bearer_token_env, prefix, timeout_seconds, initialize_timeout_seconds, trust, min_confidence, \
+         manifest, tools)",
     );
     check_error(
         "[[upstream]]\nname = \"a\"\ncommand = \"x\"\n[upstream.tools.read]\nreadOnly = true\n",
@@ -58,21 +59,31 @@ fn unknown_keys_are_errors() {
 }
 
 #[test]
-fn later_sections_are_not_accepted_yet() {
+fn misplaced_top_level_keys_get_a_hint() {
+    const EXPECTED: &str = "upstream, listen, limits, policy, confirmation, pins, results, retries, audit, caller, \
+                            selection";
     check_error(
         "[[upstream]]\nname = \"a\"\ncommand = \"x\"\n[policy]\ndefault = \"deny\"\n",
-        "gateway.toml:4:2: unknown key `policy` (expected one of upstream, listen, limits; `policy` is planned but \
-         not supported yet)",
+        "gateway.toml:5:1: [policy]: unknown key `default` (expected one of mode, defaults, session_taint, rule)",
     );
     check_error(
-        "[[upstream]]\nname = \"a\"\ncommand = \"x\"\ntrust = \"high\"\n",
-        "gateway.toml:4:1: upstream \"a\": unknown key `trust` (expected one of name, command, args, env, cwd, url, \
-         headers, bearer_token_env, prefix, timeout_seconds, initialize_timeout_seconds, tools)",
+        "trust = \"pinned\"\n[[upstream]]\nname = \"a\"\ncommand = \"x\"\n",
+        &format!(
+            "gateway.toml:1:1: unknown key `trust` (expected one of {EXPECTED}; `trust` is set per `[[upstream]]`)"
+        ),
+    );
+    check_error(
+        "[[upstream]]\nname = \"a\"\ncommand = \"x\"\n[[callers]]\nname = \"ci\"\n",
+        &format!(
+            "gateway.toml:4:3: unknown key `callers` (expected one of {EXPECTED}; callers are `[[caller]]` tables)"
+        ),
     );
     check_error(
         "[upstreams.git]\ncommand = \"x\"\n",
-        "gateway.toml:1:2: unknown key `upstreams` (expected one of upstream, listen, limits; upstream servers are \
-         `[[upstream]]` tables)",
+        &format!(
+            "gateway.toml:1:2: unknown key `upstreams` (expected one of {EXPECTED}; upstream servers are \
+             `[[upstream]]` tables)"
+        ),
     );
 }
 
@@ -81,7 +92,8 @@ fn several_problems_are_reported_at_once() {
     check_error(
         "[[upstream]]\nname = \"a\"\ncomand = \"x\"\n\n[[upstream]]\nname = \"b c\"\nurl = \"ftp://x\"\n\n[limits]\nmax_sessions = 0\n",
         "gateway.toml:3:1: upstream \"a\": unknown key `comand` (expected one of name, command, args, env, cwd, url, \
-         headers, bearer_token_env, prefix, timeout_seconds, initialize_timeout_seconds, tools)\n\
+         headers, bearer_token_env, prefix, timeout_seconds, initialize_timeout_seconds, trust, min_confidence, \
+         manifest, tools)\n\
          gateway.toml:6:8: upstream name \"b c\" may only contain A-Z, a-z, 0-9, `_` and `-` (try \"b_c\")\n\
          gateway.toml:7:7: upstream \"b c\": url scheme `ftp` is not supported: use http or https\n\
          gateway.toml:10:16: [limits]: `max_sessions` must be between 1 and 100000",

@@ -6,4 +6,6 @@
 mod defaults;
 mod docs;
 mod errors;
+mod guardrail_defaults;
+mod guardrail_errors;
 mod import;

@@ -1,0 +1,92 @@
+//! The guardrail sections' syntax as serde types: `[confirmation]`, `[pins]`, `[results]`, `[retries]`,
+//! `[audit]`, `[[caller]]` and `[selection]`, every key with its position.
+//!
+//! Like [`crate::raw`], these types only carry what the file says (no defaults, every table denies unknown keys);
+//! [`super`] checks ranges and lowers them. Closed sets of names are enums here, so a misspelt value is reported by
+//! serde at its position with the accepted names.
+
+use serde::Deserialize;
+use toml::Spanned;
+
+/// `[confirmation]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawConfirmation {
+    pub(crate) via: Option<Spanned<RawConfirmVia>>,
+    pub(crate) timeout_seconds: Option<Spanned<u64>>,
+    pub(crate) approval_ttl_seconds: Option<Spanned<u64>>,
+    pub(crate) remember_for_session: Option<bool>,
+}
+
+/// `via = "elicitation" | "queue"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum RawConfirmVia {
+    Elicitation,
+    Queue,
+}
+
+/// `[pins]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPins {
+    pub(crate) quarantine: Option<RawQuarantine>,
+}
+
+/// `quarantine = "hide" | "confirm"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum RawQuarantine {
+    Hide,
+    Confirm,
+}
+
+/// `[results]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawResults {
+    pub(crate) max_text_chars: Option<Spanned<u64>>,
+    pub(crate) strip_undeclared_structured: Option<bool>,
+}
+
+/// `[retries]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRetries {
+    pub(crate) max_attempts: Option<Spanned<u64>>,
+    pub(crate) initial_backoff_ms: Option<Spanned<u64>>,
+}
+
+/// `[audit]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawAudit {
+    pub(crate) arguments: Option<Spanned<RawAuditArguments>>,
+}
+
+/// `arguments = "digest" | "clear"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum RawAuditArguments {
+    Digest,
+    Clear,
+}
+
+/// One `[[caller]]` table.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawCaller {
+    pub(crate) name: Spanned<String>,
+    pub(crate) token_sha256: Option<Spanned<String>>,
+    pub(crate) token_env: Option<Spanned<String>>,
+    pub(crate) scopes: Option<Spanned<Vec<Spanned<String>>>>,
+}
+
+/// `[selection]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawSelection {
+    pub(crate) max_tools: Option<Spanned<u64>>,
+    pub(crate) exclude_destructive: Option<bool>,
+    pub(crate) always_include: Option<Vec<Spanned<String>>>,
+}
