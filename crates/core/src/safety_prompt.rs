@@ -11,7 +11,8 @@ use std::fmt::Write as _;
 use crate::effective::EffectiveHints;
 use crate::facts::{Category, ToolFacts};
 
-/// One tool for the prompt: the name clients call it by, its facts, and its effective hints.
+/// One tool for the prompt: the name clients call it by, its facts, and its effective hints (the ones the gateway
+/// enforces, e.g. from `trust::resolve_trusted_hints`; the facts must come from the same hints).
 pub type PromptTool<'a> = (&'a str, &'a ToolFacts, &'a EffectiveHints);
 
 /// Headings and guidance per category, in the order the prompt lists them (least risky first).
@@ -45,7 +46,7 @@ const SECTIONS: [(Category, &str, &str); 4] = [
 /// let assessment = assess_tool(&tool, &Default::default());
 /// let text = safety_prompt(&[("delete_file", &assessment.facts, &assessment.effective)]);
 /// assert!(text.contains("## Destructive tools: confirmation required"));
-/// assert!(text.contains("- `delete_file` (delete_file): delete a file"));
+/// assert!(text.contains("- `delete_file`: delete a file"));
 /// ```
 pub fn safety_prompt(tools: &[PromptTool<'_>]) -> String {
     let mut text = String::from("# How to use these tools safely\n\n");
@@ -64,7 +65,11 @@ pub fn safety_prompt(tools: &[PromptTool<'_>]) -> String {
         }
         let _ = write!(text, "\n## {heading}\n\n{guidance}\n\n");
         for (name, facts, hints) in members {
-            let _ = write!(text, "- `{name}` ({}): {}", facts.display_title, facts.action);
+            let _ = write!(text, "- `{name}`");
+            if facts.display_title != *name {
+                let _ = write!(text, " ({})", facts.display_title);
+            }
+            let _ = write!(text, ": {}", facts.action);
             let notes = tool_notes(facts.category, hints);
             if !notes.is_empty() {
                 let _ = write!(text, " ({})", notes.join("; "));
@@ -81,7 +86,8 @@ fn tool_notes(category: Category, hints: &EffectiveHints) -> Vec<&'static str> {
     if category == Category::Read && hints.open_world.value {
         notes.push("reaches outside systems");
     }
-    if category != Category::Read && !hints.is_idempotent() {
+    // Destructive calls are confirmed one by one anyway; for writes, a blind retry is the real risk.
+    if matches!(category, Category::Write | Category::External) && !hints.is_idempotent() {
         notes.push("not idempotent: do not repeat a call that may have succeeded");
     }
     notes
@@ -130,10 +136,10 @@ mod tests {
              toolgate checked what each tool does and enforces it. The tools are grouped by what a call can change; \
              follow the rule of each group.\n\n\
              ## Read-only tools: call freely\n\nThese change nothing. Use them whenever they help.\n\n\
-             - `search_web` (search_web): search web (reaches outside systems)\n\n\
+             - `search_web`: search web (reaches outside systems)\n\n\
              ## Write tools: say what will happen before calling\n\n\
              These change data. Before each call, tell the user in one sentence what will change.\n\n\
-             - `add_note` (add_note): add a note (not idempotent: do not repeat a call that may have succeeded)\n\n\
+             - `add_note`: add a note (not idempotent: do not repeat a call that may have succeeded)\n\n\
              ## External tools: say what will be sent where\n\n\
              These act on systems outside this one. Before each call, tell the user what will be sent and to whom.\n\n\
              - `send_email` (Send Email): send an email (not idempotent: do not repeat a call that may have \
