@@ -20,9 +20,12 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
     ("toolgate-test-support", &[]),
     ("toolgate-fixture", &[]),
     ("toolgate-store", &["toolgate-core"]),
-    ("toolgate-proxy", &["toolgate-core", "toolgate-upstream"]),
+    ("toolgate-proxy", &["toolgate-core", "toolgate-upstream", "toolgate-store"]),
     ("toolgate-config", &["toolgate-core", "toolgate-upstream", "toolgate-proxy"]),
-    ("toolgate", &["toolgate-core", "toolgate-upstream", "toolgate-demo", "toolgate-proxy", "toolgate-config"]),
+    (
+        "toolgate",
+        &["toolgate-core", "toolgate-upstream", "toolgate-demo", "toolgate-proxy", "toolgate-config", "toolgate-store"],
+    ),
     ("xtask", &["toolgate-core"]),
 ];
 

@@ -102,6 +102,10 @@ pub(crate) struct ServeArgs {
     /// Seconds allowed for each upstream request.
     #[arg(long, value_name = "SECONDS", default_value_t = 60)]
     pub(crate) timeout: u64,
+    /// The policy without a config file: `standard` (destructive and open-world writes need a person's
+    /// approval) or `permissive` (every call is relayed; hints are still rewritten and calls audited).
+    #[arg(long, value_enum, default_value_t = PolicyChoice::Standard)]
+    pub(crate) policy: PolicyChoice,
     /// The state directory (default: $TOOLGATE_STATE_DIR, $XDG_STATE_HOME/toolgate or ~/.local/state/toolgate).
     #[arg(long, value_name = "DIR")]
     pub(crate) state_dir: Option<PathBuf>,
@@ -139,6 +143,14 @@ pub(crate) struct InferArgs {
     /// A JSONL file shaped like the corpus (`server`, `name`, `title`, `description`, `input_schema`).
     #[arg(long, value_name = "FILE.jsonl")]
     pub(crate) corpus: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum PolicyChoice {
+    /// Read-only and additive writes allowed; destructive and open-world writes confirmed.
+    Standard,
+    /// Every call allowed.
+    Permissive,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -7,14 +7,16 @@
 //! phrase and fingerprint go under `_meta["toolgate/annotations"]`. Every other field of the definition survives
 //! byte for byte in meaning. Name collisions are resolved by configuration order and reported.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
+use toolgate_core::facts::{ToolFacts, tool_facts};
+use toolgate_core::trust::{TrustLevel, TrustedHints, resolve_trusted_hints};
 use toolgate_core::{EffectiveHints, Hint, HintOverrides, HintSource, ToolDefinition, assess_tool};
 
 use crate::naming::exposed_name;
-use crate::spec::UpstreamSpec;
+use crate::spec::{Quarantine, UpstreamSpec};
 use crate::uri_template::UriTemplate;
 
 /// The `_meta` key under which toolgate puts what it knows about a tool.
@@ -38,12 +40,22 @@ pub struct UpstreamListing {
 pub struct ExposedTool {
     /// Index of the owning upstream in the spec.
     pub upstream: usize,
+    /// The owning upstream's configured name.
+    pub upstream_name: String,
     /// The upstream's own name for the tool.
     pub original_name: String,
+    /// The name clients see.
+    pub exposed_name: String,
     /// The rewritten definition sent in `tools/list`.
     pub definition: Value,
     /// The hints toolgate enforces and emits.
     pub hints: EffectiveHints,
+    /// The same hints with the trust rule that produced each.
+    pub trusted: TrustedHints,
+    /// Category, risk, action phrase and title, from the trusted hints.
+    pub facts: ToolFacts,
+    /// The definition changed since it was pinned and waits for a person (listed only with `confirm` quarantine).
+    pub quarantined: bool,
     /// `sha256:` fingerprint of the definition the upstream sent.
     pub fingerprint: String,
     /// `_meta.ui.visibility` lacks `"model"`: only clients with the MCP Apps extension see it.
@@ -81,21 +93,28 @@ pub struct Catalog {
 impl Catalog {
     /// Builds the catalog from each upstream's listing (`None` for an upstream that is not connected).
     pub fn build(specs: &[UpstreamSpec], listings: &[Option<Arc<UpstreamListing>>]) -> Catalog {
-        Self::build_with(specs, listings, &[])
+        Self::build_with(specs, listings, &CatalogContext::default())
     }
 
-    /// Like [`Catalog::build`], naming the upstreams that declared the resources capability.
+    /// Like [`Catalog::build`], with what the gateway knows beyond the listings.
     pub fn build_with(
         specs: &[UpstreamSpec],
         listings: &[Option<Arc<UpstreamListing>>],
-        resource_servers: &[usize],
+        context: &CatalogContext,
     ) -> Catalog {
+        let resource_servers = &context.resource_servers;
         let mut catalog = Catalog { resource_servers: resource_servers.to_vec(), ..Catalog::default() };
         let mut owners: HashMap<String, usize> = HashMap::new();
         for (upstream, (spec, listing)) in specs.iter().zip(listings).enumerate() {
             let Some(listing) = listing else { continue };
+            let quarantined = context.quarantined.get(&upstream);
             for raw in &listing.tools {
-                catalog.add_tool(upstream, spec, raw, &mut owners, specs);
+                let name = raw.get("name").and_then(Value::as_str).unwrap_or_default();
+                let is_quarantined = quarantined.is_some_and(|names| names.contains(name));
+                if is_quarantined && context.quarantine == Quarantine::Hide {
+                    continue;
+                }
+                catalog.add_tool(upstream, spec, raw, &mut owners, specs, is_quarantined);
             }
             for raw in &listing.prompts {
                 catalog.add_prompt(upstream, spec, raw, specs);
@@ -122,6 +141,7 @@ impl Catalog {
         raw: &Value,
         owners: &mut HashMap<String, usize>,
         specs: &[UpstreamSpec],
+        quarantined: bool,
     ) {
         let tool = match ToolDefinition::from_value(raw.clone()) {
             Ok(tool) => tool,
@@ -144,7 +164,7 @@ impl Catalog {
         owners.insert(name.clone(), upstream);
         let exposed = expose_tool(&tool, &name, spec);
         self.tool_index.insert(name, self.tools.len());
-        self.tools.push(Arc::new(ExposedTool { upstream, original_name, ..exposed }));
+        self.tools.push(Arc::new(ExposedTool { upstream, original_name, quarantined, ..exposed }));
     }
 
     fn add_prompt(&mut self, upstream: usize, spec: &UpstreamSpec, raw: &Value, specs: &[UpstreamSpec]) {
@@ -208,41 +228,66 @@ impl Catalog {
     }
 }
 
+/// The trust level a tool of this upstream gets: a verified upstream's tool counts as verified only when its
+/// fingerprint is in the checked manifest.
+fn trust_level(spec: &UpstreamSpec, fingerprint: &str) -> TrustLevel {
+    match spec.trust.level {
+        TrustLevel::Verified => match &spec.trust.verified_fingerprints {
+            Some(verified) if verified.contains(fingerprint) => TrustLevel::Verified,
+            _ => TrustLevel::Untrusted,
+        },
+        level => level,
+    }
+}
+
 /// Rewrites one tool for clients: exposed name, explicit hints, toolgate's `_meta` record.
 fn expose_tool(tool: &ToolDefinition, name: &str, spec: &UpstreamSpec) -> ExposedTool {
     let overrides = spec.overrides.get(tool.name()).cloned().unwrap_or_else(HintOverrides::default);
     let assessment = assess_tool(tool, &overrides);
+    let fingerprint = match &assessment.fingerprint {
+        Ok(fingerprint) => fingerprint.whole.clone(),
+        Err(error) => format!("unavailable: {error}"),
+    };
+    let trust = trust_level(spec, &fingerprint);
+    let trusted = resolve_trusted_hints(
+        &overrides,
+        &assessment.normalized.declared,
+        Some(&assessment.inference),
+        trust,
+        spec.trust.min_confidence,
+    );
+    let facts = tool_facts(tool, &trusted.hints);
     let mut definition = tool.raw().clone();
     definition.insert("name".into(), Value::String(name.to_owned()));
 
     let mut annotations = tool.annotations().cloned().unwrap_or_default();
     for hint in Hint::ALL {
-        annotations.insert(hint.wire_key().into(), Value::Bool(assessment.effective.get(hint).value));
+        annotations.insert(hint.wire_key().into(), Value::Bool(trusted.hints.get(hint).value));
     }
     if let Some(title) = &overrides.title {
         annotations.insert("title".into(), Value::String(title.clone()));
     }
     definition.insert("annotations".into(), Value::Object(annotations));
 
-    let fingerprint = match &assessment.fingerprint {
-        Ok(fingerprint) => fingerprint.whole.clone(),
-        Err(error) => format!("unavailable: {error}"),
-    };
     let mut sources = Map::new();
+    let mut rules = Map::new();
     let mut confidence = Map::new();
     for hint in Hint::ALL {
-        let effective = assessment.effective.get(hint);
+        let effective = trusted.hints.get(hint);
         sources.insert(hint.wire_key().into(), Value::String(effective.source.as_str().into()));
+        rules.insert(hint.wire_key().into(), json!(trusted.rules.get(hint)));
         if effective.source == HintSource::Inferred {
             confidence.insert(hint.wire_key().into(), json!(assessment.inference.get(hint).confidence));
         }
     }
     let mut record = json!({
         "upstream": spec.name,
+        "trust": trust.as_str(),
         "sources": sources,
-        "category": assessment.facts.category.as_str(),
-        "risk": assessment.facts.risk_level,
-        "action": assessment.facts.action,
+        "rules": rules,
+        "category": facts.category.as_str(),
+        "risk": facts.risk_level,
+        "action": facts.action,
         "fingerprint": fingerprint,
     });
     if !confidence.is_empty() {
@@ -260,13 +305,29 @@ fn expose_tool(tool: &ToolDefinition, name: &str, spec: &UpstreamSpec) -> Expose
             == Some("required");
     ExposedTool {
         upstream: 0,
+        upstream_name: spec.name.clone(),
         original_name: String::new(),
+        exposed_name: name.to_owned(),
         definition: Value::Object(definition),
-        hints: assessment.effective,
+        hints: trusted.hints,
+        trusted,
+        facts,
+        quarantined: false,
         fingerprint,
         app_only: tool.is_app_only(),
         task_required,
     }
+}
+
+/// What the gateway knows beyond the listings when it builds a catalog.
+#[derive(Debug, Clone, Default)]
+pub struct CatalogContext {
+    /// Upstreams that declared the resources capability (unlisted URIs go to the only one).
+    pub resource_servers: Vec<usize>,
+    /// Per upstream index, the original names of tools whose definition waits for a person's approval.
+    pub quarantined: HashMap<usize, HashSet<String>>,
+    /// What a quarantined tool looks like.
+    pub quarantine: Quarantine,
 }
 
 #[cfg(test)]
@@ -321,8 +382,50 @@ mod tests {
         assert_eq!(exposed["_meta"]["ui"], tool["_meta"]["ui"]);
         let record = &exposed["_meta"][META_KEY];
         assert_eq!(record["upstream"], "notes");
-        assert_eq!(record["sources"]["readOnlyHint"], "declared");
+        // An untrusted upstream's relaxing declaration ("read-only" on a tool that deletes) does not count.
+        assert_eq!(exposed["annotations"]["readOnlyHint"], false);
+        assert_eq!(record["trust"], "untrusted");
+        assert_eq!(record["rules"]["readOnlyHint"], "declared-relaxing-rejected");
         assert!(record["fingerprint"].as_str().is_some_and(|digest| digest.starts_with("sha256:")));
+    }
+
+    #[test]
+    fn a_pinned_upstream_s_declarations_win() {
+        let mut pinned = spec("notes", Prefix::None, BTreeMap::new());
+        pinned.trust.level = TrustLevel::Pinned;
+        let tools = json!([{"name": "purge", "description": "Deletes every note.", "inputSchema": {"type": "object"},
+                            "annotations": {"readOnlyHint": true}}]);
+        let catalog = Catalog::build(&[pinned], &[listing(tools)]);
+        let exposed = catalog.tool("purge").map(|tool| tool.definition.clone()).unwrap_or_default();
+        assert_eq!(exposed["annotations"]["readOnlyHint"], true);
+        assert_eq!(exposed["_meta"][META_KEY]["rules"]["readOnlyHint"], "declared-trusted");
+    }
+
+    #[test]
+    fn a_verified_upstream_trusts_only_tools_in_its_manifest() {
+        let mut verified = spec("notes", Prefix::None, BTreeMap::new());
+        verified.trust.level = TrustLevel::Verified;
+        verified.trust.verified_fingerprints = Some(std::collections::BTreeSet::new());
+        let tools = json!([{"name": "purge", "description": "Deletes every note.", "inputSchema": {"type": "object"},
+                            "annotations": {"readOnlyHint": true}}]);
+        let catalog = Catalog::build(&[verified], &[listing(tools)]);
+        let exposed = catalog.tool("purge").map(|tool| tool.definition.clone()).unwrap_or_default();
+        assert_eq!(exposed["_meta"][META_KEY]["trust"], "untrusted", "not in the manifest");
+        assert_eq!(exposed["annotations"]["readOnlyHint"], false);
+    }
+
+    #[test]
+    fn quarantined_tools_are_hidden_or_marked() {
+        let tools = json!([{"name": "changed", "inputSchema": {"type": "object"}}, {"name": "same", "inputSchema": {"type": "object"}}]);
+        let specs = [spec("notes", Prefix::None, BTreeMap::new())];
+        let mut context = CatalogContext::default();
+        context.quarantined.insert(0, HashSet::from(["changed".to_owned()]));
+        let hidden = Catalog::build_with(&specs, &[listing(tools.clone())], &context);
+        assert!(hidden.tool("changed").is_none() && hidden.tool("same").is_some());
+        context.quarantine = Quarantine::ConfirmOnly;
+        let marked = Catalog::build_with(&specs, &[listing(tools)], &context);
+        assert!(marked.tool("changed").is_some_and(|tool| tool.quarantined));
+        assert!(marked.tool("same").is_some_and(|tool| !tool.quarantined));
     }
 
     #[test]

@@ -16,7 +16,7 @@ use toolgate_upstream::SUPPORTED_PROTOCOL_VERSIONS;
 use toolgate_upstream::jsonrpc::{self, MessageKind, classify, codes};
 
 use crate::gateway::GatewayInner;
-use crate::session::{ClientBound, ClientSession};
+use crate::session::{Caller, ClientBound, ClientSession};
 
 /// A client request in flight: how to cancel it and where it went upstream.
 pub(crate) struct InflightRequest {
@@ -42,6 +42,12 @@ pub(crate) struct SessionShared {
     next_server_request: AtomicU64,
     pub(crate) subscriptions: Mutex<HashSet<String>>,
     pub(crate) closed: CancellationToken,
+    /// Who the transport authenticated.
+    pub(crate) caller: Caller,
+    /// An open-world tool's output has entered this session (possible exfiltration path for later writes).
+    pub(crate) tainted: AtomicBool,
+    /// Approval keys (tool and argument shape) a person said to remember for this session.
+    pub(crate) remembered: Mutex<HashSet<String>>,
 }
 
 /// The key of a client request id in maps (its JSON text: `1` and `"1"` are different ids).
@@ -50,8 +56,11 @@ pub(crate) fn id_key(id: &Value) -> String {
 }
 
 impl SessionShared {
-    pub(crate) fn new(id: String, outbox: mpsc::Sender<ClientBound>) -> SessionShared {
+    pub(crate) fn new(id: String, outbox: mpsc::Sender<ClientBound>, caller: Caller) -> SessionShared {
         SessionShared {
+            caller,
+            tainted: AtomicBool::new(false),
+            remembered: Mutex::new(HashSet::new()),
             id,
             outbox,
             declared: Mutex::new(Declared::default()),

@@ -9,6 +9,8 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
+use toolgate_core::decision::Verdict;
+use toolgate_core::policy::visible;
 use toolgate_upstream::UpstreamError;
 use toolgate_upstream::jsonrpc::{self, codes};
 
@@ -94,11 +96,17 @@ fn list_tools(gateway: &GatewayInner, session: &SessionShared, id: &Value, param
         return error;
     }
     let catalog = gateway.catalog();
+    let policy = gateway.policy();
     let apps = session.declares_apps();
-    let tools: Vec<Value> = catalog
+    let visible: Vec<_> = catalog
         .tools()
         .iter()
         .filter(|tool| !tool.task_required && (apps || !tool.app_only))
+        .filter(|tool| visible(&policy, &crate::pipeline::call_facts(tool, session)).verdict != Verdict::Hide)
+        .cloned()
+        .collect();
+    let tools: Vec<Value> = crate::guard::selection::select(visible, &gateway.spec.guardrails.selection)
+        .iter()
         .map(|tool| tool.definition.clone())
         .collect();
     jsonrpc::response(id, json!({"tools": tools}))
@@ -273,7 +281,10 @@ pub(crate) async fn forward(
 ) -> Option<Value> {
     match send_upstream(gateway, session, id, upstream, method, params, cancel).await? {
         Ok(response) => Some(relay_response(id, response)),
-        Err(error) => Some(jsonrpc::error_response(id, codes::INTERNAL_ERROR, &error)),
+        Err(error) => {
+            let name = gateway.upstreams.get(upstream).map(|runtime| runtime.spec.name.as_str()).unwrap_or_default();
+            Some(jsonrpc::error_response(id, codes::INTERNAL_ERROR, &format!("upstream `{name}` failed: {error}")))
+        }
     }
 }
 
@@ -290,19 +301,21 @@ pub(crate) async fn send_upstream(
     method: &str,
     params: Value,
     cancel: &CancellationToken,
-) -> Option<Result<Value, String>> {
+) -> Option<Result<Value, UpstreamError>> {
     let Some(runtime) = gateway.upstreams.get(upstream) else {
-        return Some(Err("internal error: unknown upstream".into()));
+        return Some(Err(UpstreamError::InvalidEndpoint("internal error: unknown upstream".into())));
     };
-    let name = &runtime.spec.name;
     let Some(connection) = runtime.connection() else {
-        let status = serde_json::to_string(&runtime.status()).unwrap_or_default();
-        return Some(Err(format!("upstream `{name}` is not connected ({status})")));
+        let reason = match runtime.status() {
+            crate::upstreams::UpstreamStatus::Down { reason, .. } => reason,
+            _ => "still starting".to_owned(),
+        };
+        return Some(Err(UpstreamError::Closed { detail: format!("not connected: {reason}") }));
     };
     let (params, progress_token) = map_progress_token(gateway, session, id, params);
     let pending = match connection.begin_request(method, Some(params)).await {
         Ok(pending) => pending,
-        Err(error) => return Some(Err(format!("upstream `{name}` failed: {error}"))),
+        Err(error) => return Some(Err(error)),
     };
     let upstream_id = pending.id();
     if let Ok(mut calls) = gateway.calls.lock() {
@@ -328,7 +341,7 @@ pub(crate) async fn send_upstream(
         Ok(response) => Some(Ok(response)),
         // Cancelled on the client's behalf: no answer goes back.
         Err(UpstreamError::Cancelled) => None,
-        Err(error) => Some(Err(format!("upstream `{name}` failed: {error}"))),
+        Err(error) => Some(Err(error)),
     }
 }
 

@@ -16,9 +16,12 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use toolgate_upstream::{EventSink, ListKind, Responder, UpstreamError};
 
-use crate::catalog::Catalog;
+use toolgate_core::policy::{CompiledPolicy, PolicySpec, compile};
+use toolgate_store::Store;
+
+use crate::catalog::{Catalog, CatalogContext};
 use crate::client::{GatewaySession, SessionShared};
-use crate::session::{ClientBound, ClientSession, SessionFactory, TransportKind};
+use crate::session::{Caller, ClientBound, ClientSession, SessionFactory, TransportKind};
 use crate::spec::GatewaySpec;
 use crate::upstreams::{UpstreamRuntime, UpstreamStatus, backoff, relist};
 
@@ -48,6 +51,13 @@ pub(crate) struct GatewayInner {
     next_token: AtomicU64,
     pub(crate) shutdown: CancellationToken,
     settled: watch::Sender<usize>,
+    /// Per upstream index, tools whose changed definition waits for a person (pinned upstreams).
+    pub(crate) quarantined: Mutex<HashMap<usize, std::collections::HashSet<String>>>,
+    /// The compiled policy (replaced whole on a config reload).
+    policy: RwLock<Arc<CompiledPolicy>>,
+    /// Audit log, pins and approvals; `None` runs without them (pinned upstreams and the approval queue then
+    /// fail closed).
+    pub(crate) store: Option<Store>,
 }
 
 /// The running gateway (cheap to clone).
@@ -80,8 +90,14 @@ pub struct NamedStatus {
 }
 
 impl Gateway {
-    /// A gateway for `spec`; nothing runs until [`Gateway::start`].
-    pub fn new(spec: GatewaySpec) -> Gateway {
+    /// A gateway for `spec` without a state store; nothing runs until [`Gateway::start`].
+    pub fn new(spec: GatewaySpec) -> Result<Gateway, GatewayError> {
+        Gateway::with_store(spec, None)
+    }
+
+    /// A gateway for `spec` that keeps its audit log, pins and approvals in `store`.
+    pub fn with_store(spec: GatewaySpec, store: Option<Store>) -> Result<Gateway, GatewayError> {
+        let policy = compile(&spec.guardrails.policy).map_err(|error| GatewayError::Policy(error.to_string()))?;
         let upstreams = spec
             .upstreams
             .iter()
@@ -89,7 +105,7 @@ impl Gateway {
             .map(|(index, upstream)| Arc::new(UpstreamRuntime::new(index, upstream.clone())))
             .collect();
         let (settled, _) = watch::channel(0);
-        Gateway {
+        Ok(Gateway {
             inner: Arc::new(GatewayInner {
                 spec,
                 upstreams,
@@ -100,8 +116,21 @@ impl Gateway {
                 next_token: AtomicU64::new(1),
                 shutdown: CancellationToken::new(),
                 settled,
+                quarantined: Mutex::new(HashMap::new()),
+                policy: RwLock::new(Arc::new(policy)),
+                store,
             }),
+        })
+    }
+
+    /// Replaces the policy (a config reload): visibility is decided again and every session is told to re-list.
+    pub fn reload_policy(&self, spec: &PolicySpec) -> Result<(), GatewayError> {
+        let policy = compile(spec).map_err(|error| GatewayError::Policy(error.to_string()))?;
+        if let Ok(mut current) = self.inner.policy.write() {
+            *current = Arc::new(policy);
         }
+        self.inner.notify_list_changed(&[ListKind::Tools]);
+        Ok(())
     }
 
     /// Starts every upstream in parallel (one task each).
@@ -155,9 +184,13 @@ impl Gateway {
 }
 
 impl SessionFactory for Gateway {
-    fn open_session(&self, transport: TransportKind) -> (Box<dyn ClientSession>, mpsc::Receiver<ClientBound>) {
+    fn open_session(
+        &self,
+        transport: TransportKind,
+        caller: Caller,
+    ) -> (Box<dyn ClientSession>, mpsc::Receiver<ClientBound>) {
         let (outbox, receiver) = mpsc::channel(1024);
-        let shared = Arc::new(SessionShared::new(uuid::Uuid::new_v4().simple().to_string(), outbox));
+        let shared = Arc::new(SessionShared::new(uuid::Uuid::new_v4().simple().to_string(), outbox, caller));
         if let Ok(mut sessions) = self.inner.sessions.lock() {
             sessions.insert(shared.id.clone(), Arc::clone(&shared));
         }
@@ -166,7 +199,20 @@ impl SessionFactory for Gateway {
     }
 }
 
+/// Why a gateway could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GatewayError {
+    /// The policy does not compile.
+    #[error("invalid policy: {0}")]
+    Policy(String),
+}
+
 impl GatewayInner {
+    /// The current policy.
+    pub(crate) fn policy(&self) -> Arc<CompiledPolicy> {
+        self.policy.read().map(|policy| Arc::clone(&policy)).unwrap_or_default()
+    }
+
     /// The current catalog snapshot.
     pub(crate) fn catalog(&self) -> Arc<Catalog> {
         self.catalog.read().map(|catalog| Arc::clone(&catalog)).unwrap_or_default()
@@ -185,7 +231,12 @@ impl GatewayInner {
             })
             .map(|runtime| runtime.index)
             .collect();
-        let catalog = Catalog::build_with(&self.spec.upstreams, &listings, &resource_servers);
+        let context = CatalogContext {
+            resource_servers,
+            quarantined: self.quarantined.lock().map(|quarantined| quarantined.clone()).unwrap_or_default(),
+            quarantine: self.spec.guardrails.pins.quarantine,
+        };
+        let catalog = Catalog::build_with(&self.spec.upstreams, &listings, &context);
         for collision in &catalog.collisions {
             tracing::warn!("{collision}");
         }
@@ -199,6 +250,15 @@ impl GatewayInner {
             sessions.remove(id);
         }
         tracing::info!(session = %id, "client session closed");
+    }
+
+    /// Compares a pinned upstream's current listing with its pins and updates its quarantine.
+    pub(crate) async fn check_pins(&self, index: usize) {
+        let Some(listing) = self.upstreams.get(index).and_then(|runtime| runtime.listing()) else { return };
+        let quarantined = crate::guard::pins::quarantined_tools(self, index, &listing).await;
+        if let Ok(mut all) = self.quarantined.lock() {
+            all.insert(index, quarantined);
+        }
     }
 
     /// Every open session.
@@ -276,6 +336,7 @@ async fn run_upstream(gateway: Arc<GatewayInner>, index: usize) {
         match connected {
             Ok(connection) => {
                 tracing::info!(upstream = %runtime.spec.name, status = ?runtime.status(), "upstream ready");
+                gateway.check_pins(index).await;
                 gateway.rebuild_catalog();
                 gateway.notify_list_changed(&[ListKind::Tools, ListKind::Prompts, ListKind::Resources]);
                 if !std::mem::replace(&mut settled, true) {
@@ -330,6 +391,7 @@ pub(crate) async fn refresh_listing(gateway: Arc<GatewayInner>, index: usize, ki
         }
     }
     runtime.replace_listing(Arc::new(updated));
+    gateway.check_pins(index).await;
     gateway.rebuild_catalog();
     gateway.notify_list_changed(&[kind]);
 }

@@ -12,6 +12,7 @@ mod client;
 mod dispatch;
 pub mod downstream;
 mod gateway;
+mod guard;
 pub mod naming;
 mod pipeline;
 mod routing;
@@ -20,4 +21,4 @@ pub mod spec;
 pub mod upstreams;
 pub mod uri_template;
 
-pub use gateway::{Gateway, GatewayStatus, NamedStatus};
+pub use gateway::{Gateway, GatewayError, GatewayStatus, NamedStatus};

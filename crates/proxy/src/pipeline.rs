@@ -3,41 +3,57 @@
 //! 1. [`resolve`]: the exposed name becomes a route (upstream, original name) and the tool's effective hints;
 //!    unknown or hidden names get the same `isError` result ("Unknown tool: NAME"), as the TypeScript and Python
 //!    SDKs answer an unknown tool, so a hidden tool cannot be told from a missing one.
-//! 2. [`decide`]: the policy's [`Decision`] (today: allow everything); only an allow yields a [`Permitted`] call.
+//! 2. [`decide`]: the policy's [`Decision`] (rules, mode, session taint, quarantine). Allow yields a [`Permitted`]
+//!    call; confirm asks a person first (`guard::confirm`); deny is an `isError` result; hide looks unknown.
 //! 3. [`forward`]: the permitted call goes upstream under the original name, with toolgate's progress token and
-//!    the route registered for cancellation, progress and server requests.
+//!    the route registered for cancellation, progress and server requests; transport failures are retried only
+//!    for tools that are read-only or idempotent by their trusted hints.
 //! 4. [`post_process`]: the upstream's answer becomes the client's response; transport failures become `isError`
 //!    results the model can read, JSON-RPC errors from the upstream stay JSON-RPC errors.
-//! 5. [`record`]: one structured event per call with its decision, route, duration and outcome.
+//! 5. [`record`]: session taint, the audit row of the result, one structured event per call. The audit row of
+//!    the call itself is written durably between 2 and 3: a call whose row cannot be written is not forwarded.
 //!
 //! Each phase is a function with one contract, so the guardrails (confirmation, retries, truncation, audit) slot in
 //! without reshaping the others.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use toolgate_core::decision::{Decision, Verdict, allow_everything};
+use toolgate_core::decision::{Decision, Reason, Verdict};
+use toolgate_core::policy::{CallFacts, decide as policy_decide, taints_session};
+use toolgate_store::AuditKind;
+use toolgate_upstream::UpstreamError;
 use toolgate_upstream::jsonrpc::{self, codes};
 
 use crate::catalog::ExposedTool;
 use crate::client::SessionShared;
 use crate::dispatch::{relay_response, send_upstream};
 use crate::gateway::GatewayInner;
+use crate::guard::confirm::{Confirmation, confirm};
+use crate::guard::{audit, results};
 
 /// A call whose tool was found and is visible to this session.
 pub(crate) struct ResolvedCall {
     /// The exposed tool (route, hints, fingerprint).
-    pub tool: Arc<ExposedTool>,
+    pub(crate) tool: Arc<ExposedTool>,
     /// The client's `params`, unchanged.
-    pub params: Value,
+    pub(crate) params: Value,
 }
 
-/// A call the policy allowed; only [`decide`] can make one, and only [`forward`] takes one.
+impl ResolvedCall {
+    fn arguments(&self) -> Value {
+        self.params.get("arguments").cloned().unwrap_or_else(|| json!({}))
+    }
+}
+
+/// A call the policy allowed (or a person approved); only [`permit`] makes one, and only [`forward`] takes one.
 pub(crate) struct Permitted {
     call: ResolvedCall,
     decision: Decision,
+    approval_id: Option<String>,
 }
 
 /// What the upstream did with a forwarded call.
@@ -52,24 +68,45 @@ pub(crate) enum Forwarded {
 pub(crate) fn resolve(gateway: &GatewayInner, session: &SessionShared, params: Value) -> Result<ResolvedCall, String> {
     let name = params.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
     let catalog = gateway.catalog();
-    let visible =
-        catalog.tool(&name).filter(|tool| !tool.task_required && (!tool.app_only || session.declares_apps())).cloned();
+    let visible = catalog
+        .tool(&name)
+        .filter(|tool| !tool.task_required && (!tool.app_only || session.declares_apps()))
+        .cloned();
     match visible {
         Some(tool) => Ok(ResolvedCall { tool, params }),
         None => Err(format!("Unknown tool: {name}")),
     }
 }
 
-/// Phase 2: the policy decides; a verdict other than allow is returned as the refusal.
-pub(crate) fn decide(call: ResolvedCall) -> Result<Permitted, (ResolvedCall, Decision)> {
-    let decision = allow_everything(&call.tool.hints);
-    match decision.verdict {
-        Verdict::Allow => Ok(Permitted { call, decision }),
-        Verdict::Confirm | Verdict::Deny | Verdict::Hide => Err((call, decision)),
-    }
+/// The facts the policy sees about a call in a session.
+pub(crate) fn call_facts<'a>(tool: &'a ExposedTool, session: &'a SessionShared) -> CallFacts<'a> {
+    CallFacts::new(&tool.upstream_name, &tool.original_name, &tool.trusted)
+        .with_scopes(&session.caller.scopes)
+        .with_session_tainted(session.tainted.load(Ordering::Acquire))
 }
 
-/// Phase 3: sends the permitted call upstream under the tool's original name. `None` when the client cancelled.
+/// Phase 2: the policy's decision. A quarantined tool (its definition changed since it was pinned) needs a
+/// person's approval whatever the rules say.
+pub(crate) fn decide(gateway: &GatewayInner, session: &SessionShared, call: &ResolvedCall) -> Decision {
+    let policy = gateway.policy();
+    let mut decision = policy_decide(&policy, &call_facts(&call.tool, session));
+    if call.tool.quarantined && decision.verdict == Verdict::Allow {
+        decision.verdict = Verdict::Confirm;
+        decision.reasons.insert(
+            0,
+            Reason::new("pin-quarantine", "the tool's definition changed since it was pinned and waits for approval"),
+        );
+    }
+    decision
+}
+
+/// Turns an allowing or approved decision into a [`Permitted`] call.
+fn permit(call: ResolvedCall, decision: Decision, approval_id: Option<String>) -> Permitted {
+    Permitted { call, decision, approval_id }
+}
+
+/// Phase 3: sends the permitted call upstream under the tool's original name, retrying transport failures only
+/// when the tool is read-only or idempotent by its trusted hints. `None` when the client cancelled.
 pub(crate) async fn forward(
     gateway: &Arc<GatewayInner>,
     session: &Arc<SessionShared>,
@@ -80,45 +117,83 @@ pub(crate) async fn forward(
     let tool = &permitted.call.tool;
     let mut params = permitted.call.params.clone();
     params["name"] = Value::String(tool.original_name.clone());
-    let outcome = send_upstream(gateway, session, id, tool.upstream, "tools/call", params, cancel).await?;
-    Some(match outcome {
-        Ok(response) => Forwarded::Response(response),
-        Err(message) => Forwarded::Failed(message),
-    })
-}
-
-/// Phase 4: the client's response for what the upstream did.
-pub(crate) fn post_process(id: &Value, forwarded: Forwarded) -> Value {
-    match forwarded {
-        Forwarded::Response(response) => relay_response(id, response),
-        Forwarded::Failed(message) => jsonrpc::response(
-            id,
-            json!({"content": [{"type": "text", "text": format!("toolgate: {message}")}], "isError": true}),
-        ),
+    let retries = &gateway.spec.guardrails.retries;
+    let retry_safe = tool.hints.is_idempotent();
+    let mut backoff = retries.initial_backoff;
+    let mut attempt = 1;
+    loop {
+        match send_upstream(gateway, session, id, tool.upstream, "tools/call", params.clone(), cancel).await? {
+            Ok(response) => return Some(Forwarded::Response(response)),
+            Err(error) if retry_safe && error.is_transient() && attempt < retries.max_attempts => {
+                tracing::info!(tool = %tool.exposed_name, attempt, %error, "retrying a call that is safe to repeat");
+                tokio::select! {
+                    () = cancel.cancelled() => return None,
+                    () = tokio::time::sleep(backoff) => {}
+                }
+                backoff = backoff.saturating_mul(2).min(Duration::from_secs(10));
+                attempt += 1;
+            }
+            Err(error) => return Some(Forwarded::Failed(upstream_failure(&tool.upstream_name, &error))),
+        }
     }
 }
 
-/// Phase 5: one structured event per call.
-pub(crate) fn record(session: &SessionShared, permitted: &Permitted, response: &Value, elapsed: Duration) {
+fn upstream_failure(upstream: &str, error: &UpstreamError) -> String {
+    format!("upstream `{upstream}` failed: {error}")
+}
+
+/// Phase 4: the client's response for what the upstream did: results post-processed (truncation, undeclared
+/// structured fields), JSON-RPC errors unchanged, transport failures as `isError` results.
+pub(crate) fn post_process(gateway: &GatewayInner, tool: &ExposedTool, id: &Value, forwarded: Forwarded) -> Value {
+    match forwarded {
+        Forwarded::Response(response) => {
+            let mut response = relay_response(id, response);
+            if let Some(result) = response.get_mut("result") {
+                let output_schema = tool.definition.get("outputSchema");
+                results::post_process(result, output_schema, &gateway.spec.guardrails.results);
+            }
+            response
+        }
+        Forwarded::Failed(message) => tool_error(id, &format!("toolgate: {message}")),
+    }
+}
+
+/// Phase 5: session taint, the audit row of the result and one structured event per call.
+pub(crate) fn record(
+    gateway: &GatewayInner,
+    session: &SessionShared,
+    permitted: &Permitted,
+    response: &Value,
+    elapsed: Duration,
+) {
     let outcome = if response.get("error").is_some() {
-        "protocol_error"
+        "jsonrpc_error"
     } else if response.pointer("/result/isError") == Some(&Value::Bool(true)) {
-        "tool_error"
+        "is_error"
     } else {
         "ok"
     };
     let tool = &permitted.call.tool;
-    let rule = permitted.decision.reasons.first().map(|reason| reason.rule.as_str()).unwrap_or_default();
+    if taints_session(&tool.hints, outcome == "ok") {
+        session.tainted.store(true, Ordering::Release);
+    }
+    let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+    let mut entry = audit::call_entry(AuditKind::Result, session, tool);
+    entry.verdict = Some(permitted.decision.verdict);
+    entry.approval_id = permitted.approval_id.clone();
+    entry.duration_us = Some(micros);
+    entry.outcome = Some(outcome.to_owned());
+    audit::record(gateway, entry);
     // Debug, not info: one line per call on stderr would cost more than the relay itself; the audit log is the
     // product record of calls.
     tracing::debug!(
         session = %session.id,
         tool = %tool.original_name,
-        upstream = tool.upstream,
+        upstream = %tool.upstream_name,
         verdict = ?permitted.decision.verdict,
-        rule,
+        rule = permitted.decision.rule(),
         outcome,
-        micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
+        micros,
         "tools/call"
     );
 }
@@ -137,33 +212,50 @@ pub(crate) async fn call_tool(
     }
     let resolved = match resolve(gateway, session, params) {
         Ok(resolved) => resolved,
-        Err(message) => return Some(unknown_tool(id, &message)),
+        Err(message) => return Some(tool_error(id, &message)),
     };
-    let permitted = match decide(resolved) {
-        Ok(permitted) => permitted,
-        Err((call, decision)) => return Some(refusal(id, &call, &decision)),
+    let decision = decide(gateway, session, &resolved);
+    audit::record(gateway, audit::decision_entry(session, &resolved.tool, &decision, &resolved.arguments()));
+    let permitted = match decision.verdict {
+        Verdict::Allow => permit(resolved, decision, None),
+        Verdict::Hide => {
+            let name = resolved.params.get("name").and_then(Value::as_str).unwrap_or_default();
+            return Some(tool_error(id, &format!("Unknown tool: {name}")));
+        }
+        Verdict::Deny => return Some(refusal(id, &decision)),
+        Verdict::Confirm => {
+            let arguments = resolved.arguments();
+            match confirm(gateway, session, id, &resolved.tool, &arguments, &decision, cancel).await? {
+                Confirmation::Approved { approval_id, via } => {
+                    let mut decision = decision;
+                    decision.reasons.insert(0, Reason::new("confirmed", format!("a person approved it ({via})")));
+                    permit(resolved, decision, approval_id)
+                }
+                Confirmation::Refused(message) => return Some(tool_error(id, &message)),
+            }
+        }
     };
+    let mut entry = audit::call_entry(AuditKind::Call, session, &permitted.call.tool);
+    entry.verdict = Some(permitted.decision.verdict);
+    entry.approval_id = permitted.approval_id.clone();
+    entry.args = Some(permitted.call.arguments());
+    if let Err(error) = audit::record_durable(gateway, entry).await {
+        return Some(tool_error(id, &format!("toolgate: the audit log cannot be written ({error}); the call was not made")));
+    }
     let forwarded = forward(gateway, session, id, &permitted, cancel).await?;
-    let response = post_process(id, forwarded);
-    record(session, &permitted, &response, started.elapsed());
+    let response = post_process(gateway, &permitted.call.tool, id, forwarded);
+    record(gateway, session, &permitted, &response, started.elapsed());
     Some(response)
 }
 
-/// The answer to a call the policy did not allow: hidden tools look unknown, denials are `isError` results.
-fn refusal(id: &Value, call: &ResolvedCall, decision: &Decision) -> Value {
-    if decision.verdict == Verdict::Hide {
-        let name = call.params.get("name").and_then(Value::as_str).unwrap_or_default();
-        return unknown_tool(id, &format!("Unknown tool: {name}"));
-    }
-    let reasons: Vec<&str> = decision.reasons.iter().map(|reason| reason.detail.as_str()).collect();
-    jsonrpc::response(
-        id,
-        json!({"content": [{"type": "text", "text": format!("toolgate refused this call: {}", reasons.join("; "))}], "isError": true}),
-    )
+/// An `isError` result the model reads. Unknown and hidden tools get the same one, as the TypeScript and Python
+/// SDKs answer an unknown tool, so a hidden tool cannot be told from a missing one.
+fn tool_error(id: &Value, message: &str) -> Value {
+    jsonrpc::response(id, json!({"content": [{"type": "text", "text": message}], "isError": true}))
 }
 
-/// The answer for a name that is not (visibly) in the catalog: an `isError` result, as the TypeScript and Python
-/// SDKs answer it, so the model can read it and a hidden tool is indistinguishable from a missing one.
-fn unknown_tool(id: &Value, message: &str) -> Value {
-    jsonrpc::response(id, json!({"content": [{"type": "text", "text": message}], "isError": true}))
+/// The answer to a denied call: an `isError` result with the policy's reasons.
+fn refusal(id: &Value, decision: &Decision) -> Value {
+    let reasons: Vec<&str> = decision.reasons.iter().take(3).map(|reason| reason.detail.as_str()).collect();
+    tool_error(id, &format!("toolgate refused this call: {}", reasons.join("; ")))
 }

@@ -56,8 +56,29 @@ pub trait ClientSession: Send + Sync {
     fn close(&self);
 }
 
+/// Who is on the other end of a session, as the transport authenticated it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Caller {
+    /// The caller's configured name (`anonymous` when no callers are configured).
+    pub name: String,
+    /// Its scopes.
+    pub scopes: Vec<String>,
+}
+
+impl Caller {
+    /// A caller with no name and no scopes (an HTTP listener without configured callers).
+    pub fn anonymous() -> Caller {
+        Caller { name: "anonymous".into(), scopes: Vec::new() }
+    }
+}
+
 /// Opens sessions; the gateway implements it, and transport tests may use a small fake.
 pub trait SessionFactory: Send + Sync + 'static {
-    /// Opens a new session and returns it with the receiver of everything it will send to the client.
-    fn open_session(&self, transport: TransportKind) -> (Box<dyn ClientSession>, mpsc::Receiver<ClientBound>);
+    /// Opens a new session for an authenticated caller and returns it with the receiver of everything it will
+    /// send to the client.
+    fn open_session(
+        &self,
+        transport: TransportKind,
+        caller: Caller,
+    ) -> (Box<dyn ClientSession>, mpsc::Receiver<ClientBound>);
 }

@@ -58,11 +58,19 @@ pub struct UpstreamTrust {
     pub min_confidence: f32,
     /// For `verified`: the signed manifest of its tool definitions and the keys that may sign it.
     pub manifest: Option<ManifestSpec>,
+    /// For `verified`: the tool fingerprints of a manifest whose signature was checked at start (by the CLI,
+    /// which holds the crypto). A verified upstream's tool whose fingerprint is not here is treated as untrusted.
+    pub verified_fingerprints: Option<std::collections::BTreeSet<String>>,
 }
 
 impl Default for UpstreamTrust {
     fn default() -> Self {
-        UpstreamTrust { level: TrustLevel::Untrusted, min_confidence: DEFAULT_MIN_CONFIDENCE, manifest: None }
+        UpstreamTrust {
+            level: TrustLevel::Untrusted,
+            min_confidence: DEFAULT_MIN_CONFIDENCE,
+            manifest: None,
+            verified_fingerprints: None,
+        }
     }
 }
 

@@ -216,6 +216,7 @@ impl StdioClient {
         let factory: Arc<dyn toolgate_proxy::session::SessionFactory> = Arc::new(gateway.clone());
         let served = tokio::spawn(toolgate_proxy::downstream::stdio::serve(
             factory,
+            toolgate_proxy::session::Caller::anonymous(),
             server_read,
             server_write,
             max_message_bytes,

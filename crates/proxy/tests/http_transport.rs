@@ -16,7 +16,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use toolgate_proxy::downstream::http;
-use toolgate_proxy::session::{ClientBound, ClientSession, SessionFactory, TransportKind};
+use toolgate_proxy::session::{Caller, ClientBound, ClientSession, SessionFactory, TransportKind};
 use toolgate_proxy::spec::{HttpListenerSpec, Limits};
 
 const BOTH: &str = "application/json, text/event-stream";
@@ -129,7 +129,11 @@ impl FakeFactory {
 }
 
 impl SessionFactory for FakeFactory {
-    fn open_session(&self, transport: TransportKind) -> (Box<dyn ClientSession>, mpsc::Receiver<ClientBound>) {
+    fn open_session(
+        &self,
+        transport: TransportKind,
+        _caller: Caller,
+    ) -> (Box<dyn ClientSession>, mpsc::Receiver<ClientBound>) {
         assert_eq!(transport, TransportKind::Http);
         let n = self.opened.fetch_add(1, Ordering::SeqCst);
         let (sender, receiver) = mpsc::channel(64);
@@ -171,7 +175,7 @@ async fn start(limits: Limits) -> Server {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let factory = Arc::new(FakeFactory::default());
-    let router = http::router(Arc::clone(&factory) as Arc<dyn SessionFactory>, &spec(addr), &limits);
+    let router = http::router(Arc::clone(&factory) as Arc<dyn SessionFactory>, &spec(addr), &limits, &[]);
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(http::serve(listener, router, async move {
         let _ = stopped.await;

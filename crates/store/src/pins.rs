@@ -172,6 +172,31 @@ impl PinStore {
             changes: diff_fingerprints(&pin.snapshot.fingerprint, &snapshot.fingerprint),
             detected_at: format_rfc3339(SystemTime::now()),
         };
+        self.insert_pending(&change).await?;
+        Ok(PinObservation::Quarantined(change))
+    }
+
+    /// Records a tool that has no pin yet as a pending change (an empty pinned fingerprint, every field added), so
+    /// a person can review and approve it like any change; returns it. A tool already pending is left as it is.
+    pub async fn propose_new(&self, snapshot: &ToolSnapshot) -> Result<PendingPinChange, StoreError> {
+        if let Some(pending) = self.pending(&snapshot.upstream, &snapshot.tool).await?
+            && pending.proposed.fingerprint.whole == snapshot.fingerprint.whole
+        {
+            return Ok(pending);
+        }
+        let change = PendingPinChange {
+            proposed: snapshot.clone(),
+            pinned_fingerprint: String::new(),
+            changes: snapshot.fingerprint.fields.keys().map(|field| (field.clone(), FieldChange::Added)).collect(),
+            detected_at: format_rfc3339(SystemTime::now()),
+        };
+        self.insert_pending(&change).await?;
+        Ok(change)
+    }
+
+    async fn insert_pending(&self, change: &PendingPinChange) -> Result<(), StoreError> {
+        let Backend::Sqlite(pool) = &self.backend;
+        let snapshot = &change.proposed;
         let changes: Vec<Value> = change
             .changes
             .iter()
@@ -194,7 +219,7 @@ impl PinStore {
         .bind(&change.detected_at)
         .execute(pool)
         .await?;
-        Ok(PinObservation::Quarantined(change))
+        Ok(())
     }
 
     /// The pending change of one tool.

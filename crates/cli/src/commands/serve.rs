@@ -10,14 +10,14 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use toolgate_proxy::Gateway;
-use toolgate_proxy::session::SessionFactory;
+use toolgate_proxy::session::{Caller, SessionFactory};
 use toolgate_proxy::spec::{
-    GatewaySpec, GuardrailSpec, HttpListenerSpec, Limits, Prefix, StdioListenerSpec, UpstreamSpec, UpstreamTrust,
+    CallerSpec, GatewaySpec, GuardrailSpec, HttpListenerSpec, Limits, Prefix, StdioListenerSpec, UpstreamSpec, UpstreamTrust,
 };
 use toolgate_upstream::Endpoint;
 
 use crate::Outcome;
-use crate::cli::ServeArgs;
+use crate::cli::{PolicyChoice, ServeArgs};
 
 /// The port the embedded defaults try first.
 const DEFAULT_PORT: u16 = 8765;
@@ -28,13 +28,20 @@ pub(crate) async fn run(args: ServeArgs) -> Result<Outcome> {
         None => spec_from_args(&args)?,
     };
     let state = crate::state::state_dir(args.state_dir.as_deref())?;
-    serve_spec(spec, state).await
+    serve_spec(spec, state, args.config.clone()).await
 }
 
-/// Runs a gateway for a spec until it is told to stop, publishing its status in the state directory.
-pub(crate) async fn serve_spec(spec: GatewaySpec, state: PathBuf) -> Result<Outcome> {
-    let gateway = Gateway::new(spec.clone());
+/// Runs a gateway for a spec until it is told to stop, publishing its status in the state directory, keeping its
+/// audit log, pins and approvals there, and reloading the policy from `config` on SIGHUP.
+pub(crate) async fn serve_spec(spec: GatewaySpec, state: PathBuf, config: Option<PathBuf>) -> Result<Outcome> {
+    let store = toolgate_store::Store::open(&state)
+        .await
+        .with_context(|| format!("cannot open the state store in {}", state.display()))?;
+    let gateway = Gateway::with_store(spec.clone(), Some(store.clone()))?;
     gateway.start();
+    if let Some(path) = config {
+        tokio::spawn(reload_on_hangup(gateway.clone(), path));
+    }
     gateway.wait_settled(Duration::from_secs(30)).await;
     for upstream in gateway.status().upstreams {
         tracing::info!(upstream = %upstream.name, status = ?upstream.status, "upstream status");
@@ -50,13 +57,20 @@ pub(crate) async fn serve_spec(spec: GatewaySpec, state: PathBuf) -> Result<Outc
         let factory = Arc::clone(&factory);
         let limits = spec.limits.clone();
         let listeners = Arc::clone(&listeners);
-        tokio::spawn(async move { serve_http(factory, &http, &limits, &listeners).await })
+        let callers = spec.guardrails.callers.clone();
+        tokio::spawn(async move { serve_http(factory, &http, &limits, &callers, &listeners).await })
     });
     let result = match (spec.stdio.is_some(), http) {
         // stdio ends the process when the client closes stdin, whatever else is listening.
         (true, http) => {
+            let caller = spec
+                .stdio
+                .as_ref()
+                .map(|stdio| Caller { name: stdio.identity.clone(), scopes: stdio.scopes.clone() })
+                .unwrap_or_else(Caller::anonymous);
             let serving = toolgate_proxy::downstream::stdio::serve(
                 factory,
+                caller,
                 tokio::io::stdin(),
                 tokio::io::stdout(),
                 spec.limits.max_message_bytes,
@@ -73,7 +87,31 @@ pub(crate) async fn serve_spec(spec: GatewaySpec, state: PathBuf) -> Result<Outc
     publisher.abort();
     crate::state::remove_run_file(&state, std::process::id());
     gateway.shutdown().await;
+    if let Err(error) = store.audit().flush().await {
+        tracing::error!(%error, "the audit log could not be flushed at shutdown");
+    }
     result.map(|()| Outcome::Clean)
+}
+
+/// Reloads the policy from the config file on SIGHUP; a broken file keeps the running policy and says why.
+async fn reload_on_hangup(gateway: Gateway, path: PathBuf) {
+    #[cfg(unix)]
+    {
+        let Ok(mut hangups) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else { return };
+        while hangups.recv().await.is_some() {
+            match toolgate_config::load_config(&path) {
+                Ok(spec) => match gateway.reload_policy(&spec.guardrails.policy) {
+                    Ok(()) => tracing::info!(config = %path.display(), "policy reloaded; clients were told to re-list"),
+                    Err(error) => tracing::error!(%error, "the reloaded policy is invalid; keeping the running one"),
+                },
+                Err(error) => tracing::error!("config reload failed; keeping the running policy:\n{error}"),
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (gateway, path);
+    }
 }
 
 fn flatten(outcome: Result<Result<()>, tokio::task::JoinError>) -> Result<()> {
@@ -108,6 +146,7 @@ async fn serve_http(
     factory: Arc<dyn SessionFactory>,
     http: &HttpListenerSpec,
     limits: &Limits,
+    callers: &[CallerSpec],
     listeners: &Mutex<Vec<String>>,
 ) -> Result<()> {
     let listener = match tokio::net::TcpListener::bind(http.bind).await {
@@ -127,7 +166,7 @@ async fn serve_http(
     let url = format!("http://{address}{}", http.path);
     eprintln!("toolgate: serving MCP on {url}");
     lock(listeners).push(url);
-    let router = toolgate_proxy::downstream::http::router(factory, http, limits);
+    let router = toolgate_proxy::downstream::http::router(factory, http, limits, callers);
     toolgate_proxy::downstream::http::serve(listener, router, shutdown_signal())
         .await
         .context("the HTTP listener failed")
@@ -166,14 +205,11 @@ fn spec_from_args(args: &ServeArgs) -> Result<GatewaySpec> {
         ),
         None => (Some(StdioListenerSpec { identity: "stdio".into(), scopes: Vec::new() }), None),
     };
-    Ok(GatewaySpec {
-        upstreams: vec![upstream],
-        stdio,
-        http,
-        limits: Limits::default(),
-        guardrails: GuardrailSpec::default(),
-        source: None,
-    })
+    let mut guardrails = GuardrailSpec::default();
+    if args.policy == PolicyChoice::Permissive {
+        guardrails.policy = toolgate_core::policy::PolicySpec::permissive();
+    }
+    Ok(GatewaySpec { upstreams: vec![upstream], stdio, http, limits: Limits::default(), guardrails, source: None })
 }
 
 /// A short upstream name from a command (`/usr/bin/mcp-server-git` -> `mcp-server-git`).

@@ -35,6 +35,24 @@ impl Default for PolicySpec {
     }
 }
 
+impl PolicySpec {
+    /// A policy that allows every call (no confirmation, no taint) while the fail-closed checks still apply: for
+    /// relays whose upstreams the operator trusts completely, and for testing the relay itself.
+    pub fn permissive() -> PolicySpec {
+        PolicySpec {
+            mode: Mode::Normal,
+            defaults: DefaultProfile::Standard,
+            session_taint: false,
+            rules: vec![RuleSpec {
+                id: Some("permissive".into()),
+                effect: Verdict::Allow,
+                matches: MatchSpec::default(),
+                reason: Some("the permissive policy allows every call".into()),
+            }],
+        }
+    }
+}
+
 /// What applies when no configured rule permits or refuses a call.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize)]
 #[serde(rename_all = "kebab-case")]

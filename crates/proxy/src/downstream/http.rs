@@ -14,6 +14,7 @@
 //! Layout: `checks` (headers and rejections), `message` (body framing), `session_table` (sessions and
 //! their demultiplexer tasks), `sse` (event-stream bodies).
 
+mod auth;
 mod checks;
 mod message;
 mod session_table;
@@ -38,8 +39,8 @@ use tracing::{Instrument, debug, debug_span};
 use self::checks::{DEFAULT_VERSION, INVALID_REQUEST, Rejection, SESSION_HEADER};
 use self::message::Incoming;
 use self::session_table::{HttpSession, InitGuard, RequestEvent, SessionTable, request_key};
-use crate::session::SessionFactory;
-use crate::spec::{HttpListenerSpec, Limits};
+use crate::session::{Caller, SessionFactory};
+use crate::spec::{CallerSpec, HttpListenerSpec, Limits};
 
 /// After shutdown is signalled, connections still open this long are abandoned.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -52,6 +53,7 @@ struct Endpoint {
     spec: Arc<HttpListenerSpec>,
     sessions: Arc<SessionTable>,
     max_message_bytes: usize,
+    callers: Arc<Vec<CallerSpec>>,
 }
 
 /// Fired by [`serve`] when the server stops: streams end and sessions close.
@@ -60,11 +62,17 @@ struct Shutdown(CancellationToken);
 
 /// The MCP endpoint at `spec.path` as an axum router (any other path answers 404). Sessions are opened through
 /// `factory` and bounded by `limits`. Serve it with [`serve`] so open streams end on shutdown.
-pub fn router(factory: Arc<dyn SessionFactory>, spec: &HttpListenerSpec, limits: &Limits) -> Router {
+pub fn router(
+    factory: Arc<dyn SessionFactory>,
+    spec: &HttpListenerSpec,
+    limits: &Limits,
+    callers: &[CallerSpec],
+) -> Router {
     let endpoint = Endpoint {
         spec: Arc::new(spec.clone()),
         sessions: Arc::new(SessionTable::new(factory, limits.max_sessions, limits.session_idle_timeout)),
         max_message_bytes: limits.max_message_bytes,
+        callers: Arc::new(callers.to_vec()),
     };
     Router::new().fallback(handle).with_state(endpoint)
 }
@@ -128,18 +136,20 @@ async fn dispatch(
     if !matches!(parts.method, Method::POST | Method::GET | Method::DELETE) {
         return Err(Rejection::method_not_allowed());
     }
+    let caller = auth::authenticate(&parts.headers, &endpoint.callers)?;
     let version = checks::protocol_version(&parts.headers)?;
     match parts.method {
-        Method::POST => post(endpoint, &parts, body, version, shutdown).await,
-        Method::GET => open_unsolicited_stream(endpoint, &parts, shutdown),
-        _ => delete(endpoint, &parts),
+        Method::POST => post(endpoint, &parts, body, version, shutdown, caller).await,
+        Method::GET => open_unsolicited_stream(endpoint, &parts, shutdown, &caller),
+        _ => delete(endpoint, &parts, &caller),
     }
 }
 
-/// The live session named by `Mcp-Session-Id`: 400 when the header is missing, 404 when unknown or closed.
-fn find_session(endpoint: &Endpoint, parts: &Parts) -> Result<Arc<HttpSession>, Rejection> {
+/// The live session named by `Mcp-Session-Id` and opened by this caller: 400 when the header is missing, 404 when
+/// unknown, closed, or another caller's (a session id is never authentication).
+fn find_session(endpoint: &Endpoint, parts: &Parts, caller: &Caller) -> Result<Arc<HttpSession>, Rejection> {
     let id = checks::session_id(&parts.headers)?.ok_or_else(checks::session_missing)?;
-    endpoint.sessions.get(id).ok_or_else(checks::session_not_found)
+    endpoint.sessions.get(id).filter(|session| session.caller() == caller.name).ok_or_else(checks::session_not_found)
 }
 
 async fn post(
@@ -148,6 +158,7 @@ async fn post(
     body: Body,
     version: Option<&'static str>,
     shutdown: CancellationToken,
+    caller: Caller,
 ) -> Result<Response, Rejection> {
     checks::check_content_type(&parts.headers)?;
     checks::check_accept(&parts.headers, &["application/json", "text/event-stream"])?;
@@ -156,11 +167,11 @@ async fn post(
     let opens_session = matches!(&incoming, Incoming::Request { method, .. } if method == "initialize")
         && checks::session_id(&parts.headers)?.is_none();
     let (session, init) = if opens_session {
-        let session = endpoint.sessions.open(shutdown.clone())?;
+        let session = endpoint.sessions.open(shutdown.clone(), caller)?;
         let init = InitGuard::new(&endpoint.sessions, &session);
         (session, Some(init))
     } else {
-        (find_session(endpoint, parts)?, None)
+        (find_session(endpoint, parts, &caller)?, None)
     };
     let Incoming::Request { id, method } = incoming else {
         session.deliver(message);
@@ -228,9 +239,10 @@ fn open_unsolicited_stream(
     endpoint: &Endpoint,
     parts: &Parts,
     shutdown: CancellationToken,
+    caller: &Caller,
 ) -> Result<Response, Rejection> {
     checks::check_accept(&parts.headers, &["text/event-stream"])?;
-    let session = find_session(endpoint, parts)?;
+    let session = find_session(endpoint, parts, caller)?;
     let stream = session.open_stream().ok_or_else(|| {
         Rejection::new(StatusCode::CONFLICT, checks::TRANSPORT_ERROR, "conflict: this session's GET stream is open")
     })?;
@@ -238,8 +250,8 @@ fn open_unsolicited_stream(
     Ok(sse::response(sse::unsolicited_body(stream, shutdown)))
 }
 
-fn delete(endpoint: &Endpoint, parts: &Parts) -> Result<Response, Rejection> {
-    let session = find_session(endpoint, parts)?;
+fn delete(endpoint: &Endpoint, parts: &Parts, caller: &Caller) -> Result<Response, Rejection> {
+    let session = find_session(endpoint, parts, caller)?;
     endpoint.sessions.close(&session);
     Ok(StatusCode::OK.into_response())
 }

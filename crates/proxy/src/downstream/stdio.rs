@@ -13,15 +13,21 @@ use tokio::sync::mpsc;
 use tokio_util::codec::{AnyDelimiterCodec, AnyDelimiterCodecError, FramedRead};
 use toolgate_upstream::jsonrpc::{self, codes};
 
-use crate::session::{ClientBound, SessionFactory, TransportKind};
+use crate::session::{Caller, ClientBound, SessionFactory, TransportKind};
 
-/// Serves one session over the given reader and writer (stdin/stdout in production) until the reader ends.
-pub async fn serve<R, W>(factory: Arc<dyn SessionFactory>, reader: R, writer: W, max_message_bytes: usize)
-where
+/// Serves one session for `caller` over the given reader and writer (stdin/stdout in production) until the
+/// reader ends.
+pub async fn serve<R, W>(
+    factory: Arc<dyn SessionFactory>,
+    caller: Caller,
+    reader: R,
+    writer: W,
+    max_message_bytes: usize,
+) where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (session, outbox) = factory.open_session(TransportKind::Stdio);
+    let (session, outbox) = factory.open_session(TransportKind::Stdio, caller);
     let (errors, error_receiver) = mpsc::channel::<Value>(64);
     let writer_task = tokio::spawn(write_messages(writer, outbox, error_receiver));
     let codec = AnyDelimiterCodec::new_with_max_length(b"\n".to_vec(), Vec::new(), max_message_bytes);

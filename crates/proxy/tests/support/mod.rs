@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use toolgate_proxy::Gateway;
-use toolgate_proxy::session::{ClientBound, ClientSession, SessionFactory, TransportKind};
+use toolgate_proxy::session::{Caller, ClientBound, ClientSession, SessionFactory, TransportKind};
 use toolgate_proxy::spec::{GatewaySpec, Limits, Prefix, UpstreamSpec};
 use toolgate_proxy::upstreams::UpstreamStatus;
 use toolgate_upstream::Endpoint;
@@ -44,8 +44,11 @@ pub(crate) fn upstream(name: &str, mode: &str, request_timeout: Duration, log: O
 
 /// Starts a gateway for `upstreams` and waits until every one of them is ready.
 pub(crate) async fn start(upstreams: Vec<UpstreamSpec>, limits: Limits) -> Gateway {
-    let spec = GatewaySpec { upstreams, stdio: None, http: None, limits, guardrails: Default::default(), source: None };
-    let gateway = Gateway::new(spec);
+    let spec = GatewaySpec { upstreams, stdio: None, http: None, limits, guardrails: toolgate_proxy::spec::GuardrailSpec {
+            policy: toolgate_core::policy::PolicySpec::permissive(),
+            ..Default::default()
+        }, source: None };
+    let gateway = Gateway::new(spec).expect("the gateway spec is valid");
     gateway.start();
     gateway.wait_settled(GUARD).await;
     for upstream in gateway.status().upstreams {
@@ -82,7 +85,7 @@ pub(crate) struct Client {
 impl Client {
     /// Opens a session and runs the initialize handshake.
     pub(crate) async fn connect(gateway: &Gateway) -> Client {
-        let (session, receiver) = gateway.open_session(TransportKind::Stdio);
+        let (session, receiver) = gateway.open_session(TransportKind::Stdio, Caller::anonymous());
         let mut client = Client { session, receiver, stash: Vec::new() };
         let response = client
             .request(

@@ -42,11 +42,13 @@ pub(super) struct Rejection {
     pub(super) message: String,
     /// Extra response headers (`Allow` on 405).
     pub(super) allow: Option<&'static str>,
+    /// Send a `WWW-Authenticate: Bearer` challenge (on 401).
+    pub(super) challenge: bool,
 }
 
 impl Rejection {
     pub(super) fn new(status: StatusCode, code: i64, message: impl Into<String>) -> Self {
-        Rejection { status, code, message: message.into(), allow: None }
+        Rejection { status, code, message: message.into(), allow: None, challenge: false }
     }
 
     pub(super) fn method_not_allowed() -> Self {
@@ -66,6 +68,9 @@ impl IntoResponse for Rejection {
         let mut response = (self.status, [(CONTENT_TYPE, "application/json")], body).into_response();
         if let Some(allow) = self.allow {
             response.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));
+        }
+        if self.challenge {
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"toolgate\""));
         }
         response
     }

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use super::checks::{INTERNAL_ERROR, Rejection, TRANSPORT_ERROR};
-use crate::session::{ClientBound, ClientSession, SessionFactory, TransportKind};
+use crate::session::{Caller, ClientBound, ClientSession, SessionFactory, TransportKind};
 
 /// Messages buffered for one POST's answer before the demultiplexer waits for the client to read them.
 const REQUEST_CAPACITY: usize = 64;
@@ -70,7 +70,11 @@ impl SessionTable {
 
     /// Opens a session and starts its demultiplexer; 503 when `max_sessions` are open. Must run inside a tokio
     /// runtime. `shutdown` closes the session when the server stops.
-    pub(super) fn open(self: &Arc<Self>, shutdown: CancellationToken) -> Result<Arc<HttpSession>, Rejection> {
+    pub(super) fn open(
+        self: &Arc<Self>,
+        shutdown: CancellationToken,
+        caller: Caller,
+    ) -> Result<Arc<HttpSession>, Rejection> {
         let mut sessions = self.lock();
         if sessions.len() >= self.max_sessions {
             debug!(max_sessions = self.max_sessions, "refused a new session: the session table is full");
@@ -81,7 +85,8 @@ impl SessionTable {
             ));
         }
         // Under the table lock so two initializes cannot both take the last slot; open_session is synchronous.
-        let (inner, receiver) = self.factory.open_session(TransportKind::Http);
+        let caller_name = caller.name.clone();
+        let (inner, receiver) = self.factory.open_session(TransportKind::Http, caller);
         let id = inner.id().to_owned();
         let usable = !id.is_empty() && id.bytes().all(|byte| (0x21..=0x7e).contains(&byte));
         if !usable || sessions.contains_key(&id) {
@@ -89,7 +94,7 @@ impl SessionTable {
             inner.close();
             return Err(Rejection::new(StatusCode::INTERNAL_SERVER_ERROR, INTERNAL_ERROR, "internal error"));
         }
-        let session = Arc::new(HttpSession::new(inner));
+        let session = Arc::new(HttpSession::new(inner, caller_name));
         sessions.insert(id, Arc::clone(&session));
         drop(sessions);
         debug!(session = session.id(), "session opened");
@@ -141,6 +146,8 @@ struct SessionState {
 /// One open session as the HTTP transport sees it.
 pub(super) struct HttpSession {
     inner: Box<dyn ClientSession>,
+    /// The caller that opened it: every later request must authenticate as the same caller.
+    caller: String,
     state: Mutex<SessionState>,
     closed: CancellationToken,
     close_once: AtomicBool,
@@ -148,9 +155,15 @@ pub(super) struct HttpSession {
 }
 
 impl HttpSession {
-    fn new(inner: Box<dyn ClientSession>) -> Self {
+    /// The caller that opened the session.
+    pub(super) fn caller(&self) -> &str {
+        &self.caller
+    }
+
+    fn new(inner: Box<dyn ClientSession>, caller: String) -> Self {
         HttpSession {
             inner,
+            caller,
             state: Mutex::new(SessionState {
                 waiters: HashMap::new(),
                 stream: None,

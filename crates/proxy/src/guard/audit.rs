@@ -1,0 +1,54 @@
+//! Audit records of listings, decisions, confirmations, calls and results, written through the store.
+//!
+//! Decisions and results go through the bounded queue (`try_record`): a full queue is logged as an error and
+//! counted, never silently dropped. The "call forwarded" row is written durably before the call leaves toolgate,
+//! so after a crash every forwarded call has its row; if it cannot be written the call is not forwarded.
+
+use serde_json::Value;
+use toolgate_core::decision::Decision;
+use toolgate_store::{AuditEntry, AuditKind, Caller};
+
+use crate::catalog::ExposedTool;
+use crate::client::SessionShared;
+use crate::gateway::GatewayInner;
+
+/// An entry about one tool call, with the session, caller, tool and hint sources filled in.
+pub(crate) fn call_entry(kind: AuditKind, session: &SessionShared, tool: &ExposedTool) -> AuditEntry {
+    let mut entry = AuditEntry::new(kind);
+    entry.session = Some(session.id.clone());
+    entry.caller =
+        Some(Caller { identity: Some(session.caller.name.clone()), scopes: session.caller.scopes.clone() });
+    entry.upstream = Some(tool.upstream_name.clone());
+    entry.tool = Some(tool.exposed_name.clone());
+    entry.hint_sources = Some(tool.hints);
+    entry
+}
+
+/// The entry for a decision.
+pub(crate) fn decision_entry(session: &SessionShared, tool: &ExposedTool, decision: &Decision, arguments: &Value) -> AuditEntry {
+    let mut entry = call_entry(AuditKind::Decision, session, tool);
+    entry.verdict = Some(decision.verdict);
+    entry.reasons = decision.reasons.clone();
+    entry.args = Some(arguments.clone());
+    entry
+}
+
+/// Queues an entry; a full or closed queue is an error in the log, never a silent drop.
+pub(crate) fn record(gateway: &GatewayInner, entry: AuditEntry) {
+    let Some(store) = &gateway.store else { return };
+    if let Err(error) = store.audit().try_record(entry) {
+        tracing::error!(%error, "audit record not written: the audit queue refused it");
+    }
+}
+
+/// Writes an entry and waits until it is durable; `Err` when it could not be written.
+pub(crate) async fn record_durable(gateway: &GatewayInner, entry: AuditEntry) -> Result<Option<i64>, String> {
+    let Some(store) = &gateway.store else { return Ok(None) };
+    match store.audit().record_durable(entry).await {
+        Ok(receipt) => Ok(Some(receipt.seq)),
+        Err(error) => {
+            tracing::error!(%error, "audit record not written; the call is not forwarded");
+            Err(error.to_string())
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! Confirmation by a person, in a way a model cannot forge.
+//!
+//! When the client declared form elicitation (and config does not insist on the queue), toolgate asks during
+//! the call with `elicitation/create`: the tool's title, action phrase, upstream, the policy's reasons and a short
+//! summary of the arguments. Otherwise the call waits (bounded) in the approval queue of the store, where a person
+//! approves or denies it with `toolgate approvals` (or the console). An approval binds to the tool's fingerprint
+//! and the digest of the exact arguments, is single use and expires; no approval code is ever sent to the client,
+//! so nothing the model relays can approve anything. "Remember for this session" covers the same tool and
+//! argument shape. A 2026-07-28 client will get the same question as an `input_required` round trip; the binding
+//! (fingerprint + argument digest) is what its HMAC-protected request state will carry.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use toolgate_core::decision::Decision;
+use toolgate_core::policy::approval::{ApprovalScope, bind_approval};
+use toolgate_store::{ApprovalId, ApprovalWait, AuditKind, PendingApproval, digest_arguments};
+
+use crate::catalog::ExposedTool;
+use crate::client::SessionShared;
+use crate::gateway::GatewayInner;
+use crate::guard::audit;
+use crate::spec::ConfirmVia;
+
+/// What the person said.
+pub(crate) enum Confirmation {
+    /// Go ahead; the approval id when the queue was used.
+    Approved { approval_id: Option<String>, via: &'static str },
+    /// Do not forward; the text says why, for the model.
+    Refused(String),
+}
+
+/// Longest argument summary shown to a person.
+const SUMMARY_CHARS: usize = 600;
+
+/// Asks a person about one call. `None` when the client cancelled the call meanwhile.
+pub(crate) async fn confirm(
+    gateway: &Arc<GatewayInner>,
+    session: &Arc<SessionShared>,
+    request_id: &Value,
+    tool: &ExposedTool,
+    arguments: &Value,
+    decision: &Decision,
+    cancel: &CancellationToken,
+) -> Option<Confirmation> {
+    let spec = &gateway.spec.guardrails.confirmation;
+    let shape_key = bind_approval(ApprovalScope::Shape, &tool.fingerprint, Some(arguments)).ok().map(|binding| binding.key);
+    if let Some(key) = &shape_key
+        && session.remembered.lock().map(|remembered| remembered.contains(key)).unwrap_or(false)
+    {
+        return Some(Confirmation::Approved { approval_id: None, via: "remembered-for-session" });
+    }
+    let summary = summarize(arguments);
+    let reasons: Vec<&str> = decision.reasons.iter().take(2).map(|reason| reason.detail.as_str()).collect();
+    let confirmation = if spec.via == ConfirmVia::ElicitationWhenAvailable && session.declares("elicitation") {
+        by_elicitation(session, request_id, tool, &summary, &reasons, spec.timeout, spec.remember_for_session, cancel)
+            .await?
+    } else {
+        by_queue(gateway, session, tool, arguments, &summary, cancel).await?
+    };
+    if let (Confirmation::Approved { via: "elicitation-remember", .. }, Some(key)) = (&confirmation, shape_key)
+        && let Ok(mut remembered) = session.remembered.lock()
+    {
+        remembered.insert(key);
+    }
+    Some(confirmation)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn by_elicitation(
+    session: &SessionShared,
+    request_id: &Value,
+    tool: &ExposedTool,
+    summary: &str,
+    reasons: &[&str],
+    timeout: Duration,
+    offer_remember: bool,
+    cancel: &CancellationToken,
+) -> Option<Confirmation> {
+    let message = format!(
+        "Allow \"{}\" ({}) to {}?\nArguments: {summary}\nWhy you are asked: {}",
+        tool.facts.display_title,
+        tool.upstream_name,
+        tool.facts.action,
+        reasons.join("; ")
+    );
+    let mut properties = json!({
+        "approve": {"type": "boolean", "title": "Allow this call", "default": false}
+    });
+    if offer_remember {
+        properties["remember"] = json!({
+            "type": "boolean",
+            "title": "Also allow this tool with arguments of the same shape for the rest of this session",
+            "default": false
+        });
+    }
+    let params = json!({
+        "message": message,
+        "requestedSchema": {"type": "object", "properties": properties, "required": ["approve"]}
+    });
+    let answer = tokio::select! {
+        () = cancel.cancelled() => return None,
+        answer = session.ask_client(request_id.clone(), "elicitation/create", Some(params), timeout) => answer,
+    };
+    let Some(answer) = answer else {
+        return Some(Confirmation::Refused("toolgate: nobody answered the confirmation; the call was not made".into()));
+    };
+    let result = answer.get("result").cloned().unwrap_or(Value::Null);
+    let action = result.get("action").and_then(Value::as_str).unwrap_or("cancel");
+    let approved = action == "accept" && result.pointer("/content/approve") == Some(&Value::Bool(true));
+    if !approved {
+        let what = if action == "accept" { "declined" } else { action };
+        return Some(Confirmation::Refused(format!(
+            "toolgate: the user {what} this call to {}; it was not made. Do not retry it unless the user asks.",
+            tool.exposed_name
+        )));
+    }
+    let remember = offer_remember && result.pointer("/content/remember") == Some(&Value::Bool(true));
+    Some(Confirmation::Approved { approval_id: None, via: if remember { "elicitation-remember" } else { "elicitation" } })
+}
+
+async fn by_queue(
+    gateway: &Arc<GatewayInner>,
+    session: &Arc<SessionShared>,
+    tool: &ExposedTool,
+    arguments: &Value,
+    summary: &str,
+    cancel: &CancellationToken,
+) -> Option<Confirmation> {
+    let Some(store) = &gateway.store else {
+        return Some(Confirmation::Refused(
+            "toolgate: this call needs a person's approval, but the client cannot be asked and no approval queue is \
+             available; it was not made"
+                .into(),
+        ));
+    };
+    let spec = &gateway.spec.guardrails.confirmation;
+    let now = SystemTime::now();
+    let args_digest = digest_arguments(arguments);
+    let pending = PendingApproval {
+        id: ApprovalId::generate(),
+        session: session.id.clone(),
+        upstream: tool.upstream_name.clone(),
+        tool: tool.exposed_name.clone(),
+        title: tool.facts.display_title.clone(),
+        action: tool.facts.action.clone(),
+        args_summary: summary.to_owned(),
+        tool_fingerprint: tool.fingerprint.clone(),
+        args_digest: args_digest.clone(),
+        created: now,
+        expires: now + spec.approval_ttl,
+    };
+    if let Err(error) = store.approvals().create(&pending).await {
+        tracing::error!(%error, "cannot queue an approval");
+        return Some(Confirmation::Refused(format!("toolgate: cannot queue the approval ({error}); the call was not made")));
+    }
+    let mut entry = audit::call_entry(AuditKind::Confirmation, session, tool);
+    entry.approval_id = Some(pending.id.as_str().to_owned());
+    entry.outcome = Some("pending".into());
+    audit::record(gateway, entry);
+    tracing::warn!(
+        tool = %tool.exposed_name,
+        upstream = %tool.upstream_name,
+        "a call waits for approval: run `toolgate approvals list`"
+    );
+    let approvals = store.approvals();
+    let wait = tokio::select! {
+        () = cancel.cancelled() => return None,
+        wait = approvals.wait(&pending.id, spec.timeout) => wait,
+    };
+    let outcome = match wait {
+        Ok(ApprovalWait::Approved { by }) => {
+            match store.approvals().consume(&pending.id, &tool.fingerprint, &args_digest).await {
+                Ok(()) => Confirmation::Approved { approval_id: Some(pending.id.as_str().to_owned()), via: "queue" },
+                Err(error) => Confirmation::Refused(format!("toolgate: the approval by {by} could not be used ({error})")),
+            }
+        }
+        Ok(ApprovalWait::Denied { by }) => {
+            Confirmation::Refused(format!("toolgate: {by} denied this call to {}; it was not made", tool.exposed_name))
+        }
+        Ok(ApprovalWait::Expired | ApprovalWait::TimedOut) => Confirmation::Refused(format!(
+            "toolgate: nobody approved this call within {} s; it was not made",
+            spec.timeout.as_secs()
+        )),
+        Ok(ApprovalWait::AlreadyConsumed) => Confirmation::Refused("toolgate: that approval was already used".into()),
+        Err(error) => Confirmation::Refused(format!("toolgate: waiting for approval failed ({error})")),
+    };
+    Some(outcome)
+}
+
+/// A short, readable summary of the arguments for a person (never used to bind the approval).
+fn summarize(arguments: &Value) -> String {
+    let text = serde_json::to_string(arguments).unwrap_or_default();
+    if text.chars().count() <= SUMMARY_CHARS {
+        return text;
+    }
+    let mut short: String = text.chars().take(SUMMARY_CHARS).collect();
+    short.push('…');
+    short
+}

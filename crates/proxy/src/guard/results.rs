@@ -1,0 +1,93 @@
+//! Result post-processing: text beyond the configured size is truncated with a flag in `_meta` and a line that
+//! tells the model how to ask for less; `structuredContent` fields the tool's `outputSchema` does not declare are
+//! removed when configured. Pure functions over the result JSON.
+
+use serde_json::{Value, json};
+
+use crate::spec::ResultSpec;
+
+/// The `_meta` key of the truncation flag.
+pub(crate) const TRUNCATED_KEY: &str = "toolgate/truncated";
+
+/// Applies the result settings to a `tools/call` result in place.
+pub(crate) fn post_process(result: &mut Value, output_schema: Option<&Value>, spec: &ResultSpec) {
+    truncate_text(result, spec.max_text_chars);
+    if spec.strip_undeclared_structured {
+        strip_undeclared(result, output_schema);
+    }
+}
+
+fn truncate_text(result: &mut Value, max_chars: usize) {
+    let Some(content) = result.get_mut("content").and_then(Value::as_array_mut) else { return };
+    let total: usize = content.iter().filter_map(text_of).map(|text| text.chars().count()).sum();
+    if total <= max_chars {
+        return;
+    }
+    let mut budget = max_chars;
+    for item in content.iter_mut() {
+        let Some(text) = item.get("text").and_then(Value::as_str) else { continue };
+        let length = text.chars().count();
+        if length <= budget {
+            budget -= length;
+            continue;
+        }
+        let kept: String = text.chars().take(budget).collect();
+        budget = 0;
+        item["text"] = Value::String(kept);
+    }
+    content.push(json!({
+        "type": "text",
+        "text": format!(
+            "[toolgate: the output was cut to {max_chars} of {total} characters. Ask for less: a narrower query, a \
+             filter, fewer fields, or the next page.]"
+        ),
+    }));
+    let meta = result.as_object_mut().map(|object| object.entry("_meta").or_insert_with(|| json!({})));
+    if let Some(Value::Object(meta)) = meta {
+        meta.insert(TRUNCATED_KEY.into(), json!({"originalChars": total, "keptChars": max_chars}));
+    }
+}
+
+fn text_of(item: &Value) -> Option<&str> {
+    (item.get("type").and_then(Value::as_str) == Some("text")).then(|| item.get("text").and_then(Value::as_str))?
+}
+
+fn strip_undeclared(result: &mut Value, output_schema: Option<&Value>) {
+    let Some(declared) = output_schema.and_then(|schema| schema.get("properties")).and_then(Value::as_object) else {
+        return;
+    };
+    if let Some(Value::Object(structured)) = result.get_mut("structuredContent") {
+        structured.retain(|key, _| declared.contains_key(key));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_text_is_cut_flagged_and_explained() {
+        let mut result = json!({"content": [{"type": "text", "text": "a".repeat(30)}, {"type": "text", "text": "b".repeat(30)}]});
+        post_process(&mut result, None, &ResultSpec { max_text_chars: 40, strip_undeclared_structured: false });
+        assert_eq!(result["content"][0]["text"].as_str().map(str::len), Some(30));
+        assert_eq!(result["content"][1]["text"].as_str().map(str::len), Some(10));
+        assert!(result["content"][2]["text"].as_str().is_some_and(|text| text.contains("Ask for less")));
+        assert_eq!(result["_meta"][TRUNCATED_KEY], json!({"originalChars": 60, "keptChars": 40}));
+    }
+
+    #[test]
+    fn short_text_is_untouched() {
+        let mut result = json!({"content": [{"type": "text", "text": "short"}]});
+        let before = result.clone();
+        post_process(&mut result, None, &ResultSpec::default());
+        assert_eq!(result, before);
+    }
+
+    #[test]
+    fn undeclared_structured_fields_are_stripped_when_asked() {
+        let schema = json!({"type": "object", "properties": {"kept": {"type": "string"}}});
+        let mut result = json!({"content": [], "structuredContent": {"kept": "x", "secret": "y"}});
+        post_process(&mut result, Some(&schema), &ResultSpec { max_text_chars: 100, strip_undeclared_structured: true });
+        assert_eq!(result["structuredContent"], json!({"kept": "x"}));
+    }
+}
