@@ -40,6 +40,9 @@ pub(crate) async fn handle_request(
         ),
         "tools/list" => list_tools(gateway, session, id, &params),
         "prompts/list" => list_prompts(gateway, id, &params),
+        "prompts/get" if params.get("name").and_then(Value::as_str) == Some(SAFETY_PROMPT) => {
+            safety_prompt_result(gateway, session, id)
+        }
         "resources/list" => list_raw(id, &params, "resources", gateway.catalog().resources().cloned().collect()),
         "resources/templates/list" => {
             list_raw(id, &params, "resourceTemplates", gateway.catalog().templates().cloned().collect())
@@ -95,6 +98,13 @@ fn list_tools(gateway: &GatewayInner, session: &SessionShared, id: &Value, param
     if let Some(error) = reject_cursor(id, params) {
         return error;
     }
+    let tools: Vec<Value> = visible_tools(gateway, session).iter().map(|tool| tool.definition.clone()).collect();
+    jsonrpc::response(id, json!({"tools": tools}))
+}
+
+/// The tools a session sees: not task-required, app-only ones only for MCP Apps clients, not hidden by the
+/// policy, then the selection profile.
+fn visible_tools(gateway: &GatewayInner, session: &SessionShared) -> Vec<Arc<crate::catalog::ExposedTool>> {
     let catalog = gateway.catalog();
     let policy = gateway.policy();
     let apps = session.declares_apps();
@@ -105,19 +115,40 @@ fn list_tools(gateway: &GatewayInner, session: &SessionShared, id: &Value, param
         .filter(|tool| visible(&policy, &crate::pipeline::call_facts(tool, session)).verdict != Verdict::Hide)
         .cloned()
         .collect();
-    let tools: Vec<Value> = crate::guard::selection::select(visible, &gateway.spec.guardrails.selection)
-        .iter()
-        .map(|tool| tool.definition.clone())
-        .collect();
-    jsonrpc::response(id, json!({"tools": tools}))
+    crate::guard::selection::select(visible, &gateway.spec.guardrails.selection)
 }
+
+/// The name of toolgate's own prompt: how to use the visible tools safely.
+pub(crate) const SAFETY_PROMPT: &str = "toolgate_safety";
 
 fn list_prompts(gateway: &GatewayInner, id: &Value, params: &Value) -> Value {
     if let Some(error) = reject_cursor(id, params) {
         return error;
     }
-    let prompts: Vec<Value> = gateway.catalog().prompts().iter().map(|prompt| prompt.definition.clone()).collect();
+    let mut prompts: Vec<Value> = gateway.catalog().prompts().iter().map(|prompt| prompt.definition.clone()).collect();
+    prompts.push(json!({
+        "name": SAFETY_PROMPT,
+        "title": "How to use these tools safely",
+        "description": "toolgate's instructions for each tool, from the annotations it enforces: which tools are \
+                        read-only, which change data, which act on outside systems, and which need a person's \
+                        confirmation.",
+        "arguments": [],
+    }));
     jsonrpc::response(id, json!({"prompts": prompts}))
+}
+
+/// The safety prompt over the tools this session sees.
+fn safety_prompt_result(gateway: &GatewayInner, session: &SessionShared, id: &Value) -> Value {
+    let tools = visible_tools(gateway, session);
+    let entries: Vec<_> = tools.iter().map(|tool| (tool.exposed_name.as_str(), &tool.facts, &tool.hints)).collect();
+    let text = toolgate_core::safety_prompt::safety_prompt(&entries);
+    jsonrpc::response(
+        id,
+        json!({
+            "description": "How to use these tools safely",
+            "messages": [{"role": "user", "content": {"type": "text", "text": text}}],
+        }),
+    )
 }
 
 fn list_raw(id: &Value, params: &Value, key: &str, items: Vec<Value>) -> Value {
