@@ -12,7 +12,7 @@ mod client;
 mod dispatch;
 pub mod downstream;
 mod gateway;
-mod guard;
+pub mod guard;
 pub mod naming;
 mod pipeline;
 mod routing;

@@ -16,8 +16,7 @@ use crate::gateway::GatewayInner;
 pub(crate) fn call_entry(kind: AuditKind, session: &SessionShared, tool: &ExposedTool) -> AuditEntry {
     let mut entry = AuditEntry::new(kind);
     entry.session = Some(session.id.clone());
-    entry.caller =
-        Some(Caller { identity: Some(session.caller.name.clone()), scopes: session.caller.scopes.clone() });
+    entry.caller = Some(Caller { identity: Some(session.caller.name.clone()), scopes: session.caller.scopes.clone() });
     entry.upstream = Some(tool.upstream_name.clone());
     entry.tool = Some(tool.exposed_name.clone());
     entry.hint_sources = Some(tool.hints);
@@ -25,7 +24,12 @@ pub(crate) fn call_entry(kind: AuditKind, session: &SessionShared, tool: &Expose
 }
 
 /// The entry for a decision.
-pub(crate) fn decision_entry(session: &SessionShared, tool: &ExposedTool, decision: &Decision, arguments: &Value) -> AuditEntry {
+pub(crate) fn decision_entry(
+    session: &SessionShared,
+    tool: &ExposedTool,
+    decision: &Decision,
+    arguments: &Value,
+) -> AuditEntry {
     let mut entry = call_entry(AuditKind::Decision, session, tool);
     entry.verdict = Some(decision.verdict);
     entry.reasons = decision.reasons.clone();

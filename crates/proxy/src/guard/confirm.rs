@@ -46,7 +46,8 @@ pub(crate) async fn confirm(
     cancel: &CancellationToken,
 ) -> Option<Confirmation> {
     let spec = &gateway.spec.guardrails.confirmation;
-    let shape_key = bind_approval(ApprovalScope::Shape, &tool.fingerprint, Some(arguments)).ok().map(|binding| binding.key);
+    let shape_key =
+        bind_approval(ApprovalScope::Shape, &tool.fingerprint, Some(arguments)).ok().map(|binding| binding.key);
     if let Some(key) = &shape_key
         && session.remembered.lock().map(|remembered| remembered.contains(key)).unwrap_or(false)
     {
@@ -118,7 +119,10 @@ async fn by_elicitation(
         )));
     }
     let remember = offer_remember && result.pointer("/content/remember") == Some(&Value::Bool(true));
-    Some(Confirmation::Approved { approval_id: None, via: if remember { "elicitation-remember" } else { "elicitation" } })
+    Some(Confirmation::Approved {
+        approval_id: None,
+        via: if remember { "elicitation-remember" } else { "elicitation" },
+    })
 }
 
 async fn by_queue(
@@ -154,7 +158,9 @@ async fn by_queue(
     };
     if let Err(error) = store.approvals().create(&pending).await {
         tracing::error!(%error, "cannot queue an approval");
-        return Some(Confirmation::Refused(format!("toolgate: cannot queue the approval ({error}); the call was not made")));
+        return Some(Confirmation::Refused(format!(
+            "toolgate: cannot queue the approval ({error}); the call was not made"
+        )));
     }
     let mut entry = audit::call_entry(AuditKind::Confirmation, session, tool);
     entry.approval_id = Some(pending.id.as_str().to_owned());
@@ -174,7 +180,9 @@ async fn by_queue(
         Ok(ApprovalWait::Approved { by }) => {
             match store.approvals().consume(&pending.id, &tool.fingerprint, &args_digest).await {
                 Ok(()) => Confirmation::Approved { approval_id: Some(pending.id.as_str().to_owned()), via: "queue" },
-                Err(error) => Confirmation::Refused(format!("toolgate: the approval by {by} could not be used ({error})")),
+                Err(error) => {
+                    Confirmation::Refused(format!("toolgate: the approval by {by} could not be used ({error})"))
+                }
             }
         }
         Ok(ApprovalWait::Denied { by }) => {

@@ -1,11 +1,12 @@
 //! The guardrails the call pipeline applies: confirmation by a person ([`confirm`]), result post-processing
 //! ([`results`]), audit records ([`audit`]), pin checks on listings ([`pins`]) and the tool-selection profile
-//! ([`selection`]).
+//! ([`selection`]), and the sealed request state of 2026-07-28 confirmations ([`request_state`]).
 //!
 //! Each module is one concern with one entry point; the pipeline (`crate::pipeline`) decides when each runs.
 
 pub(crate) mod audit;
 pub(crate) mod confirm;
 pub(crate) mod pins;
+pub mod request_state;
 pub(crate) mod results;
 pub(crate) mod selection;

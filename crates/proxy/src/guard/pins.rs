@@ -20,7 +20,11 @@ const TIGHTENING: &str = "toolgate (tightening only)";
 
 /// The original names of the listed tools that must stay quarantined; empty for upstreams that are not pinned.
 /// Fails closed: when the store cannot be read, every tool of the pinned upstream is quarantined.
-pub(crate) async fn quarantined_tools(gateway: &GatewayInner, index: usize, listing: &UpstreamListing) -> HashSet<String> {
+pub(crate) async fn quarantined_tools(
+    gateway: &GatewayInner,
+    index: usize,
+    listing: &UpstreamListing,
+) -> HashSet<String> {
     let Some(spec) = gateway.spec.upstreams.get(index) else { return HashSet::new() };
     if spec.trust.level != TrustLevel::Pinned {
         return HashSet::new();

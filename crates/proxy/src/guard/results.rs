@@ -67,7 +67,8 @@ mod tests {
 
     #[test]
     fn long_text_is_cut_flagged_and_explained() {
-        let mut result = json!({"content": [{"type": "text", "text": "a".repeat(30)}, {"type": "text", "text": "b".repeat(30)}]});
+        let mut result =
+            json!({"content": [{"type": "text", "text": "a".repeat(30)}, {"type": "text", "text": "b".repeat(30)}]});
         post_process(&mut result, None, &ResultSpec { max_text_chars: 40, strip_undeclared_structured: false });
         assert_eq!(result["content"][0]["text"].as_str().map(str::len), Some(30));
         assert_eq!(result["content"][1]["text"].as_str().map(str::len), Some(10));
@@ -87,7 +88,11 @@ mod tests {
     fn undeclared_structured_fields_are_stripped_when_asked() {
         let schema = json!({"type": "object", "properties": {"kept": {"type": "string"}}});
         let mut result = json!({"content": [], "structuredContent": {"kept": "x", "secret": "y"}});
-        post_process(&mut result, Some(&schema), &ResultSpec { max_text_chars: 100, strip_undeclared_structured: true });
+        post_process(
+            &mut result,
+            Some(&schema),
+            &ResultSpec { max_text_chars: 100, strip_undeclared_structured: true },
+        );
         assert_eq!(result["structuredContent"], json!({"kept": "x"}));
     }
 }
