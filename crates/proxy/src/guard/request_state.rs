@@ -1,0 +1,126 @@
+//! Sealed request state for confirmations in the 2026-07-28 protocol (MRTR): instead of sending
+//! `elicitation/create` during a call, the gateway answers `input_required` with the question and an opaque
+//! `requestState`; the client retries the same call with the person's answer and that state. The state must be
+//! integrity-protected (the client, and the model behind it, must not be able to forge or alter it) and must not
+//! be replayable beyond its binding.
+//!
+//! A sealed state binds the tool's fingerprint, the digest of the exact arguments, the session and an expiry,
+//! authenticated with HMAC-SHA-256 under a per-gateway key. Opening checks the tag in constant time, the expiry
+//! and the binding; single use is enforced by the caller (the approval store). Pure functions; the key and the
+//! clock come in as arguments.
+
+use hmac::{Hmac, KeyInit, Mac};
+use serde::{Deserialize, Serialize};
+use sha2::Sha256;
+
+/// What a confirmation's request state binds to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfirmationBinding {
+    /// The session the question was asked in.
+    pub session: String,
+    /// `sha256:` fingerprint of the tool definition.
+    pub tool_fingerprint: String,
+    /// `sha256:` of the canonical arguments.
+    pub args_digest: String,
+    /// Unix seconds after which the state is refused.
+    pub expires_at: u64,
+}
+
+/// Why a request state was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequestStateError {
+    /// Not of the form `<payload>.<tag>` in lowercase hex.
+    #[error("the request state is malformed")]
+    Malformed,
+    /// The tag does not match: altered or forged.
+    #[error("the request state was altered or forged")]
+    BadTag,
+    /// Past its expiry.
+    #[error("the request state has expired")]
+    Expired,
+    /// Valid, but for another call (session, tool or arguments differ).
+    #[error("the request state belongs to another call")]
+    WrongCall,
+}
+
+/// Seals a binding: `hex(json).hex(hmac)`.
+pub fn seal(key: &[u8], binding: &ConfirmationBinding) -> String {
+    let payload = serde_json::to_vec(binding).unwrap_or_default();
+    let tag = tag(key, &payload);
+    format!("{}.{}", hex(&payload), hex(&tag))
+}
+
+/// Opens a sealed state for `expected` at time `now` (Unix seconds).
+pub fn open(key: &[u8], sealed: &str, expected: &ConfirmationBinding, now: u64) -> Result<(), RequestStateError> {
+    let (payload_hex, tag_hex) = sealed.split_once('.').ok_or(RequestStateError::Malformed)?;
+    let payload = unhex(payload_hex).ok_or(RequestStateError::Malformed)?;
+    let given = unhex(tag_hex).ok_or(RequestStateError::Malformed)?;
+    let mut mac = mac(key);
+    mac.update(&payload);
+    mac.verify_slice(&given).map_err(|_| RequestStateError::BadTag)?;
+    let binding: ConfirmationBinding = serde_json::from_slice(&payload).map_err(|_| RequestStateError::Malformed)?;
+    if now > binding.expires_at {
+        return Err(RequestStateError::Expired);
+    }
+    let same_call = binding.session == expected.session
+        && binding.tool_fingerprint == expected.tool_fingerprint
+        && binding.args_digest == expected.args_digest;
+    if same_call { Ok(()) } else { Err(RequestStateError::WrongCall) }
+}
+
+fn mac(key: &[u8]) -> Hmac<Sha256> {
+    // HMAC accepts keys of any length; this cannot fail.
+    <Hmac<Sha256> as KeyInit>::new_from_slice(key)
+        .unwrap_or_else(|_| <Hmac<Sha256> as KeyInit>::new(&Default::default()))
+}
+
+fn tag(key: &[u8], payload: &[u8]) -> Vec<u8> {
+    let mut mac = mac(key);
+    mac.update(payload);
+    mac.finalize().into_bytes().to_vec()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len()).step_by(2).map(|index| u8::from_str_radix(text.get(index..index + 2)?, 16).ok()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn binding() -> ConfirmationBinding {
+        ConfirmationBinding {
+            session: "s1".into(),
+            tool_fingerprint: "sha256:aa".into(),
+            args_digest: "sha256:bb".into(),
+            expires_at: 1_000,
+        }
+    }
+
+    #[test]
+    fn a_sealed_state_opens_only_for_its_call_before_expiry() {
+        let sealed = seal(b"key", &binding());
+        assert_eq!(open(b"key", &sealed, &binding(), 999), Ok(()));
+        assert_eq!(open(b"key", &sealed, &binding(), 1_001), Err(RequestStateError::Expired));
+        let other_args = ConfirmationBinding { args_digest: "sha256:cc".into(), ..binding() };
+        assert_eq!(open(b"key", &sealed, &other_args, 999), Err(RequestStateError::WrongCall));
+    }
+
+    #[test]
+    fn forged_or_altered_states_are_refused() {
+        let sealed = seal(b"key", &binding());
+        assert_eq!(open(b"other key", &sealed, &binding(), 999), Err(RequestStateError::BadTag));
+        let (payload, tag) = sealed.split_once('.').unwrap_or_default();
+        let later = ConfirmationBinding { expires_at: 9_999, ..binding() };
+        let altered = format!("{}.{tag}", hex(&serde_json::to_vec(&later).unwrap_or_default()));
+        assert_eq!(open(b"key", &altered, &binding(), 999), Err(RequestStateError::BadTag));
+        assert_eq!(open(b"key", payload, &binding(), 999), Err(RequestStateError::Malformed));
+    }
+}
