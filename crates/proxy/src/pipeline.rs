@@ -68,10 +68,8 @@ pub(crate) enum Forwarded {
 pub(crate) fn resolve(gateway: &GatewayInner, session: &SessionShared, params: Value) -> Result<ResolvedCall, String> {
     let name = params.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
     let catalog = gateway.catalog();
-    let visible = catalog
-        .tool(&name)
-        .filter(|tool| !tool.task_required && (!tool.app_only || session.declares_apps()))
-        .cloned();
+    let visible =
+        catalog.tool(&name).filter(|tool| !tool.task_required && (!tool.app_only || session.declares_apps())).cloned();
     match visible {
         Some(tool) => Ok(ResolvedCall { tool, params }),
         None => Err(format!("Unknown tool: {name}")),
@@ -240,7 +238,10 @@ pub(crate) async fn call_tool(
     entry.approval_id = permitted.approval_id.clone();
     entry.args = Some(permitted.call.arguments());
     if let Err(error) = audit::record_durable(gateway, entry).await {
-        return Some(tool_error(id, &format!("toolgate: the audit log cannot be written ({error}); the call was not made")));
+        return Some(tool_error(
+            id,
+            &format!("toolgate: the audit log cannot be written ({error}); the call was not made"),
+        ));
     }
     let forwarded = forward(gateway, session, id, &permitted, cancel).await?;
     let response = post_process(gateway, &permitted.call.tool, id, forwarded);

@@ -60,11 +60,7 @@ mod tests {
     use axum::http::HeaderValue;
 
     fn callers() -> Vec<CallerSpec> {
-        vec![CallerSpec {
-            name: "ci".into(),
-            token_sha256: digest_bytes(b"s3cret"),
-            scopes: vec!["read".into()],
-        }]
+        vec![CallerSpec { name: "ci".into(), token_sha256: digest_bytes(b"s3cret"), scopes: vec!["read".into()] }]
     }
 
     fn headers(name: &'static str, value: &str) -> HeaderMap {
@@ -81,7 +77,8 @@ mod tests {
         assert_eq!(caller.map(|caller| caller.name), Ok("ci".to_owned()));
         let by_key = authenticate(&headers("x-api-key", "s3cret"), &callers());
         assert_eq!(by_key.map(|caller| caller.scopes), Ok(vec!["read".to_owned()]));
-        for (name, value) in [("authorization", "Bearer wrong"), ("authorization", "Basic s3cret"), ("x-other", "s3cret")]
+        for (name, value) in
+            [("authorization", "Bearer wrong"), ("authorization", "Basic s3cret"), ("x-other", "s3cret")]
         {
             let refused = authenticate(&headers(name, value), &callers());
             assert_eq!(refused.map_err(|rejection| rejection.status), Err(StatusCode::UNAUTHORIZED), "{name}: {value}");

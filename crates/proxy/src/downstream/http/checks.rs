@@ -70,7 +70,9 @@ impl IntoResponse for Rejection {
             response.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));
         }
         if self.challenge {
-            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"toolgate\""));
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"toolgate\""));
         }
         response
     }
