@@ -12,7 +12,8 @@ use anyhow::{Context, Result};
 use toolgate_proxy::Gateway;
 use toolgate_proxy::session::{Caller, SessionFactory};
 use toolgate_proxy::spec::{
-    CallerSpec, GatewaySpec, GuardrailSpec, HttpListenerSpec, Limits, Prefix, StdioListenerSpec, UpstreamSpec, UpstreamTrust,
+    CallerSpec, GatewaySpec, GuardrailSpec, HttpListenerSpec, Limits, Prefix, StdioListenerSpec, UpstreamSpec,
+    UpstreamTrust,
 };
 use toolgate_upstream::Endpoint;
 

@@ -38,7 +38,8 @@ fn start_toolgate(arguments: &[String], upstream: &PeerCommand, peers: &Peers) -
     // The relay itself is under test here: every call is allowed (the guardrails have their own tests), and state
     // goes to a scratch directory.
     command.args(["serve", "--listen", "127.0.0.1:0", "--policy", "permissive"]).args(arguments);
-    command.env("TOOLGATE_STATE_DIR", std::env::temp_dir().join(format!("toolgate-conformance-{}", std::process::id())));
+    command
+        .env("TOOLGATE_STATE_DIR", std::env::temp_dir().join(format!("toolgate-conformance-{}", std::process::id())));
     command.env("PATH", peers.path_env()).env("TOOLGATE_LOG", "warn");
     for (key, value) in &upstream.env {
         command.env(key, value);

@@ -44,10 +44,17 @@ pub(crate) fn upstream(name: &str, mode: &str, request_timeout: Duration, log: O
 
 /// Starts a gateway for `upstreams` and waits until every one of them is ready.
 pub(crate) async fn start(upstreams: Vec<UpstreamSpec>, limits: Limits) -> Gateway {
-    let spec = GatewaySpec { upstreams, stdio: None, http: None, limits, guardrails: toolgate_proxy::spec::GuardrailSpec {
+    let spec = GatewaySpec {
+        upstreams,
+        stdio: None,
+        http: None,
+        limits,
+        guardrails: toolgate_proxy::spec::GuardrailSpec {
             policy: toolgate_core::policy::PolicySpec::permissive(),
             ..Default::default()
-        }, source: None };
+        },
+        source: None,
+    };
     let gateway = Gateway::new(spec).expect("the gateway spec is valid");
     gateway.start();
     gateway.wait_settled(GUARD).await;
