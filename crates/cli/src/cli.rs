@@ -35,6 +35,18 @@ pub(crate) enum Command {
     CheckConfig(CheckConfigArgs),
     /// Convert a Claude Desktop or VS Code MCP config into toolgate's TOML (printed on stdout).
     Import(ImportArgs),
+    /// Show the audit log, or check its hash chain (`audit verify`).
+    Audit(AuditArgs),
+    /// List, approve or deny calls waiting for a person's confirmation.
+    Approvals(ApprovalsArgs),
+    /// List tool pins, show a quarantined definition's changes, approve or reject it.
+    Pins(PinsArgs),
+    /// Create a signing key, sign a server's tool manifest, or verify one.
+    Manifest(ManifestArgs),
+    /// Print the safety prompt for a server's tools (how a model should use each one).
+    ///
+    /// Without a target, uses the bundled demo server.
+    Prompt(PromptArgs),
     /// Run the bundled demo MCP server on stdio.
     #[command(hide = true)]
     DemoServer,
@@ -143,6 +155,218 @@ pub(crate) struct InferArgs {
     /// A JSONL file shaped like the corpus (`server`, `name`, `title`, `description`, `input_schema`).
     #[arg(long, value_name = "FILE.jsonl")]
     pub(crate) corpus: PathBuf,
+}
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub(crate) struct AuditArgs {
+    /// The state directory (default: $TOOLGATE_STATE_DIR, $XDG_STATE_HOME/toolgate or ~/.local/state/toolgate).
+    #[arg(long, value_name = "DIR", global = true)]
+    pub(crate) state_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    pub(crate) action: Option<AuditAction>,
+    /// Rows at or after this time: RFC 3339, or an age such as 30s, 10m, 2h, 1d, 1w.
+    #[arg(long, value_name = "T")]
+    pub(crate) since: Option<String>,
+    /// Rows before this time: RFC 3339, or an age such as 30s, 10m, 2h, 1d, 1w.
+    #[arg(long, value_name = "T")]
+    pub(crate) until: Option<String>,
+    /// Only tools matching this glob (`*`, `?`, `[...]`, case-sensitive).
+    #[arg(long, value_name = "GLOB")]
+    pub(crate) tool: Option<String>,
+    /// Only rows with this verdict.
+    #[arg(long, value_enum, value_name = "V")]
+    pub(crate) verdict: Option<AuditVerdict>,
+    /// Only rows of this kind.
+    #[arg(long, value_enum, value_name = "K")]
+    pub(crate) kind: Option<AuditKindArg>,
+    /// Only the most recent N rows.
+    #[arg(long, value_name = "N")]
+    pub(crate) limit: Option<u32>,
+    /// Print one JSON object per row (JSON lines).
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum AuditAction {
+    /// Walk the hash chain: exit 0 when intact, 1 naming the first changed, inserted or removed row.
+    Verify,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum AuditVerdict {
+    Allow,
+    Confirm,
+    Deny,
+    Hide,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum AuditKindArg {
+    Listing,
+    Decision,
+    Confirmation,
+    Call,
+    Result,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ApprovalsArgs {
+    /// The state directory (default: $TOOLGATE_STATE_DIR, $XDG_STATE_HOME/toolgate or ~/.local/state/toolgate).
+    #[arg(long, value_name = "DIR", global = true)]
+    pub(crate) state_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    pub(crate) action: ApprovalsAction,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ApprovalsAction {
+    /// Show the calls waiting for a decision.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Let one waiting call go ahead (once).
+    Approve(DecideArgs),
+    /// Refuse one waiting call.
+    Deny(DecideArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DecideArgs {
+    /// The approval id, as `approvals list` shows it.
+    #[arg(value_name = "ID")]
+    pub(crate) id: String,
+    /// Who decides (default: $USER).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) by: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct PinsArgs {
+    /// The state directory (default: $TOOLGATE_STATE_DIR, $XDG_STATE_HOME/toolgate or ~/.local/state/toolgate).
+    #[arg(long, value_name = "DIR", global = true)]
+    pub(crate) state_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    pub(crate) action: PinsAction,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum PinsAction {
+    /// Show every pin and every definition waiting in quarantine.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show what changed in a quarantined definition, field by field, and the fingerprint to approve.
+    Diff(PinToolArgs),
+    /// Pin the quarantined definition of a tool.
+    Approve {
+        #[command(flatten)]
+        tool: PinToolArgs,
+        /// The fingerprint shown by `pins diff` (default: the one pending now; give it to avoid approving a
+        /// definition that changed while you looked).
+        #[arg(long, value_name = "F")]
+        fingerprint: Option<String>,
+        /// Who approves (default: $USER).
+        #[arg(long, value_name = "NAME")]
+        by: Option<String>,
+    },
+    /// Drop the quarantined definition of a tool; the pin stays as it was.
+    Reject(PinToolArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct PinToolArgs {
+    /// The upstream's configured name.
+    #[arg(value_name = "UPSTREAM")]
+    pub(crate) upstream: String,
+    /// The tool's name at the upstream.
+    #[arg(value_name = "TOOL")]
+    pub(crate) tool: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ManifestArgs {
+    #[command(subcommand)]
+    pub(crate) action: ManifestAction,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ManifestAction {
+    /// Create an Ed25519 signing key (a base64 seed, mode 0600) and print its public key.
+    Keygen {
+        /// Where to write the key; an existing file is never overwritten.
+        #[arg(long, value_name = "KEYFILE")]
+        out: PathBuf,
+    },
+    /// Sign the tool definitions a server lists now (without a target: the bundled demo server).
+    Sign {
+        /// The key file written by `manifest keygen`.
+        #[arg(long, value_name = "KEYFILE")]
+        key: PathBuf,
+        #[command(flatten)]
+        source: ToolsArgs,
+        /// Write the manifest here instead of stdout.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
+    /// Check a manifest's signature and compare it with the tools a server lists now (without a target: the
+    /// bundled demo server). Exit 1 when the signature fails or a tool was added, removed or changed.
+    Verify {
+        /// An accepted signer: the base64 public key, or a file holding it (repeat for several).
+        #[arg(long = "public-key", value_name = "KEY", required = true)]
+        public_keys: Vec<String>,
+        /// The manifest file.
+        #[arg(value_name = "MANIFEST")]
+        manifest: PathBuf,
+        #[command(flatten)]
+        source: ToolsArgs,
+    },
+}
+
+/// Where the tools come from: a saved list or a live server.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ToolsArgs {
+    /// A saved `tools/list` result (the result object, the whole response, or a bare array of tools).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["url", "command"])]
+    pub(crate) tools: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) target: TargetArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct PromptArgs {
+    #[command(flatten)]
+    pub(crate) source: ToolsArgs,
+    /// How far the server's declared hints are believed (as the upstream's `trust` setting in the config).
+    #[arg(long, value_enum, default_value_t = TrustArg::Untrusted)]
+    pub(crate) trust: TrustArg,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum TrustArg {
+    /// Declarations may only tighten, unless inference confidently agrees (the gateway's default).
+    Untrusted,
+    /// Declarations win (a pinned upstream).
+    Pinned,
+    /// Declarations win (a verified upstream).
+    Verified,
+}
+
+impl TrustArg {
+    /// The core's trust level.
+    pub(crate) fn level(self) -> toolgate_core::trust::TrustLevel {
+        use toolgate_core::trust::TrustLevel;
+        match self {
+            TrustArg::Untrusted => TrustLevel::Untrusted,
+            TrustArg::Pinned => TrustLevel::Pinned,
+            TrustArg::Verified => TrustLevel::Verified,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -59,6 +59,11 @@ async fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Status(args) => commands::status::run(args),
         Command::CheckConfig(args) => commands::config::check(args),
         Command::Import(args) => commands::config::import(args),
+        Command::Audit(args) => commands::audit::run(args).await,
+        Command::Approvals(args) => commands::approvals::run(args).await,
+        Command::Pins(args) => commands::pins::run(args).await,
+        Command::Manifest(args) => commands::manifest::run(args).await,
+        Command::Prompt(args) => commands::prompt::run(args).await,
         Command::DemoServer => {
             toolgate_demo::serve_stdio().await?;
             Ok(Outcome::Clean)

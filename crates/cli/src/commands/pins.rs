@@ -1,0 +1,256 @@
+//! `toolgate pins list | diff | approve | reject`: the pinned tool definitions and the changed ones held in
+//! quarantine until a person looks.
+//!
+//! `diff` shows each changed field with its old and new value (schemas as a compact path-by-path JSON diff) and the
+//! fingerprint to approve; `approve` pins only that fingerprint, so a definition that changed again while the
+//! person read the diff is never approved by accident. Nothing here talks to an upstream.
+
+use std::fmt::Write as _;
+use std::io::Write;
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+use toolgate_core::fingerprint::FieldChange;
+use toolgate_store::{PendingPinChange, Store, StoreError};
+
+use crate::Outcome;
+use crate::cli::{PinToolArgs, PinsAction, PinsArgs};
+use crate::commands::approvals::decider;
+use crate::commands::audit::open_store;
+
+/// Most lines of a schema diff before the rest is counted instead of shown.
+const MAX_DIFF_LINES: usize = 20;
+
+pub(crate) async fn run(args: PinsArgs) -> Result<Outcome> {
+    let store = open_store(args.state_dir.as_deref()).await?;
+    let text = match args.action {
+        PinsAction::List { json } => list(&store, json).await,
+        PinsAction::Diff(tool) => diff(&store, &tool).await,
+        PinsAction::Approve { tool, fingerprint, by } => approve(&store, &tool, fingerprint, decider(by)).await,
+        PinsAction::Reject(tool) => reject(&store, &tool).await,
+    };
+    store.close().await?;
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(text?.as_bytes())?;
+    stdout.flush()?;
+    Ok(Outcome::Clean)
+}
+
+async fn list(store: &Store, json: bool) -> Result<String> {
+    let pins = store.pins().list().await?;
+    let pending = store.pins().list_pending().await?;
+    if json {
+        let mut text = serde_json::to_string_pretty(&json!({"pins": pins, "pending": pending}))?;
+        text.push('\n');
+        return Ok(text);
+    }
+    let mut text = String::new();
+    if pins.is_empty() {
+        text.push_str("no tools are pinned\n");
+    }
+    for pin in &pins {
+        let snapshot = &pin.snapshot;
+        let _ = writeln!(
+            text,
+            "{}/{}  {}  approved {} by {}",
+            snapshot.upstream, snapshot.tool, snapshot.fingerprint.whole, pin.approved_at, pin.approved_by
+        );
+    }
+    if !pending.is_empty() {
+        let _ = writeln!(text, "\nin quarantine (definition changed since it was pinned):");
+        for change in &pending {
+            let fields: Vec<&str> = change.changes.iter().map(|(field, _)| field.as_str()).collect();
+            let _ = writeln!(
+                text,
+                "{}/{}  {}  changed: {}  (see `toolgate pins diff {} {}`)",
+                change.proposed.upstream,
+                change.proposed.tool,
+                change.proposed.fingerprint.whole,
+                fields.join(", "),
+                change.proposed.upstream,
+                change.proposed.tool
+            );
+        }
+    }
+    Ok(text)
+}
+
+async fn pending_change(store: &Store, tool: &PinToolArgs) -> Result<PendingPinChange> {
+    store.pins().pending(&tool.upstream, &tool.tool).await?.with_context(|| {
+        format!("{}/{} has no definition in quarantine (see `toolgate pins list`)", tool.upstream, tool.tool)
+    })
+}
+
+async fn diff(store: &Store, tool: &PinToolArgs) -> Result<String> {
+    let change = pending_change(store, tool).await?;
+    let pin = store.pins().get(&tool.upstream, &tool.tool).await?;
+    let old_definition = pin.as_ref().map(|pin| &pin.snapshot.definition).unwrap_or(&Value::Null);
+    let new_definition = &change.proposed.definition;
+    let mut text = String::new();
+    let _ = writeln!(text, "{}/{}: definition changed (first seen {})", tool.upstream, tool.tool, change.detected_at);
+    let _ = writeln!(text, "  pinned:   {}", change.pinned_fingerprint);
+    let _ = writeln!(text, "  proposed: {}", change.proposed.fingerprint.whole);
+    for (field, kind) in &change.changes {
+        let old = field_value(old_definition, field);
+        let new = field_value(new_definition, field);
+        let label = match kind {
+            FieldChange::Added => "added",
+            FieldChange::Removed => "removed",
+            FieldChange::Changed => "changed",
+        };
+        let _ = writeln!(text, "\n{field}: {label}");
+        if is_structured(old) || is_structured(new) {
+            let mut lines = Vec::new();
+            json_diff("", old.unwrap_or(&Value::Null), new.unwrap_or(&Value::Null), &mut lines);
+            let hidden = lines.len().saturating_sub(MAX_DIFF_LINES);
+            for line in lines.iter().take(MAX_DIFF_LINES) {
+                let _ = writeln!(text, "  {line}");
+            }
+            if hidden > 0 {
+                let _ = writeln!(text, "  … and {hidden} more change(s)");
+            }
+        } else {
+            let _ = writeln!(text, "  - {}", old.map(compact).unwrap_or_else(|| "(absent)".to_owned()));
+            let _ = writeln!(text, "  + {}", new.map(compact).unwrap_or_else(|| "(absent)".to_owned()));
+        }
+    }
+    let _ = writeln!(
+        text,
+        "\napprove: toolgate pins approve {} {} --fingerprint {}\nreject:  toolgate pins reject {} {}",
+        tool.upstream, tool.tool, change.proposed.fingerprint.whole, tool.upstream, tool.tool
+    );
+    Ok(text)
+}
+
+async fn approve(store: &Store, tool: &PinToolArgs, fingerprint: Option<String>, by: String) -> Result<String> {
+    let change = pending_change(store, tool).await?;
+    let wanted = fingerprint.unwrap_or_else(|| change.proposed.fingerprint.whole.clone());
+    if wanted != change.proposed.fingerprint.whole {
+        bail!(
+            "the definition in quarantine for {}/{} is now {}, not {wanted}: it changed again; run `toolgate pins \
+             diff {} {}` and look again",
+            tool.upstream,
+            tool.tool,
+            change.proposed.fingerprint.whole,
+            tool.upstream,
+            tool.tool
+        );
+    }
+    let pinned = match store.pins().approve_pending(&tool.upstream, &tool.tool, &wanted, &by).await {
+        Ok(pinned) => pinned,
+        Err(StoreError::NotFound(_)) => bail!(
+            "the definition in quarantine for {}/{} changed while approving; run `toolgate pins diff` again",
+            tool.upstream,
+            tool.tool
+        ),
+        Err(error) => return Err(error.into()),
+    };
+    Ok(format!(
+        "pinned {}/{} at {} (approved by {})\n",
+        tool.upstream, tool.tool, pinned.snapshot.fingerprint.whole, pinned.approved_by
+    ))
+}
+
+async fn reject(store: &Store, tool: &PinToolArgs) -> Result<String> {
+    let dropped = match store.pins().reject_pending(&tool.upstream, &tool.tool).await {
+        Ok(dropped) => dropped,
+        Err(StoreError::NotFound(_)) => bail!("{}/{} has no definition in quarantine", tool.upstream, tool.tool),
+        Err(error) => return Err(error.into()),
+    };
+    Ok(format!(
+        "rejected {} for {}/{}; the pin stays at {}\n",
+        dropped.proposed.fingerprint.whole, tool.upstream, tool.tool, dropped.pinned_fingerprint
+    ))
+}
+
+/// A field of a definition by its fingerprint name (`description`, `annotations.readOnlyHint`).
+fn field_value<'a>(definition: &'a Value, field: &str) -> Option<&'a Value> {
+    if let Some(key) = field.strip_prefix("annotations.")
+        && let Some(value) = definition.get("annotations").and_then(|annotations| annotations.get(key))
+    {
+        return Some(value);
+    }
+    definition.get(field)
+}
+
+fn is_structured(value: Option<&Value>) -> bool {
+    matches!(value, Some(Value::Object(_) | Value::Array(_)))
+}
+
+/// One-line JSON, cut at 200 characters.
+fn compact(value: &Value) -> String {
+    let text = value.to_string();
+    if text.chars().count() > 200 { format!("{}…", text.chars().take(200).collect::<String>()) } else { text }
+}
+
+/// Path-by-path differences (`~ /properties/path/type: "string" → "integer"`, `+ /x: ...`, `- /y: ...`).
+fn json_diff(path: &str, old: &Value, new: &Value, lines: &mut Vec<String>) {
+    if old == new {
+        return;
+    }
+    match (old, new) {
+        (Value::Object(older), Value::Object(newer)) => {
+            for (key, value) in older {
+                let child = format!("{path}/{}", escape_pointer(key));
+                match newer.get(key) {
+                    Some(other) => json_diff(&child, value, other, lines),
+                    None => lines.push(format!("- {child}: {}", compact(value))),
+                }
+            }
+            for (key, value) in newer {
+                if !older.contains_key(key) {
+                    lines.push(format!("+ {}/{}: {}", path, escape_pointer(key), compact(value)));
+                }
+            }
+        }
+        (Value::Array(older), Value::Array(newer)) if older.len() == newer.len() => {
+            for (index, (value, other)) in older.iter().zip(newer).enumerate() {
+                json_diff(&format!("{path}/{index}"), value, other, lines);
+            }
+        }
+        (Value::Null, _) => lines.push(format!("+ {}: {}", display_path(path), compact(new))),
+        (_, Value::Null) => lines.push(format!("- {}: {}", display_path(path), compact(old))),
+        _ => lines.push(format!("~ {}: {} → {}", display_path(path), compact(old), compact(new))),
+    }
+}
+
+fn display_path(path: &str) -> &str {
+    if path.is_empty() { "/" } else { path }
+}
+
+/// RFC 6901 escaping of one JSON pointer segment.
+fn escape_pointer(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_diffs_name_paths() {
+        let old =
+            json!({"type": "object", "properties": {"path": {"type": "string"}, "a/b": {}}, "required": ["path"]});
+        let new = json!({"type": "object", "properties": {"path": {"type": "integer"}, "force": {"type": "boolean"}},
+                         "required": ["path", "force"]});
+        let mut lines = Vec::new();
+        json_diff("", &old, &new, &mut lines);
+        assert_eq!(
+            lines,
+            vec![
+                r#"~ /properties/path/type: "string" → "integer""#.to_owned(),
+                "- /properties/a~1b: {}".to_owned(),
+                r#"+ /properties/force: {"type":"boolean"}"#.to_owned(),
+                r#"~ /required: ["path"] → ["path","force"]"#.to_owned(),
+            ]
+        );
+    }
+
+    #[test]
+    fn fields_by_fingerprint_name() {
+        let definition = json!({"name": "t", "annotations": {"readOnlyHint": true}});
+        assert_eq!(field_value(&definition, "annotations.readOnlyHint"), Some(&json!(true)));
+        assert_eq!(field_value(&definition, "name"), Some(&json!("t")));
+        assert_eq!(field_value(&definition, "description"), None);
+    }
+}

@@ -1,0 +1,89 @@
+//! `toolgate approvals`: a pending approval created through the store is listed, then approved or denied from the
+//! command line while a waiter (as the gateway) observes the decision; unknown and expired ids exit 2.
+
+use std::time::{Duration, SystemTime};
+
+use serde_json::{Value, json};
+use toolgate_store::{ApprovalId, ApprovalWait, PendingApproval, digest_arguments};
+
+use crate::support::{dir, fresh_state, toolgate_async};
+
+fn pending(expires_in: Duration) -> PendingApproval {
+    let now = SystemTime::now();
+    PendingApproval {
+        id: ApprovalId::generate(),
+        session: "session-1".into(),
+        upstream: "files".into(),
+        tool: "delete_file".into(),
+        title: "Delete file".into(),
+        action: "delete a file".into(),
+        args_summary: json!({"path": "/tmp/report.txt", "force": true}).to_string(),
+        tool_fingerprint: "sha256:tool".into(),
+        args_digest: digest_arguments(&json!({"path": "/tmp/report.txt", "force": true})),
+        created: now,
+        expires: now + expires_in,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn list_then_approve_while_the_gateway_waits() {
+    let (directory, store) = fresh_state().await;
+    let request = pending(Duration::from_secs(300));
+    store.approvals().create(&request).await.expect("create");
+
+    let list = toolgate_async(&["approvals", "list", "--state-dir", dir(&directory)]).await;
+    assert_eq!(list.code, 0, "{list:?}");
+    for expected in [request.id.as_str(), "Delete file: delete a file", "upstream files, tool delete_file"] {
+        assert!(list.stdout.contains(expected), "{expected}: {}", list.stdout);
+    }
+    assert!(list.stdout.contains(r#"arguments: path="/tmp/report.txt", force=true"#), "{}", list.stdout);
+    assert!(list.stdout.contains("risk unknown"), "no decision row or pin: {}", list.stdout);
+
+    let json_list = toolgate_async(&["approvals", "list", "--json", "--state-dir", dir(&directory)]).await;
+    let entry: Value = serde_json::from_str(json_list.stdout.trim()).expect("one JSON line");
+    assert_eq!(entry["id"], request.id.as_str());
+    assert_eq!(entry["state"], "pending");
+
+    let approvals = store.approvals();
+    let id = request.id.clone();
+    let waiter = tokio::spawn(async move { approvals.wait(&id, Duration::from_secs(60)).await });
+    let approve = toolgate_async(&["approvals", "approve", request.id.as_str(), "--state-dir", dir(&directory)]).await;
+    assert_eq!(approve.code, 0, "{approve:?}");
+    assert!(approve.stdout.starts_with(&format!("approved {} by tester", request.id)), "{}", approve.stdout);
+    let seen = waiter.await.expect("waiter").expect("wait");
+    assert_eq!(seen, ApprovalWait::Approved { by: "tester".into() });
+
+    let again = toolgate_async(&["approvals", "deny", request.id.as_str(), "--state-dir", dir(&directory)]).await;
+    assert_eq!(again.code, 2, "{again:?}");
+    assert!(again.stderr.contains("is already approved"), "{}", again.stderr);
+    let empty = toolgate_async(&["approvals", "list", "--state-dir", dir(&directory)]).await;
+    assert_eq!(empty.stdout, "no approvals are waiting\n");
+    store.close().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deny_records_who_and_bad_ids_say_why() {
+    let (directory, store) = fresh_state().await;
+    let request = pending(Duration::from_secs(300));
+    store.approvals().create(&request).await.expect("create");
+    let approvals = store.approvals();
+    let id = request.id.clone();
+    let waiter = tokio::spawn(async move { approvals.wait(&id, Duration::from_secs(60)).await });
+    let deny =
+        toolgate_async(&["approvals", "deny", request.id.as_str(), "--by", "alice", "--state-dir", dir(&directory)])
+            .await;
+    assert_eq!(deny.code, 0, "{deny:?}");
+    assert_eq!(waiter.await.expect("waiter").expect("wait"), ApprovalWait::Denied { by: "alice".into() });
+
+    let unknown = toolgate_async(&["approvals", "approve", "nope", "--state-dir", dir(&directory)]).await;
+    assert_eq!(unknown.code, 2, "{unknown:?}");
+    assert!(unknown.stderr.contains("no approval with id nope"), "{}", unknown.stderr);
+
+    let expiring = pending(Duration::from_millis(200));
+    store.approvals().create(&expiring).await.expect("create");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let late = toolgate_async(&["approvals", "approve", expiring.id.as_str(), "--state-dir", dir(&directory)]).await;
+    assert_eq!(late.code, 2, "{late:?}");
+    assert!(late.stderr.contains("has expired"), "{}", late.stderr);
+    store.close().await.expect("close");
+}

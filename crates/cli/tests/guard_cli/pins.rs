@@ -1,0 +1,103 @@
+//! `toolgate pins`: a pinned tool whose definition changed shows a field-by-field diff with the fingerprint to
+//! approve; approving with a stale fingerprint fails, with the shown one pins; rejecting keeps the pin.
+
+use serde_json::{Value, json};
+use toolgate_core::{ToolDefinition, assess_tool};
+use toolgate_store::{PinObservation, ToolSnapshot};
+
+use crate::support::{dir, fresh_state, toolgate_async};
+
+fn snapshot(definition: Value) -> ToolSnapshot {
+    let tool = ToolDefinition::from_value(definition).expect("tool");
+    let assessment = assess_tool(&tool, &Default::default());
+    ToolSnapshot::new("files", &tool, &assessment.effective).expect("snapshot")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn diff_then_approve_the_fingerprint_seen() {
+    let (directory, store) = fresh_state().await;
+    let pins = store.pins();
+    let original = snapshot(json!({"name": "delete_file", "description": "Deletes a file.",
+        "annotations": {"destructiveHint": true},
+        "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}}}));
+    pins.upsert(&original, "tofu").await.expect("pin");
+    let changed = snapshot(json!({"name": "delete_file", "description": "Tidies a file.",
+        "annotations": {"readOnlyHint": true},
+        "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}, "all": {"type": "boolean"}}}}));
+    assert!(matches!(pins.observe(&changed).await.expect("observe"), PinObservation::Quarantined(_)));
+    let new_fingerprint = changed.fingerprint.whole.as_str();
+
+    let list = toolgate_async(&["pins", "list", "--state-dir", dir(&directory)]).await;
+    assert_eq!(list.code, 0, "{list:?}");
+    assert!(list.stdout.contains(&format!("files/delete_file  {}  approved", original.fingerprint.whole)));
+    assert!(list.stdout.contains("in quarantine"), "{}", list.stdout);
+
+    let diff = toolgate_async(&["pins", "diff", "files", "delete_file", "--state-dir", dir(&directory)]).await;
+    assert_eq!(diff.code, 0, "{diff:?}");
+    let expected_fragments = [
+        "annotations.destructiveHint: removed\n  - true\n  + (absent)".to_owned(),
+        "annotations.readOnlyHint: added\n  - (absent)\n  + true".to_owned(),
+        "description: changed\n  - \"Deletes a file.\"\n  + \"Tidies a file.\"".to_owned(),
+        "inputSchema: changed\n  + /properties/all: {\"type\":\"boolean\"}".to_owned(),
+        format!("toolgate pins approve files delete_file --fingerprint {new_fingerprint}"),
+    ];
+    for fragment in &expected_fragments {
+        assert!(diff.stdout.contains(fragment.as_str()), "{fragment}\n---\n{}", diff.stdout);
+    }
+
+    let stale = toolgate_async(&[
+        "pins",
+        "approve",
+        "files",
+        "delete_file",
+        "--fingerprint",
+        &original.fingerprint.whole,
+        "--state-dir",
+        dir(&directory),
+    ])
+    .await;
+    assert_eq!(stale.code, 2, "{stale:?}");
+    assert!(stale.stderr.contains("changed again"), "{}", stale.stderr);
+
+    let approve = toolgate_async(&[
+        "pins",
+        "approve",
+        "files",
+        "delete_file",
+        "--fingerprint",
+        new_fingerprint,
+        "--by",
+        "alice",
+        "--state-dir",
+        dir(&directory),
+    ])
+    .await;
+    assert_eq!(approve.code, 0, "{approve:?}");
+    assert_eq!(approve.stdout, format!("pinned files/delete_file at {new_fingerprint} (approved by alice)\n"));
+    let pin = pins.get("files", "delete_file").await.expect("get").expect("pinned");
+    assert_eq!((pin.snapshot.fingerprint.whole.as_str(), pin.approved_by.as_str()), (new_fingerprint, "alice"));
+
+    let nothing = toolgate_async(&["pins", "diff", "files", "delete_file", "--state-dir", dir(&directory)]).await;
+    assert_eq!(nothing.code, 2, "{nothing:?}");
+    assert!(nothing.stderr.contains("has no definition in quarantine"), "{}", nothing.stderr);
+    store.close().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn reject_keeps_the_pin() {
+    let (directory, store) = fresh_state().await;
+    let pins = store.pins();
+    let original = snapshot(json!({"name": "delete_file", "description": "Deletes a file."}));
+    pins.upsert(&original, "tofu").await.expect("pin");
+    let changed = snapshot(json!({"name": "delete_file", "description": "Deletes every file."}));
+    pins.observe(&changed).await.expect("observe");
+    let reject = toolgate_async(&["pins", "reject", "files", "delete_file", "--state-dir", dir(&directory)]).await;
+    assert_eq!(reject.code, 0, "{reject:?}");
+    assert!(reject.stdout.contains(&format!("the pin stays at {}", original.fingerprint.whole)), "{}", reject.stdout);
+    assert!(pins.list_pending().await.expect("pending").is_empty());
+    let json_list = toolgate_async(&["pins", "list", "--json", "--state-dir", dir(&directory)]).await;
+    let listed: Value = serde_json::from_str(&json_list.stdout).expect("JSON");
+    assert_eq!(listed["pins"][0]["fingerprint"]["whole"], original.fingerprint.whole.as_str());
+    assert_eq!(listed["pending"], json!([]));
+    store.close().await.expect("close");
+}
