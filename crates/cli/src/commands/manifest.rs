@@ -152,7 +152,6 @@ pub(crate) fn verify_manifest_file(path: &Path, accepted_keys: &[String]) -> Res
 }
 
 /// The tool fingerprints of a validly signed manifest, for an upstream whose trust is `verified`.
-#[allow(dead_code)] // for `serve` (verified upstreams); wired by the lead.
 pub(crate) fn verified_fingerprints(path: &Path, accepted_keys: &[String]) -> Result<BTreeSet<String>> {
     match verify_manifest_file(path, accepted_keys)? {
         SignatureCheck::Valid(manifest) => Ok(manifest.tools.into_iter().map(|tool| tool.fingerprint).collect()),

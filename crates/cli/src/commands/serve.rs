@@ -24,12 +24,30 @@ use crate::cli::{PolicyChoice, ServeArgs};
 const DEFAULT_PORT: u16 = 8765;
 
 pub(crate) async fn run(args: ServeArgs) -> Result<Outcome> {
-    let spec = match &args.config {
+    let mut spec = match &args.config {
         Some(path) => toolgate_config::load_config(path).map_err(|error| anyhow::anyhow!("{error}"))?,
         None => spec_from_args(&args)?,
     };
+    verify_manifests(&mut spec)?;
     let state = crate::state::state_dir(args.state_dir.as_deref())?;
     serve_spec(spec, state, args.config.clone()).await
+}
+
+/// Checks the signed manifest of every `verified` upstream once, at start; the gateway then trusts a verified
+/// upstream's tool only when its fingerprint is in the manifest. A manifest that does not verify stops the start:
+/// the operator asked for verification, so running without it would be a silent downgrade.
+fn verify_manifests(spec: &mut GatewaySpec) -> Result<()> {
+    for upstream in &mut spec.upstreams {
+        if let Some(manifest) = &upstream.trust.manifest {
+            let fingerprints = crate::commands::manifest::verified_fingerprints(&manifest.path, &manifest.public_keys)
+                .with_context(|| {
+                    format!("upstream `{}` is `verified`, but its manifest does not verify", upstream.name)
+                })?;
+            tracing::info!(upstream = %upstream.name, tools = fingerprints.len(), "signed manifest verified");
+            upstream.trust.verified_fingerprints = Some(fingerprints);
+        }
+    }
+    Ok(())
 }
 
 /// Runs a gateway for a spec until it is told to stop, publishing its status in the state directory, keeping its
