@@ -114,6 +114,7 @@ pub const MISBEHAVE_MODES: &[&str] = &[
     "crash-mid-call",
     "stderr-noise",
     "tool-faults",
+    "rug-pull",
 ];
 
 /// Launches the misbehaving fake MCP server over stdio in `mode` (one of [`MISBEHAVE_MODES`]).

@@ -1,0 +1,19 @@
+//! End-to-end tests of the guardrails through the `toolgate` binary: `toolgate serve --config FILE --state-dir DIR`
+//! in front of the bundled demo server, driven by raw HTTP requests and by the MCP Python SDK's client, with
+//! `toolgate approvals` and `toolgate audit` run against the same state directory.
+//!
+//! - [`listener`]: DNS rebinding (foreign `Host` or `Origin`: 403) and callers (no or a wrong token: 401; another
+//!   caller's session id: 404).
+//! - [`crash`]: `kill -9` in the middle of a burst of calls leaves an intact audit chain with a `call` row for every
+//!   call that was answered.
+//! - [`python`]: a destructive call confirmed by elicitation, declined by elicitation, and approved through
+//!   `toolgate approvals approve` while a client without elicitation waits.
+//!
+//! Loopback only; every child is killed when its guard drops; waits are hang guards, never timing assertions.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod crash;
+mod listener;
+mod python;
+mod support;
