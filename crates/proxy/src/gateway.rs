@@ -133,10 +133,14 @@ impl Gateway {
         Ok(())
     }
 
-    /// Starts every upstream in parallel (one task each).
+    /// Starts every upstream in parallel (one task each), and the watch that releases quarantined tools once a
+    /// person approves them (`toolgate pins approve` writes to the store from another process).
     pub fn start(&self) {
         for index in 0..self.inner.upstreams.len() {
             tokio::spawn(run_upstream(Arc::clone(&self.inner), index));
+        }
+        if self.inner.store.is_some() {
+            tokio::spawn(watch_quarantine(Arc::clone(&self.inner)));
         }
     }
 
@@ -368,6 +372,40 @@ async fn run_upstream(gateway: Arc<GatewayInner>, index: usize) {
         tokio::select! {
             () = gateway.shutdown.cancelled() => return,
             () = tokio::time::sleep(backoff(attempts)) => {}
+        }
+    }
+}
+
+/// How often quarantined tools are checked against the store for a person's decision.
+const QUARANTINE_POLL: Duration = Duration::from_secs(1);
+
+/// Re-checks the pins of upstreams with quarantined tools; when a decision changed the set, the catalog is rebuilt
+/// and every session told to re-list.
+async fn watch_quarantine(gateway: Arc<GatewayInner>) {
+    loop {
+        tokio::select! {
+            () = gateway.shutdown.cancelled() => return,
+            () = tokio::time::sleep(QUARANTINE_POLL) => {}
+        }
+        let waiting: Vec<(usize, std::collections::HashSet<String>)> = gateway
+            .quarantined
+            .lock()
+            .map(|all| {
+                all.iter()
+                    .filter(|(_, names)| !names.is_empty())
+                    .map(|(index, names)| (*index, names.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut changed = false;
+        for (index, before) in waiting {
+            gateway.check_pins(index).await;
+            let after = gateway.quarantined.lock().ok().and_then(|all| all.get(&index).cloned()).unwrap_or_default();
+            changed |= after != before;
+        }
+        if changed {
+            gateway.rebuild_catalog();
+            gateway.notify_list_changed(&[ListKind::Tools]);
         }
     }
 }

@@ -112,7 +112,10 @@ async fn by_elicitation(
     let action = result.get("action").and_then(Value::as_str).unwrap_or("cancel");
     let approved = action == "accept" && result.pointer("/content/approve") == Some(&Value::Bool(true));
     if !approved {
-        let what = if action == "accept" { "declined" } else { action };
+        let what = match action {
+            "cancel" => "cancelled",
+            _ => "declined",
+        };
         return Some(Confirmation::Refused(format!(
             "toolgate: the user {what} this call to {}; it was not made. Do not retry it unless the user asks.",
             tool.exposed_name

@@ -1,0 +1,17 @@
+//! The guardrails under attack, in process: an in-process gateway with a state store in front of `misbehave.py`
+//! upstreams that lie about their tools (a deleting tool declared read-only, a pinned tool whose definition is
+//! swapped after approval and announced with `list_changed`), two upstreams shadowing one name, hidden tools
+//! called by name, and clients that replay, forge or reuse approvals or fish for the approval id.
+//!
+//! Every case asserts the safe outcome on what the client received, what the fixture received (it logs every
+//! message it read) and what the store holds. Waits are hang guards only; no test asserts how long anything took.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod approvals;
+mod harness;
+mod pins;
+mod visibility;

@@ -1,0 +1,231 @@
+//! Trust and pinning: an untrusted read-only claim on a deleting tool, rug pulls through `list_changed` on a
+//! pinned upstream, quarantine modes, and the release of an approved change.
+
+use std::time::Duration;
+
+use serde_json::json;
+use toolgate_core::trust::TrustLevel;
+use toolgate_proxy::spec::{PinSpec, Quarantine};
+use toolgate_store::{AuditFilter, AuditKind};
+
+use crate::harness::*;
+use crate::support::FixtureLog;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_untrusted_read_only_claim_on_a_deleting_tool_is_rejected_and_its_call_is_not_simply_allowed() {
+    let log = FixtureLog::new();
+    let harness = Harness::start(vec![rug("rug", &log, TrustLevel::Untrusted)], standard(Duration::from_secs(2))).await;
+    let mut client = harness.client(Elicit::None).await;
+
+    let purge = client.tool("rug_purge_records").await.expect("purge_records is listed");
+    assert_eq!(purge["annotations"]["readOnlyHint"], json!(false), "{purge}");
+    assert_eq!(purge["_meta"][META_KEY]["rules"]["readOnlyHint"], "declared-relaxing-rejected", "{purge}");
+    assert_eq!(purge["_meta"][META_KEY]["trust"], "untrusted");
+
+    // No person answers: the call waits in the queue and is refused at the timeout; nothing reaches the upstream.
+    let arguments = json!({});
+    client.start_call(json!(1), "rug_purge_records", arguments.clone());
+    let pending = wait_pending(&harness.store, "rug_purge_records", &arguments).await;
+    assert_eq!(pending.approval.upstream, "rug");
+    let response = client.response(&json!(1)).await;
+    assert!(is_error(&response), "{response}");
+    assert!(text(&response).contains("nobody approved"), "{response}");
+
+    // A client that can be asked, and declines: refused too.
+    let mut asked = harness.client(Elicit::Decline).await;
+    let response = asked.call(json!(2), "rug_purge_records", json!({})).await;
+    assert!(is_error(&response), "{response}");
+    assert!(text(&response).contains("the user declin"), "{response}");
+    assert_eq!(asked.elicitations.len(), 1, "the person was asked once");
+
+    assert_eq!(fixture_called(&log, "purge_records"), 0, "the deleting tool was never called: {:?}", log.entries());
+    harness.store.audit().flush().await.unwrap();
+    let decisions = harness
+        .store
+        .query_audit(&AuditFilter { kind: Some(AuditKind::Decision), ..AuditFilter::default() })
+        .await
+        .unwrap();
+    assert!(
+        decisions
+            .iter()
+            .filter(|row| row.tool.as_deref() == Some("rug_purge_records"))
+            .all(|row| row.verdict.as_deref() == Some("confirm")),
+        "every decision on purge_records is confirm: {decisions:#?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// 2. A rug pull through list_changed on a pinned upstream
+
+/// Starts a pinned rug-pull upstream once so every tool is proposed, approves every proposal (as `toolgate pins
+/// approve` would), then starts the gateway under test on the same store: every tool now matches its pin.
+pub(crate) async fn pinned_and_approved(log: &FixtureLog, pins: PinSpec, timeout: Duration) -> Harness {
+    let mut guardrails = standard(timeout);
+    guardrails.pins = pins;
+    let first = Harness::start(vec![rug("rug", log, TrustLevel::Pinned)], guardrails.clone()).await;
+    let mut client = first.client(Elicit::None).await;
+    let listed = client.tools().await;
+    match pins.quarantine {
+        Quarantine::Hide => assert!(listed.is_empty(), "a pinned upstream's unreviewed tools are hidden: {listed:#?}"),
+        Quarantine::ConfirmOnly => assert_eq!(listed.len(), 4, "unreviewed tools are listed, confirm-only"),
+    }
+    let pending = first.store.pins().list_pending().await.unwrap();
+    assert_eq!(pending.len(), 4, "every new tool waits for review: {pending:#?}");
+    let reviewer = first.other_handle().await;
+    for change in &pending {
+        let proposed = &change.proposed;
+        reviewer
+            .pins()
+            .approve_pending(&proposed.upstream, &proposed.tool, &proposed.fingerprint.whole, "tester")
+            .await
+            .unwrap();
+    }
+    first.gateway.shutdown().await;
+    let gateway = start_gateway(vec![rug("rug", log, TrustLevel::Pinned)], guardrails, &first.store).await;
+    Harness { gateway, store: first.store, state: first.state }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rug_pull_through_list_changed_is_quarantined_until_approved_and_tightening_is_accepted() {
+    let log = FixtureLog::new();
+    let harness = pinned_and_approved(&log, PinSpec::default(), Duration::from_secs(2)).await;
+    let mut client = harness.client(Elicit::Accept).await;
+    let tools = client.tools().await;
+    assert_eq!(names(&tools).len(), 4, "every approved tool is listed: {:?}", names(&tools));
+    let update = client.tool("rug_update_record").await.unwrap();
+    assert_eq!(update["annotations"]["readOnlyHint"], json!(false));
+    assert_eq!(update["_meta"][META_KEY]["rules"]["readOnlyHint"], "declared-trusted");
+
+    // The rug pull: update_record now claims to be read-only.
+    let response = client.call(json!("pull"), "rug_rug_pull", json!({"change": "relax"})).await;
+    assert_eq!(text(&response), "changed: relax", "{response}");
+    let tools =
+        wait_tools(&mut client, "update_record quarantined", |tools| !names(tools).contains(&"rug_update_record"))
+            .await;
+    assert!(names(&tools).contains(&"rug_read_records"), "only the changed tool is quarantined: {:?}", names(&tools));
+    let hidden = client.call(json!("hidden"), "rug_update_record", json!({"id": 1})).await;
+    let unknown = client.call(json!("unknown"), "rug_no_such_tool", json!({"id": 1})).await;
+    assert!(is_error(&hidden), "{hidden}");
+    assert_eq!(
+        hidden["result"].to_string().replace("rug_update_record", "NAME"),
+        unknown["result"].to_string().replace("rug_no_such_tool", "NAME"),
+        "a quarantined tool answers exactly like an unknown one"
+    );
+    assert_eq!(fixture_called(&log, "update_record"), 0, "the changed tool never reached the upstream");
+    let pending = harness.store.pins().pending("rug", "update_record").await.unwrap().expect("the change is pending");
+    assert!(
+        pending.changes.iter().any(|(field, _)| field == "annotations.readOnlyHint"),
+        "the pending change names the hint: {:?}",
+        pending.changes
+    );
+    assert_eq!(pending.proposed.definition["annotations"]["readOnlyHint"], json!(true));
+
+    // A person approves the change; once the upstream lists again the tool is back, as approved.
+    let reviewer = harness.other_handle().await;
+    reviewer
+        .pins()
+        .approve_pending("rug", "update_record", &pending.proposed.fingerprint.whole, "tester")
+        .await
+        .unwrap();
+    client.call(json!("relist"), "rug_rug_pull", json!({"change": "none"})).await;
+    let tools =
+        wait_tools(&mut client, "update_record back", |tools| names(tools).contains(&"rug_update_record")).await;
+    let update = tools.iter().find(|tool| tool["name"] == "rug_update_record").unwrap();
+    assert_eq!(update["annotations"]["readOnlyHint"], json!(true), "the approved definition is the one exposed");
+    let response = client.call(json!("after"), "rug_update_record", json!({"id": 1})).await;
+    assert_eq!(text(&response), "called update_record", "{response}");
+
+    // An edited description is a change too.
+    client.call(json!("describe"), "rug_rug_pull", json!({"change": "describe"})).await;
+    wait_tools(&mut client, "update_record quarantined again", |tools| !names(tools).contains(&"rug_update_record"))
+        .await;
+    let pending = harness.store.pins().pending("rug", "update_record").await.unwrap().expect("pending again");
+    assert!(pending.changes.iter().any(|(field, _)| field == "description"), "{:?}", pending.changes);
+
+    // Tightening (read_records no longer read-only) is accepted without quarantine and recorded.
+    client.call(json!("tighten"), "rug_rug_pull", json!({"change": "tighten"})).await;
+    let tools = wait_tools(&mut client, "read_records tightened", |tools| {
+        tools
+            .iter()
+            .any(|tool| tool["name"] == "rug_read_records" && tool["annotations"]["readOnlyHint"] == json!(false))
+    })
+    .await;
+    assert!(names(&tools).contains(&"rug_read_records"));
+    let pin = harness.store.pins().get("rug", "read_records").await.unwrap().expect("read_records is pinned");
+    assert_eq!(
+        pin.snapshot.definition["annotations"]["readOnlyHint"],
+        json!(false),
+        "the tightened definition is pinned"
+    );
+    assert!(pin.approved_by.contains("tightening"), "recorded as a tightening: {}", pin.approved_by);
+    assert!(harness.store.pins().pending("rug", "read_records").await.unwrap().is_none());
+    harness.store.audit().flush().await.unwrap();
+    let listings = harness
+        .store
+        .query_audit(&AuditFilter { kind: Some(AuditKind::Listing), ..AuditFilter::default() })
+        .await
+        .unwrap();
+    assert!(
+        listings.iter().any(|row| row
+            .detail
+            .as_ref()
+            .is_some_and(|detail| detail["acceptedTightening"] == json!(["read_records"]))),
+        "the accepted tightening is in the audit log: {listings:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_quarantine_confirm_a_rug_pulled_tool_stays_listed_but_every_call_needs_a_person() {
+    let log = FixtureLog::new();
+    let harness =
+        pinned_and_approved(&log, PinSpec { quarantine: Quarantine::ConfirmOnly }, Duration::from_secs(2)).await;
+    let mut unasked = harness.client(Elicit::None).await;
+    // Before the pull, the closed-world idempotent write is simply allowed.
+    let response = unasked.call(json!(1), "rug_update_record", json!({"id": 1})).await;
+    assert_eq!(text(&response), "called update_record", "{response}");
+    unasked.call(json!("pull"), "rug_rug_pull", json!({"change": "relax"})).await;
+    wait_tools(&mut unasked, "the relaxed definition", |tools| {
+        tools
+            .iter()
+            .any(|tool| tool["name"] == "rug_update_record" && tool["annotations"]["readOnlyHint"] == json!(true))
+    })
+    .await;
+    assert!(harness.store.pins().pending("rug", "update_record").await.unwrap().is_some(), "the change is pending");
+
+    // Read-only by its (new, unreviewed) claim, yet nobody answers: refused at the timeout.
+    let response = unasked.call(json!(2), "rug_update_record", json!({"id": 2})).await;
+    assert!(is_error(&response), "{response}");
+    assert_eq!(fixture_called(&log, "update_record"), 1, "only the call before the pull reached the upstream");
+
+    // A person asked through elicitation, and told why.
+    let mut asked = harness.client(Elicit::Accept).await;
+    let response = asked.call(json!(3), "rug_update_record", json!({"id": 3})).await;
+    assert_eq!(text(&response), "called update_record", "{response}");
+    assert_eq!(asked.elicitations.len(), 1);
+    let message = asked.elicitations[0]["params"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("pinned"), "the question says the definition changed: {message}");
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// 3. Two upstreams shadowing a tool name
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approved_pin_change_is_released_without_waiting_for_another_listing() {
+    let log = FixtureLog::new();
+    let harness = pinned_and_approved(&log, PinSpec::default(), Duration::from_secs(2)).await;
+    let mut client = harness.client(Elicit::None).await;
+    client.call(json!("pull"), "rug_rug_pull", json!({"change": "relax"})).await;
+    wait_tools(&mut client, "update_record quarantined", |tools| !names(tools).contains(&"rug_update_record")).await;
+    let pending = harness.store.pins().pending("rug", "update_record").await.unwrap().expect("pending");
+    // `toolgate pins approve` from another process; the upstream does not list again.
+    let reviewer = harness.other_handle().await;
+    reviewer
+        .pins()
+        .approve_pending("rug", "update_record", &pending.proposed.fingerprint.whole, "tester")
+        .await
+        .unwrap();
+    wait_tools(&mut client, "update_record released by the approval", |tools| {
+        names(tools).contains(&"rug_update_record")
+    })
+    .await;
+}
