@@ -8,6 +8,14 @@ use std::path::PathBuf;
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    /// The audit journal could not be written or read.
+    #[error("audit journal {path}: {source}")]
+    Journal {
+        /// The journal file.
+        path: PathBuf,
+        /// The IO error.
+        source: std::io::Error,
+    },
     /// The state directory could not be created.
     #[error("cannot create state directory {path}: {source}")]
     StateDir {

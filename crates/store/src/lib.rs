@@ -44,6 +44,7 @@ mod time;
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr as _;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
@@ -91,6 +92,9 @@ pub struct StoreOptions {
     pub busy_timeout: Duration,
     /// How often `ApprovalStore::wait` looks for a decision written by another process.
     pub approval_poll_interval: Duration,
+    /// Keep an audit journal for [`AuditWriter::record_journaled`] (the gateway's store). Journals of dead
+    /// processes are recovered at every open, whatever this says.
+    pub journal: bool,
 }
 
 impl Default for StoreOptions {
@@ -102,6 +106,7 @@ impl Default for StoreOptions {
             audit_batch_max: 512,
             busy_timeout: Duration::from_secs(5),
             approval_poll_interval: Duration::from_millis(100),
+            journal: false,
         }
     }
 }
@@ -150,11 +155,19 @@ impl Store {
         let pool = SqlitePoolOptions::new().max_connections(4).connect_with(connect).await.map_err(open_error)?;
         migrations::run(&pool).await?;
         let backend = Backend::Sqlite(pool);
+        // Every process recovers what crashed gateways journaled, so `toolgate audit` sees every forwarded call.
+        audit::recover_journals(&backend, path).await?;
+        let journal = if options.journal {
+            Some(Arc::new(audit::journal::Journal::open(&audit::journal::Journal::path_for(path, std::process::id()))?))
+        } else {
+            None
+        };
         let audit = AuditWriter::spawn(
             backend.clone(),
             options.redaction,
             options.audit_queue_capacity,
             options.audit_batch_max,
+            journal,
         );
         Ok(Store { backend, path: path.to_path_buf(), audit, options })
     }

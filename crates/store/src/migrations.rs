@@ -12,7 +12,10 @@ use sqlx::sqlite::SqlitePool;
 
 use crate::error::StoreError;
 
-const SQLITE: &[(i64, &str, &str)] = &[(1, "initial", include_str!("../migrations/sqlite/0001_initial.sql"))];
+const SQLITE: &[(i64, &str, &str)] = &[
+    (1, "initial", include_str!("../migrations/sqlite/0001_initial.sql")),
+    (2, "journal", include_str!("../migrations/sqlite/0002_journal.sql")),
+];
 
 /// Brings a SQLite database up to the latest schema.
 pub(crate) async fn run(pool: &SqlitePool) -> Result<(), StoreError> {

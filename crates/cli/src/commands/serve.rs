@@ -53,7 +53,20 @@ fn verify_manifests(spec: &mut GatewaySpec) -> Result<()> {
 /// Runs a gateway for a spec until it is told to stop, publishing its status in the state directory, keeping its
 /// audit log, pins and approvals there, and reloading the policy from `config` on SIGHUP.
 pub(crate) async fn serve_spec(spec: GatewaySpec, state: PathBuf, config: Option<PathBuf>) -> Result<Outcome> {
-    let store = toolgate_store::Store::open(&state)
+    std::fs::create_dir_all(&state)
+        .with_context(|| format!("cannot create the state directory {}", state.display()))?;
+    let options = toolgate_store::StoreOptions {
+        // The gateway journals the row written before each call is forwarded (fast and crash-proof) and recovers
+        // journals a crashed gateway left.
+        journal: true,
+        redaction: if spec.guardrails.audit.arguments_in_clear {
+            toolgate_store::ArgumentRedaction::Clear
+        } else {
+            toolgate_store::ArgumentRedaction::Digest
+        },
+        ..toolgate_store::StoreOptions::default()
+    };
+    let store = toolgate_store::Store::open_file(&state.join(toolgate_store::DATABASE_FILE), options)
         .await
         .with_context(|| format!("cannot open the state store in {}", state.display()))?;
     let gateway = Gateway::with_store(spec.clone(), Some(store.clone()))?;

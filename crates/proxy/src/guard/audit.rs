@@ -1,8 +1,9 @@
 //! Audit records of listings, decisions, confirmations, calls and results, written through the store.
 //!
 //! Decisions and results go through the bounded queue (`try_record`): a full queue is logged as an error and
-//! counted, never silently dropped. The "call forwarded" row is written durably before the call leaves toolgate,
-//! so after a crash every forwarded call has its row; if it cannot be written the call is not forwarded.
+//! counted, never silently dropped. The "call forwarded" row is journaled before the call leaves toolgate (one
+//! append to the store's journal, recovered at the next start), so after a crash every forwarded call has its row;
+//! if it cannot be written the call is not forwarded.
 
 use serde_json::Value;
 use toolgate_core::decision::Decision;
@@ -45,11 +46,12 @@ pub(crate) fn record(gateway: &GatewayInner, entry: AuditEntry) {
     }
 }
 
-/// Writes an entry and waits until it is durable; `Err` when it could not be written.
-pub(crate) async fn record_durable(gateway: &GatewayInner, entry: AuditEntry) -> Result<Option<i64>, String> {
-    let Some(store) = &gateway.store else { return Ok(None) };
-    match store.audit().record_durable(entry).await {
-        Ok(receipt) => Ok(Some(receipt.seq)),
+/// Makes an entry survive a crash of toolgate before returning (the store's journal: one write, no commit on the
+/// call path; without a journal, a committed transaction); `Err` when it could not be written.
+pub(crate) async fn record_durable(gateway: &GatewayInner, entry: AuditEntry) -> Result<(), String> {
+    let Some(store) = &gateway.store else { return Ok(()) };
+    match store.audit().record_journaled(entry).await {
+        Ok(()) => Ok(()),
         Err(error) => {
             tracing::error!(%error, "audit record not written; the call is not forwarded");
             Err(error.to_string())

@@ -6,6 +6,7 @@
 //! RFC 8785 form is kept. Rows are append-only and hash-chained ([`chain`]); this module holds no SQL.
 
 pub(crate) mod chain;
+pub(crate) mod journal;
 pub(crate) mod query;
 pub(crate) mod writer;
 
@@ -144,7 +145,7 @@ pub struct AuditReceipt {
 }
 
 /// One stored row, as `toolgate audit --json` prints it. JSON columns come back as JSON values.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct AuditRow {
     /// Position in the chain, from 1 without gaps.
     pub seq: i64,
@@ -201,4 +202,28 @@ pub struct AuditFilter {
     pub session: Option<String>,
     /// At most this many rows (the most recent ones when set).
     pub limit: Option<u32>,
+}
+
+/// Appends the rows of dead processes' journals that the database lacks, then removes those journals. Safe to run
+/// from any process and from several at once: only journals of processes that are gone are read, and a row already
+/// appended is skipped inside the write transaction.
+pub(crate) async fn recover_journals(
+    backend: &crate::Backend,
+    database: &std::path::Path,
+) -> Result<(), crate::StoreError> {
+    for path in journal::Journal::orphans(database) {
+        let lines = journal::read_lines(&path);
+        if !lines.is_empty() {
+            let (mut rows, ids): (Vec<AuditRow>, Vec<Option<String>>) =
+                lines.into_iter().map(|line| (line.row, Some(line.id))).unzip();
+            writer::append(backend, &mut rows, &ids).await?;
+            tracing::info!(journal = %path.display(), "audit rows of a process that is gone were recovered");
+        }
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => return Err(crate::StoreError::Journal { path: path.clone(), source }),
+        }
+    }
+    Ok(())
 }

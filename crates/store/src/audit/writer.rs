@@ -17,6 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use toolgate_core::fingerprint::{canonical_json, digest_bytes};
 
 use super::chain::{GENESIS_HASH, row_hash};
+use super::journal::Journal;
 use super::{ArgumentRedaction, AuditEntry, AuditReceipt, AuditRow, verdict_name};
 use crate::Backend;
 use crate::error::{AuditQueueError, StoreError};
@@ -28,7 +29,7 @@ const WRITE_ATTEMPTS: u32 = 3;
 type Reply = oneshot::Sender<Result<AuditReceipt, StoreError>>;
 
 enum Command {
-    Append { row: Box<AuditRow>, reply: Option<Reply> },
+    Append { row: Box<AuditRow>, reply: Option<Reply>, journal_id: Option<String> },
     Flush(oneshot::Sender<()>),
 }
 
@@ -59,13 +60,14 @@ pub struct AuditWriter {
     capacity: usize,
     redaction: ArgumentRedaction,
     counters: Arc<Counters>,
+    journal: Option<Arc<Journal>>,
 }
 
 impl std::fmt::Debug for Command {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Command::Append { row, reply } => {
-                write!(f, "Append({}, durable: {})", row.kind, reply.is_some())
+            Command::Append { row, reply, journal_id } => {
+                write!(f, "Append({}, durable: {}, journaled: {})", row.kind, reply.is_some(), journal_id.is_some())
             }
             Command::Flush(_) => write!(f, "Flush"),
         }
@@ -79,19 +81,21 @@ impl AuditWriter {
         redaction: ArgumentRedaction,
         capacity: usize,
         batch_max: usize,
+        journal: Option<Arc<Journal>>,
     ) -> AuditWriter {
         let capacity = capacity.max(1);
         let (sender, receiver) = mpsc::channel(capacity);
         let counters = Arc::new(Counters::default());
-        tokio::spawn(run(backend, receiver, batch_max.max(1), Arc::clone(&counters)));
-        AuditWriter { sender, capacity, redaction, counters }
+        let task_journal = journal.clone();
+        tokio::spawn(run(backend, receiver, batch_max.max(1), Arc::clone(&counters), task_journal));
+        AuditWriter { sender, capacity, redaction, counters, journal }
     }
 
     /// Queues an entry without waiting. The row is committed shortly after, in a batch; use
     /// [`AuditWriter::record_durable`] when the caller must know it is on disk.
     pub fn try_record(&self, entry: AuditEntry) -> Result<(), AuditQueueError> {
         let row = Box::new(prepare(entry, self.redaction));
-        match self.sender.try_send(Command::Append { row, reply: None }) {
+        match self.sender.try_send(Command::Append { row, reply: None, journal_id: None }) {
             Ok(()) => Ok(()),
             Err(mpsc::error::TrySendError::Full(_)) => {
                 self.counters.rejected.fetch_add(1, Ordering::Relaxed);
@@ -109,10 +113,26 @@ impl AuditWriter {
         let row = Box::new(prepare(entry, self.redaction));
         let (reply, receipt) = oneshot::channel();
         self.sender
-            .send(Command::Append { row, reply: Some(reply) })
+            .send(Command::Append { row, reply: Some(reply), journal_id: None })
             .await
             .map_err(|_| StoreError::AuditWriterStopped)?;
         receipt.await.map_err(|_| StoreError::AuditWriterStopped)?
+    }
+
+    /// Makes an entry survive the death of the process before returning, without waiting for a database commit:
+    /// the row is appended to the audit journal (one `write` into the page cache), then queued; a store opened
+    /// after a crash appends journaled rows the database lacks. For the row written before a call is forwarded, on
+    /// the call path. Without a journal (a store opened without one) this is [`AuditWriter::record_durable`].
+    pub async fn record_journaled(&self, entry: AuditEntry) -> Result<(), StoreError> {
+        let Some(journal) = &self.journal else {
+            return self.record_durable(entry).await.map(|_| ());
+        };
+        let row = Box::new(prepare(entry, self.redaction));
+        let journal_id = journal.append(&row)?;
+        self.sender
+            .send(Command::Append { row, reply: None, journal_id: Some(journal_id) })
+            .await
+            .map_err(|_| StoreError::AuditWriterStopped)
     }
 
     /// Waits until every entry queued before this call has been committed (or has failed).
@@ -177,28 +197,40 @@ pub fn digest_arguments(args: &Value) -> String {
     }
 }
 
-async fn run(backend: Backend, mut receiver: mpsc::Receiver<Command>, batch_max: usize, counters: Arc<Counters>) {
+async fn run(
+    backend: Backend,
+    mut receiver: mpsc::Receiver<Command>,
+    batch_max: usize,
+    counters: Arc<Counters>,
+    journal: Option<Arc<Journal>>,
+) {
     let mut commands = Vec::with_capacity(batch_max);
     while receiver.recv_many(&mut commands, batch_max).await > 0 {
         let mut rows = Vec::new();
         let mut replies = Vec::new();
+        let mut journal_ids = Vec::new();
         let mut flushes = Vec::new();
         for command in commands.drain(..) {
             match command {
-                Command::Append { row, reply } => {
+                Command::Append { row, reply, journal_id } => {
                     rows.push(*row);
                     replies.push(reply);
+                    journal_ids.push(journal_id);
                 }
                 Command::Flush(done) => flushes.push(done),
             }
         }
         if !rows.is_empty() {
-            let outcome = append_with_retries(&backend, &mut rows).await;
+            let outcome = append_with_retries(&backend, &mut rows, &journal_ids).await;
             match &outcome {
                 Ok(()) => {
                     counters.written.fetch_add(rows.len() as u64, Ordering::Relaxed);
+                    if let Some(journal) = &journal {
+                        journal.committed(journal_ids.iter().filter(|id| id.is_some()).count());
+                    }
                 }
                 Err(error) => {
+                    // Journaled rows stay in the journal: the next open appends them.
                     counters.failed.fetch_add(rows.len() as u64, Ordering::Relaxed);
                     tracing::error!(rows = rows.len(), %error, "audit rows could not be written");
                 }
@@ -220,10 +252,14 @@ async fn run(backend: Backend, mut receiver: mpsc::Receiver<Command>, batch_max:
     }
 }
 
-async fn append_with_retries(backend: &Backend, rows: &mut [AuditRow]) -> Result<(), StoreError> {
+async fn append_with_retries(
+    backend: &Backend,
+    rows: &mut [AuditRow],
+    journal_ids: &[Option<String>],
+) -> Result<(), StoreError> {
     let mut attempt = 1;
     loop {
-        match append(backend, rows).await {
+        match append(backend, rows, journal_ids).await {
             Ok(()) => return Ok(()),
             Err(error) if attempt < WRITE_ATTEMPTS => {
                 tracing::warn!(attempt, %error, "audit batch failed; retrying");
@@ -235,8 +271,13 @@ async fn append_with_retries(backend: &Backend, rows: &mut [AuditRow]) -> Result
     }
 }
 
-/// Appends `rows` in one `BEGIN IMMEDIATE` transaction, filling in seq, prev_hash and hash.
-async fn append(backend: &Backend, rows: &mut [AuditRow]) -> Result<(), StoreError> {
+/// Appends `rows` in one `BEGIN IMMEDIATE` transaction, filling in seq, prev_hash and hash, and records the
+/// journal id of each journaled row (`journal_ids` is empty or one entry per row).
+pub(crate) async fn append(
+    backend: &Backend,
+    rows: &mut [AuditRow],
+    journal_ids: &[Option<String>],
+) -> Result<(), StoreError> {
     let Backend::Sqlite(pool) = backend;
     let mut transaction = pool.begin_with("BEGIN IMMEDIATE").await?;
     let tail = sqlx::query("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1")
@@ -246,7 +287,22 @@ async fn append(backend: &Backend, rows: &mut [AuditRow]) -> Result<(), StoreErr
         Some(row) => (row.try_get::<i64, _>("seq")?, row.try_get::<String, _>("hash")?),
         None => (0, GENESIS_HASH.to_owned()),
     };
-    for row in rows.iter_mut() {
+    // A journaled row already appended (by this or another process recovering the same journal) is skipped; the
+    // check runs inside the write transaction, so two recoveries cannot both append it.
+    let mut skip = vec![false; rows.len()];
+    for (index, journal_id) in journal_ids.iter().enumerate() {
+        if let Some(journal_id) = journal_id {
+            skip[index] = sqlx::query("SELECT 1 FROM audit_journal_ids WHERE journal_id = ?")
+                .bind(journal_id)
+                .fetch_optional(&mut *transaction)
+                .await?
+                .is_some();
+        }
+    }
+    for (index, row) in rows.iter_mut().enumerate() {
+        if skip.get(index).copied().unwrap_or(false) {
+            continue;
+        }
         seq += 1;
         row.seq = seq;
         row.prev_hash = prev_hash;
@@ -277,6 +333,15 @@ async fn append(backend: &Backend, rows: &mut [AuditRow]) -> Result<(), StoreErr
         .bind(&row.hash)
         .execute(&mut *transaction)
         .await?;
+    }
+    for ((row, journal_id), skipped) in rows.iter().zip(journal_ids).zip(&skip) {
+        if let (Some(journal_id), false) = (journal_id, skipped) {
+            sqlx::query("INSERT OR IGNORE INTO audit_journal_ids (journal_id, seq) VALUES (?, ?)")
+                .bind(journal_id)
+                .bind(row.seq)
+                .execute(&mut *transaction)
+                .await?;
+        }
     }
     sqlx::query(
         "INSERT INTO audit_head (id, seq, hash) VALUES (1, ?, ?) \

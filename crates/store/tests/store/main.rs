@@ -7,5 +7,6 @@
 mod approvals;
 mod audit;
 mod crash;
+mod journal;
 mod pins;
 mod support;
