@@ -114,6 +114,7 @@ pub const MISBEHAVE_MODES: &[&str] = &[
     "crash-mid-call",
     "stderr-noise",
     "tool-faults",
+    "lossless",
     "rug-pull",
 ];
 
