@@ -19,6 +19,7 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
     ("toolgate-demo", &[]),
     ("toolgate-test-support", &[]),
     ("toolgate-fixture", &[]),
+    ("toolgate-bench", &[]),
     ("toolgate-store", &["toolgate-core"]),
     ("toolgate-proxy", &["toolgate-core", "toolgate-upstream", "toolgate-store"]),
     ("toolgate-config", &["toolgate-core", "toolgate-upstream", "toolgate-proxy"]),
