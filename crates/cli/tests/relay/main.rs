@@ -13,6 +13,7 @@ mod everything;
 mod http;
 mod inspector;
 mod lossless;
+mod progress_order;
 mod protocol;
 mod servers;
 mod support;
