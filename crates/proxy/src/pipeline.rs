@@ -213,7 +213,10 @@ pub(crate) async fn call_tool(
         Err(message) => return Some(tool_error(id, &message)),
     };
     let decision = decide(gateway, session, &resolved);
-    audit::record(gateway, audit::decision_entry(session, &resolved.tool, &decision, &resolved.arguments()));
+    // An allowed call's decision travels in its `call` row; every other verdict gets a row of its own here.
+    if decision.verdict != Verdict::Allow {
+        audit::record(gateway, audit::decision_entry(session, &resolved.tool, &decision, &resolved.arguments()));
+    }
     let permitted = match decision.verdict {
         Verdict::Allow => permit(resolved, decision, None),
         Verdict::Hide => {
@@ -235,6 +238,7 @@ pub(crate) async fn call_tool(
     };
     let mut entry = audit::call_entry(AuditKind::Call, session, &permitted.call.tool);
     entry.verdict = Some(permitted.decision.verdict);
+    entry.reasons = permitted.decision.reasons.clone();
     entry.approval_id = permitted.approval_id.clone();
     entry.args = Some(permitted.call.arguments());
     if let Err(error) = audit::record_durable(gateway, entry).await {

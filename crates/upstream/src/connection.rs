@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -20,7 +21,7 @@ use crate::endpoint::{ConnectOptions, Endpoint, SUPPORTED_PROTOCOL_VERSIONS};
 use crate::error::UpstreamError;
 use crate::events::{EventSink, Responder};
 use crate::jsonrpc::{self, MessageKind, classify, codes};
-use crate::transport::{Closer, Diagnostics, Inbound, Transport};
+use crate::transport::{Closer, Diagnostics, Inbound, InboundStream, Transport};
 use crate::{http, stdio};
 
 type ResponseSender = oneshot::Sender<Result<Value, UpstreamError>>;
@@ -359,8 +360,8 @@ struct Router {
 }
 
 impl Router {
-    async fn run(self, mut inbound: mpsc::Receiver<Inbound>) {
-        while let Some(item) = inbound.recv().await {
+    async fn run(self, mut inbound: InboundStream) {
+        while let Some(item) = inbound.next().await {
             match item {
                 Inbound::Message { message, related } => {
                     let related = related.as_ref().and_then(Value::as_u64);

@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use crate::endpoint::{ConnectOptions, Endpoint};
 use crate::error::UpstreamError;
 use crate::jsonrpc::{MessageKind, classify};
-use crate::transport::{Closer, Diagnostics, Inbound, Transport, split_batch};
+use crate::transport::{Closer, Diagnostics, Inbound, Transport, channel_stream, split_batch};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -104,7 +104,7 @@ pub(crate) fn start(endpoint: &Endpoint, options: &ConnectOptions) -> Result<Tra
     });
     Ok(Transport {
         outbound: outbound_sender,
-        inbound: inbound_receiver,
+        inbound: channel_stream(inbound_receiver),
         diagnostics: Arc::new(Diagnostics::default()),
         negotiated_version,
         shutdown,

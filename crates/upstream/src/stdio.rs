@@ -5,6 +5,7 @@
 //! never forwarded. stderr is free-form: each line goes to the log tagged with the upstream's name and the last
 //! lines are kept for error messages. Shutdown is polite: close stdin, wait, SIGTERM, wait, SIGKILL.
 
+use std::collections::VecDeque;
 use std::process::Stdio;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -22,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::endpoint::{ConnectOptions, Endpoint};
 use crate::error::UpstreamError;
-use crate::transport::{Closer, Diagnostics, Inbound, Transport, split_batch};
+use crate::transport::{Closer, Diagnostics, Inbound, InboundStream, Transport, split_batch};
 
 const STDERR_LINE_LIMIT: usize = 64 * 1024;
 const GRACE_PERIOD: Duration = Duration::from_secs(2);
@@ -55,25 +56,23 @@ pub(crate) fn start(endpoint: &Endpoint, options: &ConnectOptions) -> Result<Tra
 
     let diagnostics = Arc::new(Diagnostics::default());
     let (outbound_sender, outbound_receiver) = mpsc::channel::<Value>(64);
-    let (inbound_sender, inbound_receiver) = mpsc::channel::<Inbound>(64);
     let (exit_sender, exit_receiver) = watch::channel::<Option<String>>(None);
 
     let shutdown = CancellationToken::new();
     let writer = tokio::spawn(write_messages(stdin, outbound_receiver, shutdown.clone()));
     tokio::spawn(wait_for_exit(child, exit_sender));
     tokio::spawn(log_stderr(stderr, options.name.clone(), Arc::clone(&diagnostics)));
-    tokio::spawn(read_messages(
+    let inbound = read_messages(
         stdout,
         options.max_message_bytes,
-        inbound_sender,
         exit_receiver.clone(),
         Arc::clone(&diagnostics),
         options.name.clone(),
-    ));
+    );
 
     Ok(Transport {
         outbound: outbound_sender,
-        inbound: inbound_receiver,
+        inbound,
         diagnostics,
         negotiated_version: Arc::new(OnceLock::new()),
         shutdown,
@@ -149,36 +148,52 @@ async fn log_stderr(stderr: tokio::process::ChildStderr, name: String, diagnosti
     }
 }
 
-async fn read_messages(
+/// The child's stdout as a stream of messages, ending with one `Ended` that says why.
+fn read_messages(
     stdout: ChildStdout,
     max_message_bytes: usize,
-    inbound: mpsc::Sender<Inbound>,
     exit: watch::Receiver<Option<String>>,
     diagnostics: Arc<Diagnostics>,
     name: String,
-) {
+) -> InboundStream {
     let codec = AnyDelimiterCodec::new_with_max_length(b"\n".to_vec(), Vec::new(), max_message_bytes);
-    let mut lines = FramedRead::new(stdout, codec);
-    let ending = loop {
-        match lines.next().await {
-            Some(Ok(bytes)) => {
-                let Some(value) = parse_line(&bytes, &diagnostics, &name) else { continue };
-                for message in split_batch(value) {
-                    if inbound.send(Inbound::Message { message, related: None }).await.is_err() {
-                        return;
-                    }
+    let state = ReadState { lines: FramedRead::new(stdout, codec), queued: VecDeque::new(), ended: false };
+    Box::pin(futures::stream::unfold(state, move |mut state| {
+        let (exit, diagnostics, name) = (exit.clone(), Arc::clone(&diagnostics), name.clone());
+        async move {
+            loop {
+                if let Some(message) = state.queued.pop_front() {
+                    return Some((Inbound::Message { message, related: None }, state));
                 }
+                if state.ended {
+                    return None;
+                }
+                let ending = match state.lines.next().await {
+                    Some(Ok(bytes)) => {
+                        if let Some(value) = parse_line(&bytes, &diagnostics, &name) {
+                            state.queued.extend(split_batch(value));
+                        }
+                        continue;
+                    }
+                    Some(Err(AnyDelimiterCodecError::MaxChunkLengthExceeded)) => {
+                        UpstreamError::MessageTooLarge { limit: max_message_bytes }
+                    }
+                    Some(Err(AnyDelimiterCodecError::Io(error))) => {
+                        UpstreamError::Closed { detail: format!("reading stdout failed: {error}") }
+                    }
+                    None => closed_error(exit, &diagnostics).await,
+                };
+                state.ended = true;
+                return Some((Inbound::Ended(ending), state));
             }
-            Some(Err(AnyDelimiterCodecError::MaxChunkLengthExceeded)) => {
-                break UpstreamError::MessageTooLarge { limit: max_message_bytes };
-            }
-            Some(Err(AnyDelimiterCodecError::Io(error))) => {
-                break UpstreamError::Closed { detail: format!("reading stdout failed: {error}") };
-            }
-            None => break closed_error(exit, &diagnostics).await,
         }
-    };
-    let _ = inbound.send(Inbound::Ended(ending)).await;
+    }))
+}
+
+struct ReadState {
+    lines: FramedRead<ChildStdout, AnyDelimiterCodec>,
+    queued: VecDeque<Value>,
+    ended: bool,
 }
 
 fn parse_line(bytes: &[u8], diagnostics: &Diagnostics, name: &str) -> Option<Value> {

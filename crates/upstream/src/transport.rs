@@ -2,8 +2,10 @@
 //! diagnostics about what the server did besides speaking JSON-RPC (stderr, non-JSON output).
 
 use std::collections::VecDeque;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use futures::Stream;
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -33,12 +35,22 @@ pub(crate) enum Inbound {
     Ended(UpstreamError),
 }
 
+/// What arrives from the server, in order.
+pub(crate) type InboundStream = Pin<Box<dyn Stream<Item = Inbound> + Send>>;
+
+/// An inbound stream over a channel (for transports whose messages arrive on several tasks, like HTTP).
+pub(crate) fn channel_stream(receiver: mpsc::Receiver<Inbound>) -> InboundStream {
+    Box::pin(futures::stream::unfold(receiver, |mut receiver| async move {
+        receiver.recv().await.map(|item| (item, receiver))
+    }))
+}
+
 /// A started transport.
 pub(crate) struct Transport {
     /// Messages to send, in order.
     pub(crate) outbound: mpsc::Sender<Value>,
-    /// Messages received.
-    pub(crate) inbound: mpsc::Receiver<Inbound>,
+    /// Messages received, read by the connection's router task itself (no hand-off between tasks per message).
+    pub(crate) inbound: InboundStream,
     /// What the server did besides JSON-RPC.
     pub(crate) diagnostics: Arc<Diagnostics>,
     /// The protocol version agreed in `initialize`, for transports that send it in headers.

@@ -100,13 +100,8 @@ pub(crate) async fn serve_spec(spec: GatewaySpec, state: PathBuf, config: Option
                 .as_ref()
                 .map(|stdio| Caller { name: stdio.identity.clone(), scopes: stdio.scopes.clone() })
                 .unwrap_or_else(Caller::anonymous);
-            let serving = toolgate_proxy::downstream::stdio::serve(
-                factory,
-                caller,
-                tokio::io::stdin(),
-                tokio::io::stdout(),
-                spec.limits.max_message_bytes,
-            );
+            let serving =
+                toolgate_proxy::downstream::stdio::serve_process_stdio(factory, caller, spec.limits.max_message_bytes);
             tokio::select! {
                 () = serving => Ok(()),
                 () = shutdown_signal() => Ok(()),

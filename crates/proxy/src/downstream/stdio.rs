@@ -15,6 +15,34 @@ use toolgate_upstream::jsonrpc::{self, codes};
 
 use crate::session::{Caller, ClientBound, SessionFactory, TransportKind};
 
+/// Serves one session for `caller` on toolgate's own stdin and stdout.
+///
+/// When they are pipes (as when a desktop client launches toolgate), they are read and written as non-blocking
+/// pipes on the runtime's reactor; `tokio::io::stdin`/`stdout` would hand every read and every flush to the
+/// blocking thread pool, two thread round trips per message. Files and terminals fall back to those.
+pub async fn serve_process_stdio(factory: Arc<dyn SessionFactory>, caller: Caller, max_message_bytes: usize) {
+    #[cfg(unix)]
+    if let (Some(reader), Some(writer)) = (pipe_reader(), pipe_writer()) {
+        serve(factory, caller, reader, writer, max_message_bytes).await;
+        return;
+    }
+    serve(factory, caller, tokio::io::stdin(), tokio::io::stdout(), max_message_bytes).await;
+}
+
+#[cfg(unix)]
+fn pipe_reader() -> Option<tokio::net::unix::pipe::Receiver> {
+    use std::os::fd::AsFd;
+    let fd = std::io::stdin().as_fd().try_clone_to_owned().ok()?;
+    tokio::net::unix::pipe::Receiver::from_owned_fd(fd).ok()
+}
+
+#[cfg(unix)]
+fn pipe_writer() -> Option<tokio::net::unix::pipe::Sender> {
+    use std::os::fd::AsFd;
+    let fd = std::io::stdout().as_fd().try_clone_to_owned().ok()?;
+    tokio::net::unix::pipe::Sender::from_owned_fd(fd).ok()
+}
+
 /// Serves one session for `caller` over the given reader and writer (stdin/stdout in production) until the
 /// reader ends.
 pub async fn serve<R, W>(
