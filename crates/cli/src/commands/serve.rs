@@ -56,9 +56,12 @@ pub(crate) async fn serve_spec(spec: GatewaySpec, state: PathBuf, config: Option
     std::fs::create_dir_all(&state)
         .with_context(|| format!("cannot create the state directory {}", state.display()))?;
     let options = toolgate_store::StoreOptions {
-        // The gateway journals the row written before each call is forwarded (fast and crash-proof) and recovers
-        // journals a crashed gateway left.
+        // The gateway journals the row written before each call is forwarded (fast, and it survives a crash of
+        // toolgate) and recovers journals a crashed gateway left. The journal is not synced to the disk, so
+        // batches need not be either: WAL with synchronous=NORMAL survives a crash of the process, like the
+        // journal; surviving a power cut would need both synced.
         journal: true,
+        durability: toolgate_store::Durability::ProcessCrash,
         redaction: if spec.guardrails.audit.arguments_in_clear {
             toolgate_store::ArgumentRedaction::Clear
         } else {
