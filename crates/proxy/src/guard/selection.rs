@@ -20,3 +20,60 @@ pub(crate) fn select(tools: Vec<Arc<ExposedTool>>, spec: &SelectionSpec) -> Vec<
     }
     chosen
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use serde_json::json;
+    use toolgate_upstream::Endpoint;
+
+    use super::*;
+    use crate::catalog::{Catalog, UpstreamListing};
+    use crate::spec::{Prefix, UpstreamSpec};
+
+    fn catalog() -> Catalog {
+        let mut spec = UpstreamSpec {
+            name: "notes".into(),
+            endpoint: Endpoint::stdio("true", Vec::<String>::new()),
+            prefix: Prefix::None,
+            overrides: BTreeMap::new(),
+            initialize_timeout: Duration::from_secs(1),
+            request_timeout: Duration::from_secs(1),
+            trust: Default::default(),
+        };
+        spec.trust.level = toolgate_core::trust::TrustLevel::Pinned;
+        let tool = |name: &str, destructive: bool| {
+            json!({"name": name, "inputSchema": {"type": "object"},
+                   "annotations": {"readOnlyHint": false, "destructiveHint": destructive, "openWorldHint": false}})
+        };
+        let tools =
+            vec![tool("add_note", false), tool("delete_note", true), tool("tag_note", false), tool("purge", true)];
+        Catalog::build(&[spec], &[Some(Arc::new(UpstreamListing { tools, ..UpstreamListing::default() }))])
+    }
+
+    fn names(tools: &[Arc<ExposedTool>]) -> Vec<&str> {
+        tools.iter().map(|tool| tool.exposed_name.as_str()).collect()
+    }
+
+    #[test]
+    fn no_profile_keeps_everything_in_order() {
+        let catalog = catalog();
+        let chosen = select(catalog.tools().to_vec(), &SelectionSpec::default());
+        assert_eq!(names(&chosen), ["add_note", "delete_note", "tag_note", "purge"]);
+    }
+
+    #[test]
+    fn always_include_comes_first_then_the_maximum_applies_without_destructive_tools() {
+        let catalog = catalog();
+        let spec =
+            SelectionSpec { max_tools: Some(2), exclude_destructive: true, always_include: vec!["purge".into()] };
+        let chosen = select(catalog.tools().to_vec(), &spec);
+        assert_eq!(
+            names(&chosen),
+            ["purge", "add_note"],
+            "always-included even when destructive; then the first others"
+        );
+    }
+}
