@@ -10,4 +10,5 @@ mod faults;
 mod infer;
 mod inspect;
 mod lint;
+mod status;
 mod support;
