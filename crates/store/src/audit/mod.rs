@@ -216,7 +216,7 @@ pub(crate) async fn recover_journals(
         if !lines.is_empty() {
             let (mut rows, ids): (Vec<AuditRow>, Vec<Option<String>>) =
                 lines.into_iter().map(|line| (line.row, Some(line.id))).unzip();
-            writer::append(backend, &mut rows, &ids).await?;
+            writer::append(backend, &mut rows, &ids, true).await?;
             tracing::info!(journal = %path.display(), "audit rows of a process that is gone were recovered");
         }
         match std::fs::remove_file(&path) {

@@ -23,6 +23,9 @@ use crate::Backend;
 use crate::error::{AuditQueueError, StoreError};
 use crate::time::format_rfc3339;
 
+/// Rows per INSERT statement (18 bound values each; SQLite allows 32766 per statement).
+const INSERT_CHUNK: usize = 256;
+
 /// How long a batch nobody waits for gathers more rows before it is committed.
 const GROUP_COMMIT_WINDOW: Duration = Duration::from_millis(5);
 
@@ -275,7 +278,7 @@ async fn append_with_retries(
 ) -> Result<(), StoreError> {
     let mut attempt = 1;
     loop {
-        match append(backend, rows, journal_ids).await {
+        match append(backend, rows, journal_ids, false).await {
             Ok(()) => return Ok(()),
             Err(error) if attempt < WRITE_ATTEMPTS => {
                 tracing::warn!(attempt, %error, "audit batch failed; retrying");
@@ -293,6 +296,7 @@ pub(crate) async fn append(
     backend: &Backend,
     rows: &mut [AuditRow],
     journal_ids: &[Option<String>],
+    recovering: bool,
 ) -> Result<(), StoreError> {
     let Backend::Sqlite(pool) = backend;
     let mut transaction = pool.begin_with("BEGIN IMMEDIATE").await?;
@@ -303,18 +307,21 @@ pub(crate) async fn append(
         Some(row) => (row.try_get::<i64, _>("seq")?, row.try_get::<String, _>("hash")?),
         None => (0, GENESIS_HASH.to_owned()),
     };
-    // A journaled row already appended (by this or another process recovering the same journal) is skipped; the
-    // check runs inside the write transaction, so two recoveries cannot both append it.
+    // A journaled row already appended (by another process recovering the same journal) is skipped; the check runs
+    // inside the write transaction, so two recoveries cannot both append it. Fresh rows need no check.
     let mut skip = vec![false; rows.len()];
-    for (index, journal_id) in journal_ids.iter().enumerate() {
-        if let Some(journal_id) = journal_id {
-            skip[index] = sqlx::query("SELECT 1 FROM audit_journal_ids WHERE journal_id = ?")
-                .bind(journal_id)
-                .fetch_optional(&mut *transaction)
-                .await?
-                .is_some();
+    if recovering {
+        for (index, journal_id) in journal_ids.iter().enumerate() {
+            if let Some(journal_id) = journal_id {
+                skip[index] = sqlx::query("SELECT 1 FROM audit_journal_ids WHERE journal_id = ?")
+                    .bind(journal_id)
+                    .fetch_optional(&mut *transaction)
+                    .await?
+                    .is_some();
+            }
         }
     }
+    let mut appended = Vec::with_capacity(rows.len());
     for (index, row) in rows.iter_mut().enumerate() {
         if skip.get(index).copied().unwrap_or(false) {
             continue;
@@ -324,40 +331,50 @@ pub(crate) async fn append(
         row.prev_hash = prev_hash;
         row.hash = row_hash(row)?;
         prev_hash = row.hash.clone();
-        sqlx::query(
-            "INSERT INTO audit_log (seq, time, kind, caller, session, upstream, tool, verdict, reasons, hint_sources, \
-             approval_id, duration_us, outcome, args_digest, args, detail, prev_hash, hash) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(row.seq)
-        .bind(&row.time)
-        .bind(&row.kind)
-        .bind(json_text(row.caller.as_ref()))
-        .bind(&row.session)
-        .bind(&row.upstream)
-        .bind(&row.tool)
-        .bind(&row.verdict)
-        .bind(json_text(row.reasons.as_ref()))
-        .bind(json_text(row.hint_sources.as_ref()))
-        .bind(&row.approval_id)
-        .bind(row.duration_us)
-        .bind(&row.outcome)
-        .bind(&row.args_digest)
-        .bind(json_text(row.args.as_ref()))
-        .bind(json_text(row.detail.as_ref()))
-        .bind(&row.prev_hash)
-        .bind(&row.hash)
-        .execute(&mut *transaction)
-        .await?;
+        appended.push(index);
     }
-    for ((row, journal_id), skipped) in rows.iter().zip(journal_ids).zip(&skip) {
-        if let (Some(journal_id), false) = (journal_id, skipped) {
-            sqlx::query("INSERT OR IGNORE INTO audit_journal_ids (journal_id, seq) VALUES (?, ?)")
-                .bind(journal_id)
-                .bind(row.seq)
-                .execute(&mut *transaction)
-                .await?;
-        }
+    // One statement per chunk of rows: each statement is a round trip to sqlx's SQLite thread.
+    for chunk in appended.chunks(INSERT_CHUNK) {
+        let mut insert = sqlx::QueryBuilder::new(
+            "INSERT INTO audit_log (seq, time, kind, caller, session, upstream, tool, verdict, reasons, hint_sources, \
+             approval_id, duration_us, outcome, args_digest, args, detail, prev_hash, hash) ",
+        );
+        insert.push_values(chunk.iter().filter_map(|index| rows.get(*index)), |mut values, row| {
+            values
+                .push_bind(row.seq)
+                .push_bind(row.time.clone())
+                .push_bind(row.kind.clone())
+                .push_bind(json_text(row.caller.as_ref()))
+                .push_bind(row.session.clone())
+                .push_bind(row.upstream.clone())
+                .push_bind(row.tool.clone())
+                .push_bind(row.verdict.clone())
+                .push_bind(json_text(row.reasons.as_ref()))
+                .push_bind(json_text(row.hint_sources.as_ref()))
+                .push_bind(row.approval_id.clone())
+                .push_bind(row.duration_us)
+                .push_bind(row.outcome.clone())
+                .push_bind(row.args_digest.clone())
+                .push_bind(json_text(row.args.as_ref()))
+                .push_bind(json_text(row.detail.as_ref()))
+                .push_bind(row.prev_hash.clone())
+                .push_bind(row.hash.clone());
+        });
+        insert.build().execute(&mut *transaction).await?;
+    }
+    let journaled: Vec<(&str, i64)> = appended
+        .iter()
+        .filter_map(|index| {
+            let journal_id = journal_ids.get(*index)?.as_deref()?;
+            Some((journal_id, rows.get(*index)?.seq))
+        })
+        .collect();
+    for chunk in journaled.chunks(INSERT_CHUNK) {
+        let mut insert = sqlx::QueryBuilder::new("INSERT OR IGNORE INTO audit_journal_ids (journal_id, seq) ");
+        insert.push_values(chunk, |mut values, (journal_id, seq)| {
+            values.push_bind(journal_id.to_string()).push_bind(*seq);
+        });
+        insert.build().execute(&mut *transaction).await?;
     }
     sqlx::query(
         "INSERT INTO audit_head (id, seq, hash) VALUES (1, ?, ?) \
