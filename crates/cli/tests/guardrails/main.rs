@@ -6,6 +6,8 @@
 //!   caller's session id: 404).
 //! - [`crash`]: `kill -9` in the middle of a burst of calls leaves an intact audit chain with a `call` row for every
 //!   call that was answered.
+//! - [`reload`]: SIGHUP reloads the policy (a newly hidden tool leaves the listing); a broken file keeps the
+//!   running policy.
 //! - [`python`]: a destructive call confirmed by elicitation, declined by elicitation, and approved through
 //!   `toolgate approvals approve` while a client without elicitation waits.
 //!
@@ -16,4 +18,5 @@
 mod crash;
 mod listener;
 mod python;
+mod reload;
 mod support;
