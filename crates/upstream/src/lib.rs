@@ -23,6 +23,7 @@ mod connection;
 mod endpoint;
 mod error;
 mod events;
+pub mod framing;
 mod http;
 pub mod jsonrpc;
 mod stdio;

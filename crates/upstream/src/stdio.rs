@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::endpoint::{ConnectOptions, Endpoint};
 use crate::error::UpstreamError;
+use crate::framing::{Line, Lines};
 use crate::transport::{Closer, Diagnostics, Inbound, InboundStream, Transport, split_batch};
 
 const STDERR_LINE_LIMIT: usize = 64 * 1024;
@@ -123,27 +124,14 @@ async fn wait_for_exit(mut child: Child, exit: watch::Sender<Option<String>>) {
 }
 
 async fn log_stderr(stderr: tokio::process::ChildStderr, name: String, diagnostics: Arc<Diagnostics>) {
-    let mut lines =
-        FramedRead::new(stderr, AnyDelimiterCodec::new_with_max_length(b"\n".to_vec(), Vec::new(), STDERR_LINE_LIMIT));
-    // After a decoding error `FramedRead` yields `None` once and then reads on (tokio #3976): only a `None` that
-    // does not follow an error ends the stream. Stopping early would leave the child blocked on a full pipe.
-    let mut after_error = false;
-    loop {
-        let Some(line) = lines.next().await else {
-            if std::mem::take(&mut after_error) {
-                continue;
-            }
-            break;
-        };
-        match line {
-            Ok(bytes) => {
-                let text = String::from_utf8_lossy(&bytes);
-                let text = text.trim_end();
-                tracing::info!(target: "toolgate::upstream::stderr", upstream = %name, "{text}");
-                diagnostics.record_stderr(text);
-            }
-            Err(AnyDelimiterCodecError::MaxChunkLengthExceeded) => after_error = true,
-            Err(AnyDelimiterCodecError::Io(_)) => break,
+    // Reading goes on after an overlong line: stopping would leave the child blocked on a full pipe.
+    let mut lines = Lines::new(stderr, STDERR_LINE_LIMIT);
+    while let Some(Ok(line)) = lines.next_line().await {
+        if let Line::Text(bytes) = line {
+            let text = String::from_utf8_lossy(&bytes);
+            let text = text.trim_end();
+            tracing::info!(target: "toolgate::upstream::stderr", upstream = %name, "{text}");
+            diagnostics.record_stderr(text);
         }
     }
 }

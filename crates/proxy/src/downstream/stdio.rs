@@ -6,11 +6,10 @@
 
 use std::sync::Arc;
 
-use futures::StreamExt;
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::mpsc;
-use tokio_util::codec::{AnyDelimiterCodec, AnyDelimiterCodecError, FramedRead};
+use toolgate_upstream::framing::{Line, Lines};
 use toolgate_upstream::jsonrpc::{self, codes};
 
 use crate::session::{Caller, ClientBound, SessionFactory, TransportKind};
@@ -58,20 +57,10 @@ pub async fn serve<R, W>(
     let (session, outbox) = factory.open_session(TransportKind::Stdio, caller);
     let (errors, error_receiver) = mpsc::channel::<Value>(64);
     let writer_task = tokio::spawn(write_messages(writer, outbox, error_receiver));
-    let codec = AnyDelimiterCodec::new_with_max_length(b"\n".to_vec(), Vec::new(), max_message_bytes);
-    let mut lines = FramedRead::new(reader, codec);
-    // After a decoding error `FramedRead` yields `None` once and then reads on (tokio #3976): only a `None` that
-    // does not follow an error is the end of input.
-    let mut after_error = false;
-    loop {
-        let Some(line) = lines.next().await else {
-            if std::mem::take(&mut after_error) {
-                continue;
-            }
-            break;
-        };
+    let mut lines = Lines::new(reader, max_message_bytes);
+    while let Some(line) = lines.next_line().await {
         match line {
-            Ok(bytes) => {
+            Ok(Line::Text(bytes)) => {
                 let text = String::from_utf8_lossy(&bytes);
                 let text = text.trim();
                 if text.is_empty() {
@@ -91,12 +80,11 @@ pub async fn serve<R, W>(
                     }
                 }
             }
-            Err(AnyDelimiterCodecError::MaxChunkLengthExceeded) => {
-                after_error = true;
+            Ok(Line::Oversized) => {
                 let text = format!("message larger than the {max_message_bytes}-byte limit");
                 let _ = errors.send(jsonrpc::error_response(&Value::Null, codes::INVALID_REQUEST, &text)).await;
             }
-            Err(AnyDelimiterCodecError::Io(error)) => {
+            Err(error) => {
                 tracing::warn!(%error, "reading stdin failed");
                 break;
             }
