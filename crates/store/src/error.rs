@@ -8,6 +8,12 @@ use std::path::PathBuf;
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    /// The audit queue is full: the row was not written (the caller must not go ahead as if it were).
+    #[error("the audit queue is full ({capacity} entries waiting)")]
+    AuditQueueFull {
+        /// The queue's capacity.
+        capacity: usize,
+    },
     /// The audit journal could not be written or read.
     #[error("audit journal {path}: {source}")]
     Journal {

@@ -126,19 +126,28 @@ impl AuditWriter {
     }
 
     /// Makes an entry survive the death of the process before returning, without waiting for a database commit:
-    /// the row is appended to the audit journal (one `write` into the page cache), then queued; a store opened
+    /// a queue slot is reserved (a full queue is [`StoreError::AuditQueueFull`], never a wait), the row is appended
+    /// to the audit journal (one `write` into the page cache), then queued; a store opened
     /// after a crash appends journaled rows the database lacks. For the row written before a call is forwarded, on
     /// the call path. Without a journal (a store opened without one) this is [`AuditWriter::record_durable`].
     pub async fn record_journaled(&self, entry: AuditEntry) -> Result<(), StoreError> {
         let Some(journal) = &self.journal else {
             return self.record_durable(entry).await.map(|_| ());
         };
+        // The queue slot is taken first: when the queue is full the caller gets a visible error and nothing is
+        // journaled (a journaled row would claim a call that the caller then refuses to forward).
+        let permit = match self.sender.try_reserve() {
+            Ok(permit) => permit,
+            Err(mpsc::error::TrySendError::Full(())) => {
+                self.counters.rejected.fetch_add(1, Ordering::Relaxed);
+                return Err(StoreError::AuditQueueFull { capacity: self.capacity });
+            }
+            Err(mpsc::error::TrySendError::Closed(())) => return Err(StoreError::AuditWriterStopped),
+        };
         let row = Box::new(prepare(entry, self.redaction));
         let journal_id = journal.append(&row)?;
-        self.sender
-            .send(Command::Append { row, reply: None, journal_id: Some(journal_id) })
-            .await
-            .map_err(|_| StoreError::AuditWriterStopped)
+        permit.send(Command::Append { row, reply: None, journal_id: Some(journal_id) });
+        Ok(())
     }
 
     /// Waits until every entry queued before this call has been committed (or has failed).

@@ -70,3 +70,29 @@ async fn a_dead_process_journal_is_recovered_once() {
     let third = Store::open_file(&database, journaling()).await.unwrap();
     assert_eq!(third.query_audit(&AuditFilter::default()).await.unwrap().len(), 3, "nothing is appended twice");
 }
+
+#[tokio::test]
+async fn a_full_queue_refuses_a_journaled_row_and_journals_nothing() {
+    let directory = tempfile::tempdir().unwrap();
+    let database = directory.path().join("toolgate.db");
+    let options = StoreOptions { audit_queue_capacity: 2, ..journaling() };
+    let store = Store::open_file(&database, options).await.unwrap();
+    // A current-thread test runtime: the writer cannot run until this task yields, so the queue fills.
+    let mut refused = 0;
+    for n in 0..5 {
+        match store.audit().record_journaled(call_entry("write_file", n)).await {
+            Ok(()) => {}
+            Err(toolgate_store::StoreError::AuditQueueFull { capacity }) => {
+                assert_eq!(capacity, 2);
+                refused += 1;
+            }
+            Err(other) => panic!("unexpected {other}"),
+        }
+    }
+    assert_eq!(refused, 3);
+    let journal = directory.path().join(format!("toolgate.db.journal-{}", std::process::id()));
+    let lines = std::fs::read_to_string(&journal).unwrap_or_default();
+    assert_eq!(lines.lines().count(), 2, "only the accepted rows are journaled");
+    store.audit().flush().await.unwrap();
+    assert_eq!(store.query_audit(&AuditFilter::default()).await.unwrap().len(), 2);
+}
