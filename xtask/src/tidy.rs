@@ -23,9 +23,18 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
     ("toolgate-store", &["toolgate-core"]),
     ("toolgate-proxy", &["toolgate-core", "toolgate-upstream", "toolgate-store"]),
     ("toolgate-config", &["toolgate-core", "toolgate-upstream", "toolgate-proxy"]),
+    ("toolgate-web", &["toolgate-core", "toolgate-store"]),
     (
         "toolgate",
-        &["toolgate-core", "toolgate-upstream", "toolgate-demo", "toolgate-proxy", "toolgate-config", "toolgate-store"],
+        &[
+            "toolgate-core",
+            "toolgate-upstream",
+            "toolgate-demo",
+            "toolgate-proxy",
+            "toolgate-config",
+            "toolgate-store",
+            "toolgate-web",
+        ],
     ),
     ("xtask", &["toolgate-core"]),
 ];

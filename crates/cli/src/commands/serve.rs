@@ -93,7 +93,8 @@ pub(crate) async fn serve_spec(spec: GatewaySpec, state: PathBuf, config: Option
         let limits = spec.limits.clone();
         let listeners = Arc::clone(&listeners);
         let callers = spec.guardrails.callers.clone();
-        tokio::spawn(async move { serve_http(factory, &http, &limits, &callers, &listeners).await })
+        let store = store.clone();
+        tokio::spawn(async move { serve_http(factory, &http, &limits, &callers, &listeners, store).await })
     });
     let result = match (spec.stdio.is_some(), http) {
         // stdio ends the process when the client closes stdin, whatever else is listening.
@@ -178,6 +179,7 @@ async fn serve_http(
     limits: &Limits,
     callers: &[CallerSpec],
     listeners: &Mutex<Vec<String>>,
+    store: toolgate_store::Store,
 ) -> Result<()> {
     let listener = match tokio::net::TcpListener::bind(http.bind).await {
         Ok(listener) => listener,
@@ -196,7 +198,15 @@ async fn serve_http(
     let url = format!("http://{address}{}", http.path);
     eprintln!("toolgate: serving MCP on {url}");
     lock(listeners).push(url);
-    let router = toolgate_proxy::downstream::http::router(factory, http, limits, callers);
+    // The approval console on the same listener, behind its own one-time login link (toolgate-web).
+    let console = toolgate_web::ConsoleConfig {
+        login_token: toolgate_web::random_token().context("cannot create the console's login token")?,
+        allowed_hosts: http.allowed_hosts.clone(),
+        allowed_origins: http.allowed_origins.clone(),
+    };
+    eprintln!("toolgate: console at http://{address}{}", console.login_path());
+    let router = toolgate_proxy::downstream::http::router(factory, http, limits, callers)
+        .merge(toolgate_web::router(store, console));
     toolgate_proxy::downstream::http::serve(listener, router, shutdown_signal())
         .await
         .context("the HTTP listener failed")

@@ -1,0 +1,294 @@
+//! Request handlers: the guard every request passes, login, the pages, the decision forms and the assets.
+
+use std::time::SystemTime;
+
+use axum::body::Bytes;
+use axum::extract::{Path, Request, State};
+use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE, COOKIE, LOCATION, SET_COOKIE};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri};
+use axum::middleware::Next;
+use axum::response::{Html, IntoResponse, Response};
+use serde_json::json;
+use toolgate_store::{ApprovalDecision, ApprovalId, ApprovalRecord, AuditFilter, StoreError};
+
+use crate::session::{COOKIE as COOKIE_NAME, LoginError, SESSION_LIFETIME, Session, same_secret};
+use crate::{Console, checks, form, html};
+
+/// Who the console records as having decided.
+const DECIDED_BY: &str = "console";
+/// Audit rows shown when the page does not say.
+const DEFAULT_ROWS: u32 = 100;
+/// Most audit rows one page shows.
+const MAX_ROWS: u32 = 1000;
+
+const STYLESHEET: &str = include_str!("../assets/console.css");
+const SCRIPT: &str = include_str!("../assets/console.js");
+
+const SECURITY_HEADERS: [(&str, &str); 6] = [
+    (
+        "content-security-policy",
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; \
+         form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    ),
+    ("x-frame-options", "DENY"),
+    ("x-content-type-options", "nosniff"),
+    ("referrer-policy", "no-referrer"),
+    ("cache-control", "no-store"),
+    ("cross-origin-opener-policy", "same-origin"),
+];
+
+/// Host and Origin first (403), then the handler; every response gets the security headers.
+pub(crate) async fn guard(State(console): State<Console>, request: Request, next: Next) -> Response {
+    let authority = request.uri().authority().map(|authority| authority.as_str().to_owned());
+    let checked = checks::check_host_and_origin(
+        request.headers(),
+        authority.as_deref(),
+        &console.config.allowed_hosts,
+        &console.config.allowed_origins,
+    );
+    let mut response = match checked {
+        Ok(()) => next.run(request).await,
+        Err(forbidden) => {
+            let what = match forbidden {
+                checks::Forbidden::Host => "host not allowed",
+                checks::Forbidden::Origin => "origin not allowed",
+            };
+            tracing::warn!(reason = what, "console request refused");
+            (StatusCode::FORBIDDEN, Html(html::message("Forbidden", what, false))).into_response()
+        }
+    };
+    let headers = response.headers_mut();
+    for (name, value) in SECURITY_HEADERS {
+        let name = HeaderName::from_static(name);
+        if !headers.contains_key(&name) {
+            headers.insert(name, HeaderValue::from_static(value));
+        }
+    }
+    response
+}
+
+/// The session named by the request's cookie, with its id.
+fn session(console: &Console, headers: &HeaderMap) -> Option<(String, Session)> {
+    headers
+        .get_all(COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .filter(|(name, _)| *name == COOKIE_NAME)
+        .find_map(|(_, id)| console.sessions.get(id).map(|session| (id.to_owned(), session)))
+}
+
+fn unauthorized() -> Response {
+    let text = "Open the login link `toolgate serve` printed on its standard error.";
+    (StatusCode::UNAUTHORIZED, Html(html::message("Not logged in", text, false))).into_response()
+}
+
+fn see_other(location: &'static str) -> Response {
+    (StatusCode::SEE_OTHER, [(LOCATION, location)]).into_response()
+}
+
+fn store_failure(error: &StoreError) -> Response {
+    tracing::error!(%error, "console: the store failed");
+    let page = html::message("Store error", "The state store could not be read or written; see toolgate's log.", true);
+    (StatusCode::INTERNAL_SERVER_ERROR, Html(page)).into_response()
+}
+
+/// `GET /console/login?token=...`: exchanges the one-time token for a session cookie, then goes to the console.
+pub(crate) async fn login(State(console): State<Console>, uri: Uri, headers: HeaderMap) -> Response {
+    let query = form::parse(uri.query().unwrap_or_default());
+    let Some(token) = form::field(&query, "token") else {
+        return if session(&console, &headers).is_some() { see_other("/console") } else { unauthorized() };
+    };
+    match console.sessions.login(token) {
+        Ok(id) => {
+            let cookie = format!(
+                "{COOKIE_NAME}={id}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={}",
+                SESSION_LIFETIME.as_secs()
+            );
+            let mut response = see_other("/console");
+            match HeaderValue::from_str(&cookie) {
+                Ok(value) => {
+                    response.headers_mut().insert(SET_COOKIE, value);
+                    response
+                }
+                Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+            }
+        }
+        Err(LoginError::Refused) => {
+            let text = "This login link is wrong or was already used. Restart `toolgate serve` for a new one.";
+            (StatusCode::UNAUTHORIZED, Html(html::message("Login refused", text, false))).into_response()
+        }
+        Err(LoginError::Random(error)) => {
+            tracing::error!(%error, "console: no randomness for a session");
+            StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        }
+    }
+}
+
+/// Why a POST was refused before its handler ran.
+enum PostRefusal {
+    /// No session: 401.
+    NotLoggedIn,
+    /// The form's CSRF token is missing or wrong: 403.
+    Csrf,
+}
+
+impl IntoResponse for PostRefusal {
+    fn into_response(self) -> Response {
+        match self {
+            PostRefusal::NotLoggedIn => unauthorized(),
+            PostRefusal::Csrf => {
+                let text = "The form's CSRF token is missing or wrong; reload the page.";
+                (StatusCode::FORBIDDEN, Html(html::message("Forbidden", text, true))).into_response()
+            }
+        }
+    }
+}
+
+/// The session of a POST whose form carries its CSRF token.
+fn checked_post(console: &Console, headers: &HeaderMap, body: &[u8]) -> Result<(String, Session), PostRefusal> {
+    let Some((id, session)) = session(console, headers) else {
+        return Err(PostRefusal::NotLoggedIn);
+    };
+    let fields = form::parse(std::str::from_utf8(body).unwrap_or_default());
+    match form::field(&fields, "csrf") {
+        Some(token) if same_secret(token, &session.csrf) => Ok((id, session)),
+        _ => Err(PostRefusal::Csrf),
+    }
+}
+
+/// `POST /console/logout`.
+pub(crate) async fn logout(State(console): State<Console>, headers: HeaderMap, body: Bytes) -> Response {
+    match checked_post(&console, &headers, &body) {
+        Ok((id, _)) => {
+            console.sessions.remove(&id);
+            let mut response = Html(html::message("Logged out", "The console session ended.", false)).into_response();
+            let expired = format!("{COOKIE_NAME}=; Path=/console; HttpOnly; SameSite=Strict; Max-Age=0");
+            if let Ok(value) = HeaderValue::from_str(&expired) {
+                response.headers_mut().insert(SET_COOKIE, value);
+            }
+            response
+        }
+        Err(refusal) => refusal.into_response(),
+    }
+}
+
+/// Pending approvals that can still be decided, oldest first.
+async fn pending(console: &Console) -> Result<Vec<ApprovalRecord>, StoreError> {
+    let now = SystemTime::now();
+    let mut records = console.store.approvals().list_pending().await?;
+    records.retain(|record| record.approval.expires > now);
+    Ok(records)
+}
+
+/// `GET /console`: the pending approvals.
+pub(crate) async fn pending_page(State(console): State<Console>, headers: HeaderMap) -> Response {
+    let Some((_, session)) = session(&console, &headers) else {
+        return unauthorized();
+    };
+    match pending(&console).await {
+        Ok(records) => Html(html::pending_page(&records, &session.csrf)).into_response(),
+        Err(error) => store_failure(&error),
+    }
+}
+
+/// `GET /console/fragment/pending`: the list alone, for the refresh script.
+pub(crate) async fn pending_fragment(State(console): State<Console>, headers: HeaderMap) -> Response {
+    let Some((_, session)) = session(&console, &headers) else {
+        return unauthorized();
+    };
+    match pending(&console).await {
+        Ok(records) => Html(html::pending_list(&records, &session.csrf)).into_response(),
+        Err(error) => store_failure(&error),
+    }
+}
+
+/// `GET /console/api/pending`: the pending approvals as JSON, with the list's version.
+pub(crate) async fn pending_json(State(console): State<Console>, headers: HeaderMap) -> Response {
+    if session(&console, &headers).is_none() {
+        return (StatusCode::UNAUTHORIZED, axum::Json(json!({"error": "not logged in"}))).into_response();
+    }
+    match pending(&console).await {
+        Ok(records) => {
+            axum::Json(json!({"version": html::pending_version(&records), "approvals": records})).into_response()
+        }
+        Err(error) => {
+            tracing::error!(%error, "console: the store failed");
+            (StatusCode::INTERNAL_SERVER_ERROR, axum::Json(json!({"error": "store failure"}))).into_response()
+        }
+    }
+}
+
+/// `POST /console/approvals/{id}/{approve|deny}` with the CSRF field: decides, then back to the list.
+pub(crate) async fn decide(
+    State(console): State<Console>,
+    Path((id, decision)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Err(refusal) = checked_post(&console, &headers, &body) {
+        return refusal.into_response();
+    }
+    let decision = match decision.as_str() {
+        "approve" => ApprovalDecision::Approve,
+        "deny" => ApprovalDecision::Deny,
+        _ => return StatusCode::NOT_FOUND.into_response(),
+    };
+    let id = ApprovalId::from_text(&id);
+    match console.store.approvals().decide(&id, decision, DECIDED_BY).await {
+        Ok(()) => {
+            tracing::info!(approval = %id, ?decision, "approval decided in the console");
+            see_other("/console")
+        }
+        Err(StoreError::NotFound(_)) => {
+            (StatusCode::NOT_FOUND, Html(html::message("Not found", "No such approval.", true))).into_response()
+        }
+        Err(StoreError::AlreadyDecided { state, .. }) => {
+            let text = format!("This approval was already decided ({state}).");
+            (StatusCode::CONFLICT, Html(html::message("Already decided", &text, true))).into_response()
+        }
+        Err(StoreError::Expired(_)) => {
+            let text = "This approval expired before it was decided.";
+            (StatusCode::GONE, Html(html::message("Expired", text, true))).into_response()
+        }
+        Err(error) => store_failure(&error),
+    }
+}
+
+/// `GET /console/audit?tool=GLOB&limit=N`: the last rows and the chain's verification.
+pub(crate) async fn audit_page(State(console): State<Console>, uri: Uri, headers: HeaderMap) -> Response {
+    let Some((_, session)) = session(&console, &headers) else {
+        return unauthorized();
+    };
+    let query = form::parse(uri.query().unwrap_or_default());
+    let tool = form::field(&query, "tool").map(str::trim).unwrap_or_default().to_owned();
+    let limit = form::field(&query, "limit")
+        .and_then(|limit| limit.trim().parse::<u32>().ok())
+        .unwrap_or(DEFAULT_ROWS)
+        .clamp(1, MAX_ROWS);
+    let filter = AuditFilter {
+        tool_glob: (!tool.is_empty()).then(|| tool.clone()),
+        limit: Some(limit),
+        ..AuditFilter::default()
+    };
+    let rows = match console.store.query_audit(&filter).await {
+        Ok(rows) => rows,
+        Err(error) => return store_failure(&error),
+    };
+    let report = match console.store.verify_audit().await {
+        Ok(report) => report,
+        Err(error) => return store_failure(&error),
+    };
+    Html(html::audit_page(&rows, &report, &tool, limit, &session.csrf)).into_response()
+}
+
+/// `GET /console/assets/console.css`.
+pub(crate) async fn stylesheet() -> Response {
+    ([(CONTENT_TYPE, "text/css; charset=utf-8"), (CACHE_CONTROL, "no-cache")], STYLESHEET).into_response()
+}
+
+/// `GET /console/assets/console.js`.
+pub(crate) async fn script() -> Response {
+    ([(CONTENT_TYPE, "text/javascript; charset=utf-8"), (CACHE_CONTROL, "no-cache")], SCRIPT).into_response()
+}

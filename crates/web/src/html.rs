@@ -1,0 +1,178 @@
+//! Server-rendered pages. Every value from the store goes through [`escape`]; nothing here runs script inline.
+
+use std::fmt::Write as _;
+use std::time::SystemTime;
+
+use toolgate_store::{ApprovalRecord, AuditRow, ChainReport};
+
+/// Escapes text for an HTML element or a quoted attribute.
+pub(crate) fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for character in text.chars() {
+        match character {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Which page the navigation marks as current.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Page {
+    Pending,
+    Audit,
+    Other,
+}
+
+/// A whole page around `body`. `csrf` (when logged in) is used by the logout form.
+pub(crate) fn layout(title: &str, page: Page, csrf: Option<&str>, body: &str) -> String {
+    let current = |which: Page| if page == which { " aria-current=\"page\"" } else { "" };
+    let nav = match csrf {
+        Some(csrf) => format!(
+            "<nav aria-label=\"Console\"><a href=\"/console\"{}>Pending approvals</a><a href=\"/console/audit\"{}>Audit \
+             log</a></nav><form method=\"post\" action=\"/console/logout\"><input type=\"hidden\" name=\"csrf\" \
+             value=\"{}\"><button type=\"submit\">Log out</button></form>",
+            current(Page::Pending),
+            current(Page::Audit),
+            escape(csrf)
+        ),
+        None => String::new(),
+    };
+    format!(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>{} · toolgate</title><link rel=\"stylesheet\" href=\"/console/assets/console.css\">\
+         <script src=\"/console/assets/console.js\" defer></script></head>\
+         <body><header><strong>toolgate console</strong>{nav}</header><main>{body}</main></body></html>\n",
+        escape(title)
+    )
+}
+
+/// A page that only says something (errors, login problems).
+pub(crate) fn message(title: &str, text: &str, logged_in: bool) -> String {
+    let back = if logged_in { "<p><a href=\"/console\">Back to pending approvals</a></p>" } else { "" };
+    layout(title, Page::Other, None, &format!("<h1>{}</h1><p>{}</p>{back}", escape(title), escape(text)))
+}
+
+/// The identity of the pending list: changes when an approval appears or goes.
+pub(crate) fn pending_version(pending: &[ApprovalRecord]) -> String {
+    pending.iter().map(|record| record.approval.id.as_str()).collect::<Vec<_>>().join(",")
+}
+
+/// Arguments as indented JSON when they parse, else as stored.
+fn pretty_arguments(summary: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(summary)
+        .ok()
+        .and_then(|value| serde_json::to_string_pretty(&value).ok())
+        .unwrap_or_else(|| summary.to_owned())
+}
+
+/// The list of pending approvals (the part the script refreshes).
+pub(crate) fn pending_list(pending: &[ApprovalRecord], csrf: &str) -> String {
+    if pending.is_empty() {
+        return "<p>No approvals are waiting.</p>".to_owned();
+    }
+    let mut out = String::new();
+    let now = SystemTime::now();
+    for record in pending {
+        let approval = &record.approval;
+        let id = escape(approval.id.as_str());
+        let heading = format!("approval-{id}");
+        let remaining = approval.expires.duration_since(now).map(|left| left.as_secs()).unwrap_or_default();
+        let _ = write!(
+            out,
+            "<article class=\"card\" aria-labelledby=\"{heading}\"><h2 id=\"{heading}\">{title}</h2>\
+             <p class=\"meta\">Upstream <strong>{upstream}</strong> · tool <code>{tool}</code> · {action} · expires in \
+             {remaining} s</p><pre aria-label=\"Arguments\">{arguments}</pre><div class=\"actions\">\
+             <form method=\"post\" action=\"/console/approvals/{id}/approve\"><input type=\"hidden\" name=\"csrf\" \
+             value=\"{csrf}\"><button type=\"submit\" class=\"approve\">Approve</button></form>\
+             <form method=\"post\" action=\"/console/approvals/{id}/deny\"><input type=\"hidden\" name=\"csrf\" \
+             value=\"{csrf}\"><button type=\"submit\" class=\"deny\">Deny</button></form></div></article>",
+            title = escape(&approval.title),
+            upstream = escape(&approval.upstream),
+            tool = escape(&approval.tool),
+            action = escape(&approval.action),
+            arguments = escape(&pretty_arguments(&approval.args_summary)),
+            csrf = escape(csrf),
+        );
+    }
+    out
+}
+
+/// The pending approvals page.
+pub(crate) fn pending_page(pending: &[ApprovalRecord], csrf: &str) -> String {
+    let body = format!(
+        "<h1>Pending approvals</h1><div id=\"pending\" aria-live=\"polite\" data-version=\"{}\">{}</div>",
+        escape(&pending_version(pending)),
+        pending_list(pending, csrf)
+    );
+    layout("Pending approvals", Page::Pending, Some(csrf), &body)
+}
+
+/// The audit log page.
+pub(crate) fn audit_page(rows: &[AuditRow], report: &ChainReport, tool: &str, limit: u32, csrf: &str) -> String {
+    let mut body = String::from("<h1>Audit log</h1>");
+    if report.is_intact() {
+        let _ = write!(body, "<p class=\"ok\">Hash chain verified: {} rows intact.</p>", report.rows_checked);
+    } else {
+        let detail =
+            report.first_break.as_ref().and_then(|first| serde_json::to_string(first).ok()).unwrap_or_default();
+        let _ = write!(body, "<p class=\"bad\">Hash chain broken: {}</p>", escape(&detail));
+    }
+    let _ = write!(
+        body,
+        "<form class=\"filter\" method=\"get\" action=\"/console/audit\"><label for=\"tool\">Tool (glob)\
+         <input id=\"tool\" name=\"tool\" value=\"{}\" placeholder=\"*\"></label><label for=\"limit\">Rows\
+         <input id=\"limit\" name=\"limit\" type=\"number\" min=\"1\" max=\"1000\" value=\"{limit}\"></label>\
+         <button type=\"submit\">Show</button></form>",
+        escape(tool)
+    );
+    if rows.is_empty() {
+        body.push_str("<p>No rows.</p>");
+    } else {
+        body.push_str(
+            "<div class=\"table-wrap\"><table><caption>Most recent last</caption><thead><tr><th scope=\"col\">#</th>\
+             <th scope=\"col\">Time</th><th scope=\"col\">Kind</th><th scope=\"col\">Upstream</th><th scope=\"col\">\
+             Tool</th><th scope=\"col\">Verdict</th><th scope=\"col\">Outcome</th><th scope=\"col\">Approval</th>\
+             </tr></thead><tbody>",
+        );
+        for row in rows {
+            let cell = |value: &Option<String>| escape(value.as_deref().unwrap_or(""));
+            let _ = write!(
+                body,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                row.seq,
+                escape(&row.time),
+                escape(&row.kind),
+                cell(&row.upstream),
+                cell(&row.tool),
+                cell(&row.verdict),
+                cell(&row.outcome),
+                cell(&row.approval_id),
+            );
+        }
+        body.push_str("</tbody></table></div>");
+    }
+    layout("Audit log", Page::Audit, Some(csrf), &body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_markup() {
+        assert_eq!(escape("<a href=\"x\">'&'</a>"), "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;");
+    }
+
+    #[test]
+    fn pretty_prints_json_arguments() {
+        assert_eq!(pretty_arguments("{\"path\":\"/tmp/x\"}"), "{\n  \"path\": \"/tmp/x\"\n}");
+        assert_eq!(pretty_arguments("path=/tmp/x"), "path=/tmp/x");
+    }
+}

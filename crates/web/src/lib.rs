@@ -1,0 +1,81 @@
+//! The approval console: a small web UI that `toolgate serve` mounts under `/console` on its HTTP listener.
+//!
+//! Pages (server-rendered HTML, one stylesheet and one script served from here, no CDN):
+//! - `/console`: pending approvals (title, upstream, action, arguments) with approve / deny buttons (POST forms);
+//!   a script polls `/console/api/pending` and swaps in `/console/fragment/pending` when the list changed.
+//! - `/console/audit`: the last rows of the audit log, filtered by tool, with the hash chain's verification.
+//!
+//! Security, in the order a request meets it:
+//! 1. `Host` (always) and `Origin` (when present) must be loopback or configured ([`checks`]), else 403.
+//! 2. Login: the link printed at start (`/console/login?token=...`) is exchanged, once, for a random session in an
+//!    `HttpOnly; SameSite=Strict` cookie; without a session every page answers 401.
+//! 3. Every POST carries the session's CSRF token in a hidden form field, else 403. Nothing changes through GET.
+//!
+//! Responses carry a strict `Content-Security-Policy` (`'self'` only, no inline script), `no-store` caching and
+//! `Referrer-Policy: no-referrer` (the login URL holds a secret). The crate depends on the store and the core only;
+//! it never talks to the proxy (approvals are decided in the store, where the waiting call polls for them).
+
+mod checks;
+mod form;
+mod handlers;
+mod html;
+mod session;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::routing::{get, post};
+use toolgate_store::Store;
+
+pub use session::random_token;
+
+/// The console's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsoleConfig {
+    /// The secret of the one-time login link (`/console/login?token=...`); see [`random_token`].
+    pub login_token: String,
+    /// `Host` values allowed besides loopback (`name` or `name:port`), as for the MCP endpoint.
+    pub allowed_hosts: Vec<String>,
+    /// `Origin` values allowed besides loopback (`scheme://host[:port]`, `:*` for any port).
+    pub allowed_origins: Vec<String>,
+}
+
+impl ConsoleConfig {
+    /// A configuration with a fresh random login token and only loopback hosts and origins allowed.
+    pub fn loopback() -> std::io::Result<ConsoleConfig> {
+        Ok(ConsoleConfig { login_token: random_token()?, allowed_hosts: Vec::new(), allowed_origins: Vec::new() })
+    }
+
+    /// The path (with query) of the login link; prefix it with `http://host:port`.
+    pub fn login_path(&self) -> String {
+        format!("/console/login?token={}", self.login_token)
+    }
+}
+
+/// What every handler shares.
+#[derive(Clone)]
+pub(crate) struct Console {
+    pub(crate) store: Store,
+    pub(crate) config: Arc<ConsoleConfig>,
+    pub(crate) sessions: Arc<session::Sessions>,
+}
+
+/// The console as an axum router with routes under `/console` and no fallback, so it can be merged with the MCP
+/// endpoint's router on the same listener.
+pub fn router(store: Store, config: ConsoleConfig) -> Router {
+    let console =
+        Console { store, sessions: Arc::new(session::Sessions::new(&config.login_token)), config: Arc::new(config) };
+    Router::new()
+        .route("/console", get(handlers::pending_page))
+        .route("/console/", get(handlers::pending_page))
+        .route("/console/login", get(handlers::login))
+        .route("/console/logout", post(handlers::logout))
+        .route("/console/audit", get(handlers::audit_page))
+        .route("/console/api/pending", get(handlers::pending_json))
+        .route("/console/fragment/pending", get(handlers::pending_fragment))
+        .route("/console/approvals/{id}/{decision}", post(handlers::decide))
+        .route("/console/assets/console.css", get(handlers::stylesheet))
+        .route("/console/assets/console.js", get(handlers::script))
+        .route_layer(axum::middleware::from_fn_with_state(console.clone(), handlers::guard))
+        .with_state(console)
+}

@@ -1,0 +1,138 @@
+//! Console sessions: the one-time login token, random session ids (kept only as SHA-256) and a CSRF token per
+//! session.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use sha2::{Digest as _, Sha256};
+
+/// The session cookie's name.
+pub(crate) const COOKIE: &str = "toolgate_console";
+/// How long a session lasts after login.
+pub(crate) const SESSION_LIFETIME: Duration = Duration::from_secs(12 * 60 * 60);
+/// Most sessions kept at once (the oldest goes first).
+const MAX_SESSIONS: usize = 64;
+
+/// 32 random bytes from the operating system, as 64 lowercase hex digits.
+pub fn random_token() -> std::io::Result<String> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|error| std::io::Error::other(error.to_string()))?;
+    Ok(hex(&bytes))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+fn digest(text: &str) -> [u8; 32] {
+    Sha256::digest(text.as_bytes()).into()
+}
+
+/// Equality that takes the same time wherever the inputs differ (over digests, so lengths leak nothing).
+pub(crate) fn same_secret(left: &str, right: &str) -> bool {
+    let (left, right) = (digest(left), digest(right));
+    left.iter().zip(right.iter()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+}
+
+/// A logged-in browser.
+#[derive(Debug, Clone)]
+pub(crate) struct Session {
+    /// The token every POST of this session must carry.
+    pub(crate) csrf: String,
+    expires: Instant,
+}
+
+/// The login token (until used) and the live sessions.
+#[derive(Debug)]
+pub(crate) struct Sessions {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    /// The login token's digest; `None` once it has been exchanged.
+    login: Option<[u8; 32]>,
+    /// Sessions by the digest of their id.
+    live: HashMap<[u8; 32], Session>,
+}
+
+/// Why a login failed.
+#[derive(Debug)]
+pub(crate) enum LoginError {
+    /// Wrong token, or the link was already used.
+    Refused,
+    /// No randomness for the session id.
+    Random(std::io::Error),
+}
+
+impl Sessions {
+    pub(crate) fn new(login_token: &str) -> Sessions {
+        let login = (!login_token.is_empty()).then(|| digest(login_token));
+        Sessions { inner: Mutex::new(Inner { login, live: HashMap::new() }) }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Exchanges the one-time login token for a new session; returns the session id (the cookie's value).
+    pub(crate) fn login(&self, token: &str) -> Result<String, LoginError> {
+        let mut inner = self.lock();
+        let presented = digest(token);
+        let matches = inner
+            .login
+            .is_some_and(|login| login.iter().zip(presented.iter()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0);
+        if !matches {
+            return Err(LoginError::Refused);
+        }
+        let id = random_token().map_err(LoginError::Random)?;
+        let csrf = random_token().map_err(LoginError::Random)?;
+        inner.login = None;
+        let now = Instant::now();
+        inner.live.retain(|_, session| session.expires > now);
+        if inner.live.len() >= MAX_SESSIONS
+            && let Some(oldest) = inner.live.iter().min_by_key(|(_, session)| session.expires).map(|(key, _)| *key)
+        {
+            inner.live.remove(&oldest);
+        }
+        inner.live.insert(digest(&id), Session { csrf, expires: now + SESSION_LIFETIME });
+        Ok(id)
+    }
+
+    /// The live session with this id.
+    pub(crate) fn get(&self, id: &str) -> Option<Session> {
+        let inner = self.lock();
+        inner.live.get(&digest(id)).filter(|session| session.expires > Instant::now()).cloned()
+    }
+
+    /// Ends a session.
+    pub(crate) fn remove(&self, id: &str) {
+        self.lock().live.remove(&digest(id));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn login_token_is_single_use() -> Result<(), String> {
+        let sessions = Sessions::new("secret");
+        assert!(matches!(sessions.login("wrong"), Err(LoginError::Refused)));
+        let id = sessions.login("secret").map_err(|error| format!("{error:?}"))?;
+        assert!(sessions.get(&id).is_some());
+        assert!(matches!(sessions.login("secret"), Err(LoginError::Refused)));
+        sessions.remove(&id);
+        assert!(sessions.get(&id).is_none());
+        assert!(matches!(Sessions::new("").login(""), Err(LoginError::Refused)));
+        Ok(())
+    }
+
+    #[test]
+    fn secrets_compare() {
+        assert!(same_secret("abc", "abc"));
+        assert!(!same_secret("abc", "abd"));
+        assert!(!same_secret("abc", "abcd"));
+    }
+}

@@ -1,0 +1,326 @@
+//! The console served on a real loopback listener over a real SQLite store: login, CSRF, Origin, GET safety, and
+//! a decision made through the form reaching the store.
+
+use std::net::SocketAddr;
+use std::time::{Duration, SystemTime};
+
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use toolgate_store::{ApprovalId, ApprovalState, ApprovalWait, PendingApproval, Store};
+use toolgate_web::ConsoleConfig;
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+struct Console {
+    address: SocketAddr,
+    store: Store,
+    _dir: tempfile::TempDir,
+}
+
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(key, _)| key.eq_ignore_ascii_case(name)).map(|(_, value)| value.as_str())
+    }
+}
+
+async fn start() -> Result<Console, Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let store = Store::open(dir.path()).await?;
+    let config =
+        ConsoleConfig { login_token: TOKEN.to_owned(), allowed_hosts: Vec::new(), allowed_origins: Vec::new() };
+    let router = toolgate_web::router(store.clone(), config);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let address = listener.local_addr()?;
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    Ok(Console { address, store, _dir: dir })
+}
+
+/// One HTTP/1.1 request on its own connection; `extra` are raw header lines.
+async fn request(
+    address: SocketAddr,
+    method: &str,
+    target: &str,
+    extra: &[String],
+    body: &str,
+) -> Result<Reply, Box<dyn std::error::Error>> {
+    let mut stream = tokio::net::TcpStream::connect(address).await?;
+    let mut head = format!("{method} {target} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n");
+    for line in extra {
+        head.push_str(line);
+        head.push_str("\r\n");
+    }
+    if method == "POST" {
+        head.push_str(&format!(
+            "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n",
+            body.len()
+        ));
+    }
+    head.push_str("\r\n");
+    head.push_str(body);
+    stream.write_all(head.as_bytes()).await?;
+    let mut raw = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut raw)).await??;
+    let text = String::from_utf8(raw)?;
+    let (head, body) = text.split_once("\r\n\r\n").ok_or("no header end")?;
+    let mut lines = head.lines();
+    let status = lines.next().ok_or("no status line")?.split(' ').nth(1).ok_or("no status")?.parse()?;
+    let headers = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.trim().to_owned(), value.trim().to_owned()))
+        .collect();
+    Ok(Reply { status, headers, body: body.to_owned() })
+}
+
+/// Logs in and returns the `Cookie:` header line.
+async fn login(console: &Console) -> Result<String, Box<dyn std::error::Error>> {
+    let reply = request(console.address, "GET", &format!("/console/login?token={TOKEN}"), &[], "").await?;
+    assert_eq!(reply.status, 303);
+    let cookie = reply.header("set-cookie").ok_or("no cookie")?.to_owned();
+    let pair = cookie.split(';').next().ok_or("empty cookie")?;
+    Ok(format!("Cookie: {pair}"))
+}
+
+/// The CSRF token in the page's forms.
+fn csrf_of(page: &str) -> Result<String, Box<dyn std::error::Error>> {
+    let marker = "name=\"csrf\" value=\"";
+    let start = page.find(marker).ok_or("no csrf field")? + marker.len();
+    let end = page[start..].find('"').ok_or("unterminated csrf")?;
+    Ok(page[start..start + end].to_owned())
+}
+
+async fn pending(store: &Store, tool: &str) -> Result<ApprovalId, Box<dyn std::error::Error>> {
+    let id = ApprovalId::generate();
+    let now = SystemTime::now();
+    store
+        .approvals()
+        .create(&PendingApproval {
+            id: id.clone(),
+            session: "s1".into(),
+            upstream: "files".into(),
+            tool: tool.into(),
+            title: "Delete <file>".into(),
+            action: "delete a file".into(),
+            args_summary: "{\"path\":\"/tmp/x\"}".into(),
+            tool_fingerprint: "sha256:aa".into(),
+            args_digest: "sha256:bb".into(),
+            created: now,
+            expires: now + Duration::from_secs(600),
+        })
+        .await?;
+    Ok(id)
+}
+
+async fn state(store: &Store, id: &ApprovalId) -> Result<ApprovalState, Box<dyn std::error::Error>> {
+    Ok(store.approvals().get(id).await?.ok_or("approval gone")?.state)
+}
+
+#[tokio::test]
+async fn login_sets_a_strict_http_only_cookie_once() -> TestResult {
+    let console = start().await?;
+    let reply = request(console.address, "GET", &format!("/console/login?token={TOKEN}"), &[], "").await?;
+    assert_eq!(reply.status, 303);
+    assert_eq!(reply.header("location"), Some("/console"));
+    let cookie = reply.header("set-cookie").ok_or("no cookie")?;
+    assert!(cookie.starts_with("toolgate_console="), "{cookie}");
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+    assert_eq!(reply.header("referrer-policy"), Some("no-referrer"));
+    // The link is single use.
+    let again = request(console.address, "GET", &format!("/console/login?token={TOKEN}"), &[], "").await?;
+    assert_eq!(again.status, 401);
+    assert!(again.header("set-cookie").is_none());
+    Ok(())
+}
+
+#[tokio::test]
+async fn without_the_token_nothing_is_shown() -> TestResult {
+    let console = start().await?;
+    pending(&console.store, "delete_file").await?;
+    for target in ["/console", "/console/audit", "/console/api/pending", "/console/fragment/pending", "/console/login"]
+    {
+        let reply = request(console.address, "GET", target, &[], "").await?;
+        assert_eq!(reply.status, 401, "{target}");
+        assert!(!reply.body.contains("delete_file"), "{target}");
+    }
+    let wrong = request(console.address, "GET", "/console/login?token=nope", &[], "").await?;
+    assert_eq!(wrong.status, 401);
+    let forged = request(console.address, "GET", "/console", &["Cookie: toolgate_console=forged".into()], "").await?;
+    assert_eq!(forged.status, 401);
+    // The real token still works after wrong attempts.
+    login(&console).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_form_approves_and_denies_in_the_store() -> TestResult {
+    let console = start().await?;
+    let approve = pending(&console.store, "delete_file").await?;
+    let deny = pending(&console.store, "drop_table").await?;
+    let cookie = login(&console).await?;
+    let page = request(console.address, "GET", "/console", std::slice::from_ref(&cookie), "").await?;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("name=\"viewport\""));
+    assert!(page.body.contains("Delete &lt;file&gt;"), "titles are escaped");
+    assert!(page.body.contains("delete a file") && page.body.contains("files"));
+    assert!(page.body.contains("{\n  &quot;path&quot;: &quot;/tmp/x&quot;\n}"), "arguments pretty-printed");
+    assert!(page.body.contains(&format!("/console/approvals/{approve}/approve")));
+    assert!(!page.body.contains("<script>"), "no inline script");
+    let csrf = csrf_of(&page.body)?;
+
+    let reply = request(
+        console.address,
+        "POST",
+        &format!("/console/approvals/{approve}/approve"),
+        std::slice::from_ref(&cookie),
+        &format!("csrf={csrf}"),
+    )
+    .await?;
+    assert_eq!(reply.status, 303, "{}", reply.body);
+    assert_eq!(
+        console.store.approvals().wait(&approve, Duration::from_secs(1)).await?,
+        ApprovalWait::Approved { by: "console".into() }
+    );
+    let reply = request(
+        console.address,
+        "POST",
+        &format!("/console/approvals/{deny}/deny"),
+        std::slice::from_ref(&cookie),
+        &format!("csrf={csrf}"),
+    )
+    .await?;
+    assert_eq!(reply.status, 303);
+    assert_eq!(state(&console.store, &deny).await?, ApprovalState::Denied);
+    // Deciding twice is a conflict, and the first decision stands.
+    let reply = request(
+        console.address,
+        "POST",
+        &format!("/console/approvals/{approve}/deny"),
+        std::slice::from_ref(&cookie),
+        &format!("csrf={csrf}"),
+    )
+    .await?;
+    assert_eq!(reply.status, 409);
+    assert_eq!(state(&console.store, &approve).await?, ApprovalState::Approved);
+    let json = request(console.address, "GET", "/console/api/pending", &[cookie], "").await?;
+    assert_eq!(json.status, 200);
+    let value: serde_json::Value = serde_json::from_str(&json.body)?;
+    assert_eq!(value["approvals"], serde_json::json!([]));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_post_without_the_csrf_token_is_forbidden() -> TestResult {
+    let console = start().await?;
+    let id = pending(&console.store, "delete_file").await?;
+    let cookie = login(&console).await?;
+    let target = format!("/console/approvals/{id}/approve");
+    for body in ["", "csrf=", "csrf=0000", "other=1"] {
+        let reply = request(console.address, "POST", &target, std::slice::from_ref(&cookie), body).await?;
+        assert_eq!(reply.status, 403, "{body:?}");
+    }
+    // Without a session at all: not logged in.
+    let reply = request(console.address, "POST", &target, &[], "csrf=0000").await?;
+    assert_eq!(reply.status, 401);
+    assert_eq!(state(&console.store, &id).await?, ApprovalState::Pending);
+    Ok(())
+}
+
+#[tokio::test]
+async fn another_origin_or_host_is_forbidden() -> TestResult {
+    let console = start().await?;
+    let id = pending(&console.store, "delete_file").await?;
+    let cookie = login(&console).await?;
+    let page = request(console.address, "GET", "/console", std::slice::from_ref(&cookie), "").await?;
+    let csrf = csrf_of(&page.body)?;
+    let target = format!("/console/approvals/{id}/approve");
+    let evil = [cookie.clone(), "Origin: http://evil.example".to_owned()];
+    let reply = request(console.address, "POST", &target, &evil, &format!("csrf={csrf}")).await?;
+    assert_eq!(reply.status, 403);
+    let reply = request(console.address, "GET", "/console", &evil, "").await?;
+    assert_eq!(reply.status, 403);
+    let null_origin = [cookie.clone(), "Origin: null".to_owned()];
+    let reply = request(console.address, "POST", &target, &null_origin, &format!("csrf={csrf}")).await?;
+    assert_eq!(reply.status, 403);
+    // A rebinding attack arrives with the attacker's host name.
+    let mut stream = tokio::net::TcpStream::connect(console.address).await?;
+    stream.write_all(b"GET /console/login?token=x HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n").await?;
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).await?;
+    assert!(raw.starts_with("HTTP/1.1 403"), "{raw}");
+    assert_eq!(state(&console.store, &id).await?, ApprovalState::Pending);
+    // The same form from the console's own origin goes through.
+    let own = [cookie, format!("Origin: http://{}", console.address)];
+    let reply = request(console.address, "POST", &target, &own, &format!("csrf={csrf}")).await?;
+    assert_eq!(reply.status, 303);
+    assert_eq!(state(&console.store, &id).await?, ApprovalState::Approved);
+    Ok(())
+}
+
+#[tokio::test]
+async fn get_never_changes_state() -> TestResult {
+    let console = start().await?;
+    let id = pending(&console.store, "delete_file").await?;
+    let cookie = login(&console).await?;
+    let page = request(console.address, "GET", "/console", std::slice::from_ref(&cookie), "").await?;
+    let csrf = csrf_of(&page.body)?;
+    for target in [
+        format!("/console/approvals/{id}/approve"),
+        format!("/console/approvals/{id}/approve?csrf={csrf}"),
+        format!("/console/approvals/{id}/deny?csrf={csrf}"),
+        format!("/console/logout?csrf={csrf}"),
+        "/console".to_owned(),
+        "/console/audit?tool=*".to_owned(),
+        "/console/api/pending".to_owned(),
+        "/console/fragment/pending".to_owned(),
+    ] {
+        for method in ["GET", "HEAD"] {
+            let reply = request(console.address, method, &target, std::slice::from_ref(&cookie), "").await?;
+            assert!(reply.status == 200 || reply.status == 405, "{method} {target}: {}", reply.status);
+        }
+    }
+    assert_eq!(state(&console.store, &id).await?, ApprovalState::Pending);
+    // The session survived the GET to the logout URL.
+    let page = request(console.address, "GET", "/console", &[cookie], "").await?;
+    assert_eq!(page.status, 200);
+    Ok(())
+}
+
+#[tokio::test]
+async fn audit_page_filters_by_tool_and_verifies_the_chain() -> TestResult {
+    use toolgate_store::{AuditEntry, AuditKind};
+    let console = start().await?;
+    let audit = console.store.audit();
+    for tool in ["read_file", "delete_file", "read_file"] {
+        audit.record_durable(AuditEntry { tool: Some(tool.into()), ..AuditEntry::new(AuditKind::Call) }).await?;
+    }
+    let cookie = login(&console).await?;
+    let all = request(console.address, "GET", "/console/audit", std::slice::from_ref(&cookie), "").await?;
+    assert_eq!(all.status, 200);
+    assert!(all.body.contains("Hash chain verified: 3 rows intact."), "{}", all.body);
+    assert!(all.body.contains("delete_file") && all.body.contains("read_file"));
+    let filtered = request(console.address, "GET", "/console/audit?tool=delete_*&limit=5", &[cookie], "").await?;
+    assert!(filtered.body.contains("delete_file"));
+    assert!(!filtered.body.contains("<td>read_file</td>"));
+    assert!(filtered.body.contains("value=\"delete_*\""));
+    Ok(())
+}
+
+#[tokio::test]
+async fn assets_are_served_locally() -> TestResult {
+    let console = start().await?;
+    let css = request(console.address, "GET", "/console/assets/console.css", &[], "").await?;
+    assert_eq!(css.status, 200);
+    assert!(css.header("content-type").is_some_and(|value| value.starts_with("text/css")));
+    let js = request(console.address, "GET", "/console/assets/console.js", &[], "").await?;
+    assert_eq!(js.status, 200);
+    assert!(js.body.contains("/console/api/pending"));
+    let csp = js.header("content-security-policy").ok_or("no csp")?;
+    assert!(csp.contains("script-src 'self'"));
+    Ok(())
+}
