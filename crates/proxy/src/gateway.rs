@@ -58,6 +58,8 @@ pub(crate) struct GatewayInner {
     /// Audit log, pins and approvals; `None` runs without them (pinned upstreams and the approval queue then
     /// fail closed).
     pub(crate) store: Option<Store>,
+    /// Prometheus counters and histograms (`GET /metrics`).
+    pub(crate) metrics: crate::metrics::GatewayMetrics,
 }
 
 /// The running gateway (cheap to clone).
@@ -105,6 +107,7 @@ impl Gateway {
             .map(|(index, upstream)| Arc::new(UpstreamRuntime::new(index, upstream.clone())))
             .collect();
         let (settled, _) = watch::channel(0);
+        let metrics = crate::metrics::GatewayMetrics::new(spec.upstreams.iter().map(|upstream| upstream.name.as_str()));
         Ok(Gateway {
             inner: Arc::new(GatewayInner {
                 spec,
@@ -119,6 +122,7 @@ impl Gateway {
                 quarantined: Mutex::new(HashMap::new()),
                 policy: RwLock::new(Arc::new(policy)),
                 store,
+                metrics,
             }),
         })
     }

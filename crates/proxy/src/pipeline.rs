@@ -34,6 +34,7 @@ use crate::dispatch::{relay_response, send_upstream};
 use crate::gateway::GatewayInner;
 use crate::guard::confirm::{Confirmation, confirm};
 use crate::guard::{audit, results};
+use crate::metrics::Outcome;
 
 /// A call whose tool was found and is visible to this session.
 pub(crate) struct ResolvedCall {
@@ -182,6 +183,12 @@ pub(crate) fn record(
     entry.duration_us = Some(micros);
     entry.outcome = Some(outcome.to_owned());
     audit::record(gateway, entry);
+    gateway.metrics.count_call(
+        &tool.upstream_name,
+        &tool.original_name,
+        permitted.decision.verdict,
+        Outcome::of(response),
+    );
     // Debug, not info: one line per call on stderr would cost more than the relay itself; the audit log is the
     // product record of calls.
     tracing::debug!(
@@ -220,10 +227,14 @@ pub(crate) async fn call_tool(
     let permitted = match decision.verdict {
         Verdict::Allow => permit(resolved, decision, None),
         Verdict::Hide => {
+            count_refused(gateway, &resolved, Verdict::Hide);
             let name = resolved.params.get("name").and_then(Value::as_str).unwrap_or_default();
             return Some(tool_error(id, &format!("Unknown tool: {name}")));
         }
-        Verdict::Deny => return Some(refusal(id, &decision)),
+        Verdict::Deny => {
+            count_refused(gateway, &resolved, Verdict::Deny);
+            return Some(refusal(id, &decision));
+        }
         Verdict::Confirm => {
             let arguments = resolved.arguments();
             match confirm(gateway, session, id, &resolved.tool, &arguments, &decision, cancel).await? {
@@ -232,7 +243,10 @@ pub(crate) async fn call_tool(
                     decision.reasons.insert(0, Reason::new("confirmed", format!("a person approved it ({via})")));
                     permit(resolved, decision, approval_id)
                 }
-                Confirmation::Refused(message) => return Some(tool_error(id, &message)),
+                Confirmation::Refused(message) => {
+                    count_refused(gateway, &resolved, Verdict::Confirm);
+                    return Some(tool_error(id, &message));
+                }
             }
         }
     };
@@ -242,15 +256,23 @@ pub(crate) async fn call_tool(
     entry.approval_id = permitted.approval_id.clone();
     entry.args = Some(permitted.call.arguments());
     if let Err(error) = audit::record_durable(gateway, entry).await {
+        count_refused(gateway, &permitted.call, permitted.decision.verdict);
         return Some(tool_error(
             id,
             &format!("toolgate: the audit log cannot be written ({error}); the call was not made"),
         ));
     }
+    let relayed = Instant::now();
     let forwarded = forward(gateway, session, id, &permitted, cancel).await?;
+    gateway.metrics.observe_relay(permitted.call.tool.upstream, relayed.elapsed());
     let response = post_process(gateway, &permitted.call.tool, id, forwarded);
     record(gateway, session, &permitted, &response, started.elapsed());
     Some(response)
+}
+
+/// Counts a call that ended before reaching its upstream (its client gets an `isError` result).
+fn count_refused(gateway: &GatewayInner, call: &ResolvedCall, verdict: Verdict) {
+    gateway.metrics.count_call(&call.tool.upstream_name, &call.tool.original_name, verdict, Outcome::IsError);
 }
 
 /// An `isError` result the model reads. Unknown and hidden tools get the same one, as the TypeScript and Python

@@ -93,8 +93,9 @@ pub(crate) async fn serve_spec(spec: GatewaySpec, state: PathBuf, config: Option
         let limits = spec.limits.clone();
         let listeners = Arc::clone(&listeners);
         let callers = spec.guardrails.callers.clone();
+        let gateway = gateway.clone();
         let store = store.clone();
-        tokio::spawn(async move { serve_http(factory, &http, &limits, &callers, &listeners, store).await })
+        tokio::spawn(async move { serve_http(factory, gateway, &http, &limits, &callers, &listeners, store).await })
     });
     let result = match (spec.stdio.is_some(), http) {
         // stdio ends the process when the client closes stdin, whatever else is listening.
@@ -175,6 +176,7 @@ async fn publish_status(gateway: Gateway, state: PathBuf, listeners: Arc<Mutex<V
 
 async fn serve_http(
     factory: Arc<dyn SessionFactory>,
+    gateway: Gateway,
     http: &HttpListenerSpec,
     limits: &Limits,
     callers: &[CallerSpec],
@@ -206,6 +208,8 @@ async fn serve_http(
     };
     eprintln!("toolgate: console at http://{address}{}", console.login_path());
     let router = toolgate_proxy::downstream::http::router(factory, http, limits, callers)
+        // `/metrics` (Prometheus), under the same Host/Origin rules as the MCP endpoint.
+        .merge(toolgate_proxy::metrics::router(gateway, http))
         .merge(toolgate_web::router(store, console));
     toolgate_proxy::downstream::http::serve(listener, router, shutdown_signal())
         .await

@@ -1,0 +1,307 @@
+//! Prometheus metrics of one gateway, rendered by `GET /metrics` on toolgate's HTTP listener (docs/metrics.md).
+//!
+//! Each gateway owns its recorder (no global one), so two gateways in a process (or in a test binary) never mix
+//! their counts. The hot path only touches pre-registered handles or one registry lookup for a call's label set;
+//! gauges (upstream health, pending approvals, audit queue) are read when the exporter renders, so calls pay nothing
+//! for them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::header::{ALLOW, CONTENT_TYPE, HOST, ORIGIN};
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use metrics::{Histogram, Key, Label, Metadata, Recorder};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
+use toolgate_core::decision::Verdict;
+
+use crate::Gateway;
+use crate::spec::HttpListenerSpec;
+use crate::upstreams::UpstreamStatus;
+
+/// Tool calls by `upstream`, `tool` (the upstream's own name), `verdict` and `outcome`.
+pub const TOOL_CALLS: &str = "toolgate_tool_calls_total";
+/// Seconds from sending a permitted call upstream to its answer (or failure), by `upstream`.
+pub const CALL_DURATION: &str = "toolgate_upstream_call_duration_seconds";
+/// 1 when the upstream is connected and listed, 0 otherwise, by `upstream`.
+pub const UPSTREAM_UP: &str = "toolgate_upstream_up";
+/// Approvals waiting for a person in the state store.
+pub const PENDING_APPROVALS: &str = "toolgate_pending_approvals";
+/// Audit entries waiting in the writer's queue.
+pub const AUDIT_QUEUED: &str = "toolgate_audit_queue_depth";
+/// Audit entries refused because the queue was full.
+pub const AUDIT_REJECTED: &str = "toolgate_audit_rejected_total";
+/// Audit entries that could not be written after retrying.
+pub const AUDIT_FAILED: &str = "toolgate_audit_failed_total";
+/// Audit rows committed.
+pub const AUDIT_WRITTEN: &str = "toolgate_audit_written_total";
+
+/// Latency buckets in seconds: a relayed call costs well under a millisecond; tools may take a minute.
+const LATENCY_BUCKETS: [f64; 15] =
+    [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
+
+static METADATA: Metadata<'static> = Metadata::new(module_path!(), metrics::Level::INFO, Some(module_path!()));
+
+/// What a client got for a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// A result without `isError`.
+    Ok,
+    /// An `isError` result (a refusal, a transport failure, or the tool's own error).
+    IsError,
+    /// A JSON-RPC error from the upstream.
+    JsonRpcError,
+}
+
+impl Outcome {
+    /// The outcome of a client-bound response.
+    pub(crate) fn of(response: &serde_json::Value) -> Outcome {
+        if response.get("error").is_some() {
+            Outcome::JsonRpcError
+        } else if response.pointer("/result/isError") == Some(&serde_json::Value::Bool(true)) {
+            Outcome::IsError
+        } else {
+            Outcome::Ok
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::IsError => "is_error",
+            Outcome::JsonRpcError => "jsonrpc_error",
+        }
+    }
+}
+
+fn verdict_label(verdict: Verdict) -> &'static str {
+    match verdict {
+        Verdict::Allow => "allow",
+        Verdict::Confirm => "confirm",
+        Verdict::Deny => "deny",
+        Verdict::Hide => "hide",
+    }
+}
+
+/// One gateway's recorder and the handles its hot path uses.
+pub(crate) struct GatewayMetrics {
+    recorder: PrometheusRecorder,
+    handle: PrometheusHandle,
+    /// Per upstream index, the latency histogram.
+    latency: Vec<Histogram>,
+}
+
+impl GatewayMetrics {
+    /// A recorder with a latency histogram pre-registered for each upstream, in configuration order.
+    pub(crate) fn new<'a>(upstreams: impl Iterator<Item = &'a str>) -> GatewayMetrics {
+        let builder = PrometheusBuilder::new();
+        // Only fails on an empty bucket list.
+        let builder = builder
+            .set_buckets_for_metric(Matcher::Full(CALL_DURATION.to_owned()), &LATENCY_BUCKETS)
+            .unwrap_or_else(|_| PrometheusBuilder::new());
+        let recorder = builder.build_recorder();
+        let handle = recorder.handle();
+        describe(&recorder);
+        let latency = upstreams
+            .map(|name| {
+                let key = Key::from_parts(CALL_DURATION, vec![Label::new("upstream", name.to_owned())]);
+                recorder.register_histogram(&key, &METADATA)
+            })
+            .collect();
+        GatewayMetrics { recorder, handle, latency }
+    }
+
+    /// Counts one tools/call that reached a verdict.
+    pub(crate) fn count_call(&self, upstream: &str, tool: &str, verdict: Verdict, outcome: Outcome) {
+        let key = Key::from_parts(
+            TOOL_CALLS,
+            vec![
+                Label::new("upstream", upstream.to_owned()),
+                Label::new("tool", tool.to_owned()),
+                Label::from_static_parts("verdict", verdict_label(verdict)),
+                Label::from_static_parts("outcome", outcome.label()),
+            ],
+        );
+        self.recorder.register_counter(&key, &METADATA).increment(1);
+    }
+
+    /// Records how long upstream `index` took to answer a relayed call.
+    pub(crate) fn observe_relay(&self, index: usize, elapsed: Duration) {
+        if let Some(histogram) = self.latency.get(index) {
+            histogram.record(elapsed.as_secs_f64());
+        }
+    }
+
+    fn gauge(&self, name: &'static str, labels: Vec<Label>, value: f64) {
+        self.recorder.register_gauge(&Key::from_parts(name, labels), &METADATA).set(value);
+    }
+
+    fn absolute(&self, name: &'static str, value: u64) {
+        self.recorder.register_counter(&Key::from_static_name(name), &METADATA).absolute(value);
+    }
+}
+
+fn describe(recorder: &PrometheusRecorder) {
+    let help: [(&'static str, &'static str); 8] = [
+        (TOOL_CALLS, "Tool calls by upstream, tool, verdict and outcome."),
+        (CALL_DURATION, "Seconds from forwarding a permitted call upstream to its answer, by upstream."),
+        (UPSTREAM_UP, "1 when the upstream is connected and listed, 0 otherwise."),
+        (PENDING_APPROVALS, "Approvals waiting for a person in the state store."),
+        (AUDIT_QUEUED, "Audit entries waiting in the writer's queue."),
+        (AUDIT_REJECTED, "Audit entries refused because the queue was full."),
+        (AUDIT_FAILED, "Audit entries that could not be written after retrying."),
+        (AUDIT_WRITTEN, "Audit rows committed since the store was opened."),
+    ];
+    for (name, text) in help {
+        // The kind is irrelevant to the exporter's descriptions; one call describes any kind.
+        recorder.describe_counter(name.into(), None, text.into());
+    }
+}
+
+impl Gateway {
+    /// The gateway's metrics in the Prometheus text format: counters and histograms as recorded, gauges read now.
+    pub async fn render_metrics(&self) -> String {
+        let inner = &self.inner;
+        let metrics = &inner.metrics;
+        for runtime in &inner.upstreams {
+            let up = matches!(runtime.status(), UpstreamStatus::Ready { .. });
+            let labels = vec![Label::new("upstream", runtime.spec.name.clone())];
+            metrics.gauge(UPSTREAM_UP, labels, if up { 1.0 } else { 0.0 });
+        }
+        if let Some(store) = &inner.store {
+            let stats = store.audit().stats();
+            metrics.gauge(AUDIT_QUEUED, Vec::new(), stats.queued as f64);
+            metrics.absolute(AUDIT_REJECTED, stats.rejected);
+            metrics.absolute(AUDIT_FAILED, stats.failed);
+            metrics.absolute(AUDIT_WRITTEN, stats.written);
+            match store.approvals().list_pending().await {
+                Ok(pending) => metrics.gauge(PENDING_APPROVALS, Vec::new(), pending.len() as f64),
+                Err(error) => tracing::warn!(%error, "metrics: cannot count pending approvals"),
+            }
+        }
+        metrics.handle.render()
+    }
+}
+
+/// `GET /metrics` for `gateway`, under the listener's `Host`/`Origin` rules (403 otherwise); other methods get 405.
+/// Merge it into the MCP router (which only answers its own path).
+/// When the MCP endpoint itself is at `/metrics`, the endpoint wins and this router is empty.
+pub fn router(gateway: Gateway, spec: &HttpListenerSpec) -> Router {
+    if spec.path == "/metrics" {
+        tracing::warn!("the MCP endpoint is at /metrics, so Prometheus metrics are not served");
+        return Router::new();
+    }
+    let state = Arc::new((gateway, spec.clone()));
+    Router::new().route("/metrics", axum::routing::any(serve_metrics)).with_state(state)
+}
+
+async fn serve_metrics(State(state): State<Arc<(Gateway, HttpListenerSpec)>>, request: Request) -> Response {
+    let (gateway, spec) = &*state;
+    if !host_and_origin_allowed(request.headers(), request.uri(), spec) {
+        return (StatusCode::FORBIDDEN, "forbidden: host or origin not allowed\n").into_response();
+    }
+    if request.method() != axum::http::Method::GET {
+        return (StatusCode::METHOD_NOT_ALLOWED, [(ALLOW, "GET")], "method not allowed: use GET\n").into_response();
+    }
+    let body = gateway.render_metrics().await;
+    (StatusCode::OK, [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body).into_response()
+}
+
+// The MCP endpoint's checks (`downstream/http/checks.rs`) are private to that module; these follow the same rules:
+// `Host` must be loopback or a configured extra, an `Origin` (when present) loopback over http(s) or a configured one.
+
+const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
+
+fn host_and_origin_allowed(headers: &HeaderMap, uri: &Uri, spec: &HttpListenerSpec) -> bool {
+    let mut hosts = headers.get_all(HOST).iter();
+    let host = match (hosts.next(), hosts.next()) {
+        (Some(value), None) => value.to_str().ok(),
+        (None, _) => uri.authority().map(|authority| authority.as_str()),
+        (Some(_), Some(_)) => None,
+    };
+    if !host.is_some_and(|host| host_allowed(host, &spec.allowed_hosts)) {
+        return false;
+    }
+    let mut origins = headers.get_all(ORIGIN).iter();
+    match (origins.next(), origins.next()) {
+        (None, _) => true,
+        (Some(origin), None) => origin.to_str().is_ok_and(|origin| origin_allowed(origin, &spec.allowed_origins)),
+        _ => false,
+    }
+}
+
+fn split_host_port(value: &str) -> Option<(String, Option<&str>)> {
+    let (name, port) = if value.starts_with('[') {
+        let end = value.find(']')?;
+        let rest = &value[end + 1..];
+        let port = match rest.strip_prefix(':') {
+            Some(port) => Some(port),
+            None if rest.is_empty() => None,
+            None => return None,
+        };
+        (&value[..=end], port)
+    } else {
+        match value.split_once(':') {
+            Some((name, port)) => (name, Some(port)),
+            None => (value, None),
+        }
+    };
+    let port_ok =
+        port.is_none_or(|port| !port.is_empty() && port.len() <= 5 && port.bytes().all(|b| b.is_ascii_digit()));
+    if name.is_empty() || !port_ok {
+        return None;
+    }
+    Some((name.to_ascii_lowercase(), port))
+}
+
+fn host_allowed(value: &str, extras: &[String]) -> bool {
+    let Some((name, port)) = split_host_port(value.trim()) else {
+        return false;
+    };
+    LOOPBACK_HOSTS.contains(&name.as_str())
+        || extras.iter().any(|extra| match split_host_port(extra.trim()) {
+            Some((extra_name, None)) => extra_name == name,
+            Some((extra_name, Some(extra_port))) => extra_name == name && Some(extra_port) == port,
+            None => false,
+        })
+}
+
+fn origin_allowed(value: &str, extras: &[String]) -> bool {
+    let value = value.trim().trim_end_matches('/').to_ascii_lowercase();
+    let Some((scheme, authority)) = value.split_once("://") else {
+        return false;
+    };
+    let Some((name, _port)) = split_host_port(authority) else {
+        return false;
+    };
+    if matches!(scheme, "http" | "https") && LOOPBACK_HOSTS.contains(&name.as_str()) {
+        return true;
+    }
+    extras.iter().any(|extra| {
+        let extra = extra.trim().trim_end_matches('/').to_ascii_lowercase();
+        match extra.strip_suffix(":*") {
+            Some(prefix) => value == prefix || value.strip_prefix(prefix).is_some_and(|rest| rest.starts_with(':')),
+            None => extra == value,
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_rules_match_the_mcp_endpoint() {
+        assert!(host_allowed("127.0.0.1:8765", &[]));
+        assert!(host_allowed("localhost", &[]));
+        assert!(host_allowed("[::1]:1", &[]));
+        assert!(!host_allowed("evil.example", &[]));
+        assert!(host_allowed("gw.internal:80", &["gw.internal".to_owned()]));
+        assert!(!host_allowed("gw.internal:81", &["gw.internal:80".to_owned()]));
+        assert!(origin_allowed("http://localhost:3000", &[]));
+        assert!(!origin_allowed("https://evil.example", &[]));
+        assert!(origin_allowed("https://app.example:8443", &["https://app.example:*".to_owned()]));
+    }
+}
