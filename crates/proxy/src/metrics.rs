@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{Request, State};
-use axum::http::header::{ALLOW, CONTENT_TYPE, HOST, ORIGIN};
+use axum::http::header::{ALLOW, CONTENT_TYPE};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use metrics::{Histogram, Key, Label, Metadata, Recorder};
@@ -209,99 +209,38 @@ async fn serve_metrics(State(state): State<Arc<(Gateway, HttpListenerSpec)>>, re
     (StatusCode::OK, [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body).into_response()
 }
 
-// The MCP endpoint's checks (`downstream/http/checks.rs`) are private to that module; these follow the same rules:
-// `Host` must be loopback or a configured extra, an `Origin` (when present) loopback over http(s) or a configured one.
-
-const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
-
+/// The MCP endpoint's rule: `Host` loopback or a configured extra, an `Origin` (when present) loopback over
+/// http(s) or a configured one.
 fn host_and_origin_allowed(headers: &HeaderMap, uri: &Uri, spec: &HttpListenerSpec) -> bool {
-    let mut hosts = headers.get_all(HOST).iter();
-    let host = match (hosts.next(), hosts.next()) {
-        (Some(value), None) => value.to_str().ok(),
-        (None, _) => uri.authority().map(|authority| authority.as_str()),
-        (Some(_), Some(_)) => None,
-    };
-    if !host.is_some_and(|host| host_allowed(host, &spec.allowed_hosts)) {
-        return false;
-    }
-    let mut origins = headers.get_all(ORIGIN).iter();
-    match (origins.next(), origins.next()) {
-        (None, _) => true,
-        (Some(origin), None) => origin.to_str().is_ok_and(|origin| origin_allowed(origin, &spec.allowed_origins)),
-        _ => false,
-    }
-}
-
-fn split_host_port(value: &str) -> Option<(String, Option<&str>)> {
-    let (name, port) = if value.starts_with('[') {
-        let end = value.find(']')?;
-        let rest = &value[end + 1..];
-        let port = match rest.strip_prefix(':') {
-            Some(port) => Some(port),
-            None if rest.is_empty() => None,
-            None => return None,
-        };
-        (&value[..=end], port)
-    } else {
-        match value.split_once(':') {
-            Some((name, port)) => (name, Some(port)),
-            None => (value, None),
-        }
-    };
-    let port_ok =
-        port.is_none_or(|port| !port.is_empty() && port.len() <= 5 && port.bytes().all(|b| b.is_ascii_digit()));
-    if name.is_empty() || !port_ok {
-        return None;
-    }
-    Some((name.to_ascii_lowercase(), port))
-}
-
-fn host_allowed(value: &str, extras: &[String]) -> bool {
-    let Some((name, port)) = split_host_port(value.trim()) else {
-        return false;
-    };
-    LOOPBACK_HOSTS.contains(&name.as_str())
-        || extras.iter().any(|extra| match split_host_port(extra.trim()) {
-            Some((extra_name, None)) => extra_name == name,
-            Some((extra_name, Some(extra_port))) => extra_name == name && Some(extra_port) == port,
-            None => false,
-        })
-}
-
-fn origin_allowed(value: &str, extras: &[String]) -> bool {
-    let value = value.trim().trim_end_matches('/').to_ascii_lowercase();
-    let Some((scheme, authority)) = value.split_once("://") else {
-        return false;
-    };
-    let Some((name, _port)) = split_host_port(authority) else {
-        return false;
-    };
-    if matches!(scheme, "http" | "https") && LOOPBACK_HOSTS.contains(&name.as_str()) {
-        return true;
-    }
-    extras.iter().any(|extra| {
-        let extra = extra.trim().trim_end_matches('/').to_ascii_lowercase();
-        match extra.strip_suffix(":*") {
-            Some(prefix) => value == prefix || value.strip_prefix(prefix).is_some_and(|rest| rest.starts_with(':')),
-            None => extra == value,
-        }
-    })
+    crate::downstream::http::check_host_and_origin(headers, uri, spec)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::HeaderValue;
+    use axum::http::header::{HOST, ORIGIN};
+
+    fn allowed(host: &str, origin: Option<&str>) -> bool {
+        let mut headers = HeaderMap::new();
+        headers.insert(HOST, HeaderValue::from_str(host).unwrap_or(HeaderValue::from_static("invalid")));
+        if let Some(origin) = origin {
+            headers.insert(ORIGIN, HeaderValue::from_str(origin).unwrap_or(HeaderValue::from_static("x")));
+        }
+        let spec = HttpListenerSpec {
+            bind: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+            path: "/mcp".into(),
+            allowed_origins: vec!["https://app.example:*".into()],
+            allowed_hosts: vec!["gw.internal".into()],
+        };
+        host_and_origin_allowed(&headers, &Uri::from_static("/metrics"), &spec)
+    }
 
     #[test]
-    fn host_rules_match_the_mcp_endpoint() {
-        assert!(host_allowed("127.0.0.1:8765", &[]));
-        assert!(host_allowed("localhost", &[]));
-        assert!(host_allowed("[::1]:1", &[]));
-        assert!(!host_allowed("evil.example", &[]));
-        assert!(host_allowed("gw.internal:80", &["gw.internal".to_owned()]));
-        assert!(!host_allowed("gw.internal:81", &["gw.internal:80".to_owned()]));
-        assert!(origin_allowed("http://localhost:3000", &[]));
-        assert!(!origin_allowed("https://evil.example", &[]));
-        assert!(origin_allowed("https://app.example:8443", &["https://app.example:*".to_owned()]));
+    fn the_mcp_endpoint_rule_applies() {
+        assert!(allowed("127.0.0.1:8765", None));
+        assert!(allowed("gw.internal:80", Some("https://app.example:8443")));
+        assert!(!allowed("evil.example", None));
+        assert!(!allowed("localhost", Some("https://evil.example")));
     }
 }

@@ -56,6 +56,16 @@ struct Endpoint {
     callers: Arc<Vec<CallerSpec>>,
 }
 
+/// True when a request's `Host` and `Origin` pass the endpoint's DNS-rebinding rule (for other routes on the same
+/// listener, such as `/metrics`).
+pub(crate) fn check_host_and_origin(
+    headers: &axum::http::HeaderMap,
+    uri: &axum::http::Uri,
+    spec: &HttpListenerSpec,
+) -> bool {
+    checks::check_host_and_origin(headers, uri, spec).is_ok()
+}
+
 /// Fired by [`serve`] when the server stops: streams end and sessions close.
 #[derive(Clone)]
 struct Shutdown(CancellationToken);
