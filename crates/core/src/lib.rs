@@ -39,6 +39,7 @@ pub mod manifest;
 pub mod normalize;
 pub mod policy;
 pub mod presets;
+pub mod rebinding;
 pub mod safety_prompt;
 pub mod tool;
 pub mod trust;

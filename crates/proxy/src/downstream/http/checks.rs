@@ -10,6 +10,8 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use toolgate_core::rebinding::{host_allowed, origin_allowed};
+
 use crate::spec::HttpListenerSpec;
 
 /// The header that carries the session id.
@@ -31,8 +33,6 @@ pub(super) const INTERNAL_ERROR: i64 = -32603;
 pub(super) const TRANSPORT_ERROR: i64 = -32000;
 /// Unknown or expired session.
 pub(super) const SESSION_NOT_FOUND: i64 = -32001;
-
-const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
 
 /// A request the endpoint refuses: the status and the JSON-RPC error that explains it.
 #[derive(Debug, Clone, PartialEq)]
@@ -112,67 +112,6 @@ pub(super) fn check_host_and_origin(headers: &HeaderMap, uri: &Uri, spec: &HttpL
         }
         _ => Err(forbidden("origin not allowed")),
     }
-}
-
-/// Splits `host[:port]` (or `[v6][:port]`) into a lowercase host name and an optional port.
-fn split_host_port(value: &str) -> Option<(String, Option<&str>)> {
-    let (name, port) = if value.starts_with('[') {
-        let end = value.find(']')?;
-        let rest = &value[end + 1..];
-        let port = match rest.strip_prefix(':') {
-            Some(port) => Some(port),
-            None if rest.is_empty() => None,
-            None => return None,
-        };
-        (&value[..=end], port)
-    } else {
-        match value.split_once(':') {
-            Some((name, port)) => (name, Some(port)),
-            None => (value, None),
-        }
-    };
-    let port_ok =
-        port.is_none_or(|port| !port.is_empty() && port.len() <= 5 && port.bytes().all(|b| b.is_ascii_digit()));
-    if name.is_empty() || !port_ok {
-        return None;
-    }
-    Some((name.to_ascii_lowercase(), port))
-}
-
-/// A `Host` value is allowed when its name is loopback, or it matches an extra entry (by name when the entry has no
-/// port, by name and port when it has one).
-fn host_allowed(value: &str, extras: &[String]) -> bool {
-    let Some((name, port)) = split_host_port(value.trim()) else {
-        return false;
-    };
-    LOOPBACK_HOSTS.contains(&name.as_str())
-        || extras.iter().any(|extra| match split_host_port(extra.trim()) {
-            Some((extra_name, None)) => extra_name == name,
-            Some((extra_name, Some(extra_port))) => extra_name == name && Some(extra_port) == port,
-            None => false,
-        })
-}
-
-/// An `Origin` is allowed when it is `http(s)://` a loopback host on any port, or equals an extra entry (an entry
-/// ending in `:*` matches any port).
-fn origin_allowed(value: &str, extras: &[String]) -> bool {
-    let value = value.trim().trim_end_matches('/').to_ascii_lowercase();
-    let Some((scheme, authority)) = value.split_once("://") else {
-        return false;
-    };
-    let Some((name, _port)) = split_host_port(authority) else {
-        return false;
-    };
-    if matches!(scheme, "http" | "https") && LOOPBACK_HOSTS.contains(&name.as_str()) {
-        return true;
-    }
-    extras.iter().any(|extra| {
-        let extra = extra.trim().trim_end_matches('/').to_ascii_lowercase();
-        match extra.strip_suffix(":*") {
-            Some(prefix) => value == prefix || value.strip_prefix(prefix).is_some_and(|rest| rest.starts_with(':')),
-            None => extra == value,
-        }
-    })
 }
 
 /// The media types listed in a header (`type/subtype`, lowercase, parameters dropped).
@@ -256,61 +195,4 @@ pub(super) fn session_missing() -> Rejection {
 /// 404: an unknown, expired or closed session.
 pub(super) fn session_not_found() -> Rejection {
     Rejection::new(StatusCode::NOT_FOUND, SESSION_NOT_FOUND, "session not found")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn extras(items: &[&str]) -> Vec<String> {
-        items.iter().map(|item| item.to_string()).collect()
-    }
-
-    #[test]
-    fn hosts() {
-        let none = extras(&[]);
-        for (host, allowed) in [
-            ("localhost", true),
-            ("LOCALHOST:8080", true),
-            ("127.0.0.1:3000", true),
-            ("[::1]", true),
-            ("[::1]:443", true),
-            ("evil.example", false),
-            ("localhost.evil.example", false),
-            ("localhost:", false),
-            ("localhost:80:80", false),
-            ("[::1]x", false),
-            ("[::1", false),
-            ("", false),
-            ("127.0.0.2", false),
-        ] {
-            assert_eq!(host_allowed(host, &none), allowed, "{host}");
-        }
-        let some = extras(&["mcp.example.com", "api.example.com:8443"]);
-        assert!(host_allowed("mcp.example.com:9000", &some));
-        assert!(host_allowed("api.example.com:8443", &some));
-        assert!(!host_allowed("api.example.com:8444", &some));
-        assert!(!host_allowed("evil.example", &some));
-    }
-
-    #[test]
-    fn origins() {
-        let some = extras(&["https://app.example.com", "http://tools.example.com:*"]);
-        for (origin, allowed) in [
-            ("http://localhost:5173", true),
-            ("https://127.0.0.1", true),
-            ("http://[::1]:8080", true),
-            ("http://evil.example", false),
-            ("null", false),
-            ("file://localhost", false),
-            ("https://app.example.com", true),
-            ("https://app.example.com/", true),
-            ("https://app.example.com:8443", false),
-            ("http://tools.example.com:1234", true),
-            ("http://tools.example.com", true),
-            ("http://tools.example.com.evil.example", false),
-        ] {
-            assert_eq!(origin_allowed(origin, &some), allowed, "{origin}");
-        }
-    }
 }
