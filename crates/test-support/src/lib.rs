@@ -6,6 +6,7 @@
 //!   Inspector CLI and the conformance suite.
 //! - [`misbehave`] launches `fixtures/misbehave.py`, a stdlib-only Python fake that crashes, hangs, prints
 //!   garbage or sends huge and oddly annotated answers on demand.
+//! - [`run_guarded`] / [`wait_guarded`] run a child to completion under a hang guard and capture its output.
 //!
 //! A missing peer is a test failure, never a skip: [`Peers::locate`] panics with the command that installs them.
 //! This crate never installs anything itself and is never a dependency of shipped code.
@@ -28,9 +29,11 @@
 
 pub mod fixture;
 mod peers;
+pub mod process;
 
 pub use fixture::{fixture_binary, fixture_http, fixture_stdio};
 pub use peers::{PEERS_TOML, Peers};
+pub use process::{HANG_GUARD, Run, run_guarded, wait_guarded};
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

@@ -9,7 +9,7 @@ use crate::support::{json_stdout, toolgate, toolgate_against};
 #[test]
 fn a_server_that_crashes_during_initialize() {
     let run = toolgate_against(&["inspect"], &misbehave("crash-on-initialize"));
-    assert_eq!(run.code, 2, "{run:?}");
+    assert_eq!(run.code, Some(2), "{run:?}");
     assert!(run.stderr.contains("cannot initialize an MCP session"), "{}", run.stderr);
     assert!(run.stderr.contains("exit status: 3"), "{}", run.stderr);
 }
@@ -17,28 +17,28 @@ fn a_server_that_crashes_during_initialize() {
 #[test]
 fn a_server_that_never_answers_initialize() {
     let run = toolgate_against(&["inspect", "--timeout", "2"], &misbehave("silent"));
-    assert_eq!(run.code, 2, "{run:?}");
+    assert_eq!(run.code, Some(2), "{run:?}");
     assert!(run.stderr.contains("no answer to `initialize` within 2s"), "{}", run.stderr);
 }
 
 #[test]
 fn a_server_that_prints_garbage_on_stdout() {
     let run = toolgate_against(&["inspect", "--timeout", "2"], &misbehave("garbage"));
-    assert_eq!(run.code, 2, "{run:?}");
+    assert_eq!(run.code, Some(2), "{run:?}");
     assert!(run.stderr.contains("not JSON-RPC"), "{}", run.stderr);
 }
 
 #[test]
 fn a_fifty_megabyte_tools_list() {
     let run = toolgate_against(&["lint"], &misbehave("huge-tools"));
-    assert_eq!(run.code, 2, "{run:?}");
+    assert_eq!(run.code, Some(2), "{run:?}");
     assert!(run.stderr.contains("larger than the 16777216-byte limit"), "{}", run.stderr);
 }
 
 #[test]
 fn a_command_that_does_not_exist() {
     let run = toolgate(&["inspect", "--", "/nonexistent/mcp-server"], None);
-    assert_eq!(run.code, 2, "{run:?}");
+    assert_eq!(run.code, Some(2), "{run:?}");
     assert!(run.stderr.contains("cannot start `/nonexistent/mcp-server`"), "{}", run.stderr);
 }
 
@@ -47,14 +47,14 @@ fn an_http_endpoint_that_is_not_there() {
     let port = crate::inspect::free_port();
     let url = format!("http://127.0.0.1:{port}/mcp");
     let run = toolgate(&["inspect", "--url", &url, "--timeout", "5"], None);
-    assert_eq!(run.code, 2, "{run:?}");
+    assert_eq!(run.code, Some(2), "{run:?}");
     assert!(run.stderr.contains("cannot reach"), "{}", run.stderr);
 }
 
 #[test]
 fn pagination_and_odd_annotations_are_read_in_full() {
     let run = toolgate_against(&["inspect", "--json"], &misbehave("paginated"));
-    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.code, Some(0), "{run:?}");
     let report = json_stdout(&run);
     let tools = report["tools"].as_array().unwrap();
     assert!(tools.len() >= 3, "tools from every page: {report:#}");
@@ -69,6 +69,6 @@ fn pagination_and_odd_annotations_are_read_in_full() {
 #[test]
 fn stderr_noise_does_not_disturb_the_session() {
     let run = toolgate_against(&["inspect", "--json"], &misbehave("stderr-noise"));
-    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.code, Some(0), "{run:?}");
     assert!(!json_stdout(&run)["tools"].as_array().unwrap().is_empty());
 }

@@ -24,7 +24,7 @@ fn prints_one_object_per_line_and_ignores_labels() {
     ];
     std::fs::write(&path, lines.join("\n") + "\n").unwrap();
     let run = toolgate(&["infer", "--corpus", path.to_str().unwrap()], None);
-    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.code, Some(0), "{run:?}");
     let outputs: Vec<Value> = run.stdout.lines().map(|line| serde_json::from_str(line).unwrap()).collect();
     assert_eq!(outputs.len(), 2);
     assert_eq!(outputs[0]["server"], "test-server");
@@ -50,11 +50,11 @@ fn a_malformed_line_is_named_by_number() {
     let good = corpus_line("get_user", "Gets a user.", json!({}));
     std::fs::write(&path, format!("{good}\n{good}\n{{\"server\": \"x\", \"name\": \n")).unwrap();
     let run = toolgate(&["infer", "--corpus", path.to_str().unwrap()], None);
-    assert_eq!(run.code, 2, "{run:?}");
+    assert_eq!(run.code, Some(2), "{run:?}");
     assert!(run.stderr.contains("corpus.jsonl:3:"), "{}", run.stderr);
     let missing_name = directory.path().join("nameless.jsonl");
     std::fs::write(&missing_name, "{\"server\": \"x\"}\n").unwrap();
     let run = toolgate(&["infer", "--corpus", missing_name.to_str().unwrap()], None);
-    assert_eq!(run.code, 2, "{run:?}");
+    assert_eq!(run.code, Some(2), "{run:?}");
     assert!(run.stderr.contains("nameless.jsonl:1: missing field `name`"), "{}", run.stderr);
 }

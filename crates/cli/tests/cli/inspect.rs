@@ -14,7 +14,7 @@ fn tool<'a>(report: &'a Value, name: &str) -> &'a Value {
 #[test]
 fn demo_table_shows_sources_and_findings() {
     let run = toolgate(&["inspect"], None);
-    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.code, Some(0), "{run:?}");
     assert!(run.stdout.contains("sources: decl = declared"), "{}", run.stdout);
     insta::assert_snapshot!("inspect_demo_table", run.stdout);
 }
@@ -22,7 +22,7 @@ fn demo_table_shows_sources_and_findings() {
 #[test]
 fn demo_json_marks_the_lying_and_the_silent_tools() {
     let run = toolgate(&["inspect", "--json"], None);
-    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.code, Some(0), "{run:?}");
     let report = json_stdout(&run);
     // purge_notes declares read-only but deletes everything: lint says so, with an error.
     let purge = tool(&report, "purge_notes");
@@ -43,7 +43,7 @@ fn demo_json_marks_the_lying_and_the_silent_tools() {
 fn server_everything_over_stdio() {
     let peers = Peers::locate();
     let run = toolgate_against(&["inspect", "--json"], &peers.server_everything());
-    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.code, Some(0), "{run:?}");
     let report = json_stdout(&run);
     assert!(report["tools"].as_array().unwrap().len() >= 10, "{report:#}");
     assert_eq!(report["server"]["protocolVersion"], "2025-11-25");
@@ -62,7 +62,7 @@ fn server_everything_over_streamable_http() {
     let run = toolgate(&["inspect", "--json", "--url", &url], None);
     let _ = child.kill();
     let _ = child.wait();
-    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.code, Some(0), "{run:?}");
     let report = json_stdout(&run);
     assert_eq!(report["server"]["transport"], "http");
     let stdio = json_stdout(&toolgate_against(&["inspect", "--json"], &peers.server_everything()));
@@ -77,7 +77,7 @@ fn server_filesystem_table() {
     let peers = Peers::locate();
     let root = tempfile::tempdir().unwrap();
     let run = toolgate_against(&["inspect"], &peers.server_filesystem(root.path()));
-    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.code, Some(0), "{run:?}");
     assert!(run.stdout.contains("write_file"), "{}", run.stdout);
     snapshot_settings(&[root.path()]).bind(|| insta::assert_snapshot!("inspect_filesystem_table", run.stdout));
 }
@@ -87,7 +87,7 @@ fn server_memory_json() {
     let peers = Peers::locate();
     let directory = tempfile::tempdir().unwrap();
     let run = toolgate_against(&["inspect", "--json"], &peers.server_memory(&directory.path().join("memory.jsonl")));
-    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.code, Some(0), "{run:?}");
     let report = json_stdout(&run);
     let delete = tool(&report, "delete_entities");
     assert_eq!(delete["effective"]["destructiveHint"]["value"], true, "{delete:#}");
@@ -101,7 +101,7 @@ fn mcp_server_git_table() {
     let status = std::process::Command::new("git").arg("init").arg("-q").arg(repository.path()).status().unwrap();
     assert!(status.success());
     let run = toolgate_against(&["inspect"], &peers.mcp_server_git(repository.path()));
-    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.code, Some(0), "{run:?}");
     assert!(run.stdout.contains("git_status"), "{}", run.stdout);
     snapshot_settings(&[repository.path()]).bind(|| insta::assert_snapshot!("inspect_git_table", run.stdout));
 }

@@ -39,7 +39,7 @@ fn clean_tools_exit_zero_even_when_warnings_are_denied() {
     let directory = tempfile::tempdir().unwrap();
     let path = write_tools(&directory, clean_tools());
     let run = toolgate(&["lint", "--deny", "warnings", "--tools", path.to_str().unwrap()], None);
-    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.code, Some(0), "{run:?}");
     assert!(run.stdout.contains("no findings"), "{}", run.stdout);
 }
 
@@ -48,7 +48,7 @@ fn contradictions_exit_one_with_text_findings() {
     let directory = tempfile::tempdir().unwrap();
     let path = write_tools(&directory, lying_tools());
     let run = toolgate(&["lint", "--tools", path.to_str().unwrap()], None);
-    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(run.code, Some(1), "{run:?}");
     assert!(run.stdout.contains("delete_customer: error"), "{}", run.stdout);
     assert!(run.stdout.contains("send_email: error"), "{}", run.stdout);
     snapshot_settings(&[directory.path()]).bind(|| insta::assert_snapshot!("lint_lying_text", run.stdout));
@@ -65,9 +65,9 @@ fn deny_level_decides_the_exit_code() {
     );
     let path = path.to_str().unwrap();
     let lenient = toolgate(&["lint", "--tools", path], None);
-    assert_eq!(lenient.code, 0, "{lenient:?}");
+    assert_eq!(lenient.code, Some(0), "{lenient:?}");
     let strict = toolgate(&["lint", "--deny", "warnings", "--tools", path], None);
-    assert_eq!(strict.code, 1, "{strict:?}");
+    assert_eq!(strict.code, Some(1), "{strict:?}");
 }
 
 #[test]
@@ -75,7 +75,7 @@ fn sarif_is_a_valid_2_1_0_log_pointing_at_the_file() {
     let directory = tempfile::tempdir().unwrap();
     let path = write_tools(&directory, lying_tools());
     let run = toolgate(&["lint", "--format", "sarif", "--tools", path.to_str().unwrap()], None);
-    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(run.code, Some(1), "{run:?}");
     let log = json_stdout(&run);
     assert_eq!(log["version"], "2.1.0");
     let run_object = &log["runs"][0];
@@ -102,7 +102,7 @@ fn json_format_carries_codes_and_fixes() {
     let directory = tempfile::tempdir().unwrap();
     let path = write_tools(&directory, lying_tools());
     let run = toolgate(&["lint", "--format", "json", "--tools", path.to_str().unwrap()], None);
-    assert_eq!(run.code, 1);
+    assert_eq!(run.code, Some(1));
     let report = json_stdout(&run);
     for tool in report["tools"].as_array().unwrap() {
         for finding in tool["findings"].as_array().unwrap() {
@@ -122,7 +122,7 @@ fn a_whole_json_rpc_response_or_a_bare_array_is_accepted() {
     std::fs::write(&bare, clean_tools().to_string()).unwrap();
     for path in [response, bare] {
         let run = toolgate(&["lint", "--tools", path.to_str().unwrap()], None);
-        assert_eq!(run.code, 0, "{run:?}");
+        assert_eq!(run.code, Some(0), "{run:?}");
     }
 }
 
@@ -132,27 +132,27 @@ fn usage_and_file_errors_exit_two() {
     let broken = directory.path().join("broken.json");
     std::fs::write(&broken, "{\n  \"tools\": [\n    {\"name\": }\n  ]\n}\n").unwrap();
     let run = toolgate(&["lint", "--tools", broken.to_str().unwrap()], None);
-    assert_eq!(run.code, 2, "{run:?}");
+    assert_eq!(run.code, Some(2), "{run:?}");
     assert!(run.stderr.contains("broken.json:3:"), "names the line: {}", run.stderr);
 
     let missing = toolgate(&["lint", "--tools", "/nonexistent/tools.json"], None);
-    assert_eq!(missing.code, 2, "{missing:?}");
+    assert_eq!(missing.code, Some(2), "{missing:?}");
     let conflicting = toolgate(&["lint", "--tools", broken.to_str().unwrap(), "--url", "http://127.0.0.1:1/mcp"], None);
-    assert_eq!(conflicting.code, 2, "{conflicting:?}");
+    assert_eq!(conflicting.code, Some(2), "{conflicting:?}");
     let bad_format = toolgate(&["lint", "--format", "xml", "--tools", broken.to_str().unwrap()], None);
-    assert_eq!(bad_format.code, 2, "{bad_format:?}");
+    assert_eq!(bad_format.code, Some(2), "{bad_format:?}");
 }
 
 #[test]
 fn real_servers_lint_text() {
     let peers = Peers::locate();
     let everything = toolgate_against(&["lint"], &peers.server_everything());
-    assert!(matches!(everything.code, 0 | 1), "{everything:?}");
+    assert!(matches!(everything.code, Some(0 | 1)), "{everything:?}");
     insta::assert_snapshot!("lint_everything_text", everything.stdout);
 
     let root = tempfile::tempdir().unwrap();
     let filesystem = toolgate_against(&["lint", "--format", "sarif"], &peers.server_filesystem(root.path()));
-    assert!(matches!(filesystem.code, 0 | 1), "{filesystem:?}");
+    assert!(matches!(filesystem.code, Some(0 | 1)), "{filesystem:?}");
     let log = json_stdout(&filesystem);
     assert_eq!(log["version"], "2.1.0");
 }

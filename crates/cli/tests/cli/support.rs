@@ -1,61 +1,20 @@
 //! Running the built `toolgate` binary with a hang guard, and redactions for snapshots.
 
-use std::io::Read;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
-use toolgate_test_support::PeerCommand;
-
-/// What a finished `toolgate` run printed and returned.
-#[derive(Debug)]
-pub(crate) struct Run {
-    pub(crate) code: i32,
-    pub(crate) stdout: String,
-    pub(crate) stderr: String,
-}
-
-/// A generous limit after which a run counts as hung: not a performance assertion, a guard against hangs.
-const HANG_GUARD: Duration = Duration::from_secs(120);
+pub(crate) use toolgate_test_support::Run;
+use toolgate_test_support::{PeerCommand, run_guarded};
 
 /// Runs `toolgate ARGS...`, with a peer's environment when given.
 pub(crate) fn toolgate(args: &[&str], peer_env: Option<&PeerCommand>) -> Run {
     let mut command = Command::new(env!("CARGO_BIN_EXE_toolgate"));
-    command.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    command.env_remove("TOOLGATE_LOG").env("NO_COLOR", "1");
+    command.args(args).env_remove("TOOLGATE_LOG").env("NO_COLOR", "1");
     if let Some(peer) = peer_env {
         for (key, value) in &peer.env {
             command.env(key, value);
         }
     }
-    let mut child = command.spawn().expect("the toolgate binary starts");
-    let mut stdout_pipe = child.stdout.take().expect("stdout is piped");
-    let mut stderr_pipe = child.stderr.take().expect("stderr is piped");
-    let stdout_reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stdout_pipe.read_to_string(&mut text);
-        text
-    });
-    let stderr_reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stderr_pipe.read_to_string(&mut text);
-        text
-    });
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("waiting on toolgate works") {
-            break status;
-        }
-        if started.elapsed() > HANG_GUARD {
-            let _ = child.kill();
-            panic!("toolgate {args:?} did not finish within {HANG_GUARD:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Run {
-        code: status.code().unwrap_or(-1),
-        stdout: stdout_reader.join().expect("stdout reader"),
-        stderr: stderr_reader.join().expect("stderr reader"),
-    }
+    run_guarded(command, &format!("toolgate {args:?}"))
 }
 
 /// `toolgate <command> [flags] -- <peer argv>`.

@@ -32,7 +32,7 @@ async fn list_then_approve_while_the_gateway_waits() {
     store.approvals().create(&request).await.expect("create");
 
     let list = toolgate_async(&["approvals", "list", "--state-dir", dir(&directory)]).await;
-    assert_eq!(list.code, 0, "{list:?}");
+    assert_eq!(list.code, Some(0), "{list:?}");
     for expected in [request.id.as_str(), "Delete file: delete a file", "upstream files, tool delete_file"] {
         assert!(list.stdout.contains(expected), "{expected}: {}", list.stdout);
     }
@@ -48,13 +48,13 @@ async fn list_then_approve_while_the_gateway_waits() {
     let id = request.id.clone();
     let waiter = tokio::spawn(async move { approvals.wait(&id, Duration::from_secs(60)).await });
     let approve = toolgate_async(&["approvals", "approve", request.id.as_str(), "--state-dir", dir(&directory)]).await;
-    assert_eq!(approve.code, 0, "{approve:?}");
+    assert_eq!(approve.code, Some(0), "{approve:?}");
     assert!(approve.stdout.starts_with(&format!("approved {} by tester", request.id)), "{}", approve.stdout);
     let seen = waiter.await.expect("waiter").expect("wait");
     assert_eq!(seen, ApprovalWait::Approved { by: "tester".into() });
 
     let again = toolgate_async(&["approvals", "deny", request.id.as_str(), "--state-dir", dir(&directory)]).await;
-    assert_eq!(again.code, 2, "{again:?}");
+    assert_eq!(again.code, Some(2), "{again:?}");
     assert!(again.stderr.contains("is already approved"), "{}", again.stderr);
     let empty = toolgate_async(&["approvals", "list", "--state-dir", dir(&directory)]).await;
     assert_eq!(empty.stdout, "no approvals are waiting\n");
@@ -72,18 +72,18 @@ async fn deny_records_who_and_bad_ids_say_why() {
     let deny =
         toolgate_async(&["approvals", "deny", request.id.as_str(), "--by", "alice", "--state-dir", dir(&directory)])
             .await;
-    assert_eq!(deny.code, 0, "{deny:?}");
+    assert_eq!(deny.code, Some(0), "{deny:?}");
     assert_eq!(waiter.await.expect("waiter").expect("wait"), ApprovalWait::Denied { by: "alice".into() });
 
     let unknown = toolgate_async(&["approvals", "approve", "nope", "--state-dir", dir(&directory)]).await;
-    assert_eq!(unknown.code, 2, "{unknown:?}");
+    assert_eq!(unknown.code, Some(2), "{unknown:?}");
     assert!(unknown.stderr.contains("no approval with id nope"), "{}", unknown.stderr);
 
     let expiring = pending(Duration::from_millis(200));
     store.approvals().create(&expiring).await.expect("create");
     tokio::time::sleep(Duration::from_millis(400)).await;
     let late = toolgate_async(&["approvals", "approve", expiring.id.as_str(), "--state-dir", dir(&directory)]).await;
-    assert_eq!(late.code, 2, "{late:?}");
+    assert_eq!(late.code, Some(2), "{late:?}");
     assert!(late.stderr.contains("has expired"), "{}", late.stderr);
     store.close().await.expect("close");
 }

@@ -38,7 +38,7 @@ async fn rows_filter_and_print_as_table_or_json_lines() {
     populate(&store).await;
 
     let all = toolgate_async(&["audit", "--state-dir", dir(&directory), "--json"]).await;
-    assert_eq!(all.code, 0, "{all:?}");
+    assert_eq!(all.code, Some(0), "{all:?}");
     let rows: Vec<Value> = all.stdout.lines().map(|line| serde_json::from_str(line).expect("a JSON line")).collect();
     assert_eq!(rows.len(), 6);
     assert!(rows.iter().all(|row| row["hash"].as_str().is_some_and(|hash| hash.starts_with("sha256:"))));
@@ -62,7 +62,7 @@ async fn rows_filter_and_print_as_table_or_json_lines() {
     assert!(rows[0]["args"].is_null(), "arguments are kept as a digest only: {}", rows[0]);
 
     let confirms = toolgate_async(&["audit", "--state-dir", dir(&directory), "--verdict", "confirm"]).await;
-    assert_eq!(confirms.code, 0, "{confirms:?}");
+    assert_eq!(confirms.code, Some(0), "{confirms:?}");
     assert!(confirms.stdout.contains("delete_file") && confirms.stdout.contains("1 row(s)"), "{}", confirms.stdout);
     for header in ["time (UTC)", "kind", "session", "upstream", "verdict", "outcome", "duration", "approval"] {
         assert!(confirms.stdout.contains(header), "{header}: {}", confirms.stdout);
@@ -79,7 +79,7 @@ async fn rows_filter_and_print_as_table_or_json_lines() {
     let future = toolgate_async(&["audit", "--state-dir", dir(&directory), "--since", "2999-01-01T00:00:00Z"]).await;
     assert_eq!(future.stdout, "no audit rows match\n");
     let bad = toolgate_async(&["audit", "--state-dir", dir(&directory), "--since", "yesterday"]).await;
-    assert_eq!(bad.code, 2, "{bad:?}");
+    assert_eq!(bad.code, Some(2), "{bad:?}");
     assert!(bad.stderr.contains("cannot read time \"yesterday\""), "{}", bad.stderr);
     store.close().await.expect("close");
 }
@@ -89,13 +89,13 @@ async fn verify_reports_an_intact_chain_then_the_changed_row() {
     let (directory, store) = fresh_state().await;
     populate(&store).await;
     let intact = toolgate_async(&["audit", "verify", "--state-dir", dir(&directory)]).await;
-    assert_eq!((intact.code, intact.stdout.as_str()), (0, "6 rows, chain intact (head seq 6)\n"), "{intact:?}");
+    assert_eq!((intact.code, intact.stdout.as_str()), (Some(0), "6 rows, chain intact (head seq 6)\n"), "{intact:?}");
 
     let database = store.path().to_path_buf();
     store.close().await.expect("close");
     tamper(&database, "UPDATE audit_log SET outcome = 'is_error' WHERE seq = 4").await;
     let broken = toolgate_async(&["audit", "verify", "--state-dir", dir(&directory)]).await;
-    assert_eq!(broken.code, 1, "{broken:?}");
+    assert_eq!(broken.code, Some(1), "{broken:?}");
     assert_eq!(
         broken.stdout,
         "chain BROKEN after 3 intact rows: row 4: content does not match its hash (a column was changed)\n"
@@ -103,7 +103,7 @@ async fn verify_reports_an_intact_chain_then_the_changed_row() {
 
     tamper(&database, "DELETE FROM audit_log WHERE seq = 2").await;
     let removed = toolgate_async(&["audit", "verify", "--state-dir", dir(&directory)]).await;
-    assert_eq!(removed.code, 1, "{removed:?}");
+    assert_eq!(removed.code, Some(1), "{removed:?}");
     assert!(removed.stdout.contains("row 2 is missing"), "{}", removed.stdout);
 }
 
@@ -111,7 +111,7 @@ async fn verify_reports_an_intact_chain_then_the_changed_row() {
 async fn a_missing_database_is_an_error_not_a_new_file() {
     let directory = tempfile::tempdir().expect("tempdir");
     let run = toolgate_async(&["audit", "verify", "--state-dir", dir(&directory)]).await;
-    assert_eq!(run.code, 2, "{run:?}");
+    assert_eq!(run.code, Some(2), "{run:?}");
     assert!(run.stderr.contains("no toolgate database at"), "{}", run.stderr);
     assert!(!directory.path().join("toolgate.db").exists());
 }

@@ -28,12 +28,12 @@ async fn diff_then_approve_the_fingerprint_seen() {
     let new_fingerprint = changed.fingerprint.whole.as_str();
 
     let list = toolgate_async(&["pins", "list", "--state-dir", dir(&directory)]).await;
-    assert_eq!(list.code, 0, "{list:?}");
+    assert_eq!(list.code, Some(0), "{list:?}");
     assert!(list.stdout.contains(&format!("files/delete_file  {}  approved", original.fingerprint.whole)));
     assert!(list.stdout.contains("in quarantine"), "{}", list.stdout);
 
     let diff = toolgate_async(&["pins", "diff", "files", "delete_file", "--state-dir", dir(&directory)]).await;
-    assert_eq!(diff.code, 0, "{diff:?}");
+    assert_eq!(diff.code, Some(0), "{diff:?}");
     let expected_fragments = [
         "annotations.destructiveHint: removed\n  - true\n  + (absent)".to_owned(),
         "annotations.readOnlyHint: added\n  - (absent)\n  + true".to_owned(),
@@ -56,7 +56,7 @@ async fn diff_then_approve_the_fingerprint_seen() {
         dir(&directory),
     ])
     .await;
-    assert_eq!(stale.code, 2, "{stale:?}");
+    assert_eq!(stale.code, Some(2), "{stale:?}");
     assert!(stale.stderr.contains("changed again"), "{}", stale.stderr);
 
     let approve = toolgate_async(&[
@@ -72,13 +72,13 @@ async fn diff_then_approve_the_fingerprint_seen() {
         dir(&directory),
     ])
     .await;
-    assert_eq!(approve.code, 0, "{approve:?}");
+    assert_eq!(approve.code, Some(0), "{approve:?}");
     assert_eq!(approve.stdout, format!("pinned files/delete_file at {new_fingerprint} (approved by alice)\n"));
     let pin = pins.get("files", "delete_file").await.expect("get").expect("pinned");
     assert_eq!((pin.snapshot.fingerprint.whole.as_str(), pin.approved_by.as_str()), (new_fingerprint, "alice"));
 
     let nothing = toolgate_async(&["pins", "diff", "files", "delete_file", "--state-dir", dir(&directory)]).await;
-    assert_eq!(nothing.code, 2, "{nothing:?}");
+    assert_eq!(nothing.code, Some(2), "{nothing:?}");
     assert!(nothing.stderr.contains("has no definition in quarantine"), "{}", nothing.stderr);
     store.close().await.expect("close");
 }
@@ -92,7 +92,7 @@ async fn reject_keeps_the_pin() {
     let changed = snapshot(json!({"name": "delete_file", "description": "Deletes every file."}));
     pins.observe(&changed).await.expect("observe");
     let reject = toolgate_async(&["pins", "reject", "files", "delete_file", "--state-dir", dir(&directory)]).await;
-    assert_eq!(reject.code, 0, "{reject:?}");
+    assert_eq!(reject.code, Some(0), "{reject:?}");
     assert!(reject.stdout.contains(&format!("the pin stays at {}", original.fingerprint.whole)), "{}", reject.stdout);
     assert!(pins.list_pending().await.expect("pending").is_empty());
     let json_list = toolgate_async(&["pins", "list", "--json", "--state-dir", dir(&directory)]).await;

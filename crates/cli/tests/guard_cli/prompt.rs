@@ -6,14 +6,14 @@ use crate::support::{toolgate, toolgate_binary};
 #[test]
 fn demo_prompt_under_default_trust() {
     let run = toolgate(&["prompt", "--", toolgate_binary(), "demo-server"]);
-    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.code, Some(0), "{run:?}");
     insta::assert_snapshot!("prompt_demo_untrusted", run.stdout);
 }
 
 #[test]
 fn believing_declarations_changes_the_groups() {
     let run = toolgate(&["prompt", "--trust", "verified", "--", toolgate_binary(), "demo-server"]);
-    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.code, Some(0), "{run:?}");
     // purge_notes declares itself read-only: believed here, which is why the gateway's default is untrusted.
     let read_only = run.stdout.split("## Write tools").next().unwrap_or_default();
     assert!(read_only.contains("`purge_notes`"), "{}", run.stdout);

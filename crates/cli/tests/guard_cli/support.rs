@@ -1,23 +1,12 @@
 //! Running the built `toolgate` binary with a hang guard, and a store in a fresh state directory.
 
-use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool};
 use toolgate_store::Store;
-
-/// What a finished `toolgate` run printed and returned.
-#[derive(Debug)]
-pub(crate) struct Run {
-    pub(crate) code: i32,
-    pub(crate) stdout: String,
-    pub(crate) stderr: String,
-}
-
-/// Not a performance assertion: a guard against hangs.
-const HANG_GUARD: Duration = Duration::from_secs(120);
+pub(crate) use toolgate_test_support::Run;
+use toolgate_test_support::run_guarded;
 
 /// The built binary.
 pub(crate) fn toolgate_binary() -> &'static str {
@@ -27,37 +16,9 @@ pub(crate) fn toolgate_binary() -> &'static str {
 /// Runs `toolgate ARGS...` (blocking) with `USER=tester`.
 pub(crate) fn toolgate(args: &[&str]) -> Run {
     let mut command = Command::new(toolgate_binary());
-    command.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    command.args(args);
     command.env_remove("TOOLGATE_LOG").env_remove("TOOLGATE_STATE_DIR").env("NO_COLOR", "1").env("USER", "tester");
-    let mut child = command.spawn().expect("the toolgate binary starts");
-    let mut stdout_pipe = child.stdout.take().expect("stdout is piped");
-    let mut stderr_pipe = child.stderr.take().expect("stderr is piped");
-    let stdout_reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stdout_pipe.read_to_string(&mut text);
-        text
-    });
-    let stderr_reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stderr_pipe.read_to_string(&mut text);
-        text
-    });
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("waiting on toolgate works") {
-            break status;
-        }
-        if started.elapsed() > HANG_GUARD {
-            let _ = child.kill();
-            panic!("toolgate {args:?} did not finish within {HANG_GUARD:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Run {
-        code: status.code().unwrap_or(-1),
-        stdout: stdout_reader.join().expect("stdout reader"),
-        stderr: stderr_reader.join().expect("stderr reader"),
-    }
+    run_guarded(command, &format!("toolgate {args:?}"))
 }
 
 /// Runs `toolgate ARGS...` from async code without blocking the runtime.

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 /// A generous limit after which a wait counts as hung: not a performance assertion.
-pub(crate) const HANG_GUARD: Duration = Duration::from_secs(120);
+pub(crate) use toolgate_test_support::{HANG_GUARD, Run, run_guarded, wait_guarded};
 
 /// The toolgate binary under test.
 pub(crate) fn toolgate_binary() -> &'static str {
@@ -250,55 +250,11 @@ impl HttpSession {
     }
 }
 
-/// What a finished `toolgate` command printed and returned (`stderr` shows in failure messages).
-#[derive(Debug)]
-#[allow(dead_code)]
-pub(crate) struct Run {
-    pub(crate) code: Option<i32>,
-    pub(crate) stdout: String,
-    pub(crate) stderr: String,
-}
-
 /// Runs `toolgate ARGS...` to completion (hang-guarded).
 pub(crate) fn toolgate(args: &[&str]) -> Run {
     let mut command = Command::new(toolgate_binary());
     command.args(args).env_remove("TOOLGATE_STATE_DIR").env_remove("TOOLGATE_LOG").env("USER", "tester");
     run_guarded(command, &format!("toolgate {args:?}"))
-}
-
-/// Runs a command to completion with stdin closed, failing (and killing it) after [`HANG_GUARD`].
-pub(crate) fn run_guarded(mut command: Command, what: &str) -> Run {
-    command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let child = command.spawn().unwrap_or_else(|error| panic!("{what} does not start: {error}"));
-    wait_guarded(child, what)
-}
-
-/// Waits for a spawned child (stdout and stderr piped) within [`HANG_GUARD`].
-pub(crate) fn wait_guarded(mut child: Child, what: &str) -> Run {
-    let drain = |pipe: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut text = String::new();
-            if let Some(mut pipe) = pipe {
-                let _ = pipe.read_to_string(&mut text);
-            }
-            text
-        })
-    };
-    let stdout = drain(child.stdout.take().map(|pipe| Box::new(pipe) as Box<dyn Read + Send>));
-    let stderr = drain(child.stderr.take().map(|pipe| Box::new(pipe) as Box<dyn Read + Send>));
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("waiting on a child works") {
-            break status;
-        }
-        if started.elapsed() > HANG_GUARD {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what} did not finish within {HANG_GUARD:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Run { code: status.code(), stdout: stdout.join().expect("stdout"), stderr: stderr.join().expect("stderr") }
 }
 
 /// Polls `check` every 50 ms until it returns `Some`, failing after [`HANG_GUARD`].

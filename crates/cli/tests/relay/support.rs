@@ -5,7 +5,7 @@
 //! Every wait is bounded by [`HANG_GUARD`], a generous limit that turns a hang into a failure; no test asserts how
 //! long anything took.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
@@ -16,7 +16,7 @@ use tempfile::TempDir;
 use toolgate_test_support::{PeerCommand, Peers};
 
 /// A generous limit after which a run counts as hung: not a performance assertion, a guard against hangs.
-pub(crate) const HANG_GUARD: Duration = Duration::from_secs(120);
+pub(crate) use toolgate_test_support::{HANG_GUARD, Run};
 
 /// The toolgate binary under test.
 pub(crate) fn toolgate_binary() -> &'static str {
@@ -44,46 +44,11 @@ pub(crate) enum Via {
     Http,
 }
 
-/// What a finished process printed and returned.
-#[derive(Debug)]
-pub(crate) struct Run {
-    pub(crate) code: Option<i32>,
-    pub(crate) stdout: String,
-    pub(crate) stderr: String,
-}
-
-/// Runs a command to completion with stdin closed, killing it (and failing) after [`HANG_GUARD`].
+/// Runs a command to completion with stdin closed and toolgate's logging and colour off, failing after
+/// [`HANG_GUARD`].
 pub(crate) fn run_guarded(mut command: Command, what: &str) -> Run {
-    command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     command.env_remove("TOOLGATE_LOG").env("NO_COLOR", "1");
-    let mut child = command.spawn().unwrap_or_else(|error| panic!("{what} does not start: {error}"));
-    let stdout = drain(child.stdout.take().expect("stdout is piped"));
-    let stderr = drain(child.stderr.take().expect("stderr is piped"));
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("waiting on a child works") {
-            break status;
-        }
-        if started.elapsed() > HANG_GUARD {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what} did not finish within {HANG_GUARD:?}; stderr:\n{}", stderr.join().unwrap_or_default());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Run {
-        code: status.code(),
-        stdout: stdout.join().expect("stdout reader"),
-        stderr: stderr.join().expect("stderr reader"),
-    }
-}
-
-fn drain(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        let _ = pipe.read_to_end(&mut bytes);
-        String::from_utf8_lossy(&bytes).into_owned()
-    })
+    toolgate_test_support::run_guarded(command, what)
 }
 
 /// The directory of the Python client scripts.
