@@ -40,6 +40,17 @@ pub enum FieldChange {
     Changed,
 }
 
+impl FieldChange {
+    /// `added`, `removed` or `changed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FieldChange::Added => "added",
+            FieldChange::Removed => "removed",
+            FieldChange::Changed => "changed",
+        }
+    }
+}
+
 /// RFC 8785 canonical JSON text of a value.
 pub fn canonical_json(value: &Value) -> Result<String, FingerprintError> {
     serde_json_canonicalizer::to_string(value).map_err(|error| FingerprintError { reason: error.to_string() })

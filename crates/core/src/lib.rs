@@ -29,6 +29,7 @@
 pub mod assess;
 pub mod corpus;
 pub mod decision;
+pub mod definition_diff;
 pub mod effective;
 pub mod facts;
 pub mod fingerprint;

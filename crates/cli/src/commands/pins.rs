@@ -10,7 +10,7 @@ use std::io::Write;
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
-use toolgate_core::fingerprint::FieldChange;
+use toolgate_core::definition_diff::field_diff;
 use toolgate_store::{PendingPinChange, Store, StoreError};
 
 use crate::Outcome;
@@ -91,27 +91,14 @@ async fn diff(store: &Store, tool: &PinToolArgs) -> Result<String> {
     let _ = writeln!(text, "  pinned:   {}", change.pinned_fingerprint);
     let _ = writeln!(text, "  proposed: {}", change.proposed.fingerprint.whole);
     for (field, kind) in &change.changes {
-        let old = field_value(old_definition, field);
-        let new = field_value(new_definition, field);
-        let label = match kind {
-            FieldChange::Added => "added",
-            FieldChange::Removed => "removed",
-            FieldChange::Changed => "changed",
-        };
-        let _ = writeln!(text, "\n{field}: {label}");
-        if is_structured(old) || is_structured(new) {
-            let mut lines = Vec::new();
-            json_diff("", old.unwrap_or(&Value::Null), new.unwrap_or(&Value::Null), &mut lines);
-            let hidden = lines.len().saturating_sub(MAX_DIFF_LINES);
-            for line in lines.iter().take(MAX_DIFF_LINES) {
-                let _ = writeln!(text, "  {line}");
-            }
-            if hidden > 0 {
-                let _ = writeln!(text, "  … and {hidden} more change(s)");
-            }
-        } else {
-            let _ = writeln!(text, "  - {}", old.map(compact).unwrap_or_else(|| "(absent)".to_owned()));
-            let _ = writeln!(text, "  + {}", new.map(compact).unwrap_or_else(|| "(absent)".to_owned()));
+        let _ = writeln!(text, "\n{field}: {}", kind.as_str());
+        let lines = field_diff(old_definition, new_definition, field);
+        let hidden = lines.len().saturating_sub(MAX_DIFF_LINES);
+        for line in lines.iter().take(MAX_DIFF_LINES) {
+            let _ = writeln!(text, "  {line}");
+        }
+        if hidden > 0 {
+            let _ = writeln!(text, "  … and {hidden} more change(s)");
         }
     }
     let _ = writeln!(
@@ -161,96 +148,4 @@ async fn reject(store: &Store, tool: &PinToolArgs) -> Result<String> {
         "rejected {} for {}/{}; the pin stays at {}\n",
         dropped.proposed.fingerprint.whole, tool.upstream, tool.tool, dropped.pinned_fingerprint
     ))
-}
-
-/// A field of a definition by its fingerprint name (`description`, `annotations.readOnlyHint`).
-fn field_value<'a>(definition: &'a Value, field: &str) -> Option<&'a Value> {
-    if let Some(key) = field.strip_prefix("annotations.")
-        && let Some(value) = definition.get("annotations").and_then(|annotations| annotations.get(key))
-    {
-        return Some(value);
-    }
-    definition.get(field)
-}
-
-fn is_structured(value: Option<&Value>) -> bool {
-    matches!(value, Some(Value::Object(_) | Value::Array(_)))
-}
-
-/// One-line JSON, cut at 200 characters.
-fn compact(value: &Value) -> String {
-    let text = value.to_string();
-    if text.chars().count() > 200 { format!("{}…", text.chars().take(200).collect::<String>()) } else { text }
-}
-
-/// Path-by-path differences (`~ /properties/path/type: "string" → "integer"`, `+ /x: ...`, `- /y: ...`).
-fn json_diff(path: &str, old: &Value, new: &Value, lines: &mut Vec<String>) {
-    if old == new {
-        return;
-    }
-    match (old, new) {
-        (Value::Object(older), Value::Object(newer)) => {
-            for (key, value) in older {
-                let child = format!("{path}/{}", escape_pointer(key));
-                match newer.get(key) {
-                    Some(other) => json_diff(&child, value, other, lines),
-                    None => lines.push(format!("- {child}: {}", compact(value))),
-                }
-            }
-            for (key, value) in newer {
-                if !older.contains_key(key) {
-                    lines.push(format!("+ {}/{}: {}", path, escape_pointer(key), compact(value)));
-                }
-            }
-        }
-        (Value::Array(older), Value::Array(newer)) if older.len() == newer.len() => {
-            for (index, (value, other)) in older.iter().zip(newer).enumerate() {
-                json_diff(&format!("{path}/{index}"), value, other, lines);
-            }
-        }
-        (Value::Null, _) => lines.push(format!("+ {}: {}", display_path(path), compact(new))),
-        (_, Value::Null) => lines.push(format!("- {}: {}", display_path(path), compact(old))),
-        _ => lines.push(format!("~ {}: {} → {}", display_path(path), compact(old), compact(new))),
-    }
-}
-
-fn display_path(path: &str) -> &str {
-    if path.is_empty() { "/" } else { path }
-}
-
-/// RFC 6901 escaping of one JSON pointer segment.
-fn escape_pointer(key: &str) -> String {
-    key.replace('~', "~0").replace('/', "~1")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn schema_diffs_name_paths() {
-        let old =
-            json!({"type": "object", "properties": {"path": {"type": "string"}, "a/b": {}}, "required": ["path"]});
-        let new = json!({"type": "object", "properties": {"path": {"type": "integer"}, "force": {"type": "boolean"}},
-                         "required": ["path", "force"]});
-        let mut lines = Vec::new();
-        json_diff("", &old, &new, &mut lines);
-        assert_eq!(
-            lines,
-            vec![
-                r#"~ /properties/path/type: "string" → "integer""#.to_owned(),
-                "- /properties/a~1b: {}".to_owned(),
-                r#"+ /properties/force: {"type":"boolean"}"#.to_owned(),
-                r#"~ /required: ["path"] → ["path","force"]"#.to_owned(),
-            ]
-        );
-    }
-
-    #[test]
-    fn fields_by_fingerprint_name() {
-        let definition = json!({"name": "t", "annotations": {"readOnlyHint": true}});
-        assert_eq!(field_value(&definition, "annotations.readOnlyHint"), Some(&json!(true)));
-        assert_eq!(field_value(&definition, "name"), Some(&json!("t")));
-        assert_eq!(field_value(&definition, "description"), None);
-    }
 }
