@@ -15,7 +15,7 @@ use crate::session::{COOKIE as COOKIE_NAME, LoginError, SESSION_LIFETIME, Sessio
 use crate::{Console, checks, form, html};
 
 /// Who the console records as having decided.
-const DECIDED_BY: &str = "console";
+pub(crate) const DECIDED_BY: &str = "console";
 /// Audit rows shown when the page does not say.
 const DEFAULT_ROWS: u32 = 100;
 /// Most audit rows one page shows.
@@ -68,7 +68,7 @@ pub(crate) async fn guard(State(console): State<Console>, request: Request, next
 }
 
 /// The session named by the request's cookie, with its id.
-fn session(console: &Console, headers: &HeaderMap) -> Option<(String, Session)> {
+pub(crate) fn session(console: &Console, headers: &HeaderMap) -> Option<(String, Session)> {
     headers
         .get_all(COOKIE)
         .iter()
@@ -79,16 +79,16 @@ fn session(console: &Console, headers: &HeaderMap) -> Option<(String, Session)> 
         .find_map(|(_, id)| console.sessions.get(id).map(|session| (id.to_owned(), session)))
 }
 
-fn unauthorized() -> Response {
+pub(crate) fn unauthorized() -> Response {
     let text = "Open the login link `toolgate serve` printed on its standard error.";
     (StatusCode::UNAUTHORIZED, Html(html::message("Not logged in", text, false))).into_response()
 }
 
-fn see_other(location: &'static str) -> Response {
+pub(crate) fn see_other(location: &'static str) -> Response {
     (StatusCode::SEE_OTHER, [(LOCATION, location)]).into_response()
 }
 
-fn store_failure(error: &StoreError) -> Response {
+pub(crate) fn store_failure(error: &StoreError) -> Response {
     tracing::error!(%error, "console: the store failed");
     let page = html::message("Store error", "The state store could not be read or written; see toolgate's log.", true);
     (StatusCode::INTERNAL_SERVER_ERROR, Html(page)).into_response()
@@ -127,7 +127,7 @@ pub(crate) async fn login(State(console): State<Console>, uri: Uri, headers: Hea
 }
 
 /// Why a POST was refused before its handler ran.
-enum PostRefusal {
+pub(crate) enum PostRefusal {
     /// No session: 401.
     NotLoggedIn,
     /// The form's CSRF token is missing or wrong: 403.
@@ -146,14 +146,18 @@ impl IntoResponse for PostRefusal {
     }
 }
 
-/// The session of a POST whose form carries its CSRF token.
-fn checked_post(console: &Console, headers: &HeaderMap, body: &[u8]) -> Result<(String, Session), PostRefusal> {
+/// The session id and form fields of a POST whose form carries the session's CSRF token.
+pub(crate) fn checked_post(
+    console: &Console,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<(String, Vec<(String, String)>), PostRefusal> {
     let Some((id, session)) = session(console, headers) else {
         return Err(PostRefusal::NotLoggedIn);
     };
     let fields = form::parse(std::str::from_utf8(body).unwrap_or_default());
     match form::field(&fields, "csrf") {
-        Some(token) if same_secret(token, &session.csrf) => Ok((id, session)),
+        Some(token) if same_secret(token, &session.csrf) => Ok((id, fields)),
         _ => Err(PostRefusal::Csrf),
     }
 }

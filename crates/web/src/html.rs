@@ -25,6 +25,7 @@ pub(crate) fn escape(text: &str) -> String {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Page {
     Pending,
+    Tools,
     Audit,
     Other,
 }
@@ -34,10 +35,11 @@ pub(crate) fn layout(title: &str, page: Page, csrf: Option<&str>, body: &str) ->
     let current = |which: Page| if page == which { " aria-current=\"page\"" } else { "" };
     let nav = match csrf {
         Some(csrf) => format!(
-            "<nav aria-label=\"Console\"><a href=\"/console\"{}>Pending approvals</a><a href=\"/console/audit\"{}>Audit \
-             log</a></nav><form method=\"post\" action=\"/console/logout\"><input type=\"hidden\" name=\"csrf\" \
+            "<nav aria-label=\"Console\"><a href=\"/console\"{}>Pending approvals</a><a href=\"/console/tools\"{}>Tools</a>\
+             <a href=\"/console/audit\"{}>Audit log</a></nav><form method=\"post\" action=\"/console/logout\"><input type=\"hidden\" name=\"csrf\" \
              value=\"{}\"><button type=\"submit\">Log out</button></form>",
             current(Page::Pending),
+            current(Page::Tools),
             current(Page::Audit),
             escape(csrf)
         ),

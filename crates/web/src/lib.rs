@@ -3,6 +3,8 @@
 //! Pages (server-rendered HTML, one stylesheet and one script served from here, no CDN):
 //! - `/console`: pending approvals (title, upstream, action, arguments) with approve / deny buttons (POST forms);
 //!   a script polls `/console/api/pending` and swaps in `/console/fragment/pending` when the list changed.
+//! - `/console/tools`: pinned tools with their effective hints, and changed definitions in quarantine with a
+//!   field-by-field diff and pin / reject buttons bound to the fingerprint shown.
 //! - `/console/audit`: the last rows of the audit log, filtered by tool, with the hash chain's verification.
 //!
 //! Security, in the order a request meets it:
@@ -20,6 +22,7 @@ mod form;
 mod handlers;
 mod html;
 mod session;
+mod tools;
 
 use std::sync::Arc;
 
@@ -70,6 +73,8 @@ pub fn router(store: Store, config: ConsoleConfig) -> Router {
         .route("/console/", get(handlers::pending_page))
         .route("/console/login", get(handlers::login))
         .route("/console/logout", post(handlers::logout))
+        .route("/console/tools", get(tools::tools_page))
+        .route("/console/pins/{decision}", post(tools::decide_pin))
         .route("/console/audit", get(handlers::audit_page))
         .route("/console/api/pending", get(handlers::pending_json))
         .route("/console/fragment/pending", get(handlers::pending_fragment))

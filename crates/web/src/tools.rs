@@ -1,0 +1,227 @@
+//! The tools page: every pinned tool definition with its effective hints, and the changed definitions held in
+//! quarantine (a possible rug pull) with a field-by-field diff and approve / reject forms.
+//!
+//! Approving binds to the fingerprint the page showed (a hidden form field): a definition that changed again while
+//! the person read the diff is refused with 409, never pinned by accident. Decisions go to the store, where the
+//! gateway reads pins on its next listing, exactly as `toolgate pins approve | reject` does.
+
+use std::fmt::Write as _;
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use serde_json::Value;
+use toolgate_core::definition_diff::field_diff;
+use toolgate_store::{PendingPinChange, PinnedTool, StoreError};
+
+use crate::handlers::{DECIDED_BY, checked_post, see_other, session, store_failure, unauthorized};
+use crate::html::{Page, escape, layout, message};
+use crate::{Console, form};
+
+/// Most diff lines shown for one field before the rest is counted instead.
+const MAX_DIFF_LINES: usize = 40;
+
+/// The hints, in the order the page shows them, with their column headings.
+const HINTS: [(&str, &str); 4] = [
+    ("readOnlyHint", "Read-only"),
+    ("destructiveHint", "Destructive"),
+    ("idempotentHint", "Idempotent"),
+    ("openWorldHint", "Open world"),
+];
+
+/// `GET /console/tools`.
+pub(crate) async fn tools_page(State(console): State<Console>, headers: HeaderMap) -> Response {
+    let Some((_, session)) = session(&console, &headers) else {
+        return unauthorized();
+    };
+    let pins = console.store.pins();
+    let (pinned, pending) = match (pins.list().await, pins.list_pending().await) {
+        (Ok(pinned), Ok(pending)) => (pinned, pending),
+        (Err(error), _) | (_, Err(error)) => return store_failure(&error),
+    };
+    Html(render(&pinned, &pending, &session.csrf)).into_response()
+}
+
+/// `POST /console/pins/{approve|reject}` with `csrf`, `upstream`, `tool` and `fingerprint` fields.
+pub(crate) async fn decide_pin(
+    State(console): State<Console>,
+    Path(decision): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let fields = match checked_post(&console, &headers, &body) {
+        Ok((_, fields)) => fields,
+        Err(refusal) => return refusal.into_response(),
+    };
+    let (Some(upstream), Some(tool), Some(fingerprint)) =
+        (form::field(&fields, "upstream"), form::field(&fields, "tool"), form::field(&fields, "fingerprint"))
+    else {
+        let page = message("Bad request", "The form needs upstream, tool and fingerprint.", true);
+        return (StatusCode::BAD_REQUEST, Html(page)).into_response();
+    };
+    let pins = console.store.pins();
+    let current = match pins.pending(upstream, tool).await {
+        Ok(current) => current,
+        Err(error) => return store_failure(&error),
+    };
+    let Some(current) = current else {
+        let page = message("Not found", "This tool has no definition waiting for review.", true);
+        return (StatusCode::NOT_FOUND, Html(page)).into_response();
+    };
+    if current.proposed.fingerprint.whole != fingerprint {
+        let text = "The definition changed again after this page was shown; review the new diff.";
+        return (StatusCode::CONFLICT, Html(message("Changed again", text, true))).into_response();
+    }
+    let result = match decision.as_str() {
+        "approve" => pins.approve_pending(upstream, tool, fingerprint, DECIDED_BY).await.map(|_| ()),
+        "reject" => pins.reject_pending(upstream, tool).await.map(|_| ()),
+        _ => return StatusCode::NOT_FOUND.into_response(),
+    };
+    match result {
+        Ok(()) => {
+            tracing::info!(upstream, tool, fingerprint, decision, "tool definition decided in the console");
+            see_other("/console/tools")
+        }
+        Err(StoreError::NotFound(_)) => {
+            let text = "The definition was decided or changed while this request ran; review the page again.";
+            (StatusCode::CONFLICT, Html(message("Changed again", text, true))).into_response()
+        }
+        Err(error) => store_failure(&error),
+    }
+}
+
+/// The whole tools page.
+fn render(pinned: &[PinnedTool], pending: &[PendingPinChange], csrf: &str) -> String {
+    let mut body = String::from("<h1>Tools</h1><h2>Changed definitions waiting for review</h2>");
+    if pending.is_empty() {
+        body.push_str("<p>No changed definitions are waiting.</p>");
+    }
+    for change in pending {
+        let pin = pinned
+            .iter()
+            .find(|pin| pin.snapshot.upstream == change.proposed.upstream && pin.snapshot.tool == change.proposed.tool);
+        pending_card(&mut body, change, pin, csrf);
+    }
+    body.push_str("<h2>Pinned tools</h2>");
+    if pinned.is_empty() {
+        body.push_str("<p>No tool is pinned yet.</p>");
+    } else {
+        pinned_table(&mut body, pinned);
+    }
+    layout("Tools", Page::Tools, Some(csrf), &body)
+}
+
+fn pending_card(out: &mut String, change: &PendingPinChange, pin: Option<&PinnedTool>, csrf: &str) {
+    let proposed = &change.proposed;
+    let heading = format!("change-{}", escape(&proposed.fingerprint.whole).replace(':', "-"));
+    let what = if pin.is_some() { "changed since it was pinned" } else { "new, not pinned yet" };
+    let _ = write!(
+        out,
+        "<article class=\"card\" aria-labelledby=\"{heading}\"><h3 id=\"{heading}\"><code>{tool}</code> on \
+         <strong>{upstream}</strong></h3><p class=\"meta\">{what} · first seen {detected} · proposed <code>{fp}</code>\
+         </p>",
+        tool = escape(&proposed.tool),
+        upstream = escape(&proposed.upstream),
+        detected = escape(&change.detected_at),
+        fp = escape(short(&proposed.fingerprint.whole)),
+    );
+    let older = pin.map(|pin| &pin.snapshot.definition).unwrap_or(&Value::Null);
+    for (field, kind) in &change.changes {
+        let lines = field_diff(older, &proposed.definition, field);
+        let hidden = lines.len().saturating_sub(MAX_DIFF_LINES);
+        let mut shown = lines.into_iter().take(MAX_DIFF_LINES).collect::<Vec<_>>().join("\n");
+        if hidden > 0 {
+            let _ = write!(shown, "\n… and {hidden} more change(s)");
+        }
+        let _ = write!(
+            out,
+            "<h4><code>{}</code> {}</h4><pre class=\"diff\">{}</pre>",
+            escape(field),
+            kind.as_str(),
+            escape(&shown)
+        );
+    }
+    let hidden =
+        |name: &str, value: &str| format!("<input type=\"hidden\" name=\"{name}\" value=\"{}\">", escape(value));
+    let fields = [
+        hidden("csrf", csrf),
+        hidden("upstream", &proposed.upstream),
+        hidden("tool", &proposed.tool),
+        hidden("fingerprint", &proposed.fingerprint.whole),
+    ]
+    .concat();
+    let _ = write!(
+        out,
+        "<div class=\"actions\"><form method=\"post\" action=\"/console/pins/approve\">{fields}<button type=\"submit\" \
+         class=\"approve\">Pin this definition</button></form><form method=\"post\" action=\"/console/pins/reject\">\
+         {fields}<button type=\"submit\" class=\"deny\">Reject</button></form></div></article>"
+    );
+}
+
+fn pinned_table(out: &mut String, pinned: &[PinnedTool]) {
+    out.push_str(
+        "<div class=\"table-wrap\"><table><caption>By upstream, then tool</caption><thead><tr><th scope=\"col\">\
+         Upstream</th><th scope=\"col\">Tool</th>",
+    );
+    for (_, heading) in HINTS {
+        let _ = write!(out, "<th scope=\"col\">{heading}</th>");
+    }
+    out.push_str("<th scope=\"col\">Fingerprint</th><th scope=\"col\">Approved</th></tr></thead><tbody>");
+    for pin in pinned {
+        let snapshot = &pin.snapshot;
+        let _ =
+            write!(out, "<tr><td>{}</td><td><code>{}</code></td>", escape(&snapshot.upstream), escape(&snapshot.tool));
+        for (key, _) in HINTS {
+            let _ = write!(out, "<td>{}</td>", escape(&hint_cell(&snapshot.effective_hints, key)));
+        }
+        let _ = write!(
+            out,
+            "<td><code title=\"{full}\">{short}</code></td><td>{at} by {by}</td></tr>",
+            full = escape(&snapshot.fingerprint.whole),
+            short = escape(short(&snapshot.fingerprint.whole)),
+            at = escape(&pin.approved_at),
+            by = escape(&pin.approved_by),
+        );
+    }
+    out.push_str("</tbody></table></div>");
+}
+
+/// `yes (declared)`, `no (inferred)`, ... from the stored effective hints; `?` when the row lacks the hint.
+fn hint_cell(effective: &Value, key: &str) -> String {
+    let hint = effective.get(key);
+    let value = hint.and_then(|hint| hint.get("value")).and_then(Value::as_bool);
+    let source = hint.and_then(|hint| hint.get("source")).and_then(Value::as_str);
+    match (value, source) {
+        (Some(value), Some(source)) => format!("{} ({source})", if value { "yes" } else { "no" }),
+        (Some(value), None) => (if value { "yes" } else { "no" }).to_owned(),
+        _ => "?".to_owned(),
+    }
+}
+
+/// `sha256:` and the first 12 hex digits.
+fn short(fingerprint: &str) -> &str {
+    let end = fingerprint.char_indices().nth("sha256:".len() + 12).map_or(fingerprint.len(), |(index, _)| index);
+    &fingerprint[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn hint_cells_say_value_and_source() {
+        let effective =
+            json!({"readOnlyHint": {"value": true, "source": "declared"}, "openWorldHint": {"value": false}});
+        assert_eq!(hint_cell(&effective, "readOnlyHint"), "yes (declared)");
+        assert_eq!(hint_cell(&effective, "openWorldHint"), "no");
+        assert_eq!(hint_cell(&effective, "destructiveHint"), "?");
+    }
+
+    #[test]
+    fn short_fingerprints() {
+        assert_eq!(short("sha256:0123456789abcdef0123"), "sha256:0123456789ab");
+        assert_eq!(short("sha256:01"), "sha256:01");
+    }
+}
