@@ -143,3 +143,23 @@ fn path_with_first(dir: &Path) -> String {
         .unwrap_or_else(|_| OsString::from(dir));
     joined.to_string_lossy().into_owned()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `MISBEHAVE_MODES` repeats the fixture's `--mode` choices so a typo fails with the list instead of a crashed
+    /// fake; this keeps the two lists equal.
+    #[test]
+    fn misbehave_modes_match_the_fixture_choices() {
+        let script = std::fs::read_to_string(fixtures_dir().join("misbehave.py")).expect("misbehave.py is readable");
+        let start = script.find("choices=[").expect("misbehave.py declares its --mode choices") + "choices=[".len();
+        let end = start + script[start..].find(']').expect("the choices list ends");
+        let choices: Vec<&str> = script[start..end]
+            .split(',')
+            .map(|choice| choice.trim().trim_matches('"'))
+            .filter(|choice| !choice.is_empty())
+            .collect();
+        assert_eq!(choices, MISBEHAVE_MODES);
+    }
+}
