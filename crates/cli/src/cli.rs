@@ -276,7 +276,13 @@ pub(crate) enum PinsAction {
         by: Option<String>,
     },
     /// Drop the quarantined definition of a tool; the pin stays as it was.
-    Reject(PinToolArgs),
+    Reject {
+        #[command(flatten)]
+        tool: PinToolArgs,
+        /// Who rejects (default: $USER).
+        #[arg(long, value_name = "NAME")]
+        by: Option<String>,
+    },
 }
 
 #[derive(Debug, Args)]

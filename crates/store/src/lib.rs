@@ -10,6 +10,8 @@
 //!   field-by-field diff until approved or rejected.
 //! - [`ApprovalStore`]: confirmations waiting for a person, decided from another process (`toolgate approvals
 //!   approve ID`), used at most once, only for the tool fingerprint and arguments they were granted for.
+//! - [`Store::record_pin_decision`] / [`Store::record_approval_decision`]: a person's decisions as audit rows;
+//!   [`Store::activity`]: calls by verdict per minute or hour, for the console's chart.
 //!
 //! The backend is the crate-private `Backend` enum; every SQL statement sits behind a `let Backend::Sqlite(..)`,
 //! so adding a PostgreSQL variant makes the compiler list each place that needs its statement. Nothing here
@@ -35,8 +37,10 @@
 //! # }
 //! ```
 
+mod activity;
 mod approvals;
 mod audit;
+mod decisions;
 mod error;
 mod migrations;
 mod pins;
@@ -49,6 +53,7 @@ use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 
+pub use activity::{Activity, ActivityBucket, ActivitySpan, ActivityVerdict};
 pub use approvals::{
     ApprovalDecision, ApprovalId, ApprovalRecord, ApprovalState, ApprovalStore, ApprovalWait, ConsumeRefusal,
     PendingApproval,
@@ -59,6 +64,7 @@ pub use audit::{
     ArgumentRedaction, AuditEntry, AuditFilter, AuditKind, AuditReceipt, AuditRow, AuditStats, AuditWriter, Caller,
     ChainBreak, ChainBreakKind, ChainReport, verdict_name,
 };
+pub use decisions::{PIN_DECISION_KIND, PinDecision};
 pub use error::{AuditQueueError, StoreError};
 pub use pins::{PendingPinChange, PinObservation, PinStore, PinnedTool, ToolSnapshot};
 pub use time::{format_rfc3339, parse_rfc3339};

@@ -14,8 +14,6 @@ use toolgate_store::{ApprovalDecision, ApprovalId, ApprovalRecord, AuditFilter, 
 use crate::session::{COOKIE as COOKIE_NAME, LoginError, SESSION_LIFETIME, Session, same_secret};
 use crate::{Console, checks, form, html};
 
-/// Who the console records as having decided.
-pub(crate) const DECIDED_BY: &str = "console";
 /// Audit rows shown when the page does not say.
 const DEFAULT_ROWS: u32 = 100;
 /// Most audit rows one page shows.
@@ -146,18 +144,24 @@ impl IntoResponse for PostRefusal {
     }
 }
 
-/// The session id and form fields of a POST whose form carries the session's CSRF token.
-pub(crate) fn checked_post(
-    console: &Console,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Result<(String, Vec<(String, String)>), PostRefusal> {
+/// A POST whose form carries its session's CSRF token.
+pub(crate) struct CheckedPost {
+    /// The session's id (the cookie's value).
+    pub(crate) id: String,
+    /// The session: who decides.
+    pub(crate) session: Session,
+    /// The form's fields.
+    pub(crate) fields: Vec<(String, String)>,
+}
+
+/// The session and form fields of a POST whose form carries the session's CSRF token.
+pub(crate) fn checked_post(console: &Console, headers: &HeaderMap, body: &[u8]) -> Result<CheckedPost, PostRefusal> {
     let Some((id, session)) = session(console, headers) else {
         return Err(PostRefusal::NotLoggedIn);
     };
     let fields = form::parse(std::str::from_utf8(body).unwrap_or_default());
     match form::field(&fields, "csrf") {
-        Some(token) if same_secret(token, &session.csrf) => Ok((id, fields)),
+        Some(token) if same_secret(token, &session.csrf) => Ok(CheckedPost { id, session, fields }),
         _ => Err(PostRefusal::Csrf),
     }
 }
@@ -165,8 +169,8 @@ pub(crate) fn checked_post(
 /// `POST /console/logout`.
 pub(crate) async fn logout(State(console): State<Console>, headers: HeaderMap, body: Bytes) -> Response {
     match checked_post(&console, &headers, &body) {
-        Ok((id, _)) => {
-            console.sessions.remove(&id);
+        Ok(post) => {
+            console.sessions.remove(&post.id);
             let mut response = Html(html::message("Logged out", "The console session ended.", false)).into_response();
             let expired = format!("{COOKIE_NAME}=; Path=/console; HttpOnly; SameSite=Strict; Max-Age=0");
             if let Ok(value) = HeaderValue::from_str(&expired) {
@@ -231,19 +235,32 @@ pub(crate) async fn decide(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if let Err(refusal) = checked_post(&console, &headers, &body) {
-        return refusal.into_response();
-    }
+    let post = match checked_post(&console, &headers, &body) {
+        Ok(post) => post,
+        Err(refusal) => return refusal.into_response(),
+    };
+    let decided_by = post.session.identity.as_str();
     let decision = match decision.as_str() {
         "approve" => ApprovalDecision::Approve,
         "deny" => ApprovalDecision::Deny,
         _ => return StatusCode::NOT_FOUND.into_response(),
     };
     let id = ApprovalId::from_text(&id);
-    match console.store.approvals().decide(&id, decision, DECIDED_BY).await {
+    match console.store.approvals().decide(&id, decision, decided_by).await {
         Ok(()) => {
-            tracing::info!(approval = %id, ?decision, "approval decided in the console");
-            see_other("/console")
+            tracing::info!(approval = %id, ?decision, decided_by, "approval decided in the console");
+            // The decision stands whatever happens next; its audit row says who made it.
+            let recorded = match console.store.approvals().get(&id).await {
+                Ok(Some(record)) => {
+                    console.store.record_approval_decision(&record.approval, decision, decided_by).await.map(|_| ())
+                }
+                Ok(None) => Ok(()),
+                Err(error) => Err(error),
+            };
+            match recorded {
+                Ok(()) => see_other("/console"),
+                Err(error) => store_failure(&error),
+            }
         }
         Err(StoreError::NotFound(_)) => {
             (StatusCode::NOT_FOUND, Html(html::message("Not found", "No such approval.", true))).into_response()

@@ -27,6 +27,7 @@ pub(crate) enum Page {
     Pending,
     Tools,
     Audit,
+    Activity,
     Other,
 }
 
@@ -36,11 +37,12 @@ pub(crate) fn layout(title: &str, page: Page, csrf: Option<&str>, body: &str) ->
     let nav = match csrf {
         Some(csrf) => format!(
             "<nav aria-label=\"Console\"><a href=\"/console\"{}>Pending approvals</a><a href=\"/console/tools\"{}>Tools</a>\
-             <a href=\"/console/audit\"{}>Audit log</a></nav><form method=\"post\" action=\"/console/logout\"><input type=\"hidden\" name=\"csrf\" \
+             <a href=\"/console/audit\"{}>Audit log</a><a href=\"/console/activity\"{}>Activity</a></nav><form method=\"post\" action=\"/console/logout\"><input type=\"hidden\" name=\"csrf\" \
              value=\"{}\"><button type=\"submit\">Log out</button></form>",
             current(Page::Pending),
             current(Page::Tools),
             current(Page::Audit),
+            current(Page::Activity),
             escape(csrf)
         ),
         None => String::new(),
@@ -141,13 +143,14 @@ pub(crate) fn audit_page(rows: &[AuditRow], report: &ChainReport, tool: &str, li
             "<div class=\"table-wrap\"><table><caption>Most recent last</caption><thead><tr><th scope=\"col\">#</th>\
              <th scope=\"col\">Time</th><th scope=\"col\">Kind</th><th scope=\"col\">Upstream</th><th scope=\"col\">\
              Tool</th><th scope=\"col\">Verdict</th><th scope=\"col\">Outcome</th><th scope=\"col\">Approval</th>\
-             </tr></thead><tbody>",
+             <th scope=\"col\">Caller</th></tr></thead><tbody>",
         );
         for row in rows {
             let cell = |value: &Option<String>| escape(value.as_deref().unwrap_or(""));
             let _ = write!(
                 body,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+                 </tr>",
                 row.seq,
                 escape(&row.time),
                 escape(&row.kind),
@@ -156,6 +159,7 @@ pub(crate) fn audit_page(rows: &[AuditRow], report: &ChainReport, tool: &str, li
                 cell(&row.verdict),
                 cell(&row.outcome),
                 cell(&row.approval_id),
+                escape(row.caller.as_ref().and_then(|caller| caller["identity"].as_str()).unwrap_or("")),
             );
         }
         body.push_str("</tbody></table></div>");

@@ -6,6 +6,8 @@
 //! - `/console/tools`: pinned tools with their effective hints, and changed definitions in quarantine with a
 //!   field-by-field diff and pin / reject buttons bound to the fingerprint shown.
 //! - `/console/audit`: the last rows of the audit log, filtered by tool, with the hash chain's verification.
+//! - `/console/activity`: calls by verdict per minute (last hour) or per hour (last day), as an inline SVG chart
+//!   with a table of the same numbers.
 //!
 //! Security, in the order a request meets it:
 //! 1. `Host` (always) and `Origin` (when present) must be loopback or configured ([`checks`]), else 403.
@@ -17,6 +19,7 @@
 //! `Referrer-Policy: no-referrer` (the login URL holds a secret). The crate depends on the store and the core only;
 //! it never talks to the proxy (approvals are decided in the store, where the waiting call polls for them).
 
+mod activity;
 mod checks;
 mod form;
 mod handlers;
@@ -76,6 +79,7 @@ pub fn router(store: Store, config: ConsoleConfig) -> Router {
         .route("/console/tools", get(tools::tools_page))
         .route("/console/pins/{decision}", post(tools::decide_pin))
         .route("/console/audit", get(handlers::audit_page))
+        .route("/console/activity", get(activity::activity_page))
         .route("/console/api/pending", get(handlers::pending_json))
         .route("/console/fragment/pending", get(handlers::pending_fragment))
         .route("/console/approvals/{id}/{decision}", post(handlers::decide))

@@ -9,6 +9,8 @@ use sha2::{Digest as _, Sha256};
 
 /// The session cookie's name.
 pub(crate) const COOKIE: &str = "toolgate_console";
+/// Who a session opened with the one-time link decides as.
+pub(crate) const LINK_IDENTITY: &str = "console";
 /// How long a session lasts after login.
 pub(crate) const SESSION_LIFETIME: Duration = Duration::from_secs(12 * 60 * 60);
 /// Most sessions kept at once (the oldest goes first).
@@ -40,6 +42,8 @@ pub(crate) fn same_secret(left: &str, right: &str) -> bool {
 pub(crate) struct Session {
     /// The token every POST of this session must carry.
     pub(crate) csrf: String,
+    /// Who is logged in, as decisions record it (`console` for the one-time link).
+    pub(crate) identity: String,
     expires: Instant,
 }
 
@@ -86,9 +90,14 @@ impl Sessions {
         if !matches {
             return Err(LoginError::Refused);
         }
+        inner.login = None;
+        Sessions::open(&mut inner, LINK_IDENTITY)
+    }
+
+    /// A new session for `identity` in `inner`; returns its id.
+    fn open(inner: &mut Inner, identity: &str) -> Result<String, LoginError> {
         let id = random_token().map_err(LoginError::Random)?;
         let csrf = random_token().map_err(LoginError::Random)?;
-        inner.login = None;
         let now = Instant::now();
         inner.live.retain(|_, session| session.expires > now);
         if inner.live.len() >= MAX_SESSIONS
@@ -96,7 +105,9 @@ impl Sessions {
         {
             inner.live.remove(&oldest);
         }
-        inner.live.insert(digest(&id), Session { csrf, expires: now + SESSION_LIFETIME });
+        inner
+            .live
+            .insert(digest(&id), Session { csrf, identity: identity.to_owned(), expires: now + SESSION_LIFETIME });
         Ok(id)
     }
 

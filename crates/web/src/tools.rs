@@ -13,9 +13,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use serde_json::Value;
 use toolgate_core::definition_diff::field_diff;
-use toolgate_store::{PendingPinChange, PinnedTool, StoreError};
+use toolgate_store::{PendingPinChange, PinDecision, PinnedTool, StoreError};
 
-use crate::handlers::{DECIDED_BY, checked_post, see_other, session, store_failure, unauthorized};
+use crate::handlers::{checked_post, see_other, session, store_failure, unauthorized};
 use crate::html::{Page, escape, layout, message};
 use crate::{Console, form};
 
@@ -50,12 +50,13 @@ pub(crate) async fn decide_pin(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let fields = match checked_post(&console, &headers, &body) {
-        Ok((_, fields)) => fields,
+    let post = match checked_post(&console, &headers, &body) {
+        Ok(post) => post,
         Err(refusal) => return refusal.into_response(),
     };
+    let (fields, decided_by) = (&post.fields, post.session.identity.as_str());
     let (Some(upstream), Some(tool), Some(fingerprint)) =
-        (form::field(&fields, "upstream"), form::field(&fields, "tool"), form::field(&fields, "fingerprint"))
+        (form::field(fields, "upstream"), form::field(fields, "tool"), form::field(fields, "fingerprint"))
     else {
         let page = message("Bad request", "The form needs upstream, tool and fingerprint.", true);
         return (StatusCode::BAD_REQUEST, Html(page)).into_response();
@@ -73,15 +74,20 @@ pub(crate) async fn decide_pin(
         let text = "The definition changed again after this page was shown; review the new diff.";
         return (StatusCode::CONFLICT, Html(message("Changed again", text, true))).into_response();
     }
-    let result = match decision.as_str() {
-        "approve" => pins.approve_pending(upstream, tool, fingerprint, DECIDED_BY).await.map(|_| ()),
-        "reject" => pins.reject_pending(upstream, tool).await.map(|_| ()),
+    let (result, recorded) = match decision.as_str() {
+        "approve" => {
+            (pins.approve_pending(upstream, tool, fingerprint, decided_by).await.map(|_| ()), PinDecision::Approved)
+        }
+        "reject" => (pins.reject_pending(upstream, tool).await.map(|_| ()), PinDecision::Rejected),
         _ => return StatusCode::NOT_FOUND.into_response(),
     };
     match result {
         Ok(()) => {
-            tracing::info!(upstream, tool, fingerprint, decision, "tool definition decided in the console");
-            see_other("/console/tools")
+            tracing::info!(upstream, tool, fingerprint, decision, decided_by, "tool definition decided in the console");
+            match console.store.record_pin_decision(upstream, tool, fingerprint, recorded, decided_by).await {
+                Ok(_) => see_other("/console/tools"),
+                Err(error) => store_failure(&error),
+            }
         }
         Err(StoreError::NotFound(_)) => {
             let text = "The definition was decided or changed while this request ran; review the page again.";

@@ -215,6 +215,21 @@ async fn the_form_approves_and_denies_in_the_store() -> TestResult {
     .await?;
     assert_eq!(reply.status, 409);
     assert_eq!(state(&console.store, &approve).await?, ApprovalState::Approved);
+    // Each decision is an audit row naming who decided; the refused second try is not.
+    let rows = console.store.query_audit(&toolgate_store::AuditFilter::default()).await?;
+    let decided: Vec<_> = rows
+        .iter()
+        .map(|row| (row.kind.as_str(), row.approval_id.clone(), row.outcome.as_deref(), row.caller.clone()))
+        .collect();
+    let by_console = Some(json!({"identity": "console"}));
+    assert_eq!(
+        decided,
+        [
+            ("confirmation", Some(approve.to_string()), Some("approved"), by_console.clone()),
+            ("confirmation", Some(deny.to_string()), Some("denied"), by_console)
+        ]
+    );
+    assert!(console.store.verify_audit().await?.is_intact());
     let json = request(console.address, "GET", "/console/api/pending", &[cookie], "").await?;
     assert_eq!(json.status, 200);
     let value: serde_json::Value = serde_json::from_str(&json.body)?;
@@ -408,6 +423,15 @@ async fn the_tools_page_shows_the_rug_pull_and_pins_only_the_fingerprint_seen() 
         (changed.fingerprint.whole.as_str(), "console")
     );
     assert!(console.store.pins().list_pending().await?.is_empty());
+    let rows = console.store.query_audit(&toolgate_store::AuditFilter::default()).await?;
+    let [row] = rows.as_slice() else { return Err(format!("one audit row, for the approval: {rows:#?}").into()) };
+    assert_eq!((row.kind.as_str(), row.outcome.as_deref()), ("pin", Some("approved")));
+    assert_eq!((row.upstream.as_deref(), row.tool.as_deref()), (Some("files"), Some("delete_file")));
+    let detail = row.detail.clone().unwrap_or_default();
+    assert_eq!(
+        (detail["fingerprint"].as_str(), detail["decided_by"].as_str()),
+        (Some(changed.fingerprint.whole.as_str()), Some("console"))
+    );
     // Deciding again finds nothing to decide.
     let again = post_pin(&console, &cookie, "approve", &form(&changed.fingerprint.whole)).await?;
     assert_eq!(again.status, 404);
@@ -432,5 +456,64 @@ async fn rejecting_a_changed_definition_keeps_the_pin() -> TestResult {
     assert!(console.store.pins().list_pending().await?.is_empty());
     let pin = console.store.pins().get("files", "delete_file").await?.ok_or("pin gone")?;
     assert_eq!(pin.snapshot.fingerprint.whole, original.fingerprint.whole);
+    let rows = console.store.query_audit(&toolgate_store::AuditFilter::default()).await?;
+    let outcomes: Vec<_> = rows.iter().map(|row| (row.kind.as_str(), row.outcome.as_deref())).collect();
+    assert_eq!(outcomes, [("pin", Some("rejected"))], "only the reject is a decision");
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_activity_page_charts_calls_by_verdict() -> TestResult {
+    use toolgate_core::decision::Verdict;
+    use toolgate_store::{AuditEntry, AuditKind};
+    let console = start().await?;
+    let cookie = login(&console).await?;
+    let empty = request(console.address, "GET", "/console/activity", std::slice::from_ref(&cookie), "").await?;
+    assert_eq!(empty.status, 200);
+    assert!(empty.body.contains("No tool calls in this period."), "{}", empty.body);
+    // Calls a few seconds ago: they fall in the current minute and hour whatever the clock says.
+    let now = SystemTime::now();
+    let audit = console.store.audit();
+    for (kind, verdict, id) in [
+        (AuditKind::Call, Verdict::Allow, 1),
+        (AuditKind::Call, Verdict::Allow, 2),
+        (AuditKind::Decision, Verdict::Deny, 3),
+        (AuditKind::Decision, Verdict::Hide, 4),
+        (AuditKind::Decision, Verdict::Confirm, 5),
+    ] {
+        let entry = AuditEntry {
+            time: Some(now),
+            session: Some("s1".into()),
+            tool: Some("delete_file".into()),
+            verdict: Some(verdict),
+            args: Some(json!({"id": id})),
+            ..AuditEntry::new(kind)
+        };
+        audit.record_durable(entry).await?;
+    }
+    for span in ["hour", "day"] {
+        let page = request(
+            console.address,
+            "GET",
+            &format!("/console/activity?span={span}"),
+            std::slice::from_ref(&cookie),
+            "",
+        )
+        .await?;
+        assert_eq!(page.status, 200);
+        let body = &page.body;
+        assert!(body.contains("role=\"img\"") && body.contains("<desc id=\"chart-desc\">5 calls"), "{body}");
+        assert!(body.contains("2 allowed, 1 confirm, refused, 1 denied, 1 hidden"), "{body}");
+        for (verdict, count) in
+            [("allow", 2), ("confirm-refused", 1), ("deny", 1), ("hidden", 1), ("confirm-approved", 0)]
+        {
+            assert!(
+                body.contains(&format!("<td data-verdict=\"{verdict}\">{count}</td>")),
+                "{verdict} {count}: {body}"
+            );
+        }
+        assert!(body.contains("class=\"v-allow\""), "bars coloured by class: {body}");
+        assert!(!body.contains("style="), "no inline style: {body}");
+    }
     Ok(())
 }

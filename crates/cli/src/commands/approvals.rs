@@ -58,6 +58,10 @@ async fn decide(store: &Store, args: DecideArgs, decision: ApprovalDecision) -> 
     }
     let record = approvals.get(&id).await?.with_context(|| format!("approval {id} vanished after the decision"))?;
     let approval = &record.approval;
+    store
+        .record_approval_decision(approval, decision, &by)
+        .await
+        .with_context(|| format!("approval {id} is {verb}, but its audit row could not be written"))?;
     let mut stdout = std::io::stdout().lock();
     writeln!(
         stdout,

@@ -3,7 +3,8 @@
 //!
 //! `diff` shows each changed field with its old and new value (schemas as a compact path-by-path JSON diff) and the
 //! fingerprint to approve; `approve` pins only that fingerprint, so a definition that changed again while the
-//! person read the diff is never approved by accident. Nothing here talks to an upstream.
+//! person read the diff is never approved by accident. Each approval or rejection is an audit row (kind `pin`,
+//! with the fingerprint and who decided). Nothing here talks to an upstream.
 
 use std::fmt::Write as _;
 use std::io::Write;
@@ -11,7 +12,7 @@ use std::io::Write;
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use toolgate_core::definition_diff::field_diff;
-use toolgate_store::{PendingPinChange, Store, StoreError};
+use toolgate_store::{PendingPinChange, PinDecision, Store, StoreError};
 
 use crate::Outcome;
 use crate::cli::{PinToolArgs, PinsAction, PinsArgs};
@@ -27,7 +28,7 @@ pub(crate) async fn run(args: PinsArgs) -> Result<Outcome> {
         PinsAction::List { json } => list(&store, json).await,
         PinsAction::Diff(tool) => diff(&store, &tool).await,
         PinsAction::Approve { tool, fingerprint, by } => approve(&store, &tool, fingerprint, decider(by)).await,
-        PinsAction::Reject(tool) => reject(&store, &tool).await,
+        PinsAction::Reject { tool, by } => reject(&store, &tool, decider(by)).await,
     };
     store.close().await?;
     let mut stdout = std::io::stdout().lock();
@@ -132,18 +133,27 @@ async fn approve(store: &Store, tool: &PinToolArgs, fingerprint: Option<String>,
         ),
         Err(error) => return Err(error.into()),
     };
+    store
+        .record_pin_decision(&tool.upstream, &tool.tool, &wanted, PinDecision::Approved, &by)
+        .await
+        .context("the definition is pinned, but its audit row could not be written")?;
     Ok(format!(
         "pinned {}/{} at {} (approved by {})\n",
         tool.upstream, tool.tool, pinned.snapshot.fingerprint.whole, pinned.approved_by
     ))
 }
 
-async fn reject(store: &Store, tool: &PinToolArgs) -> Result<String> {
+async fn reject(store: &Store, tool: &PinToolArgs, by: String) -> Result<String> {
     let dropped = match store.pins().reject_pending(&tool.upstream, &tool.tool).await {
         Ok(dropped) => dropped,
         Err(StoreError::NotFound(_)) => bail!("{}/{} has no definition in quarantine", tool.upstream, tool.tool),
         Err(error) => return Err(error.into()),
     };
+    let fingerprint = &dropped.proposed.fingerprint.whole;
+    store
+        .record_pin_decision(&tool.upstream, &tool.tool, fingerprint, PinDecision::Rejected, &by)
+        .await
+        .context("the definition is rejected, but its audit row could not be written")?;
     Ok(format!(
         "rejected {} for {}/{}; the pin stays at {}\n",
         dropped.proposed.fingerprint.whole, tool.upstream, tool.tool, dropped.pinned_fingerprint

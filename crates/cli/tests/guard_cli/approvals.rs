@@ -74,6 +74,11 @@ async fn deny_records_who_and_bad_ids_say_why() {
             .await;
     assert_eq!(deny.code, Some(0), "{deny:?}");
     assert_eq!(waiter.await.expect("waiter").expect("wait"), ApprovalWait::Denied { by: "alice".into() });
+    let audit = toolgate_async(&["audit", "--json", "--state-dir", dir(&directory)]).await;
+    let row: serde_json::Value = serde_json::from_str(audit.stdout.trim()).expect("one JSON row");
+    assert_eq!((row["kind"].as_str(), row["outcome"].as_str()), (Some("confirmation"), Some("denied")), "{row}");
+    assert_eq!(row["approval_id"], request.id.as_str());
+    assert_eq!(row["detail"]["decided_by"], "alice");
 
     let unknown = toolgate_async(&["approvals", "approve", "nope", "--state-dir", dir(&directory)]).await;
     assert_eq!(unknown.code, Some(2), "{unknown:?}");

@@ -77,6 +77,18 @@ async fn diff_then_approve_the_fingerprint_seen() {
     let pin = pins.get("files", "delete_file").await.expect("get").expect("pinned");
     assert_eq!((pin.snapshot.fingerprint.whole.as_str(), pin.approved_by.as_str()), (new_fingerprint, "alice"));
 
+    // The decision is an audit row `toolgate audit` shows, and the chain still verifies.
+    let audit = toolgate_async(&["audit", "--json", "--state-dir", dir(&directory)]).await;
+    let rows: Vec<Value> = audit.stdout.lines().map(|line| serde_json::from_str(line).expect("JSON line")).collect();
+    let [row] = rows.as_slice() else { panic!("one audit row: {}", audit.stdout) };
+    assert_eq!((row["kind"].as_str(), row["outcome"].as_str()), (Some("pin"), Some("approved")), "{row}");
+    assert_eq!((row["upstream"].as_str(), row["tool"].as_str()), (Some("files"), Some("delete_file")), "{row}");
+    assert_eq!(row["detail"], json!({"fingerprint": new_fingerprint, "decision": "approved", "decided_by": "alice"}));
+    let table = toolgate_async(&["audit", "--state-dir", dir(&directory)]).await;
+    assert!(table.stdout.contains("pin") && table.stdout.contains("approved"), "{}", table.stdout);
+    let verify = toolgate_async(&["audit", "verify", "--state-dir", dir(&directory)]).await;
+    assert_eq!(verify.code, Some(0), "{verify:?}");
+
     let nothing = toolgate_async(&["pins", "diff", "files", "delete_file", "--state-dir", dir(&directory)]).await;
     assert_eq!(nothing.code, Some(2), "{nothing:?}");
     assert!(nothing.stderr.contains("has no definition in quarantine"), "{}", nothing.stderr);
@@ -99,5 +111,10 @@ async fn reject_keeps_the_pin() {
     let listed: Value = serde_json::from_str(&json_list.stdout).expect("JSON");
     assert_eq!(listed["pins"][0]["fingerprint"]["whole"], original.fingerprint.whole.as_str());
     assert_eq!(listed["pending"], json!([]));
+    let audit = toolgate_async(&["audit", "--json", "--state-dir", dir(&directory)]).await;
+    let row: Value = serde_json::from_str(audit.stdout.trim()).expect("one JSON row");
+    assert_eq!((row["kind"].as_str(), row["outcome"].as_str()), (Some("pin"), Some("rejected")), "{row}");
+    assert_eq!(row["detail"]["fingerprint"], changed.fingerprint.whole.as_str());
+    assert_eq!(row["caller"]["identity"], "tester", "$USER decides by default");
     store.close().await.expect("close");
 }
