@@ -30,7 +30,10 @@ const SECURITY_HEADERS: [(&str, &str); 6] = [
     ),
     ("x-frame-options", "DENY"),
     ("x-content-type-options", "nosniff"),
-    ("referrer-policy", "no-referrer"),
+    // Not `no-referrer`: under it a browser sends `Origin: null` with the console's own form posts, which the
+    // Origin check must refuse (sandboxed frames send it too). `same-origin` keeps every URL, the login link's
+    // included, from leaving the console's origin, and lets same-origin posts carry their real Origin.
+    ("referrer-policy", "same-origin"),
     ("cache-control", "no-store"),
     ("cross-origin-opener-policy", "same-origin"),
 ];

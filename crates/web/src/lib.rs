@@ -16,7 +16,7 @@
 //! 3. Every POST carries the session's CSRF token in a hidden form field, else 403. Nothing changes through GET.
 //!
 //! Responses carry a strict `Content-Security-Policy` (`'self'` only, no inline script), `no-store` caching and
-//! `Referrer-Policy: no-referrer` (the login URL holds a secret). The crate depends on the store and the core only;
+//! `Referrer-Policy: same-origin` (the login URL holds a secret). The crate depends on the store and the core only;
 //! it never talks to the proxy (approvals are decided in the store, where the waiting call polls for them).
 
 mod activity;

@@ -132,7 +132,7 @@ async fn login_sets_a_strict_http_only_cookie_once() -> TestResult {
     let cookie = reply.header("set-cookie").ok_or("no cookie")?;
     assert!(cookie.starts_with("toolgate_console="), "{cookie}");
     assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
-    assert_eq!(reply.header("referrer-policy"), Some("no-referrer"));
+    assert_eq!(reply.header("referrer-policy"), Some("same-origin"));
     // The link is single use.
     let again = request(console.address, "GET", &format!("/console/login?token={TOKEN}"), &[], "").await?;
     assert_eq!(again.status, 401);
