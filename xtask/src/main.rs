@@ -4,6 +4,7 @@
 //! - `eval`: scores inference on a labelled corpus next to the baseline verb map.
 //! - `lint-eval`: measures lint on a labelled corpus (flagged mis-declarations, false-alarm rate).
 //! - `test`: installs the real peers into `.cache/` and runs every test.
+//! - `screenshots`: runs the console's browser tests with screenshots on, into `docs/screenshots/`.
 //!
 //! xtask is the imperative shell around the project; it never ships in the `toolgate` binary.
 
@@ -12,6 +13,7 @@
 
 mod eval;
 mod lint_eval;
+mod screenshots;
 mod test_run;
 mod tidy;
 
@@ -26,6 +28,7 @@ fn main() -> Result<()> {
         "eval" => eval::run(&rest),
         "lint-eval" => lint_eval::run(&rest),
         "test" => test_run::run(&rest),
-        _ => bail!("usage: cargo xtask <tidy|eval|lint-eval|test> [options]"),
+        "screenshots" => screenshots::run(&rest),
+        _ => bail!("usage: cargo xtask <tidy|eval|lint-eval|test|screenshots> [options]"),
     }
 }

@@ -129,13 +129,13 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
 }
 
 /// The environment every test step gets on top of the inherited one.
-struct TestEnv {
+pub(crate) struct TestEnv {
     peers_dir: PathBuf,
     path: OsString,
 }
 
 impl TestEnv {
-    fn new(peers_dir: &Path) -> Result<TestEnv> {
+    pub(crate) fn new(peers_dir: &Path) -> Result<TestEnv> {
         let node_bin = node_bin_dir(peers_dir);
         let inherited = std::env::var_os("PATH").unwrap_or_default();
         let path = std::env::join_paths(std::iter::once(node_bin).chain(std::env::split_paths(&inherited)))
@@ -145,7 +145,7 @@ impl TestEnv {
 }
 
 /// Runs one step with inherited stdio; returns how long it took and whether it succeeded.
-fn run_command(name: &str, mut command: Command, root: &Path, env: &TestEnv) -> (Duration, bool) {
+pub(crate) fn run_command(name: &str, mut command: Command, root: &Path, env: &TestEnv) -> (Duration, bool) {
     eprintln!("\n==> {name}: {}", describe(&command));
     command.current_dir(root).env("TOOLGATE_PEERS_DIR", &env.peers_dir).env("PATH", &env.path);
     let started = Instant::now();
@@ -164,7 +164,7 @@ fn run_command(name: &str, mut command: Command, root: &Path, env: &TestEnv) -> 
 }
 
 /// Installs the pinned peers unless the stamp says exactly this list is already installed.
-fn install_peers(peers_dir: &Path) -> Result<()> {
+pub(crate) fn install_peers(peers_dir: &Path) -> Result<()> {
     let pins: PeerPins = toml::from_str(PEERS_TOML).context("crates/test-support/peers.toml is not valid")?;
     let stamp = peers_dir.join(STAMP_FILE);
     let installed = std::fs::read_to_string(&stamp).unwrap_or_default();
@@ -240,17 +240,17 @@ fn has_nextest(root: &Path) -> bool {
 }
 
 /// The cargo that runs this xtask, so steps use the same toolchain.
-fn cargo() -> OsString {
+pub(crate) fn cargo() -> OsString {
     std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"))
 }
 
-fn workspace_root() -> PathBuf {
+pub(crate) fn workspace_root() -> PathBuf {
     let xtask_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     xtask_dir.parent().unwrap_or(xtask_dir).to_path_buf()
 }
 
 /// `$TOOLGATE_PEERS_DIR` when set (made absolute), else `<repo>/.cache/peers`.
-fn peers_dir(root: &Path) -> Result<PathBuf> {
+pub(crate) fn peers_dir(root: &Path) -> Result<PathBuf> {
     match std::env::var_os("TOOLGATE_PEERS_DIR") {
         Some(dir) if !dir.is_empty() => {
             std::path::absolute(PathBuf::from(dir)).context("cannot make TOOLGATE_PEERS_DIR absolute")
