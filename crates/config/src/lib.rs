@@ -3,6 +3,8 @@
 //! - [`load_config`] / [`parse_config`]: read, parse, validate and lower a `gateway.toml` into the
 //!   [`GatewaySpec`] the runtime runs from. Every problem carries file, line and column ([`ConfigError`],
 //!   [`Problem`]); as many are reported at once as can be found.
+//! - [`load_config_with_console`]: the same, with the console's users ([`ConsoleSpec`]), which stay out of the
+//!   runtime's spec.
 //! - [`check_config`]: the same, returning a [`ConfigSummary`] of what would run (for `toolgate check-config`).
 //! - [`import_config`]: turns a Claude Desktop `claude_desktop_config.json` or a VS Code `mcp.json` into
 //!   toolgate TOML text that [`parse_config`] accepts.
@@ -29,6 +31,7 @@
 //! assert!(error.unwrap_err().to_string().starts_with("g.toml:3:1: upstream \"x\": unknown key `comand`"));
 //! ```
 
+mod console;
 mod error;
 mod guardrails;
 mod import;
@@ -45,6 +48,7 @@ mod tests;
 
 use std::path::Path;
 
+pub use console::{ConsoleSpec, ConsoleUserSpec};
 pub use error::{ConfigError, Problem};
 pub use lower::{DEFAULT_BIND, DEFAULT_HTTP_PATH, DEFAULT_STDIO_IDENTITY};
 pub use summary::{CallerSummary, ConfigSummary, ListenerSummary, PolicySummary, Transport, UpstreamSummary};
@@ -73,6 +77,21 @@ pub fn parse_config_with_env(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<GatewaySpec, ConfigError> {
     lower_text(text, origin, env).map(|(lowered, _)| lowered.spec)
+}
+
+/// [`load_config`], and the console's users (`[[console.user]]`), which the relay never sees.
+pub fn load_config_with_console(path: &Path) -> Result<(GatewaySpec, ConsoleSpec), ConfigError> {
+    let text = read_text(path)?;
+    parse_config_with_console(&text, path, &|name| std::env::var(name).ok())
+}
+
+/// [`parse_config_with_env`], and the console's users.
+pub fn parse_config_with_console(
+    text: &str,
+    origin: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(GatewaySpec, ConsoleSpec), ConfigError> {
+    lower_text(text, origin, env).map(|(lowered, _)| (lowered.spec, lowered.console))
 }
 
 /// Loads the configuration at `path` and summarizes what would run, warnings included.

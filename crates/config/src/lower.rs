@@ -69,6 +69,8 @@ pub(crate) struct Lowered {
     pub(crate) spec: GatewaySpec,
     /// Per upstream, in spec order: the variable its bearer token came from.
     pub(crate) bearer_token_envs: Vec<Option<String>>,
+    /// Who may log in to the console with a token of their own.
+    pub(crate) console: crate::ConsoleSpec,
 }
 
 /// Lowers `raw`; the spec is `None` when any problem was recorded.
@@ -86,6 +88,7 @@ pub(crate) fn lower(raw: RawConfig, origin: &Path, cx: &mut Context<'_>) -> Opti
         raw.upstreams.into_iter().filter_map(|upstream| lower_upstream(upstream, prefix_by_default, cx)).collect();
     check_prefixes(&lowered, cx);
     let guardrails = guardrails::lower_guardrails(raw.guardrails, &raw_names, cx);
+    let console = crate::console::lower_console(raw.console, &guardrails.callers, cx);
     let (http, stdio) = lower_listeners(raw.listen, !guardrails.callers.is_empty(), cx);
     if http.is_none() && !guardrails.callers.is_empty() {
         let message = "[[caller]] tokens authenticate HTTP clients, but there is no `[listen.http]`; stdio clients \
@@ -99,7 +102,7 @@ pub(crate) fn lower(raw: RawConfig, origin: &Path, cx: &mut Context<'_>) -> Opti
     let bearer_token_envs = lowered.iter().map(|upstream| upstream.bearer_token_env.clone()).collect();
     let upstreams = lowered.into_iter().map(|upstream| upstream.spec).collect();
     let spec = GatewaySpec { upstreams, stdio, http, limits, guardrails, source: Some(origin.to_path_buf()) };
-    Some(Lowered { spec, bearer_token_envs })
+    Some(Lowered { spec, bearer_token_envs, console })
 }
 
 fn check_unique_names(raw: &RawConfig, cx: &mut Context<'_>) {

@@ -26,6 +26,8 @@ pub(crate) struct RawConfig {
     pub(crate) limits: Option<Spanned<RawLimits>>,
     /// `[policy]`, `[confirmation]`, `[pins]`, `[results]`, `[retries]`, `[audit]`, `[[caller]]`, `[selection]`.
     pub(crate) guardrails: RawGuardrails,
+    /// `[console]` with its `[[console.user]]` tables.
+    pub(crate) console: Option<Spanned<crate::console::RawConsole>>,
 }
 
 /// `[listen]`, whose two subtables are deserialized separately.
@@ -72,6 +74,7 @@ pub(crate) fn parse_document(text: &str, locator: &Locator<'_>, problems: &mut V
             "selection" => {
                 config.guardrails.selection = deserialize_section(value, "[selection]", locator, problems);
             }
+            "console" => config.console = deserialize_section(value, "[console]", locator, problems),
             other => {
                 config.upstream_key_seen |= UPSTREAM_TYPOS.contains(&other);
                 problems.push(locator.problem(key_offset, unknown_top_level_key(other)));

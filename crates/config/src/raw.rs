@@ -14,7 +14,7 @@ use toml::Spanned;
 use toolgate_core::trust::TrustLevel;
 
 /// The keys allowed at the top level, in documentation order.
-pub(crate) const TOP_LEVEL_KEYS: [&str; 11] = [
+pub(crate) const TOP_LEVEL_KEYS: [&str; 12] = [
     "upstream",
     "listen",
     "limits",
@@ -26,6 +26,7 @@ pub(crate) const TOP_LEVEL_KEYS: [&str; 11] = [
     "audit",
     "caller",
     "selection",
+    "console",
 ];
 
 /// Keys of `[[upstream]]` people put at the top level; they get a friendlier error than a plain typo.

@@ -81,7 +81,8 @@ pub(crate) fn session(console: &Console, headers: &HeaderMap) -> Option<(String,
 }
 
 pub(crate) fn unauthorized() -> Response {
-    let text = "Open the login link `toolgate serve` printed on its standard error.";
+    let text = "Open the login link `toolgate serve` printed on its standard error, or log in with your console \
+                token at /console/login.";
     (StatusCode::UNAUTHORIZED, Html(html::message("Not logged in", text, false))).into_response()
 }
 
@@ -96,35 +97,65 @@ pub(crate) fn store_failure(error: &StoreError) -> Response {
 }
 
 /// `GET /console/login?token=...`: exchanges the one-time token for a session cookie, then goes to the console.
+/// Without a token: the login form when users are configured (401 until logged in).
 pub(crate) async fn login(State(console): State<Console>, uri: Uri, headers: HeaderMap) -> Response {
     let query = form::parse(uri.query().unwrap_or_default());
     let Some(token) = form::field(&query, "token") else {
-        return if session(&console, &headers).is_some() { see_other("/console") } else { unauthorized() };
+        return if session(&console, &headers).is_some() {
+            see_other("/console")
+        } else if console.sessions.has_users() {
+            (StatusCode::UNAUTHORIZED, Html(html::login_page(None))).into_response()
+        } else {
+            unauthorized()
+        };
     };
+    // Only the one-time link logs in through a URL: a user's lasting token never goes into one.
     match console.sessions.login(token) {
-        Ok(id) => {
-            let cookie = format!(
-                "{COOKIE_NAME}={id}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={}",
-                SESSION_LIFETIME.as_secs()
-            );
-            let mut response = see_other("/console");
-            match HeaderValue::from_str(&cookie) {
-                Ok(value) => {
-                    response.headers_mut().insert(SET_COOKIE, value);
-                    response
-                }
-                Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
-            }
-        }
+        Ok(id) => logged_in(&id),
         Err(LoginError::Refused) => {
             let text = "This login link is wrong or was already used. Restart `toolgate serve` for a new one.";
             (StatusCode::UNAUTHORIZED, Html(html::message("Login refused", text, false))).into_response()
         }
-        Err(LoginError::Random(error)) => {
-            tracing::error!(%error, "console: no randomness for a session");
-            StatusCode::INTERNAL_SERVER_ERROR.into_response()
-        }
+        Err(LoginError::Random(error)) => no_randomness(&error),
     }
+}
+
+/// `POST /console/login` with a `token` field: a configured user's token (or the one-time link's), from the form.
+/// No CSRF field (there is no session yet); the Host/Origin rule has already refused other sites' forms.
+pub(crate) async fn login_form(State(console): State<Console>, body: Bytes) -> Response {
+    let fields = form::parse(std::str::from_utf8(&body).unwrap_or_default());
+    let token = form::field(&fields, "token").map(str::trim).unwrap_or_default();
+    let opened = match console.sessions.login(token) {
+        Err(LoginError::Refused) if !token.is_empty() => console.sessions.login_user(token),
+        other => other,
+    };
+    match opened {
+        Ok(id) => logged_in(&id),
+        Err(LoginError::Refused) => {
+            tracing::warn!("console: a login with an unknown token was refused");
+            (StatusCode::UNAUTHORIZED, Html(html::login_page(Some("That token opens nothing.")))).into_response()
+        }
+        Err(LoginError::Random(error)) => no_randomness(&error),
+    }
+}
+
+/// The answer to a successful login: the session cookie, then the pending approvals.
+fn logged_in(id: &str) -> Response {
+    let cookie =
+        format!("{COOKIE_NAME}={id}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={}", SESSION_LIFETIME.as_secs());
+    let mut response = see_other("/console");
+    match HeaderValue::from_str(&cookie) {
+        Ok(value) => {
+            response.headers_mut().insert(SET_COOKIE, value);
+            response
+        }
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}
+
+fn no_randomness(error: &std::io::Error) -> Response {
+    tracing::error!(%error, "console: no randomness for a session");
+    StatusCode::INTERNAL_SERVER_ERROR.into_response()
 }
 
 /// Why a POST was refused before its handler ran.

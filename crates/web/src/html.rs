@@ -63,6 +63,19 @@ pub(crate) fn message(title: &str, text: &str, logged_in: bool) -> String {
     layout(title, Page::Other, None, &format!("<h1>{}</h1><p>{}</p>{back}", escape(title), escape(text)))
 }
 
+/// The login form for configured users' tokens; `problem` says why the last attempt failed.
+pub(crate) fn login_page(problem: Option<&str>) -> String {
+    let problem =
+        problem.map(|text| format!("<p class=\"bad\" role=\"alert\">{}</p>", escape(text))).unwrap_or_default();
+    let body = format!(
+        "<h1>Log in</h1>{problem}<p>Paste your console token, or open the one-time link `toolgate serve` printed.</p>\
+         <form class=\"filter\" method=\"post\" action=\"/console/login\"><label for=\"token\">Console token\
+         <input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"current-password\" required></label>\
+         <button type=\"submit\">Log in</button></form>"
+    );
+    layout("Log in", Page::Other, None, &body)
+}
+
 /// The identity of the pending list: changes when an approval appears or goes.
 pub(crate) fn pending_version(pending: &[ApprovalRecord]) -> String {
     pending.iter().map(|record| record.approval.id.as_str()).collect::<Vec<_>>().join(",")

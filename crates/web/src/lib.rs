@@ -12,7 +12,8 @@
 //! Security, in the order a request meets it:
 //! 1. `Host` (always) and `Origin` (when present) must be loopback or configured ([`checks`]), else 403.
 //! 2. Login: the link printed at start (`/console/login?token=...`) is exchanged, once, for a random session in an
-//!    `HttpOnly; SameSite=Strict` cookie; without a session every page answers 401.
+//!    `HttpOnly; SameSite=Strict` cookie; a configured user's own token, posted by the login form, opens a session
+//!    that decides as `console:NAME`. Without a session every page answers 401.
 //! 3. Every POST carries the session's CSRF token in a hidden form field, else 403. Nothing changes through GET.
 //!
 //! Responses carry a strict `Content-Security-Policy` (`'self'` only, no inline script), `no-store` caching and
@@ -44,12 +45,35 @@ pub struct ConsoleConfig {
     pub allowed_hosts: Vec<String>,
     /// `Origin` values allowed besides loopback (`scheme://host[:port]`, `:*` for any port).
     pub allowed_origins: Vec<String>,
+    /// People who log in with a token of their own (the login form); their decisions record `console:NAME`.
+    pub users: Vec<ConsoleUser>,
+}
+
+/// A person who may log in with a token of their own.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ConsoleUser {
+    /// The name decisions record, as `console:NAME`.
+    pub name: String,
+    /// `sha256:<hex>` of the token (as `toolgate_core::fingerprint::digest_bytes` writes it); never the token.
+    pub token_sha256: String,
+}
+
+// Hand-written so a debug print never shows a token's hash.
+impl std::fmt::Debug for ConsoleUser {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConsoleUser").field("name", &self.name).finish_non_exhaustive()
+    }
 }
 
 impl ConsoleConfig {
-    /// A configuration with a fresh random login token and only loopback hosts and origins allowed.
+    /// A configuration with a fresh random login token, no users, and only loopback hosts and origins allowed.
     pub fn loopback() -> std::io::Result<ConsoleConfig> {
-        Ok(ConsoleConfig { login_token: random_token()?, allowed_hosts: Vec::new(), allowed_origins: Vec::new() })
+        Ok(ConsoleConfig {
+            login_token: random_token()?,
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            users: Vec::new(),
+        })
     }
 
     /// The path (with query) of the login link; prefix it with `http://host:port`.
@@ -69,12 +93,12 @@ pub(crate) struct Console {
 /// The console as an axum router with routes under `/console` and no fallback, so it can be merged with the MCP
 /// endpoint's router on the same listener.
 pub fn router(store: Store, config: ConsoleConfig) -> Router {
-    let console =
-        Console { store, sessions: Arc::new(session::Sessions::new(&config.login_token)), config: Arc::new(config) };
+    let sessions = session::Sessions::new(&config.login_token, &config.users);
+    let console = Console { store, sessions: Arc::new(sessions), config: Arc::new(config) };
     Router::new()
         .route("/console", get(handlers::pending_page))
         .route("/console/", get(handlers::pending_page))
-        .route("/console/login", get(handlers::login))
+        .route("/console/login", get(handlers::login).post(handlers::login_form))
         .route("/console/logout", post(handlers::logout))
         .route("/console/tools", get(tools::tools_page))
         .route("/console/pins/{decision}", post(tools::decide_pin))

@@ -6,6 +6,9 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use sha2::{Digest as _, Sha256};
+use toolgate_core::fingerprint::digest_bytes;
+
+use crate::ConsoleUser;
 
 /// The session cookie's name.
 pub(crate) const COOKIE: &str = "toolgate_console";
@@ -57,6 +60,8 @@ pub(crate) struct Sessions {
 struct Inner {
     /// The login token's digest; `None` once it has been exchanged.
     login: Option<[u8; 32]>,
+    /// Configured users: their identity (`console:NAME`) and token digest (`sha256:<hex>`).
+    users: Vec<(String, String)>,
     /// Sessions by the digest of their id.
     live: HashMap<[u8; 32], Session>,
 }
@@ -71,9 +76,30 @@ pub(crate) enum LoginError {
 }
 
 impl Sessions {
-    pub(crate) fn new(login_token: &str) -> Sessions {
+    pub(crate) fn new(login_token: &str, users: &[ConsoleUser]) -> Sessions {
         let login = (!login_token.is_empty()).then(|| digest(login_token));
-        Sessions { inner: Mutex::new(Inner { login, live: HashMap::new() }) }
+        let users = users.iter().map(|user| (format!("console:{}", user.name), user.token_sha256.clone())).collect();
+        Sessions { inner: Mutex::new(Inner { login, users, live: HashMap::new() }) }
+    }
+
+    /// Whether users are configured (the login form is offered).
+    pub(crate) fn has_users(&self) -> bool {
+        !self.lock().users.is_empty()
+    }
+
+    /// Opens a session for the user whose token this is; returns the session id. Every user's digest is compared
+    /// (in constant time each), so the time taken says nothing about which one matched.
+    pub(crate) fn login_user(&self, token: &str) -> Result<String, LoginError> {
+        let mut inner = self.lock();
+        let presented = digest_bytes(token.as_bytes());
+        let mut identity = None;
+        for (name, token_sha256) in &inner.users {
+            if same_secret(&presented, token_sha256) && identity.is_none() {
+                identity = Some(name.clone());
+            }
+        }
+        let Some(identity) = identity else { return Err(LoginError::Refused) };
+        Sessions::open(&mut inner, &identity)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -129,14 +155,31 @@ mod tests {
 
     #[test]
     fn login_token_is_single_use() -> Result<(), String> {
-        let sessions = Sessions::new("secret");
+        let sessions = Sessions::new("secret", &[]);
         assert!(matches!(sessions.login("wrong"), Err(LoginError::Refused)));
         let id = sessions.login("secret").map_err(|error| format!("{error:?}"))?;
         assert!(sessions.get(&id).is_some());
         assert!(matches!(sessions.login("secret"), Err(LoginError::Refused)));
         sessions.remove(&id);
         assert!(sessions.get(&id).is_none());
-        assert!(matches!(Sessions::new("").login(""), Err(LoginError::Refused)));
+        assert!(matches!(Sessions::new("", &[]).login(""), Err(LoginError::Refused)));
+        Ok(())
+    }
+
+    #[test]
+    fn users_log_in_with_their_own_token_as_often_as_they_like() -> Result<(), String> {
+        let alice = ConsoleUser { name: "alice".into(), token_sha256: digest_bytes(b"alice-token") };
+        let sessions = Sessions::new("link", &[alice]);
+        assert!(sessions.has_users());
+        assert!(matches!(sessions.login_user("link"), Err(LoginError::Refused)), "the link is not a user token");
+        assert!(matches!(sessions.login_user("alice"), Err(LoginError::Refused)));
+        for _ in 0..2 {
+            let id = sessions.login_user("alice-token").map_err(|error| format!("{error:?}"))?;
+            assert_eq!(sessions.get(&id).map(|session| session.identity), Some("console:alice".to_owned()));
+        }
+        let id = sessions.login("link").map_err(|error| format!("{error:?}"))?;
+        assert_eq!(sessions.get(&id).map(|session| session.identity), Some("console".to_owned()));
+        assert!(!Sessions::new("link", &[]).has_users());
         Ok(())
     }
 

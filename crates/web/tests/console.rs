@@ -13,6 +13,8 @@ use toolgate_web::ConsoleConfig;
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
 const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+/// Alice's own console token (configured as its SHA-256).
+const ALICE: &str = "alice-f1e2d3c4b5a69788f1e2d3c4b5a69788";
 
 struct Console {
     address: SocketAddr,
@@ -35,8 +37,16 @@ impl Reply {
 async fn start() -> Result<Console, Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let store = Store::open(dir.path()).await?;
-    let config =
-        ConsoleConfig { login_token: TOKEN.to_owned(), allowed_hosts: Vec::new(), allowed_origins: Vec::new() };
+    let alice = toolgate_web::ConsoleUser {
+        name: "alice".to_owned(),
+        token_sha256: toolgate_core::fingerprint::digest_bytes(ALICE.as_bytes()),
+    };
+    let config = ConsoleConfig {
+        login_token: TOKEN.to_owned(),
+        allowed_hosts: Vec::new(),
+        allowed_origins: Vec::new(),
+        users: vec![alice],
+    };
     let router = toolgate_web::router(store.clone(), config);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let address = listener.local_addr()?;
@@ -515,5 +525,51 @@ async fn the_activity_page_charts_calls_by_verdict() -> TestResult {
         assert!(body.contains("class=\"v-allow\""), "bars coloured by class: {body}");
         assert!(!body.contains("style="), "no inline style: {body}");
     }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_configured_user_logs_in_with_the_form_and_decides_under_their_name() -> TestResult {
+    let console = start().await?;
+    let id = pending(&console.store, "delete_file").await?;
+    let form = request(console.address, "GET", "/console/login", &[], "").await?;
+    assert_eq!(form.status, 401, "not logged in yet");
+    assert!(
+        form.body.contains("action=\"/console/login\"") && form.body.contains("type=\"password\""),
+        "{}",
+        form.body
+    );
+    // A user's token never logs in through a URL, and a wrong token opens nothing.
+    let in_url = request(console.address, "GET", &format!("/console/login?token={ALICE}"), &[], "").await?;
+    assert_eq!(in_url.status, 401);
+    let wrong = request(console.address, "POST", "/console/login", &[], "token=alice").await?;
+    assert_eq!(wrong.status, 401);
+    assert!(wrong.header("set-cookie").is_none() && wrong.body.contains("That token opens nothing."));
+    // Another site's form is refused before the token is looked at.
+    let foreign = ["Origin: http://evil.example".to_owned()];
+    let reply = request(console.address, "POST", "/console/login", &foreign, &format!("token={ALICE}")).await?;
+    assert_eq!(reply.status, 403);
+
+    let reply = request(console.address, "POST", "/console/login", &[], &format!("token={ALICE}")).await?;
+    assert_eq!(reply.status, 303, "{}", reply.body);
+    let cookie = reply.header("set-cookie").ok_or("no cookie")?;
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+    let cookie = format!("Cookie: {}", cookie.split(';').next().unwrap_or_default());
+    let page = request(console.address, "GET", "/console", std::slice::from_ref(&cookie), "").await?;
+    let csrf = csrf_of(&page.body)?;
+    let reply =
+        request(console.address, "POST", &format!("/console/approvals/{id}/deny"), &[cookie], &format!("csrf={csrf}"))
+            .await?;
+    assert_eq!(reply.status, 303);
+    assert_eq!(
+        console.store.approvals().wait(&id, Duration::from_secs(1)).await?,
+        ApprovalWait::Denied { by: "console:alice".into() }
+    );
+    let rows = console.store.query_audit(&toolgate_store::AuditFilter::default()).await?;
+    assert_eq!(rows.last().and_then(|row| row.caller.clone()), Some(json!({"identity": "console:alice"})));
+    // The one-time link still works, as `console`, and alice can log in again.
+    login(&console).await?;
+    let again = request(console.address, "POST", "/console/login", &[], &format!("token={ALICE}")).await?;
+    assert_eq!(again.status, 303);
     Ok(())
 }

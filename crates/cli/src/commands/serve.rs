@@ -24,13 +24,18 @@ use crate::cli::{PolicyChoice, ServeArgs};
 const DEFAULT_PORT: u16 = 8765;
 
 pub(crate) async fn run(args: ServeArgs) -> Result<Outcome> {
-    let mut spec = match &args.config {
-        Some(path) => toolgate_config::load_config(path).map_err(|error| anyhow::anyhow!("{error}"))?,
-        None => spec_from_args(&args)?,
+    let (mut spec, console) = match &args.config {
+        Some(path) => toolgate_config::load_config_with_console(path).map_err(|error| anyhow::anyhow!("{error}"))?,
+        None => (spec_from_args(&args)?, toolgate_config::ConsoleSpec::default()),
     };
     verify_manifests(&mut spec)?;
     let state = crate::state::state_dir(args.state_dir.as_deref())?;
-    serve_spec(spec, state, args.config.clone()).await
+    let users = console
+        .users
+        .into_iter()
+        .map(|user| toolgate_web::ConsoleUser { name: user.name, token_sha256: user.token_sha256 })
+        .collect();
+    serve_spec(spec, users, state, args.config.clone()).await
 }
 
 /// Checks the signed manifest of every `verified` upstream once, at start; the gateway then trusts a verified
@@ -51,8 +56,14 @@ fn verify_manifests(spec: &mut GatewaySpec) -> Result<()> {
 }
 
 /// Runs a gateway for a spec until it is told to stop, publishing its status in the state directory, keeping its
-/// audit log, pins and approvals there, and reloading the policy from `config` on SIGHUP.
-pub(crate) async fn serve_spec(spec: GatewaySpec, state: PathBuf, config: Option<PathBuf>) -> Result<Outcome> {
+/// audit log, pins and approvals there, and reloading the policy from `config` on SIGHUP. `console_users` may log
+/// in to the console with their own tokens (fixed at start).
+pub(crate) async fn serve_spec(
+    spec: GatewaySpec,
+    console_users: Vec<toolgate_web::ConsoleUser>,
+    state: PathBuf,
+    config: Option<PathBuf>,
+) -> Result<Outcome> {
     std::fs::create_dir_all(&state)
         .with_context(|| format!("cannot create the state directory {}", state.display()))?;
     let options = toolgate_store::StoreOptions {
@@ -95,7 +106,10 @@ pub(crate) async fn serve_spec(spec: GatewaySpec, state: PathBuf, config: Option
         let callers = spec.guardrails.callers.clone();
         let gateway = gateway.clone();
         let store = store.clone();
-        tokio::spawn(async move { serve_http(factory, gateway, &http, &limits, &callers, &listeners, store).await })
+        let users = console_users.clone();
+        tokio::spawn(
+            async move { serve_http(factory, gateway, &http, &limits, &callers, &listeners, store, users).await },
+        )
     });
     let result = match (spec.stdio.is_some(), http) {
         // stdio ends the process when the client closes stdin, whatever else is listening.
@@ -174,6 +188,8 @@ async fn publish_status(gateway: Gateway, state: PathBuf, listeners: Arc<Mutex<V
     }
 }
 
+// Each argument is a separate part the listener mounts; a struct for them would only be a second name for this list.
+#[allow(clippy::too_many_arguments)]
 async fn serve_http(
     factory: Arc<dyn SessionFactory>,
     gateway: Gateway,
@@ -182,6 +198,7 @@ async fn serve_http(
     callers: &[CallerSpec],
     listeners: &Mutex<Vec<String>>,
     store: toolgate_store::Store,
+    console_users: Vec<toolgate_web::ConsoleUser>,
 ) -> Result<()> {
     let listener = match tokio::net::TcpListener::bind(http.bind).await {
         Ok(listener) => listener,
@@ -205,6 +222,7 @@ async fn serve_http(
         login_token: toolgate_web::random_token().context("cannot create the console's login token")?,
         allowed_hosts: http.allowed_hosts.clone(),
         allowed_origins: http.allowed_origins.clone(),
+        users: console_users,
     };
     eprintln!("toolgate: console at http://{address}{}", console.login_path());
     let router = toolgate_proxy::downstream::http::router(factory, http, limits, callers)

@@ -1,5 +1,6 @@
 //! What the browser must not be able to do: see the console without logging in, decide from another site's page,
-//! or post a form without the session's CSRF token. A real call waits throughout and is still pending at the end.
+//! or post a form without the session's CSRF token. A real call waits throughout and is still pending at the end,
+//! when a configured console user logs in with the form and denies it under their own name.
 
 use std::collections::HashMap;
 
@@ -11,11 +12,15 @@ use crate::support::{Serve, Setup};
 use crate::{client_findings, login_url, pending_approvals, waiting_client};
 
 const OTHER_HOST: &str = "other-site.test";
+/// Alice's console token, given to `toolgate serve` through the environment (the config names the variable).
+const ALICE: &str = "alice-console-9d8c7b6a5f4e3d2c1b0a";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_browser_is_refused_without_login_from_another_origin_and_without_the_csrf_token() {
-    let setup = Setup::demo("[confirmation]\ntimeout_seconds = 120\n");
-    let serve = block_in_place(|| Serve::start(&setup, &[]));
+    let setup = Setup::demo(
+        "[confirmation]\ntimeout_seconds = 120\n\n[[console.user]]\nname = \"alice\"\ntoken_env = \"ALICE_CONSOLE\"\n",
+    );
+    let serve = block_in_place(|| Serve::start(&setup, &[("ALICE_CONSOLE", ALICE)]));
     let login = block_in_place(|| login_url(&serve));
     let state = setup.state_arg();
     let console = format!("http://{}", serve.authority);
@@ -78,14 +83,33 @@ async fn the_browser_is_refused_without_login_from_another_origin_and_without_th
     browser.wait_for_text("CSRF token is missing or wrong").await;
     assert_eq!(browser.status().await, 403);
 
-    // Nothing was decided: the call still waits. A real decision ends it (denied here, so the note stays).
+    // Nothing was decided: the call still waits.
     let pending = block_in_place(|| pending_approvals(&state));
     assert_eq!(pending.first().and_then(|record| record["id"].as_str()), Some(id.as_str()), "{pending:?}");
+
+    // Alice logs out of the link's session, logs in with her own token and denies the call under her name.
     browser.goto(&format!("{console}/console")).await;
+    browser.wait_for("header form button", "Log out").await.click().await.expect("click");
+    browser.wait_for_text("The console session ended.").await;
+    browser.goto(&format!("{console}/console/login")).await;
+    assert_eq!(browser.status().await, 401, "the form is shown to someone not logged in");
+    let field = browser.wait_for("input[name=token]", "the token field").await;
+    field.send_keys("not-her-token").await.expect("type");
+    browser.client.find(Locator::Css("main form button")).await.expect("Log in").click().await.expect("click");
+    browser.wait_for_text("That token opens nothing.").await;
+    let field = browser.wait_for("input[name=token]", "the token field").await;
+    field.send_keys(ALICE).await.expect("type");
+    browser.client.find(Locator::Css("main form button")).await.expect("Log in").click().await.expect("click");
     browser.wait_for("#pending button.deny", "the Deny button").await.click().await.expect("click");
     browser.wait_for_text("No approvals are waiting.").await;
     let denied = block_in_place(|| client_findings(client, "the waiting client"));
     assert_eq!(denied["delete"]["isError"], true, "{denied}");
+    assert!(crate::texts(&denied["delete"]).contains("console:alice denied this call"), "{denied}");
     assert_eq!(denied["after"]["isError"], false, "note 1 is still there: {denied}");
+    let audit = block_in_place(|| {
+        crate::support::toolgate(&["audit", "--json", "--kind", "confirmation", "--state-dir", &state])
+    });
+    assert!(audit.stdout.contains("\"decided_by\":\"console:alice\""), "{}", audit.stdout);
+    assert!(!serve.stderr_text().contains(ALICE), "the token is never logged");
     browser.close().await;
 }

@@ -87,7 +87,12 @@ pub(crate) fn lower_callers(raw: Vec<Spanned<RawCaller>>, cx: &mut Context<'_>) 
 }
 
 /// The caller's `sha256:<hex>` token digest and where it was given, or `None` after recording why not.
-fn lower_token(caller: &RawCaller, table_offset: usize, label: &str, cx: &mut Context<'_>) -> Option<(String, usize)> {
+pub(crate) fn lower_token(
+    caller: &RawCaller,
+    table_offset: usize,
+    label: &str,
+    cx: &mut Context<'_>,
+) -> Option<(String, usize)> {
     match (&caller.token_sha256, &caller.token_env) {
         (Some(_), Some(variable)) => {
             cx.error(variable.span().start, format!("{label}: set either `token_sha256` or `token_env`, not both"));

@@ -14,7 +14,8 @@ fn repository_file(path: &str) -> String {
 }
 
 fn docs_env(name: &str) -> Option<String> {
-    test_env(name).or_else(|| matches!(name, "GITHUB_TOKEN" | "CI_TOKEN").then(|| format!("{name}-value")))
+    test_env(name)
+        .or_else(|| matches!(name, "GITHUB_TOKEN" | "CI_TOKEN" | "BOB_CONSOLE_TOKEN").then(|| format!("{name}-value")))
 }
 
 /// The fenced blocks of `language` in a Markdown text.
@@ -97,6 +98,8 @@ fn every_key_is_documented() {
         format!("{stdio}[audit]\nprobe = 1\n"),
         format!("{stdio}[[caller]]\nname = \"c\"\nprobe = 1\n"),
         format!("{stdio}[selection]\nprobe = 1\n"),
+        format!("{stdio}[console]\nprobe = 1\n"),
+        format!("{stdio}[[console.user]]\nname = \"c\"\nprobe = 1\n"),
         "probe = 1\n".to_owned(),
     ];
     let mut keys = Vec::new();

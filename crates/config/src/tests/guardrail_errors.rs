@@ -215,3 +215,58 @@ fn caller_errors() {
         "gateway.toml:5:11: [listen.stdio]: scope \"two words\" must be 1 to 64 visible ASCII characters without spaces",
     );
 }
+
+#[test]
+fn console_user_errors() {
+    let digest = format!("sha256:{}", "ab".repeat(32));
+    let other = format!("sha256:{}", "cd".repeat(32));
+    check_error(
+        &format!("{ONE}[[console.user]]\nname = \"alice\"\n"),
+        "gateway.toml:4:1: console user \"alice\": missing `token_sha256` (the token's SHA-256, preferred) or \
+         `token_env` (a variable holding the token)",
+    );
+    check_error(
+        &format!("{ONE}[[console.user]]\nname = \"alice\"\ntoken_sha256 = \"{}\"\n", "ab".repeat(32)),
+        "gateway.toml:6:16: console user \"alice\": `token_sha256` must be \"sha256:\" followed by 64 lowercase hex \
+         digits (the output of `printf %s \"$TOKEN\" | sha256sum`)",
+    );
+    check_error(
+        &format!(
+            "{ONE}[[console.user]]\nname = \"alice\"\ntoken_sha256 = \"{digest}\"\n[[console.user]]\nname = \"alice\"\n\
+             token_sha256 = \"{other}\"\n[[console.user]]\nname = \"bob\"\ntoken_sha256 = \"{digest}\"\n"
+        ),
+        "gateway.toml:8:8: console user name \"alice\" is already used on line 5\n\
+         gateway.toml:12:16: console user \"bob\": has the same token as console user \"alice\"",
+    );
+    check_error(
+        &format!(
+            "{ONE}[[caller]]\nname = \"ci\"\ntoken_sha256 = \"{digest}\"\n[[console.user]]\nname = \"alice\"\n\
+             token_sha256 = \"{digest}\"\n"
+        ),
+        "gateway.toml:9:16: console user \"alice\": has the same token as caller \"ci\"; give the console a token of \
+         its own (a token that calls tools must not also approve them)",
+    );
+    check_error(
+        &format!("{ONE}[[console.user]]\nname = \"two words\"\ntoken_sha256 = \"{digest}\"\nrole = \"admin\"\n"),
+        "gateway.toml:7:1: [console]: unknown key `role` (expected one of name, token_sha256, token_env)",
+    );
+}
+
+#[test]
+fn console_users_are_lowered_with_their_token_hashed() {
+    let digest = format!("sha256:{}", "ab".repeat(32));
+    let text = format!(
+        "{ONE}[[console.user]]\nname = \"alice\"\ntoken_sha256 = \"{digest}\"\n\
+         [[console.user]]\nname = \"bob\"\ntoken_env = \"BOB_CONSOLE_TOKEN\"\n"
+    );
+    let env = |name: &str| (name == "BOB_CONSOLE_TOKEN").then(|| "bob-secret".to_owned());
+    let (_, console) =
+        crate::parse_config_with_console(&text, std::path::Path::new("gateway.toml"), &env).expect("parses");
+    let users: Vec<(&str, &str)> =
+        console.users.iter().map(|user| (user.name.as_str(), user.token_sha256.as_str())).collect();
+    let bob = toolgate_core::fingerprint::digest_bytes(b"bob-secret");
+    assert_eq!(users, [("alice", digest.as_str()), ("bob", bob.as_str())]);
+    assert!(!format!("{console:?}").contains("sha256"), "no hash in debug output: {console:?}");
+    let (_, none) = crate::parse_config_with_console(ONE, std::path::Path::new("gateway.toml"), &env).expect("parses");
+    assert!(none.users.is_empty());
+}
