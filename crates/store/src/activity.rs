@@ -11,9 +11,12 @@
 //! - `unknown`: a `call` or `decision` row whose verdict this version does not know (or lacks).
 //!
 //! A call counts once, in the bucket of its first row. Calls to tool names that do not exist write no audit row,
-//! so they are not in the chart. Buckets are UTC, taken from the fixed-width RFC 3339 text, so the query needs no
-//! date functions. Reads only; the window bounds the rows scanned through the `time` index.
+//! so they are not in the chart. Buckets are UTC, taken from the fixed-width RFC 3339 text, so the queries need no
+//! date functions. Reads only: one `GROUP BY` for everything but confirmations, and one pass over the window's
+//! confirmation rows (a confirmed call's row follows its decision, so both are in the window), both through the
+//! `time` index; nothing outside the window is read.
 
+use std::collections::{HashMap, HashSet};
 use std::time::SystemTime;
 
 use serde::Serialize;
@@ -143,30 +146,83 @@ pub struct Activity {
     pub buckets: Vec<ActivityBucket>,
 }
 
-/// Categorizes each call's first row in the window and counts them per bucket. `?1` is the window's start (RFC 3339),
-/// `?2` the length of a bucket's name, `?3` now in microseconds (for approvals that can still be used).
-const ACTIVITY_SQL: &str = "\
-SELECT substr(d.time, 1, ?2) AS bucket, \
+/// Counts every call that is not a confirmation per bucket and category. `?1` is the window's start (RFC 3339),
+/// `?2` the length of a bucket's name. Uses the `time` index; confirmations are matched in [`confirmations`].
+const COUNTS_SQL: &str = "\
+SELECT substr(time, 1, ?2) AS bucket, \
   CASE \
-    WHEN d.kind = 'call' AND d.verdict = 'allow' THEN 'allow' \
-    WHEN d.kind = 'decision' AND d.verdict = 'deny' THEN 'deny' \
-    WHEN d.kind = 'decision' AND d.verdict = 'hide' THEN 'hidden' \
-    WHEN d.kind = 'decision' AND d.verdict = 'confirm' THEN CASE \
-      WHEN EXISTS (SELECT 1 FROM audit_log c WHERE c.tool = d.tool AND c.kind = 'call' AND c.verdict = 'confirm' \
-        AND c.session IS d.session AND c.args_digest IS d.args_digest AND c.seq > d.seq \
-        AND c.seq < COALESCE((SELECT MIN(n.seq) FROM audit_log n WHERE n.tool = d.tool AND n.kind = 'decision' \
-          AND n.verdict = 'confirm' AND n.session IS d.session AND n.args_digest IS d.args_digest \
-          AND n.seq > d.seq), 9223372036854775807)) THEN 'confirm-approved' \
-      WHEN EXISTS (SELECT 1 FROM approvals a WHERE a.tool = d.tool AND a.state IN ('pending', 'approved') \
-        AND a.expires_us > ?3 AND a.session IS d.session AND a.args_digest IS d.args_digest) THEN 'confirm-waiting' \
-      ELSE 'confirm-refused' END \
+    WHEN kind = 'call' AND verdict = 'allow' THEN 'allow' \
+    WHEN kind = 'decision' AND verdict = 'deny' THEN 'deny' \
+    WHEN kind = 'decision' AND verdict = 'hide' THEN 'hidden' \
     ELSE 'unknown' \
   END AS category, \
   COUNT(*) AS calls \
-FROM audit_log d \
-WHERE d.time >= ?1 \
-  AND ((d.kind = 'call' AND d.verdict IS NOT 'confirm') OR (d.kind = 'decision' AND d.verdict IS NOT 'allow')) \
+FROM audit_log \
+WHERE time >= ?1 AND (kind = 'call' OR kind = 'decision') AND verdict IS NOT 'confirm' \
+  AND NOT (kind = 'decision' AND verdict IS 'allow') \
 GROUP BY bucket, category";
+
+/// The confirmation rows of the window, in chain order: each `confirm` decision and each call forwarded after one.
+const CONFIRMATIONS_SQL: &str = "\
+SELECT seq, time, kind, session, tool, args_digest FROM audit_log \
+WHERE time >= ?1 AND verdict = 'confirm' AND (kind = 'decision' OR kind = 'call') ORDER BY seq";
+
+/// Approvals a waiting call can still use; `?1` is now in microseconds.
+const LIVE_APPROVALS_SQL: &str =
+    "SELECT session, tool, args_digest FROM approvals WHERE state IN ('pending', 'approved') AND expires_us > ?1";
+
+/// What identifies one confirmation's rows: session, tool and argument digest.
+type CallKey = (Option<String>, Option<String>, Option<String>);
+
+/// Each `confirm` decision's bucket name and what came of it. A decision is approved when a confirmed call with its
+/// key follows before the next decision with that key; otherwise the latest decision of its key waits while a usable
+/// approval has that key, and any other was refused. One pass over the window's confirmation rows (bounded by the window), one over live approvals.
+async fn confirmations(
+    pool: &sqlx::SqlitePool,
+    since: &str,
+    prefix: usize,
+    now_micros: i64,
+) -> Result<Vec<(String, ActivityVerdict)>, StoreError> {
+    let rows = sqlx::query(CONFIRMATIONS_SQL).bind(since).fetch_all(pool).await?;
+    let mut decisions: Vec<(String, CallKey, bool)> = Vec::new();
+    let mut open: HashMap<CallKey, usize> = HashMap::new();
+    for row in rows {
+        let time: String = row.try_get("time")?;
+        let kind: String = row.try_get("kind")?;
+        let key: CallKey = (row.try_get("session")?, row.try_get("tool")?, row.try_get("args_digest")?);
+        if kind == "decision" {
+            open.insert(key.clone(), decisions.len());
+            decisions.push((time.get(..prefix).unwrap_or(&time).to_owned(), key, false));
+        } else if let Some(index) = open.remove(&key)
+            && let Some(decision) = decisions.get_mut(index)
+        {
+            decision.2 = true;
+        }
+    }
+    let live: HashSet<CallKey> = sqlx::query(LIVE_APPROVALS_SQL)
+        .bind(now_micros)
+        .fetch_all(pool)
+        .await?
+        .iter()
+        .map(|row| Ok((row.try_get("session")?, row.try_get("tool")?, row.try_get("args_digest")?)))
+        .collect::<Result<_, sqlx::Error>>()?;
+    // Only the latest decision of a key can still be waiting: an earlier one was followed by another ask.
+    let latest: HashSet<usize> = open.into_values().collect();
+    Ok(decisions
+        .into_iter()
+        .enumerate()
+        .map(|(index, (bucket, key, approved))| {
+            let verdict = if approved {
+                ActivityVerdict::ConfirmApproved
+            } else if latest.contains(&index) && live.contains(&key) {
+                ActivityVerdict::ConfirmWaiting
+            } else {
+                ActivityVerdict::ConfirmRefused
+            };
+            (bucket, verdict)
+        })
+        .collect())
+}
 
 impl Store {
     /// Calls by verdict in the window of `span` that ends with the bucket holding `now`.
@@ -176,25 +232,26 @@ impl Store {
         let current = now_micros - now_micros.rem_euclid(step);
         let first = current - step * (span.buckets() as i64 - 1);
         let prefix = span.prefix();
+        let since = format_rfc3339(from_micros(first));
         let mut buckets: Vec<ActivityBucket> = (0..span.buckets() as i64)
             .map(|index| ActivityBucket { start: format_rfc3339(from_micros(first + index * step)), counts: [0; 7] })
             .collect();
         let Backend::Sqlite(pool) = &self.backend;
-        let rows = sqlx::query(ACTIVITY_SQL)
-            .bind(format_rfc3339(from_micros(first)))
-            .bind(prefix as i64)
-            .bind(now_micros)
-            .fetch_all(pool)
-            .await?;
-        for row in rows {
-            let name: String = row.try_get("bucket")?;
+        let mut counted: Vec<(String, ActivityVerdict, u64)> = Vec::new();
+        for row in sqlx::query(COUNTS_SQL).bind(&since).bind(prefix as i64).fetch_all(pool).await? {
             let category: String = row.try_get("category")?;
             let calls: i64 = row.try_get("calls")?;
+            let verdict = ActivityVerdict::from_name(&category);
+            counted.push((row.try_get("bucket")?, verdict, u64::try_from(calls).unwrap_or_default()));
+        }
+        let confirmed = confirmations(pool, &since, prefix, now_micros).await?;
+        counted.extend(confirmed.into_iter().map(|(bucket, verdict)| (bucket, verdict, 1)));
+        for (name, verdict, calls) in counted {
             // Rows stamped after `now` (another process's clock) fall outside the window's buckets.
             if let Some(bucket) = buckets.iter_mut().find(|bucket| bucket.start.get(..prefix) == Some(name.as_str()))
-                && let Some(count) = bucket.counts.get_mut(ActivityVerdict::from_name(&category).index())
+                && let Some(count) = bucket.counts.get_mut(verdict.index())
             {
-                *count += u64::try_from(calls).unwrap_or_default();
+                *count += calls;
             }
         }
         Ok(Activity { span, buckets })
@@ -252,7 +309,8 @@ mod tests {
             // Denied, hidden.
             entry(AuditKind::Decision, "2026-11-25T10:20:00Z", Verdict::Deny, "s1", json!({"id": 6})),
             entry(AuditKind::Decision, "2026-11-25T10:20:30Z", Verdict::Hide, "s1", json!({"id": 7})),
-            // Waiting in the approval queue.
+            // Asked, not answered, asked again: the first ask was refused, the second waits in the approval queue.
+            entry(AuditKind::Decision, "2026-11-25T10:28:00Z", Verdict::Confirm, "s3", json!({"id": 8})),
             entry(AuditKind::Decision, "2026-11-25T10:29:00Z", Verdict::Confirm, "s3", json!({"id": 8})),
         ];
         for row in rows {
@@ -299,9 +357,10 @@ mod tests {
         assert_eq!((twelve.count(ActivityVerdict::ConfirmRefused), twelve.total()), (1, 1));
         let twenty = bucket(&hour, "2026-11-25T10:20:00.000000Z");
         assert_eq!((twenty.count(ActivityVerdict::Deny), twenty.count(ActivityVerdict::Hidden)), (1, 1));
+        assert_eq!(bucket(&hour, "2026-11-25T10:28:00.000000Z").count(ActivityVerdict::ConfirmRefused), 1);
         assert_eq!(bucket(&hour, "2026-11-25T10:29:00.000000Z").count(ActivityVerdict::ConfirmWaiting), 1);
         assert_eq!(bucket(&hour, "2026-11-25T10:30:00.000000Z").count(ActivityVerdict::Allow), 1);
-        assert_eq!(hour.buckets.iter().map(ActivityBucket::total).sum::<u64>(), 8, "the 08:00 call is outside");
+        assert_eq!(hour.buckets.iter().map(ActivityBucket::total).sum::<u64>(), 9, "the 08:00 call is outside");
 
         // Once the waiting approval is denied, the call counts as refused.
         store.approvals().decide(&waiting.id, ApprovalDecision::Deny, "alice").await?;
@@ -313,8 +372,8 @@ mod tests {
         assert_eq!(day.buckets[23].start, "2026-11-25T10:00:00.000000Z");
         let ten = bucket(&day, "2026-11-25T10:00:00.000000Z");
         assert_eq!(ten.count(ActivityVerdict::Allow), 3);
-        assert_eq!(ten.count(ActivityVerdict::ConfirmRefused), 2);
-        assert_eq!(ten.total(), 8);
+        assert_eq!(ten.count(ActivityVerdict::ConfirmRefused), 3);
+        assert_eq!(ten.total(), 9);
         assert_eq!(bucket(&day, "2026-11-25T08:00:00.000000Z").count(ActivityVerdict::Allow), 1);
         Ok(())
     }
