@@ -10,7 +10,7 @@
 use std::fmt;
 
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use sqlx::Row;
 use toolgate_core::fingerprint::digest_parts;
 use toolgate_core::jcs;
@@ -277,7 +277,7 @@ fn check_row(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Map, json};
     use toolgate_core::fingerprint::{canonical_json, digest_bytes};
 
     /// The JSON object hashed for a row: every non-null column except `prev_hash` and `hash`.
