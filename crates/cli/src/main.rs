@@ -25,6 +25,12 @@ pub(crate) enum Outcome {
     Findings,
 }
 
+/// mimalloc instead of the system allocator: relaying a call allocates and frees small JSON values across the
+/// runtime's threads, which glibc's malloc served with arena locking and consolidation (a quarter of the gateway's
+/// CPU under load, `perf`); see ARCHITECTURE.md for the measurement.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // A running gateway reports upstream starts, failures and their stderr by default; one-shot commands stay quiet.
@@ -37,7 +43,14 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let result = runtime.block_on(run(cli));
+    // The command runs as a task on the runtime's workers, not on this thread: `block_on` would poll it here, and
+    // every wake-up between it (reading stdin, for `serve` on stdio) and the tasks it feeds would cross threads.
+    let result = runtime.block_on(async {
+        match tokio::spawn(run(cli)).await {
+            Ok(result) => result,
+            Err(error) => Err(anyhow::anyhow!("the command stopped abnormally: {error}")),
+        }
+    });
     // Children and sockets are closed by the commands; don't wait for stray blocking tasks.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     match result {

@@ -19,6 +19,12 @@ pub struct FingerprintError {
     reason: String,
 }
 
+impl FingerprintError {
+    pub(crate) fn new(reason: String) -> FingerprintError {
+        FingerprintError { reason }
+    }
+}
+
 /// The fingerprint of one tool definition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ToolFingerprint {
@@ -53,7 +59,7 @@ impl FieldChange {
 
 /// RFC 8785 canonical JSON text of a value.
 pub fn canonical_json(value: &Value) -> Result<String, FingerprintError> {
-    serde_json_canonicalizer::to_string(value).map_err(|error| FingerprintError { reason: error.to_string() })
+    crate::jcs::to_string(value)
 }
 
 /// `sha256:<hex>` of the canonical JSON of a value.
@@ -63,7 +69,16 @@ pub fn digest_value(value: &Value) -> Result<String, FingerprintError> {
 
 /// `sha256:<hex>` of raw bytes.
 pub fn digest_bytes(bytes: &[u8]) -> String {
-    let hash = Sha256::digest(bytes);
+    digest_parts(&[bytes])
+}
+
+/// `sha256:<hex>` of the concatenation of `parts`, without concatenating them first.
+pub fn digest_parts(parts: &[&[u8]]) -> String {
+    let mut hasher = Sha256::new();
+    for part in parts {
+        hasher.update(part);
+    }
+    let hash = hasher.finalize();
     let mut text = String::with_capacity(7 + 64);
     text.push_str("sha256:");
     for byte in hash {

@@ -35,6 +35,7 @@ pub mod facts;
 pub mod fingerprint;
 pub mod hints;
 pub mod infer;
+pub mod jcs;
 pub mod lint;
 pub mod manifest;
 pub mod normalize;

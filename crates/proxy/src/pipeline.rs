@@ -10,8 +10,8 @@
 //!    for tools that are read-only or idempotent by their trusted hints.
 //! 4. [`post_process`]: the upstream's answer becomes the client's response; transport failures become `isError`
 //!    results the model can read, JSON-RPC errors from the upstream stay JSON-RPC errors.
-//! 5. [`record`]: session taint, the audit row of the result, one structured event per call. The audit row of
-//!    the call itself is written durably between 2 and 3: a call whose row cannot be written is not forwarded.
+//! 5. [`record`]: session taint, the outcome and duration in the call's audit row, one structured event per call.
+//!    That row is made durable (journaled) between 2 and 3: a call whose row cannot be written is not forwarded.
 //!
 //! Each phase is a function with one contract, so the guardrails (confirmation, retries, truncation, audit) slot in
 //! without reshaping the others.
@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolgate_core::decision::{Decision, Reason, Verdict};
 use toolgate_core::policy::{CallFacts, decide as policy_decide, taints_session};
-use toolgate_store::AuditKind;
+use toolgate_store::{AuditKind, PendingCall};
 use toolgate_upstream::UpstreamError;
 use toolgate_upstream::jsonrpc::{self, codes};
 
@@ -157,11 +157,12 @@ pub(crate) fn post_process(gateway: &GatewayInner, tool: &ExposedTool, id: &Valu
     }
 }
 
-/// Phase 5: session taint, the audit row of the result and one structured event per call.
+/// Phase 5: session taint, the outcome in the call's audit row and one structured event per call.
 pub(crate) fn record(
     gateway: &GatewayInner,
     session: &SessionShared,
     permitted: &Permitted,
+    audit_row: Option<PendingCall>,
     response: &Value,
     elapsed: Duration,
 ) {
@@ -177,12 +178,9 @@ pub(crate) fn record(
         session.tainted.store(true, Ordering::Release);
     }
     let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
-    let mut entry = audit::call_entry(AuditKind::Result, session, tool);
-    entry.verdict = Some(permitted.decision.verdict);
-    entry.approval_id = permitted.approval_id.clone();
-    entry.duration_us = Some(micros);
-    entry.outcome = Some(outcome.to_owned());
-    audit::record(gateway, entry);
+    if let Some(audit_row) = audit_row {
+        audit_row.finish(outcome, micros);
+    }
     gateway.metrics.count_call(
         &tool.upstream_name,
         &tool.original_name,
@@ -255,18 +253,26 @@ pub(crate) async fn call_tool(
     entry.reasons = permitted.decision.reasons.clone();
     entry.approval_id = permitted.approval_id.clone();
     entry.args = Some(permitted.call.arguments());
-    if let Err(error) = audit::record_durable(gateway, entry).await {
-        count_refused(gateway, &permitted.call, permitted.decision.verdict);
-        return Some(tool_error(
-            id,
-            &format!("toolgate: the audit log cannot be written ({error}); the call was not made"),
-        ));
-    }
+    let audit_row = match audit::record_call(gateway, entry).await {
+        Ok(audit_row) => audit_row,
+        Err(error) => {
+            count_refused(gateway, &permitted.call, permitted.decision.verdict);
+            return Some(tool_error(
+                id,
+                &format!("toolgate: the audit log cannot be written ({error}); the call was not made"),
+            ));
+        }
+    };
     let relayed = Instant::now();
-    let forwarded = forward(gateway, session, id, &permitted, cancel).await?;
+    let Some(forwarded) = forward(gateway, session, id, &permitted, cancel).await else {
+        if let Some(audit_row) = audit_row {
+            audit_row.finish("cancelled", u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX));
+        }
+        return None;
+    };
     gateway.metrics.observe_relay(permitted.call.tool.upstream, relayed.elapsed());
     let response = post_process(gateway, &permitted.call.tool, id, forwarded);
-    record(gateway, session, &permitted, &response, started.elapsed());
+    record(gateway, session, &permitted, audit_row, &response, started.elapsed());
     Some(response)
 }
 

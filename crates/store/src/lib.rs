@@ -59,6 +59,7 @@ pub use approvals::{
     PendingApproval,
 };
 pub use audit::chain::GENESIS_HASH;
+pub use audit::pending::PendingCall;
 pub use audit::writer::digest_arguments;
 pub use audit::{
     ArgumentRedaction, AuditEntry, AuditFilter, AuditKind, AuditReceipt, AuditRow, AuditStats, AuditWriter, Caller,
@@ -92,6 +93,9 @@ pub struct StoreOptions {
     pub durability: Durability,
     /// Audit entries that may wait for the writer before `try_record` reports the queue full.
     pub audit_queue_capacity: usize,
+    /// How long `record_journaled` (the row of a call about to be forwarded) waits for room in a full queue
+    /// before it reports the queue full: a burst becomes latency, a writer that stays behind an error.
+    pub audit_queue_wait: Duration,
     /// Most rows appended in one transaction.
     pub audit_batch_max: usize,
     /// How long a statement waits for another connection's (or process's) write lock.
@@ -109,6 +113,7 @@ impl Default for StoreOptions {
             redaction: ArgumentRedaction::Digest,
             durability: Durability::PowerLoss,
             audit_queue_capacity: 4096,
+            audit_queue_wait: Duration::from_secs(1),
             audit_batch_max: 512,
             busy_timeout: Duration::from_secs(5),
             approval_poll_interval: Duration::from_millis(100),
@@ -174,6 +179,7 @@ impl Store {
             options.audit_queue_capacity,
             options.audit_batch_max,
             journal,
+            options.audit_queue_wait,
         );
         Ok(Store { backend, path: path.to_path_buf(), audit, options })
     }

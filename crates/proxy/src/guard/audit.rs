@@ -1,13 +1,14 @@
 //! Audit records of listings, decisions, confirmations, calls and results, written through the store.
 //!
-//! Decisions and results go through the bounded queue (`try_record`): a full queue is logged as an error and
-//! counted, never silently dropped. The "call forwarded" row is journaled before the call leaves toolgate (one
-//! append to the store's journal, recovered at the next start), so after a crash every forwarded call has its row;
-//! if it cannot be written the call is not forwarded.
+//! Listings and decisions go through the bounded queue (`try_record`): a full queue is logged as an error and
+//! counted, never silently dropped. A forwarded call has one row: journaled before the call leaves toolgate (one
+//! append to the store's journal, recovered at the next start), so after a crash every forwarded call has its row,
+//! and committed with the outcome and duration when the call ends; if it cannot be journaled the call is not
+//! forwarded.
 
 use serde_json::Value;
 use toolgate_core::decision::Decision;
-use toolgate_store::{AuditEntry, AuditKind, Caller};
+use toolgate_store::{AuditEntry, AuditKind, Caller, PendingCall};
 
 use crate::catalog::ExposedTool;
 use crate::client::SessionShared;
@@ -46,12 +47,13 @@ pub(crate) fn record(gateway: &GatewayInner, entry: AuditEntry) {
     }
 }
 
-/// Makes an entry survive a crash of toolgate before returning (the store's journal: one write, no commit on the
-/// call path; without a journal, a committed transaction); `Err` when it could not be written.
-pub(crate) async fn record_durable(gateway: &GatewayInner, entry: AuditEntry) -> Result<(), String> {
-    let Some(store) = &gateway.store else { return Ok(()) };
+/// Makes a call's row survive a crash of toolgate before returning (the store's journal: one write, no commit on
+/// the call path; without a journal, a committed transaction) and returns the handle that completes the row with
+/// the call's outcome; `None` without a store, `Err` when it could not be written.
+pub(crate) async fn record_call(gateway: &GatewayInner, entry: AuditEntry) -> Result<Option<PendingCall>, String> {
+    let Some(store) = &gateway.store else { return Ok(None) };
     match store.audit().record_journaled(entry).await {
-        Ok(()) => Ok(()),
+        Ok(pending) => Ok(Some(pending)),
         Err(error) => {
             tracing::error!(%error, "audit record not written; the call is not forwarded");
             Err(error.to_string())

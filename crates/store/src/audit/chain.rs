@@ -10,9 +10,10 @@
 use std::fmt;
 
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use sqlx::Row;
-use toolgate_core::fingerprint::{canonical_json, digest_bytes};
+use toolgate_core::fingerprint::digest_parts;
+use toolgate_core::jcs;
 
 use super::AuditRow;
 use super::query::{audit_columns, decode_row};
@@ -25,42 +26,62 @@ pub const GENESIS_HASH: &str = "sha256:00000000000000000000000000000000000000000
 /// Rows read per page while verifying.
 const PAGE: usize = 2048;
 
-/// The JSON object hashed for a row: every non-null column except `prev_hash` and `hash`.
-pub(crate) fn entry_value(row: &AuditRow) -> Value {
-    let mut entry = Map::new();
-    entry.insert("seq".into(), Value::from(row.seq));
-    entry.insert("time".into(), Value::from(row.time.as_str()));
-    entry.insert("kind".into(), Value::from(row.kind.as_str()));
-    let optional: [(&str, Option<Value>); 13] = [
-        ("caller", row.caller.clone()),
-        ("session", row.session.clone().map(Value::from)),
-        ("upstream", row.upstream.clone().map(Value::from)),
-        ("tool", row.tool.clone().map(Value::from)),
-        ("verdict", row.verdict.clone().map(Value::from)),
-        ("reasons", row.reasons.clone()),
-        ("hint_sources", row.hint_sources.clone()),
-        ("approval_id", row.approval_id.clone().map(Value::from)),
-        ("duration_us", row.duration_us.map(Value::from)),
-        ("outcome", row.outcome.clone().map(Value::from)),
-        ("args_digest", row.args_digest.clone().map(Value::from)),
-        ("args", row.args.clone()),
-        ("detail", row.detail.clone()),
-    ];
-    for (key, value) in optional {
-        if let Some(value) = value {
-            entry.insert(key.into(), value);
-        }
-    }
-    Value::Object(entry)
+/// The chain hash of `row` given its `prev_hash` (the row's own `hash` is ignored).
+///
+/// Writes the canonical text of the row's entry (every non-null column except `prev_hash` and `hash`) directly, members in their RFC 8785 order, without building the
+/// object: this runs for every audit row. A test keeps it equal to canonicalizing that
+/// object built as a `Value`.
+pub(crate) fn row_hash(row: &AuditRow) -> Result<String, StoreError> {
+    let mut text = String::with_capacity(512);
+    let mut members = Members { out: &mut text, first: true };
+    members.text("approval_id", row.approval_id.as_deref());
+    members.json("args", row.args.as_ref())?;
+    members.text("args_digest", row.args_digest.as_deref());
+    members.json("caller", row.caller.as_ref())?;
+    members.json("detail", row.detail.as_ref())?;
+    members.json("duration_us", row.duration_us.map(Value::from).as_ref())?;
+    members.json("hint_sources", row.hint_sources.as_ref())?;
+    members.text("kind", Some(&row.kind));
+    members.text("outcome", row.outcome.as_deref());
+    members.json("reasons", row.reasons.as_ref())?;
+    members.json("seq", Some(&Value::from(row.seq)))?;
+    members.text("session", row.session.as_deref());
+    members.text("time", Some(&row.time));
+    members.text("tool", row.tool.as_deref());
+    members.text("upstream", row.upstream.as_deref());
+    members.text("verdict", row.verdict.as_deref());
+    text.push('}');
+    Ok(digest_parts(&[row.prev_hash.as_bytes(), text.as_bytes()]))
 }
 
-/// The chain hash of `row` given its `prev_hash` (the row's own `hash` is ignored).
-pub(crate) fn row_hash(row: &AuditRow) -> Result<String, StoreError> {
-    let canonical = canonical_json(&entry_value(row))?;
-    let mut bytes = Vec::with_capacity(row.prev_hash.len() + canonical.len());
-    bytes.extend_from_slice(row.prev_hash.as_bytes());
-    bytes.extend_from_slice(canonical.as_bytes());
-    Ok(digest_bytes(&bytes))
+/// The members of a canonical JSON object written in order; `None` values are left out.
+struct Members<'a> {
+    out: &'a mut String,
+    first: bool,
+}
+
+impl Members<'_> {
+    fn name(&mut self, name: &str) {
+        self.out.push(if self.first { '{' } else { ',' });
+        self.first = false;
+        jcs::write_str(name, self.out);
+        self.out.push(':');
+    }
+
+    fn text(&mut self, name: &str, value: Option<&str>) {
+        if let Some(value) = value {
+            self.name(name);
+            jcs::write_str(value, self.out);
+        }
+    }
+
+    fn json(&mut self, name: &str, value: Option<&Value>) -> Result<(), StoreError> {
+        if let Some(value) = value {
+            self.name(name);
+            jcs::write_value(value, self.out)?;
+        }
+        Ok(())
+    }
 }
 
 /// What `verify` found.
@@ -251,4 +272,96 @@ fn check_row(
         return Err(ChainBreakKind::HashMismatch);
     }
     Ok(row.hash)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Map, json};
+    use toolgate_core::fingerprint::{canonical_json, digest_bytes};
+
+    /// The JSON object hashed for a row: every non-null column except `prev_hash` and `hash`.
+    fn entry_value(row: &AuditRow) -> Value {
+        let mut entry = Map::new();
+        entry.insert("seq".into(), Value::from(row.seq));
+        entry.insert("time".into(), Value::from(row.time.as_str()));
+        entry.insert("kind".into(), Value::from(row.kind.as_str()));
+        let optional: [(&str, Option<Value>); 13] = [
+            ("caller", row.caller.clone()),
+            ("session", row.session.clone().map(Value::from)),
+            ("upstream", row.upstream.clone().map(Value::from)),
+            ("tool", row.tool.clone().map(Value::from)),
+            ("verdict", row.verdict.clone().map(Value::from)),
+            ("reasons", row.reasons.clone()),
+            ("hint_sources", row.hint_sources.clone()),
+            ("approval_id", row.approval_id.clone().map(Value::from)),
+            ("duration_us", row.duration_us.map(Value::from)),
+            ("outcome", row.outcome.clone().map(Value::from)),
+            ("args_digest", row.args_digest.clone().map(Value::from)),
+            ("args", row.args.clone()),
+            ("detail", row.detail.clone()),
+        ];
+        for (key, value) in optional {
+            if let Some(value) = value {
+                entry.insert(key.into(), value);
+            }
+        }
+        Value::Object(entry)
+    }
+
+    fn full_row() -> AuditRow {
+        AuditRow {
+            seq: 42,
+            time: "2026-11-26T02:00:00.000001Z".into(),
+            kind: "call".into(),
+            caller: Some(json!({"identity": "alice", "scopes": ["read", "write"]})),
+            session: Some("s-1".into()),
+            upstream: Some("git".into()),
+            tool: Some("git_commit".into()),
+            verdict: Some("allow".into()),
+            reasons: Some(json!([{"rule": "default", "detail": "a \"quoted\" reason\n"}])),
+            hint_sources: Some(json!({"readOnlyHint": {"value": false, "source": "declared"}})),
+            approval_id: Some("ap-1".into()),
+            duration_us: Some(1234),
+            outcome: Some("ok".into()),
+            args_digest: Some("sha256:00".into()),
+            args: Some(json!({"message": "caf\u{e9} \u{1f600}", "n": 1.5, "z": null, "a": [1, 2]})),
+            detail: Some(json!({"b": 1, "a": 2})),
+            prev_hash: GENESIS_HASH.into(),
+            hash: String::new(),
+        }
+    }
+
+    fn reference_hash(row: &AuditRow) -> String {
+        let canonical = canonical_json(&entry_value(row)).unwrap_or_default();
+        digest_bytes(format!("{}{canonical}", row.prev_hash).as_bytes())
+    }
+
+    #[test]
+    fn the_direct_hash_equals_hashing_the_canonical_entry_object() {
+        let full = full_row();
+        let sparse = AuditRow {
+            caller: None,
+            session: None,
+            reasons: None,
+            approval_id: None,
+            duration_us: None,
+            args: None,
+            detail: None,
+            ..full_row()
+        };
+        let bare = AuditRow {
+            upstream: None,
+            tool: None,
+            verdict: None,
+            hint_sources: None,
+            outcome: None,
+            args_digest: None,
+            duration_us: Some(i64::MAX),
+            ..sparse.clone()
+        };
+        for row in [full, sparse, bare] {
+            assert_eq!(row_hash(&row).ok(), Some(reference_hash(&row)), "row {row:?}");
+        }
+    }
 }

@@ -1,18 +1,21 @@
 //! The audit journal: the fast durable path for the row written before a call is forwarded.
 //!
 //! A journaled row is appended as one JSON line to `<database>.journal-<pid>` (one `write` into the page cache, which
-//! survives the death of the process) and then queued for the database like any row. A committed batch removes
-//! its journaled rows from the count of outstanding ones; when none is outstanding the journal is truncated. At
+//! survives the death of the process); the database gets the row when the call ends, with its outcome
+//! ([`crate::PendingCall`]). A committed batch removes its journaled rows from the count of outstanding ones; a file
+//! with none outstanding is truncated, and past a few MiB appends move on to `<database>.journal-<pid>.<n>` so a
+//! long call does not keep one file growing; earlier files are removed once their rows are in. At
 //! open, rows still in the journals of dead processes that the database does not hold (by journal id) are appended
 //! to the chain and those journals removed, so
 //! after `kill -9` every forwarded call has its row, without a SQLite commit on the call path. Surviving a power
 //! loss needs [`crate::AuditWriter::record_durable`] (a commit with `synchronous=FULL`).
 
+use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
@@ -20,27 +23,65 @@ use super::AuditRow;
 use crate::error::StoreError;
 
 /// One journal line: the row (without chain fields) and its journal id.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Deserialize)]
 pub(crate) struct JournalLine {
     pub(crate) id: String,
     pub(crate) row: AuditRow,
 }
 
+/// A journal line as written, borrowing the row.
+#[derive(Serialize)]
+struct JournalLineRef<'a> {
+    id: &'a str,
+    row: &'a AuditRow,
+}
+
+/// Bytes a journal file may hold before appends move to a new file: rows of long calls keep their file alive
+/// while later files are emptied and removed as their rows are committed, so a gateway that is never idle does
+/// not grow one journal without end.
+const ROTATE_BYTES: u64 = 4 << 20;
+
 /// The open journal of one store.
 #[derive(Debug)]
 pub(crate) struct Journal {
-    path: PathBuf,
-    file: Mutex<File>,
-    outstanding: AtomicUsize,
+    base: PathBuf,
+    state: Mutex<State>,
     prefix: String,
     next: AtomicU64,
 }
 
+/// The file appended to now, and the rows not yet committed per file (generation).
+#[derive(Debug)]
+struct State {
+    file: File,
+    generation: u64,
+    written: u64,
+    outstanding: BTreeMap<u64, usize>,
+}
+
+/// Where a journaled row is: its id (kept with the committed row, so recovery never appends it twice) and the
+/// journal file holding it.
+#[derive(Debug)]
+pub(crate) struct JournalTicket {
+    pub(crate) id: String,
+    generation: u64,
+}
+
 impl Journal {
-    /// The journal of process `pid` beside a database file (`toolgate.db.journal-<pid>`).
+    /// The journal of process `pid` beside a database file (`toolgate.db.journal-<pid>`; later files of the same
+    /// process add `.<n>`).
     pub(crate) fn path_for(database: &Path, pid: u32) -> PathBuf {
         let mut path = database.as_os_str().to_owned();
         path.push(format!(".journal-{pid}"));
+        PathBuf::from(path)
+    }
+
+    fn generation_path(&self, generation: u64) -> PathBuf {
+        if generation == 0 {
+            return self.base.clone();
+        }
+        let mut path = self.base.as_os_str().to_owned();
+        path.push(format!(".{generation}"));
         PathBuf::from(path)
     }
 
@@ -52,59 +93,102 @@ impl Journal {
         else {
             return Vec::new();
         };
-        entries
+        let mut orphans: Vec<PathBuf> = entries
             .filter_map(Result::ok)
             .map(|entry| entry.path())
             .filter(|path| {
                 let file = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
                 file.strip_prefix(&prefix)
+                    .and_then(|rest| rest.split('.').next())
                     .and_then(|pid| pid.parse::<u32>().ok())
                     .is_some_and(|pid| pid == std::process::id() || !Path::new(&format!("/proc/{pid}")).exists())
             })
-            .collect()
+            .collect();
+        orphans.sort();
+        orphans
     }
 
     /// Opens (creating) the journal for appending.
     pub(crate) fn open(path: &Path) -> Result<Journal, StoreError> {
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .map_err(|source| StoreError::Journal { path: path.to_path_buf(), source })?;
+        let file = open_append(path)?;
         Ok(Journal {
-            path: path.to_path_buf(),
-            file: Mutex::new(file),
-            outstanding: AtomicUsize::new(0),
+            base: path.to_path_buf(),
+            state: Mutex::new(State { file, generation: 0, written: 0, outstanding: BTreeMap::new() }),
             prefix: uuid::Uuid::new_v4().simple().to_string(),
             next: AtomicU64::new(1),
         })
     }
 
-    /// Appends a row; returns its journal id once the line is written.
-    pub(crate) fn append(&self, row: &AuditRow) -> Result<String, StoreError> {
+    /// Appends a row; returns its ticket once the line is written.
+    pub(crate) fn append(&self, row: &AuditRow) -> Result<JournalTicket, StoreError> {
         let id = format!("{}-{}", self.prefix, self.next.fetch_add(1, Ordering::Relaxed));
-        let line = JournalLine { id, row: row.clone() };
+        let line = JournalLineRef { id: &id, row };
         let mut text = serde_json::to_vec(&line).map_err(|source| StoreError::Json { what: "journal line", source })?;
         text.push(b'\n');
-        let mut file = self.file.lock().map_err(|_| StoreError::AuditWriterStopped)?;
-        file.write_all(&text).map_err(|source| StoreError::Journal { path: self.path.clone(), source })?;
-        self.outstanding.fetch_add(1, Ordering::AcqRel);
-        Ok(line.id)
+        let mut state = self.state.lock().map_err(|_| StoreError::AuditWriterStopped)?;
+        if state.written >= ROTATE_BYTES {
+            self.rotate(&mut state)?;
+        }
+        let path = self.generation_path(state.generation);
+        state.file.write_all(&text).map_err(|source| StoreError::Journal { path, source })?;
+        state.written += text.len() as u64;
+        let generation = state.generation;
+        *state.outstanding.entry(generation).or_insert(0) += 1;
+        Ok(JournalTicket { id, generation })
     }
 
-    /// Notes that `count` journaled rows are now in the database; truncates the journal when none is outstanding.
-    pub(crate) fn committed(&self, count: usize) {
-        if count == 0 {
-            return;
+    /// Moves appends to the next file; the current one stays until its rows are committed.
+    fn rotate(&self, state: &mut State) -> Result<(), StoreError> {
+        let generation = state.generation + 1;
+        let path = self.generation_path(generation);
+        state.file = open_append(&path)?;
+        let old = std::mem::replace(&mut state.generation, generation);
+        state.written = 0;
+        if !state.outstanding.contains_key(&old) {
+            self.remove(old);
         }
-        let Ok(file) = self.file.lock() else { return };
-        let left = self.outstanding.fetch_sub(count, Ordering::AcqRel).saturating_sub(count);
-        if left == 0
-            && let Err(error) = file.set_len(0)
-        {
-            tracing::warn!(path = %self.path.display(), %error, "the audit journal could not be truncated");
+        Ok(())
+    }
+
+    /// Notes that the journaled rows of these tickets are now in the database: a file whose rows are all in is
+    /// truncated (the current one) or removed (an earlier one).
+    pub(crate) fn committed<'a>(&self, tickets: impl IntoIterator<Item = &'a JournalTicket>) {
+        let Ok(mut state) = self.state.lock() else { return };
+        let mut emptied = Vec::new();
+        for ticket in tickets {
+            if let Some(count) = state.outstanding.get_mut(&ticket.generation) {
+                *count = count.saturating_sub(1);
+                if *count == 0 {
+                    state.outstanding.remove(&ticket.generation);
+                    emptied.push(ticket.generation);
+                }
+            }
+        }
+        for generation in emptied {
+            if generation != state.generation {
+                self.remove(generation);
+            } else if let Err(error) = state.file.set_len(0) {
+                tracing::warn!(path = %self.base.display(), %error, "the audit journal could not be truncated");
+            } else {
+                state.written = 0;
+            }
         }
     }
+
+    fn remove(&self, generation: u64) {
+        let path = self.generation_path(generation);
+        if let Err(error) = std::fs::remove_file(&path) {
+            tracing::warn!(path = %path.display(), %error, "an emptied audit journal could not be removed");
+        }
+    }
+}
+
+fn open_append(path: &Path) -> Result<File, StoreError> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|source| StoreError::Journal { path: path.to_path_buf(), source })
 }
 
 /// The journal's lines that parse; a torn last line (a crash mid-write) is skipped.

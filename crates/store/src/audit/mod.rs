@@ -7,6 +7,7 @@
 
 pub(crate) mod chain;
 pub(crate) mod journal;
+pub(crate) mod pending;
 pub(crate) mod query;
 pub(crate) mod writer;
 
@@ -214,8 +215,9 @@ pub(crate) async fn recover_journals(
     for path in journal::Journal::orphans(database) {
         let lines = journal::read_lines(&path);
         if !lines.is_empty() {
-            let (mut rows, ids): (Vec<AuditRow>, Vec<Option<String>>) =
-                lines.into_iter().map(|line| (line.row, Some(line.id))).unzip();
+            let (mut rows, ids): (Vec<AuditRow>, Vec<String>) =
+                lines.into_iter().map(|line| (line.row, line.id)).unzip();
+            let ids: Vec<Option<&str>> = ids.iter().map(|id| Some(id.as_str())).collect();
             writer::append(backend, &mut rows, &ids, true).await?;
             tracing::info!(journal = %path.display(), "audit rows of a process that is gone were recovered");
         }

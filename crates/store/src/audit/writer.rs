@@ -17,7 +17,8 @@ use tokio::sync::{mpsc, oneshot};
 use toolgate_core::fingerprint::{canonical_json, digest_bytes};
 
 use super::chain::{GENESIS_HASH, row_hash};
-use super::journal::Journal;
+use super::journal::{Journal, JournalTicket};
+use super::pending::PendingCall;
 use super::{ArgumentRedaction, AuditEntry, AuditReceipt, AuditRow, verdict_name};
 use crate::Backend;
 use crate::error::{AuditQueueError, StoreError};
@@ -34,8 +35,8 @@ const WRITE_ATTEMPTS: u32 = 3;
 
 type Reply = oneshot::Sender<Result<AuditReceipt, StoreError>>;
 
-enum Command {
-    Append { row: Box<AuditRow>, reply: Option<Reply>, journal_id: Option<String> },
+pub(crate) enum Command {
+    Append { row: Box<AuditRow>, reply: Option<Reply>, journal: Option<JournalTicket> },
     Flush(oneshot::Sender<()>),
 }
 
@@ -67,13 +68,14 @@ pub struct AuditWriter {
     redaction: ArgumentRedaction,
     counters: Arc<Counters>,
     journal: Option<Arc<Journal>>,
+    queue_wait: Duration,
 }
 
 impl std::fmt::Debug for Command {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Command::Append { row, reply, journal_id } => {
-                write!(f, "Append({}, durable: {}, journaled: {})", row.kind, reply.is_some(), journal_id.is_some())
+            Command::Append { row, reply, journal } => {
+                write!(f, "Append({}, durable: {}, journaled: {})", row.kind, reply.is_some(), journal.is_some())
             }
             Command::Flush(_) => write!(f, "Flush"),
         }
@@ -88,23 +90,29 @@ impl AuditWriter {
         capacity: usize,
         batch_max: usize,
         journal: Option<Arc<Journal>>,
+        queue_wait: Duration,
     ) -> AuditWriter {
         let capacity = capacity.max(1);
         let (sender, receiver) = mpsc::channel(capacity);
         let counters = Arc::new(Counters::default());
-        let task_journal = journal.clone();
-        tokio::spawn(run(backend, receiver, batch_max.max(1), Arc::clone(&counters), task_journal));
-        AuditWriter { sender, capacity, redaction, counters, journal }
+        let writer = run(backend, receiver, batch_max.max(1), Arc::clone(&counters), journal.clone());
+        spawn_writer(writer);
+        AuditWriter { sender, capacity, redaction, counters, journal, queue_wait }
     }
 
     /// Queues an entry without waiting. The row is committed shortly after, in a batch; use
     /// [`AuditWriter::record_durable`] when the caller must know it is on disk.
     pub fn try_record(&self, entry: AuditEntry) -> Result<(), AuditQueueError> {
-        let row = Box::new(prepare(entry, self.redaction));
-        match self.sender.try_send(Command::Append { row, reply: None, journal_id: None }) {
+        self.queue_row(Box::new(prepare(entry, self.redaction)))
+    }
+
+    /// Queues a prepared row without waiting; a full queue is counted and reported.
+    pub(crate) fn queue_row(&self, row: Box<AuditRow>) -> Result<(), AuditQueueError> {
+        match self.sender.try_send(Command::Append { row, reply: None, journal: None }) {
             Ok(()) => Ok(()),
             Err(mpsc::error::TrySendError::Full(_)) => {
                 self.counters.rejected.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(capacity = self.capacity, "audit record not written: the audit queue is full");
                 Err(AuditQueueError::Full { capacity: self.capacity })
             }
             Err(mpsc::error::TrySendError::Closed(_)) => Err(AuditQueueError::Closed),
@@ -119,35 +127,45 @@ impl AuditWriter {
         let row = Box::new(prepare(entry, self.redaction));
         let (reply, receipt) = oneshot::channel();
         self.sender
-            .send(Command::Append { row, reply: Some(reply), journal_id: None })
+            .send(Command::Append { row, reply: Some(reply), journal: None })
             .await
             .map_err(|_| StoreError::AuditWriterStopped)?;
         receipt.await.map_err(|_| StoreError::AuditWriterStopped)?
     }
 
-    /// Makes an entry survive the death of the process before returning, without waiting for a database commit:
-    /// a queue slot is reserved (a full queue is [`StoreError::AuditQueueFull`], never a wait), the row is appended
-    /// to the audit journal (one `write` into the page cache), then queued; a store opened
-    /// after a crash appends journaled rows the database lacks. For the row written before a call is forwarded, on
-    /// the call path. Without a journal (a store opened without one) this is [`AuditWriter::record_durable`].
-    pub async fn record_journaled(&self, entry: AuditEntry) -> Result<(), StoreError> {
+    /// Makes a call's row survive the death of the process before returning, without waiting for a database
+    /// commit, and returns the handle that completes it with the call's outcome ([`PendingCall::finish`]).
+    ///
+    /// A queue slot is reserved first and held until the row is complete: when the queue stays full for the
+    /// configured wait the caller gets [`StoreError::AuditQueueFull`] and nothing is journaled (a journaled row
+    /// would claim a call that the caller then refuses to forward). Then the row is appended to the audit journal
+    /// (one `write` into the page cache); a store opened after a crash appends journaled rows the database lacks.
+    /// For the row written before a call is forwarded, on the call path. Without a journal (a store opened
+    /// without one) the row is committed first ([`AuditWriter::record_durable`]) and the outcome becomes a
+    /// "result" row of its own.
+    pub async fn record_journaled(&self, entry: AuditEntry) -> Result<PendingCall, StoreError> {
         let Some(journal) = &self.journal else {
-            return self.record_durable(entry).await.map(|_| ());
+            let row = Box::new(prepare(entry.clone(), self.redaction));
+            self.record_durable(entry).await?;
+            return Ok(PendingCall::committed(self.clone(), row));
         };
-        // The queue slot is taken first: when the queue is full the caller gets a visible error and nothing is
-        // journaled (a journaled row would claim a call that the caller then refuses to forward).
-        let permit = match self.sender.try_reserve() {
+        let permit = match self.sender.clone().try_reserve_owned() {
             Ok(permit) => permit,
-            Err(mpsc::error::TrySendError::Full(())) => {
-                self.counters.rejected.fetch_add(1, Ordering::Relaxed);
-                return Err(StoreError::AuditQueueFull { capacity: self.capacity });
+            Err(mpsc::error::TrySendError::Full(sender)) => {
+                match tokio::time::timeout(self.queue_wait, sender.reserve_owned()).await {
+                    Ok(Ok(permit)) => permit,
+                    Ok(Err(_)) => return Err(StoreError::AuditWriterStopped),
+                    Err(_) => {
+                        self.counters.rejected.fetch_add(1, Ordering::Relaxed);
+                        return Err(StoreError::AuditQueueFull { capacity: self.capacity });
+                    }
+                }
             }
-            Err(mpsc::error::TrySendError::Closed(())) => return Err(StoreError::AuditWriterStopped),
+            Err(mpsc::error::TrySendError::Closed(_)) => return Err(StoreError::AuditWriterStopped),
         };
         let row = Box::new(prepare(entry, self.redaction));
-        let journal_id = journal.append(&row)?;
-        permit.send(Command::Append { row, reply: None, journal_id: Some(journal_id) });
-        Ok(())
+        let ticket = journal.append(&row)?;
+        Ok(PendingCall::journaled(permit, row, ticket))
     }
 
     /// Waits until every entry queued before this call has been committed (or has failed).
@@ -164,6 +182,37 @@ impl AuditWriter {
             written: self.counters.written.load(Ordering::Relaxed),
             failed: self.counters.failed.load(Ordering::Relaxed),
             rejected: self.counters.rejected.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Runs the writer on a thread of its own, with a single-threaded runtime.
+///
+/// Among the gateway's tasks the writer would get one turn per round of hundreds of calls under load and fall
+/// behind until the queue refuses calls; on its own thread the operating system shares the CPU with it fairly,
+/// and its hashing and encoding stay off the relay's workers. If no thread can be started it runs as a task.
+fn spawn_writer(writer: impl std::future::Future<Output = ()> + Send + 'static) {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            tracing::warn!(%error, "no runtime for the audit writer's thread; it runs among the gateway's tasks");
+            tokio::spawn(writer);
+            return;
+        }
+    };
+    let (sender, receiver) = std::sync::mpsc::channel();
+    let spawned = std::thread::Builder::new().name("toolgate-audit".into()).spawn(move || {
+        if let Ok(writer) = receiver.recv() {
+            runtime.block_on(writer);
+        }
+    });
+    match spawned {
+        Ok(_) => {
+            let _ = sender.send(Box::pin(writer) as std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>);
+        }
+        Err(error) => {
+            tracing::warn!(%error, "no thread for the audit writer; it runs among the gateway's tasks");
+            tokio::spawn(writer);
         }
     }
 }
@@ -236,25 +285,27 @@ async fn run(
         }
         let mut rows = Vec::new();
         let mut replies = Vec::new();
-        let mut journal_ids = Vec::new();
+        let mut tickets = Vec::new();
         let mut flushes = Vec::new();
         for command in commands.drain(..) {
             match command {
-                Command::Append { row, reply, journal_id } => {
+                Command::Append { row, reply, journal } => {
                     rows.push(*row);
                     replies.push(reply);
-                    journal_ids.push(journal_id);
+                    tickets.push(journal);
                 }
                 Command::Flush(done) => flushes.push(done),
             }
         }
         if !rows.is_empty() {
+            let journal_ids: Vec<Option<&str>> =
+                tickets.iter().map(|ticket| ticket.as_ref().map(|ticket| ticket.id.as_str())).collect();
             let outcome = append_with_retries(&backend, &mut rows, &journal_ids).await;
             match &outcome {
                 Ok(()) => {
                     counters.written.fetch_add(rows.len() as u64, Ordering::Relaxed);
                     if let Some(journal) = &journal {
-                        journal.committed(journal_ids.iter().filter(|id| id.is_some()).count());
+                        journal.committed(tickets.iter().flatten());
                     }
                 }
                 Err(error) => {
@@ -283,7 +334,7 @@ async fn run(
 async fn append_with_retries(
     backend: &Backend,
     rows: &mut [AuditRow],
-    journal_ids: &[Option<String>],
+    journal_ids: &[Option<&str>],
 ) -> Result<(), StoreError> {
     let mut attempt = 1;
     loop {
@@ -304,7 +355,7 @@ async fn append_with_retries(
 pub(crate) async fn append(
     backend: &Backend,
     rows: &mut [AuditRow],
-    journal_ids: &[Option<String>],
+    journal_ids: &[Option<&str>],
     recovering: bool,
 ) -> Result<(), StoreError> {
     let Backend::Sqlite(pool) = backend;
@@ -374,7 +425,7 @@ pub(crate) async fn append(
     let journaled: Vec<(&str, i64)> = appended
         .iter()
         .filter_map(|index| {
-            let journal_id = journal_ids.get(*index)?.as_deref()?;
+            let journal_id = (*journal_ids.get(*index)?)?;
             Some((journal_id, rows.get(*index)?.seq))
         })
         .collect();

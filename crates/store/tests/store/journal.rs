@@ -4,7 +4,9 @@
 
 use std::io::Write;
 
-use toolgate_store::{AuditFilter, Store, StoreOptions};
+use std::time::{Duration, Instant};
+
+use toolgate_store::{ArgumentRedaction, AuditEntry, AuditFilter, AuditKind, Store, StoreOptions};
 
 use crate::support::call_entry;
 
@@ -75,24 +77,95 @@ async fn a_dead_process_journal_is_recovered_once() {
 async fn a_full_queue_refuses_a_journaled_row_and_journals_nothing() {
     let directory = tempfile::tempdir().unwrap();
     let database = directory.path().join("toolgate.db");
-    let options = StoreOptions { audit_queue_capacity: 2, ..journaling() };
+    let wait = Duration::from_millis(50);
+    let options = StoreOptions { audit_queue_capacity: 2, audit_queue_wait: wait, ..journaling() };
     let store = Store::open_file(&database, options).await.unwrap();
-    // A current-thread test runtime: the writer cannot run until this task yields, so the queue fills.
-    let mut refused = 0;
-    for n in 0..5 {
-        match store.audit().record_journaled(call_entry("write_file", n)).await {
-            Ok(()) => {}
-            Err(toolgate_store::StoreError::AuditQueueFull { capacity }) => {
-                assert_eq!(capacity, 2);
-                refused += 1;
-            }
-            Err(other) => panic!("unexpected {other}"),
-        }
+    // Calls in flight hold their queue places until they end.
+    let first = store.audit().record_journaled(call_entry("write_file", 1)).await.unwrap();
+    let second = store.audit().record_journaled(call_entry("write_file", 2)).await.unwrap();
+    let started = Instant::now();
+    match store.audit().record_journaled(call_entry("write_file", 3)).await {
+        Err(toolgate_store::StoreError::AuditQueueFull { capacity }) => assert_eq!(capacity, 2),
+        other => panic!("expected a full queue, got {other:?}"),
     }
-    assert_eq!(refused, 3);
+    assert!(started.elapsed() >= wait, "a full queue is waited on for the configured time first");
+    assert_eq!(store.audit().stats().rejected, 1);
     let journal = directory.path().join(format!("toolgate.db.journal-{}", std::process::id()));
     let lines = std::fs::read_to_string(&journal).unwrap_or_default();
     assert_eq!(lines.lines().count(), 2, "only the accepted rows are journaled");
+
+    // A place freed while a call waits lets it in.
+    let audit = store.audit();
+    let waiting = tokio::spawn(async move { audit.record_journaled(call_entry("write_file", 4)).await });
+    first.finish("ok", 10);
+    let fourth = waiting.await.unwrap().expect("a freed place is taken");
+    second.finish("ok", 20);
+    fourth.finish("is_error", 30);
     store.audit().flush().await.unwrap();
-    assert_eq!(store.query_audit(&AuditFilter::default()).await.unwrap().len(), 2);
+    let rows = store.query_audit(&AuditFilter::default()).await.unwrap();
+    let outcomes: Vec<_> = rows.iter().map(|row| (row.outcome.clone(), row.duration_us)).collect();
+    assert_eq!(
+        outcomes,
+        [(Some("ok".into()), Some(10)), (Some("ok".into()), Some(20)), (Some("is_error".into()), Some(30))]
+    );
+}
+
+#[tokio::test]
+async fn a_call_row_reaches_the_database_once_with_its_outcome() {
+    let directory = tempfile::tempdir().unwrap();
+    let store = Store::open_file(&directory.path().join("toolgate.db"), journaling()).await.unwrap();
+    let pending = store.audit().record_journaled(call_entry("write_file", 1)).await.unwrap();
+    store.audit().flush().await.unwrap();
+    assert!(store.query_audit(&AuditFilter::default()).await.unwrap().is_empty(), "not before the call ends");
+    pending.finish("ok", 1234);
+    // A call abandoned without an outcome still gets its row.
+    drop(store.audit().record_journaled(call_entry("abandoned", 2)).await.unwrap());
+    store.audit().flush().await.unwrap();
+    let rows = store.query_audit(&AuditFilter::default()).await.unwrap();
+    let summary: Vec<_> = rows.iter().map(|row| (row.kind.as_str(), row.tool.clone(), row.outcome.clone())).collect();
+    assert_eq!(
+        summary,
+        [("call", Some("write_file".into()), Some("ok".into())), ("call", Some("abandoned".into()), None)]
+    );
+    assert_eq!(rows[0].duration_us, Some(1234));
+    assert!(store.verify_audit().await.unwrap().is_intact());
+}
+
+#[tokio::test]
+async fn a_long_call_does_not_keep_one_journal_growing() {
+    let directory = tempfile::tempdir().unwrap();
+    let options = StoreOptions { redaction: ArgumentRedaction::Clear, ..journaling() };
+    let store = Store::open_file(&directory.path().join("toolgate.db"), options).await.unwrap();
+    let big = |tool: &str| AuditEntry {
+        tool: Some(tool.into()),
+        args: Some(serde_json::json!({"content": "x".repeat(1 << 20)})),
+        ..AuditEntry::new(AuditKind::Call)
+    };
+    let journals = || {
+        let mut names: Vec<String> = std::fs::read_dir(directory.path())
+            .unwrap()
+            .filter_map(Result::ok)
+            .map(|entry| entry.file_name().to_string_lossy().into_owned())
+            .filter(|name| name.contains(".journal-"))
+            .collect();
+        names.sort();
+        names
+    };
+    let long = store.audit().record_journaled(big("long")).await.unwrap();
+    for n in 0..12 {
+        store.audit().record_journaled(big(&format!("short-{n}"))).await.unwrap().finish("ok", 1);
+        store.audit().flush().await.unwrap();
+    }
+    let base = format!("toolgate.db.journal-{}", std::process::id());
+    let files = journals();
+    assert!(files.contains(&base), "the file holding the long call's row stays: {files:?}");
+    assert!(files.len() <= 2, "emptied files are removed: {files:?}");
+    let size = |name: &str| std::fs::metadata(directory.path().join(name)).map(|meta| meta.len()).unwrap_or(0);
+    assert!(files.iter().map(|name| size(name)).sum::<u64>() < 8 << 20, "journals stay bounded: {files:?}");
+    long.finish("ok", 1);
+    store.audit().flush().await.unwrap();
+    let files = journals();
+    assert!(files.iter().all(|name| size(name) == 0), "every journaled row is in: {files:?}");
+    assert!(!files.contains(&base), "the long call's file is removed once its row is in: {files:?}");
+    assert_eq!(store.query_audit(&AuditFilter::default()).await.unwrap().len(), 13);
 }

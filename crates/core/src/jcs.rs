@@ -1,0 +1,174 @@
+//! RFC 8785 (JCS) canonical JSON, written straight into a `String`.
+//!
+//! Every fingerprint, argument digest and audit-row hash goes through here, and the audit hash runs once per
+//! row on the call path's budget, so the writer avoids what a general serializer pays for: no intermediate
+//! `Value`s, no per-property allocations, object keys sorted by reference. The rules it implements:
+//!
+//! - object members sorted by their names as UTF-16 code units (byte order is the same for ASCII names, which
+//!   are compared directly);
+//! - strings with only `"`, `\` and the control characters below U+0020 escaped (`\b \t \n \f \r` by name, the
+//!   rest as `\u00xx` in lower-case hex), everything else written as is;
+//! - integers in plain decimal; other numbers as ECMAScript's `Number.prototype.toString` prints them, which is
+//!   delegated to `serde_json_canonicalizer` (the reference this module is tested against, value by value);
+//! - no whitespace.
+
+use std::cmp::Ordering;
+use std::fmt::Write as _;
+
+use serde_json::{Map, Number, Value};
+
+use crate::fingerprint::FingerprintError;
+
+/// Appends the canonical JSON text of `value` to `out`.
+pub fn write_value(value: &Value, out: &mut String) -> Result<(), FingerprintError> {
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(true) => out.push_str("true"),
+        Value::Bool(false) => out.push_str("false"),
+        Value::Number(number) => write_number(number, out)?,
+        Value::String(text) => write_str(text, out),
+        Value::Array(items) => {
+            out.push('[');
+            for (index, item) in items.iter().enumerate() {
+                if index > 0 {
+                    out.push(',');
+                }
+                write_value(item, out)?;
+            }
+            out.push(']');
+        }
+        Value::Object(members) => write_object(members, out)?,
+    }
+    Ok(())
+}
+
+/// The canonical JSON text of `value`.
+pub fn to_string(value: &Value) -> Result<String, FingerprintError> {
+    let mut out = String::with_capacity(128);
+    write_value(value, &mut out)?;
+    Ok(out)
+}
+
+fn write_object(members: &Map<String, Value>, out: &mut String) -> Result<(), FingerprintError> {
+    let mut sorted: Vec<(&String, &Value)> = members.iter().collect();
+    sorted.sort_unstable_by(|(left, _), (right, _)| compare_names(left, right));
+    out.push('{');
+    for (index, (name, value)) in sorted.into_iter().enumerate() {
+        if index > 0 {
+            out.push(',');
+        }
+        write_str(name, out);
+        out.push(':');
+        write_value(value, out)?;
+    }
+    out.push('}');
+    Ok(())
+}
+
+/// Orders member names as RFC 8785 does: by UTF-16 code units.
+pub fn compare_names(left: &str, right: &str) -> Ordering {
+    if left.is_ascii() && right.is_ascii() {
+        left.as_bytes().cmp(right.as_bytes())
+    } else {
+        left.encode_utf16().cmp(right.encode_utf16())
+    }
+}
+
+/// Appends `text` as a canonical JSON string literal.
+pub fn write_str(text: &str, out: &mut String) {
+    out.reserve(text.len() + 2);
+    out.push('"');
+    let mut start = 0;
+    for (index, byte) in text.bytes().enumerate() {
+        let escape = match byte {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            0x08 => "\\b",
+            b'\t' => "\\t",
+            b'\n' => "\\n",
+            0x0c => "\\f",
+            b'\r' => "\\r",
+            0x00..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(text.get(start..index).unwrap_or_default());
+        if escape.is_empty() {
+            let _ = write!(out, "\\u{byte:04x}");
+        } else {
+            out.push_str(escape);
+        }
+        start = index + 1;
+    }
+    out.push_str(text.get(start..).unwrap_or_default());
+    out.push('"');
+}
+
+fn write_number(number: &Number, out: &mut String) -> Result<(), FingerprintError> {
+    // Integers a double holds exactly print as themselves.
+    if let Some(integer) = number.as_i64().filter(|integer| integer.unsigned_abs() <= 1 << 53) {
+        let _ = write!(out, "{integer}");
+    } else {
+        // Fractions, exponents and integers beyond 2^53 print as the IEEE 754 double ECMAScript would hold.
+        let text = serde_json_canonicalizer::to_string(&Value::Number(number.clone()))
+            .map_err(|error| FingerprintError::new(error.to_string()))?;
+        out.push_str(&text);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn reference(value: &Value) -> String {
+        serde_json_canonicalizer::to_string(value).unwrap_or_else(|error| unreachable!("reference failed: {error}"))
+    }
+
+    fn canonical(value: &Value) -> String {
+        to_string(value).unwrap_or_else(|error| unreachable!("canonical failed: {error}"))
+    }
+
+    #[test]
+    fn the_rfc_8785_examples_and_edges() {
+        let value = json!({
+            "numbers": [333333333.33333329, 1E30, 4.50, 2e-3, 0.000000000000000000000000001, 0, -0.0, 9007199254740993u64],
+            "string": "\u{20ac}$\u{000F}\u{000a}A'\u{0042}\u{0022}\u{005c}\\\"/",
+            "literals": [null, true, false],
+            "\u{20ac}": 1, "\r": 2, "\u{1f600}": 3, "\u{e000}": 4, "a": 5, "ab": 6, "": 7
+        });
+        assert_eq!(canonical(&value), reference(&value));
+    }
+
+    #[test]
+    fn supplementary_names_sort_before_private_use_ones() {
+        // U+1F600 is D83D DE00 in UTF-16, so it sorts before U+E000 although its UTF-8 bytes sort after.
+        assert_eq!(canonical(&json!({"\u{e000}": 1, "\u{1f600}": 2})), "{\"\u{1f600}\":2,\"\u{e000}\":1}");
+    }
+
+    fn any_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<f64>().prop_filter("finite", |number| number.is_finite()).prop_map(Value::from),
+            "\\PC{0,12}|[\\x00-\\x20\"\\\\]{0,6}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::vec(("\\PC{0,6}|[a-z]{1,3}", inner), 0..6)
+                    .prop_map(|members| Value::Object(members.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn equals_the_reference_canonicalizer(value in any_json()) {
+            prop_assert_eq!(canonical(&value), reference(&value));
+        }
+    }
+}
