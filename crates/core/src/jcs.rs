@@ -131,6 +131,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::excessive_precision, reason = "the RFC 8785 example numbers, written as the RFC writes them")]
     fn the_rfc_8785_examples_and_edges() {
         let value = json!({
             "numbers": [333333333.33333329, 1E30, 4.50, 2e-3, 0.000000000000000000000000001, 0, -0.0, 9007199254740993u64],

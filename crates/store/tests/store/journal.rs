@@ -20,7 +20,7 @@ async fn journaled_rows_are_committed_and_the_journal_empties() {
     let database = directory.path().join("toolgate.db");
     let store = Store::open_file(&database, journaling()).await.unwrap();
     for n in 0..20 {
-        store.audit().record_journaled(call_entry("write_file", n)).await.unwrap();
+        store.audit().record_journaled(call_entry("write_file", n)).await.unwrap().finish("ok", n);
     }
     store.audit().flush().await.unwrap();
     let rows = store.query_audit(&AuditFilter::default()).await.unwrap();
@@ -37,7 +37,7 @@ async fn a_dead_process_journal_is_recovered_once() {
     // A first gateway journals rows and commits them; copy its journal lines as a dead process's journal that
     // also holds two rows the database never got.
     let first = Store::open_file(&database, journaling()).await.unwrap();
-    first.audit().record_journaled(call_entry("committed", 1)).await.unwrap();
+    first.audit().record_journaled(call_entry("committed", 1)).await.unwrap().finish("ok", 1);
     first.audit().flush().await.unwrap();
     first.close().await.unwrap();
 
