@@ -331,6 +331,7 @@ mod tests {
             tool: "delete_note".into(),
             title: "Delete note".into(),
             action: "delete a note".into(),
+            risk: None,
             args_summary: "{}".into(),
             tool_fingerprint: "sha256:ab".into(),
             args_digest: crate::digest_arguments(&json!({"id": 8})),

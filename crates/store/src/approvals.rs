@@ -59,6 +59,8 @@ pub struct PendingApproval {
     pub title: String,
     /// The action phrase ("delete a file").
     pub action: String,
+    /// The tool's risk class when the approval was asked (`None` for approvals queued by an older gateway).
+    pub risk: Option<ToolRisk>,
     /// The arguments, summarized for display (never the only record of them: see `args_digest`).
     pub args_summary: String,
     /// The tool definition's fingerprint the approval is for.
@@ -75,6 +77,22 @@ pub struct PendingApproval {
 
 fn serialize_time<S: serde::Serializer>(time: &SystemTime, serializer: S) -> Result<S::Ok, S::Error> {
     serializer.serialize_str(&format_rfc3339(*time))
+}
+
+/// A tool's risk class as core's facts state it: the level and the category it comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ToolRisk {
+    /// 0 (reads a closed domain) to 4 (may destroy data): `toolgate_core::facts::risk_level`.
+    pub level: u8,
+    /// `read`, `write`, `external` or `destructive`: `toolgate_core::facts::Category::as_str`.
+    pub category: String,
+}
+
+impl ToolRisk {
+    /// The risk class of a tool with these facts.
+    pub fn from_facts(facts: &toolgate_core::facts::ToolFacts) -> ToolRisk {
+        ToolRisk { level: facts.risk_level, category: facts.category.as_str().to_owned() }
+    }
 }
 
 /// A person's answer.
@@ -184,7 +202,7 @@ pub struct ApprovalStore {
 macro_rules! approval_columns {
     () => {
         "id, session, upstream, tool, title, action, args_summary, tool_fingerprint, args_digest, \
-     created_us, expires_us, state, decided_by"
+     created_us, expires_us, state, decided_by, risk_level, risk_category"
     };
 }
 
@@ -199,7 +217,7 @@ impl ApprovalStore {
         sqlx::query(concat!(
             "INSERT INTO approvals (",
             approval_columns!(),
-            ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', NULL)"
+            ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', NULL, ?, ?)"
         ))
         .bind(pending.id.as_str())
         .bind(&pending.session)
@@ -212,6 +230,8 @@ impl ApprovalStore {
         .bind(&pending.args_digest)
         .bind(to_micros(pending.created))
         .bind(to_micros(pending.expires))
+        .bind(pending.risk.as_ref().map(|risk| i64::from(risk.level)))
+        .bind(pending.risk.as_ref().map(|risk| risk.category.as_str()))
         .execute(pool)
         .await?;
         Ok(())
@@ -336,6 +356,16 @@ impl ApprovalStore {
 fn decode(row: &SqliteRow) -> Result<ApprovalRecord, StoreError> {
     let id: String = row.try_get("id")?;
     let state: String = row.try_get("state")?;
+    let risk_level: Option<i64> = row.try_get("risk_level")?;
+    let risk_category: Option<String> = row.try_get("risk_category")?;
+    let risk = match (risk_level, risk_category) {
+        (Some(level), Some(category)) => Some(ToolRisk {
+            level: u8::try_from(level)
+                .map_err(|_| StoreError::Corrupt { what: "approval risk level", detail: level.to_string() })?,
+            category,
+        }),
+        _ => None,
+    };
     Ok(ApprovalRecord {
         approval: PendingApproval {
             id: ApprovalId(id),
@@ -344,6 +374,7 @@ fn decode(row: &SqliteRow) -> Result<ApprovalRecord, StoreError> {
             tool: row.try_get("tool")?,
             title: row.try_get("title")?,
             action: row.try_get("action")?,
+            risk,
             args_summary: row.try_get("args_summary")?,
             tool_fingerprint: row.try_get("tool_fingerprint")?,
             args_digest: row.try_get("args_digest")?,

@@ -141,6 +141,7 @@ mod tests {
             tool: "delete_file".into(),
             title: "Delete file".into(),
             action: "delete a file".into(),
+            risk: None,
             args_summary: "{}".into(),
             tool_fingerprint: "sha256:ab".into(),
             args_digest: "sha256:cd".into(),

@@ -56,7 +56,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePo
 pub use activity::{Activity, ActivityBucket, ActivitySpan, ActivityVerdict};
 pub use approvals::{
     ApprovalDecision, ApprovalId, ApprovalRecord, ApprovalState, ApprovalStore, ApprovalWait, ConsumeRefusal,
-    PendingApproval,
+    PendingApproval, ToolRisk,
 };
 pub use audit::chain::GENESIS_HASH;
 pub use audit::pending::PendingCall;

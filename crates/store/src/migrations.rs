@@ -15,6 +15,7 @@ use crate::error::StoreError;
 const SQLITE: &[(i64, &str, &str)] = &[
     (1, "initial", include_str!("../migrations/sqlite/0001_initial.sql")),
     (2, "journal", include_str!("../migrations/sqlite/0002_journal.sql")),
+    (3, "approval risk", include_str!("../migrations/sqlite/0003_approval_risk.sql")),
 ];
 
 /// Brings a SQLite database up to the latest schema.

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::time::SystemTime;
 
-use toolgate_store::{ApprovalRecord, AuditRow, ChainReport};
+use toolgate_store::{ApprovalRecord, AuditRow, ChainReport, ToolRisk};
 
 /// Escapes text for an HTML element or a quoted attribute.
 pub(crate) fn escape(text: &str) -> String {
@@ -89,6 +89,22 @@ fn pretty_arguments(summary: &str) -> String {
         .unwrap_or_else(|| summary.to_owned())
 }
 
+/// A risk badge: the words say the class (colour only repeats them), the CSS class comes from the level alone, so
+/// nothing read from the store reaches a class attribute. `None` (an approval queued by an older gateway) says so.
+pub(crate) fn risk_badge(risk: Option<&ToolRisk>) -> String {
+    match risk {
+        Some(risk) => {
+            let level = risk.level.min(4);
+            let word = ["none", "low", "medium", "high", "critical"][usize::from(level)];
+            format!(
+                "<span class=\"badge risk-{level}\" title=\"risk {level} of 4\">Risk {level}/4 {word} · {}</span>",
+                escape(&risk.category)
+            )
+        }
+        None => "<span class=\"badge risk-unknown\">Risk not recorded</span>".to_owned(),
+    }
+}
+
 /// The list of pending approvals (the part the script refreshes).
 pub(crate) fn pending_list(pending: &[ApprovalRecord], csrf: &str) -> String {
     if pending.is_empty() {
@@ -103,7 +119,7 @@ pub(crate) fn pending_list(pending: &[ApprovalRecord], csrf: &str) -> String {
         let remaining = approval.expires.duration_since(now).map(|left| left.as_secs()).unwrap_or_default();
         let _ = write!(
             out,
-            "<article class=\"card\" aria-labelledby=\"{heading}\"><h2 id=\"{heading}\">{title}</h2>\
+            "<article class=\"card\" aria-labelledby=\"{heading}\"><h2 id=\"{heading}\">{title} {badge}</h2>\
              <p class=\"meta\">Upstream <strong>{upstream}</strong> · tool <code>{tool}</code> · {action} · expires in \
              {remaining} s</p><pre aria-label=\"Arguments\">{arguments}</pre><div class=\"actions\">\
              <form method=\"post\" action=\"/console/approvals/{id}/approve\"><input type=\"hidden\" name=\"csrf\" \
@@ -111,6 +127,7 @@ pub(crate) fn pending_list(pending: &[ApprovalRecord], csrf: &str) -> String {
              <form method=\"post\" action=\"/console/approvals/{id}/deny\"><input type=\"hidden\" name=\"csrf\" \
              value=\"{csrf}\"><button type=\"submit\" class=\"deny\">Deny</button></form></div></article>",
             title = escape(&approval.title),
+            badge = risk_badge(approval.risk.as_ref()),
             upstream = escape(&approval.upstream),
             tool = escape(&approval.tool),
             action = escape(&approval.action),
@@ -187,6 +204,19 @@ mod tests {
     #[test]
     fn escapes_markup() {
         assert_eq!(escape("<a href=\"x\">'&'</a>"), "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;");
+    }
+
+    #[test]
+    fn risk_badges_say_the_class_in_words() {
+        let badge = |level: u8, category: &str| risk_badge(Some(&ToolRisk { level, category: category.into() }));
+        assert_eq!(
+            badge(4, "destructive"),
+            "<span class=\"badge risk-4\" title=\"risk 4 of 4\">Risk 4/4 critical · destructive</span>"
+        );
+        assert_eq!(badge(0, "read"), "<span class=\"badge risk-0\" title=\"risk 0 of 4\">Risk 0/4 none · read</span>");
+        // A level out of range (a row written by hand) is clamped, and the category is escaped.
+        assert!(badge(9, "<b>").contains("risk-4\"") && badge(9, "<b>").contains("&lt;b&gt;"));
+        assert_eq!(risk_badge(None), "<span class=\"badge risk-unknown\">Risk not recorded</span>");
     }
 
     #[test]

@@ -32,6 +32,7 @@ async fn chromium_renders_the_pending_approvals_after_login() -> TestResult {
             tool: "delete_file".into(),
             title: "Delete file".into(),
             action: "delete a file".into(),
+            risk: Some(toolgate_store::ToolRisk { level: 4, category: "destructive".into() }),
             args_summary: "{\"path\":\"/tmp/report.txt\"}".into(),
             tool_fingerprint: "sha256:aa".into(),
             args_digest: "sha256:bb".into(),

@@ -119,6 +119,7 @@ async fn pending(store: &Store, tool: &str) -> Result<ApprovalId, Box<dyn std::e
             tool: tool.into(),
             title: "Delete <file>".into(),
             action: "delete a file".into(),
+            risk: Some(toolgate_store::ToolRisk { level: 4, category: "destructive".into() }),
             args_summary: "{\"path\":\"/tmp/x\"}".into(),
             tool_fingerprint: "sha256:aa".into(),
             args_digest: "sha256:bb".into(),
@@ -187,6 +188,8 @@ async fn the_form_approves_and_denies_in_the_store() -> TestResult {
     assert!(page.body.contains("Delete &lt;file&gt;"), "titles are escaped");
     assert!(page.body.contains("delete a file") && page.body.contains("files"));
     assert!(page.body.contains("{\n  &quot;path&quot;: &quot;/tmp/x&quot;\n}"), "arguments pretty-printed");
+    assert!(page.body.contains("class=\"badge risk-4\""), "the risk badge is styled by class");
+    assert!(page.body.contains("Risk 4/4 critical · destructive"), "and says its class in words");
     assert!(page.body.contains(&format!("/console/approvals/{approve}/approve")));
     assert!(!page.body.contains("<script>"), "no inline script");
     let csrf = csrf_of(&page.body)?;

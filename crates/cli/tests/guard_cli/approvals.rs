@@ -17,6 +17,7 @@ fn pending(expires_in: Duration) -> PendingApproval {
         tool: "delete_file".into(),
         title: "Delete file".into(),
         action: "delete a file".into(),
+        risk: Some(toolgate_store::ToolRisk { level: 4, category: "destructive".into() }),
         args_summary: json!({"path": "/tmp/report.txt", "force": true}).to_string(),
         tool_fingerprint: "sha256:tool".into(),
         args_digest: digest_arguments(&json!({"path": "/tmp/report.txt", "force": true})),

@@ -153,6 +153,7 @@ async fn by_queue(
         tool: tool.exposed_name.clone(),
         title: tool.facts.display_title.clone(),
         action: tool.facts.action.clone(),
+        risk: Some(toolgate_store::ToolRisk::from_facts(&tool.facts)),
         args_summary: summary.to_owned(),
         tool_fingerprint: tool.fingerprint.clone(),
         args_digest: args_digest.clone(),

@@ -27,6 +27,7 @@ async fn an_approval_is_single_use_bound_to_its_arguments_and_cannot_be_forged_i
         tool: "delete_file".into(),
         title: "Delete file".into(),
         action: "delete a file".into(),
+        risk: None,
         args_summary: a.to_string(),
         tool_fingerprint: "sha256:tool".into(),
         args_digest: digest_arguments(&a),
@@ -85,6 +86,9 @@ async fn through_the_gateway_an_approval_is_neither_replayed_nor_reused_nor_forg
     // Call A waits; a person approves it; it goes through once.
     client.start_call(json!(1), "rug_purge_records", a.clone());
     let first = wait_pending(&harness.store, "rug_purge_records", &a).await;
+    // The queued approval carries the tool's risk class, for the console's badge.
+    let risk = first.approval.risk.as_ref().expect("the gateway records the risk class");
+    assert_eq!((risk.level, risk.category.as_str()), (4, "destructive"), "{risk:?}");
     person.approvals().decide(&first.approval.id, ApprovalDecision::Approve, "tester").await.unwrap();
     let response = client.response(&json!(1)).await;
     assert_eq!(text(&response), "called purge_records", "{response}");
@@ -130,6 +134,7 @@ async fn through_the_gateway_an_approval_is_neither_replayed_nor_reused_nor_forg
         tool: "rug_purge_records".into(),
         title: "Purge records".into(),
         action: "purge".into(),
+        risk: None,
         args_summary: "{}".into(),
         tool_fingerprint: fingerprint.clone(),
         args_digest: digest_arguments(&json!({})),

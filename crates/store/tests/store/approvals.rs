@@ -20,6 +20,7 @@ fn pending(expires_in: Duration) -> PendingApproval {
         tool: "delete_file".into(),
         title: "Delete file".into(),
         action: "delete a file".into(),
+        risk: Some(toolgate_store::ToolRisk { level: 4, category: "destructive".into() }),
         args_summary: "path=/tmp/a".into(),
         tool_fingerprint: "sha256:tool".into(),
         args_digest: digest_arguments(&json!({"path": "/tmp/a"})),
@@ -124,4 +125,21 @@ fn approval_ids_are_random() {
     let ids: std::collections::HashSet<_> = (0..1000).map(|_| ApprovalId::generate()).collect();
     assert_eq!(ids.len(), 1000);
     assert!(ids.iter().all(|id| id.as_str().len() == 32));
+}
+
+#[tokio::test]
+async fn an_approval_keeps_the_tools_risk_class_or_none() {
+    let (_directory, store) = fresh_store(StoreOptions::default()).await;
+    let approvals = store.approvals();
+    let with_risk = pending(Duration::from_secs(60));
+    let without = PendingApproval { id: ApprovalId::generate(), risk: None, ..pending(Duration::from_secs(60)) };
+    approvals.create(&with_risk).await.expect("create");
+    approvals.create(&without).await.expect("create");
+    let read = |id: &ApprovalId| {
+        let approvals = approvals.clone();
+        let id = id.clone();
+        async move { approvals.get(&id).await.expect("get").expect("present").approval.risk }
+    };
+    assert_eq!(read(&with_risk.id).await, Some(toolgate_store::ToolRisk { level: 4, category: "destructive".into() }));
+    assert_eq!(read(&without.id).await, None);
 }
