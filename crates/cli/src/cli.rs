@@ -209,6 +209,7 @@ pub(crate) enum AuditKindArg {
     Confirmation,
     Call,
     Result,
+    Pin,
 }
 
 #[derive(Debug, Args)]

@@ -16,7 +16,7 @@ use crate::time::format_rfc3339;
 use crate::{ApprovalDecision, AuditReceipt, PendingApproval, Store};
 
 /// The `kind` of a pin decision's audit row.
-pub const PIN_DECISION_KIND: &str = "pin";
+pub const PIN_DECISION_KIND: &str = crate::AuditKind::Pin.as_str();
 
 /// What a person did with a definition held in quarantine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -104,6 +104,7 @@ fn kind(arg: AuditKindArg) -> AuditKind {
         AuditKindArg::Confirmation => AuditKind::Confirmation,
         AuditKindArg::Call => AuditKind::Call,
         AuditKindArg::Result => AuditKind::Result,
+        AuditKindArg::Pin => AuditKind::Pin,
     }
 }
 
@@ -145,6 +146,7 @@ fn table(rows: &[AuditRow]) -> String {
         "seq",
         "time (UTC)",
         "kind",
+        "caller",
         "session",
         "upstream",
         "tool",
@@ -159,6 +161,7 @@ fn table(rows: &[AuditRow]) -> String {
             row.seq.to_string(),
             short_time(&row.time),
             row.kind.clone(),
+            caller(row),
             row.session.as_deref().map(|session| shorten(session, 8)).unwrap_or_else(|| "-".to_owned()),
             text(&row.upstream),
             text(&row.tool),
@@ -171,6 +174,16 @@ fn table(rows: &[AuditRow]) -> String {
     let mut output = table.to_string();
     let _ = writeln!(output, "\n{} row(s)", rows.len());
     output
+}
+
+/// Who made the request or decision: the caller's identity (`console:alice`, an OAuth subject, `stdio`), else `-`.
+fn caller(row: &AuditRow) -> String {
+    row.caller
+        .as_ref()
+        .and_then(|caller| caller.get("identity"))
+        .and_then(serde_json::Value::as_str)
+        .map(|identity| shorten(identity, 24))
+        .unwrap_or_else(|| "-".to_owned())
 }
 
 /// `2026-01-31T09:00:00.123456Z` → `2026-01-31 09:00:00`.

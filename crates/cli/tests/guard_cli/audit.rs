@@ -64,7 +64,8 @@ async fn rows_filter_and_print_as_table_or_json_lines() {
     let confirms = toolgate_async(&["audit", "--state-dir", dir(&directory), "--verdict", "confirm"]).await;
     assert_eq!(confirms.code, Some(0), "{confirms:?}");
     assert!(confirms.stdout.contains("delete_file") && confirms.stdout.contains("1 row(s)"), "{}", confirms.stdout);
-    for header in ["time (UTC)", "kind", "session", "upstream", "verdict", "outcome", "duration", "approval"] {
+    for header in ["time (UTC)", "kind", "caller", "session", "upstream", "verdict", "outcome", "duration", "approval"]
+    {
         assert!(confirms.stdout.contains(header), "{header}: {}", confirms.stdout);
     }
 

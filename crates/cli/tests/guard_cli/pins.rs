@@ -86,6 +86,14 @@ async fn diff_then_approve_the_fingerprint_seen() {
     assert_eq!(row["detail"], json!({"fingerprint": new_fingerprint, "decision": "approved", "decided_by": "alice"}));
     let table = toolgate_async(&["audit", "--state-dir", dir(&directory)]).await;
     assert!(table.stdout.contains("pin") && table.stdout.contains("approved"), "{}", table.stdout);
+    // `--kind pin` selects it; the table's caller column names who decided.
+    let pins_only = toolgate_async(&["audit", "--kind", "pin", "--state-dir", dir(&directory)]).await;
+    assert_eq!(pins_only.code, Some(0), "{pins_only:?}");
+    assert!(pins_only.stdout.contains("caller") && pins_only.stdout.contains("alice"), "{}", pins_only.stdout);
+    assert!(pins_only.stdout.contains("1 row(s)"), "{}", pins_only.stdout);
+    let confirmations =
+        toolgate_async(&["audit", "--kind", "confirmation", "--json", "--state-dir", dir(&directory)]).await;
+    assert_eq!((confirmations.code, confirmations.stdout.as_str()), (Some(0), ""), "{confirmations:?}");
     let verify = toolgate_async(&["audit", "verify", "--state-dir", dir(&directory)]).await;
     assert_eq!(verify.code, Some(0), "{verify:?}");
 

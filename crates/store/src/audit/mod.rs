@@ -34,17 +34,20 @@ pub enum AuditKind {
     Call,
     /// The summary of a call's result (outcome, duration).
     Result,
+    /// A person pinned or rejected a quarantined tool definition (written by `Store::record_pin_decision`).
+    Pin,
 }
 
 impl AuditKind {
     /// The stable name stored in the `kind` column.
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             AuditKind::Listing => "listing",
             AuditKind::Decision => "decision",
             AuditKind::Confirmation => "confirmation",
             AuditKind::Call => "call",
             AuditKind::Result => "result",
+            AuditKind::Pin => "pin",
         }
     }
 }
