@@ -68,7 +68,7 @@ pub use audit::{
 pub use decisions::{PIN_DECISION_KIND, PinDecision};
 pub use error::{AuditQueueError, StoreError};
 pub use pins::{PendingPinChange, PinObservation, PinStore, PinnedTool, ToolSnapshot};
-pub use time::{format_rfc3339, parse_rfc3339};
+pub use time::{format_rfc3339, parse_age, parse_rfc3339};
 
 /// The database file inside the state directory.
 pub const DATABASE_FILE: &str = "toolgate.db";

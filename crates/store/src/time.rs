@@ -21,6 +21,23 @@ pub fn parse_rfc3339(text: &str) -> Result<SystemTime, StoreError> {
         .map_err(|_| StoreError::Time(text.to_owned()))
 }
 
+/// An age such as `30s`, `10m`, `2h`, `1d` or `1w` (digits, then one unit), for filters that mean "since that long
+/// ago"; `None` for anything else.
+pub fn parse_age(text: &str) -> Option<Duration> {
+    let split = text.find(|character: char| !character.is_ascii_digit())?;
+    let (number, unit) = text.split_at(split);
+    let count: u64 = number.parse().ok()?;
+    let seconds = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        "w" => 604_800,
+        _ => return None,
+    };
+    count.checked_mul(seconds).map(Duration::from_secs)
+}
+
 /// Microseconds since the Unix epoch (negative before it), saturating far outside the representable range.
 pub(crate) fn to_micros(time: SystemTime) -> i64 {
     match time.duration_since(UNIX_EPOCH) {
@@ -47,6 +64,16 @@ mod tests {
         assert_eq!(parse_rfc3339(&text).ok(), Some(time));
         assert_eq!(parse_rfc3339("2025-11-25T11:00:00.000001+01:00").ok(), Some(time));
         assert!(parse_rfc3339("yesterday").is_err());
+    }
+
+    #[test]
+    fn ages() {
+        assert_eq!(parse_age("30s"), Some(Duration::from_secs(30)));
+        assert_eq!(parse_age("2h"), Some(Duration::from_secs(7200)));
+        assert_eq!(parse_age("1w"), Some(Duration::from_secs(604_800)));
+        for bad in ["", "10", "m", "10y", "-5m", "1.5h", "99999999999999999999w"] {
+            assert_eq!(parse_age(bad), None, "{bad}");
+        }
     }
 
     #[test]

@@ -9,15 +9,10 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Response};
 use serde_json::json;
-use toolgate_store::{ApprovalDecision, ApprovalId, ApprovalRecord, AuditFilter, StoreError};
+use toolgate_store::{ApprovalDecision, ApprovalId, ApprovalRecord, StoreError};
 
 use crate::session::{COOKIE as COOKIE_NAME, LoginError, SESSION_LIFETIME, Session, same_secret};
 use crate::{Console, checks, form, html};
-
-/// Audit rows shown when the page does not say.
-const DEFAULT_ROWS: u32 = 100;
-/// Most audit rows one page shows.
-const MAX_ROWS: u32 = 1000;
 
 const STYLESHEET: &str = include_str!("../assets/console.css");
 const SCRIPT: &str = include_str!("../assets/console.js");
@@ -309,33 +304,6 @@ pub(crate) async fn decide(
         }
         Err(error) => store_failure(&error),
     }
-}
-
-/// `GET /console/audit?tool=GLOB&limit=N`: the last rows and the chain's verification.
-pub(crate) async fn audit_page(State(console): State<Console>, uri: Uri, headers: HeaderMap) -> Response {
-    let Some((_, session)) = session(&console, &headers) else {
-        return unauthorized();
-    };
-    let query = form::parse(uri.query().unwrap_or_default());
-    let tool = form::field(&query, "tool").map(str::trim).unwrap_or_default().to_owned();
-    let limit = form::field(&query, "limit")
-        .and_then(|limit| limit.trim().parse::<u32>().ok())
-        .unwrap_or(DEFAULT_ROWS)
-        .clamp(1, MAX_ROWS);
-    let filter = AuditFilter {
-        tool_glob: (!tool.is_empty()).then(|| tool.clone()),
-        limit: Some(limit),
-        ..AuditFilter::default()
-    };
-    let rows = match console.store.query_audit(&filter).await {
-        Ok(rows) => rows,
-        Err(error) => return store_failure(&error),
-    };
-    let report = match console.store.verify_audit().await {
-        Ok(report) => report,
-        Err(error) => return store_failure(&error),
-    };
-    Html(html::audit_page(&rows, &report, &tool, limit, &session.csrf)).into_response()
 }
 
 /// `GET /console/assets/console.css`.

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::time::SystemTime;
 
-use toolgate_store::{ApprovalRecord, AuditRow, ChainReport, ToolRisk};
+use toolgate_store::{ApprovalRecord, ToolRisk};
 
 /// Escapes text for an HTML element or a quoted attribute.
 pub(crate) fn escape(text: &str) -> String {
@@ -146,55 +146,6 @@ pub(crate) fn pending_page(pending: &[ApprovalRecord], csrf: &str) -> String {
         pending_list(pending, csrf)
     );
     layout("Pending approvals", Page::Pending, Some(csrf), &body)
-}
-
-/// The audit log page.
-pub(crate) fn audit_page(rows: &[AuditRow], report: &ChainReport, tool: &str, limit: u32, csrf: &str) -> String {
-    let mut body = String::from("<h1>Audit log</h1>");
-    if report.is_intact() {
-        let _ = write!(body, "<p class=\"ok\">Hash chain verified: {} rows intact.</p>", report.rows_checked);
-    } else {
-        let detail =
-            report.first_break.as_ref().and_then(|first| serde_json::to_string(first).ok()).unwrap_or_default();
-        let _ = write!(body, "<p class=\"bad\">Hash chain broken: {}</p>", escape(&detail));
-    }
-    let _ = write!(
-        body,
-        "<form class=\"filter\" method=\"get\" action=\"/console/audit\"><label for=\"tool\">Tool (glob)\
-         <input id=\"tool\" name=\"tool\" value=\"{}\" placeholder=\"*\"></label><label for=\"limit\">Rows\
-         <input id=\"limit\" name=\"limit\" type=\"number\" min=\"1\" max=\"1000\" value=\"{limit}\"></label>\
-         <button type=\"submit\">Show</button></form>",
-        escape(tool)
-    );
-    if rows.is_empty() {
-        body.push_str("<p>No rows.</p>");
-    } else {
-        body.push_str(
-            "<div class=\"table-wrap\"><table><caption>Most recent last</caption><thead><tr><th scope=\"col\">#</th>\
-             <th scope=\"col\">Time</th><th scope=\"col\">Kind</th><th scope=\"col\">Upstream</th><th scope=\"col\">\
-             Tool</th><th scope=\"col\">Verdict</th><th scope=\"col\">Outcome</th><th scope=\"col\">Approval</th>\
-             <th scope=\"col\">Caller</th></tr></thead><tbody>",
-        );
-        for row in rows {
-            let cell = |value: &Option<String>| escape(value.as_deref().unwrap_or(""));
-            let _ = write!(
-                body,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
-                 </tr>",
-                row.seq,
-                escape(&row.time),
-                escape(&row.kind),
-                cell(&row.upstream),
-                cell(&row.tool),
-                cell(&row.verdict),
-                cell(&row.outcome),
-                cell(&row.approval_id),
-                escape(row.caller.as_ref().and_then(|caller| caller["identity"].as_str()).unwrap_or("")),
-            );
-        }
-        body.push_str("</tbody></table></div>");
-    }
-    layout("Audit log", Page::Audit, Some(csrf), &body)
 }
 
 #[cfg(test)]

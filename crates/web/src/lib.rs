@@ -5,7 +5,8 @@
 //!   a script polls `/console/api/pending` and swaps in `/console/fragment/pending` when the list changed.
 //! - `/console/tools`: pinned tools with their effective hints, and changed definitions in quarantine with a
 //!   field-by-field diff and pin / reject buttons bound to the fingerprint shown.
-//! - `/console/audit`: the last rows of the audit log, filtered by tool, with the hash chain's verification.
+//! - `/console/audit`: the last rows of the audit log, filtered by tool, verdict, kind, upstream, caller, time and
+//!   free text (bound SQL parameters in the store), with the hash chain's verification.
 //! - `/console/activity`: calls by verdict per minute (last hour) or per hour (last day), as an inline SVG chart
 //!   with a table of the same numbers.
 //!
@@ -21,6 +22,7 @@
 //! it never talks to the proxy (approvals are decided in the store, where the waiting call polls for them).
 
 mod activity;
+mod audit;
 mod checks;
 mod form;
 mod handlers;
@@ -102,7 +104,7 @@ pub fn router(store: Store, config: ConsoleConfig) -> Router {
         .route("/console/logout", post(handlers::logout))
         .route("/console/tools", get(tools::tools_page))
         .route("/console/pins/{decision}", post(tools::decide_pin))
-        .route("/console/audit", get(handlers::audit_page))
+        .route("/console/audit", get(audit::audit_page))
         .route("/console/activity", get(activity::activity_page))
         .route("/console/api/pending", get(handlers::pending_json))
         .route("/console/fragment/pending", get(handlers::pending_fragment))

@@ -7,12 +7,12 @@
 use std::fmt::Write as _;
 use std::io::Write;
 use std::path::Path;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use anyhow::{Context, Result, bail};
 use comfy_table::{ContentArrangement, Table, presets};
 use toolgate_core::decision::Verdict;
-use toolgate_store::{AuditFilter, AuditKind, AuditRow, DATABASE_FILE, Store, parse_rfc3339};
+use toolgate_store::{AuditFilter, AuditKind, AuditRow, DATABASE_FILE, Store, parse_age, parse_rfc3339};
 
 use crate::Outcome;
 use crate::cli::{AuditAction, AuditArgs, AuditKindArg, AuditVerdict};
@@ -68,8 +68,8 @@ async fn list(store: &Store, args: &AuditArgs) -> Result<Outcome> {
         tool_glob: args.tool.clone(),
         verdict: args.verdict.map(verdict),
         kind: args.kind.map(kind),
-        session: None,
         limit: args.limit,
+        ..AuditFilter::default()
     };
     let rows = store.query_audit(&filter).await?;
     let text = if args.json {
@@ -119,21 +119,6 @@ pub(crate) fn parse_time(text: &str, now: SystemTime) -> Result<SystemTime> {
             "cannot read time {text:?}: use RFC 3339 (2026-01-31T09:00:00Z) or an age (30s, 10m, 2h, 1d, 1w)"
         )
     })
-}
-
-fn parse_age(text: &str) -> Option<Duration> {
-    let split = text.find(|character: char| !character.is_ascii_digit())?;
-    let (number, unit) = text.split_at(split);
-    let count: u64 = number.parse().ok()?;
-    let seconds = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        "w" => 604_800,
-        _ => return None,
-    };
-    count.checked_mul(seconds).map(Duration::from_secs)
 }
 
 fn table(rows: &[AuditRow]) -> String {
@@ -209,6 +194,8 @@ fn duration(micros: i64) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]

@@ -39,6 +39,21 @@ pub enum AuditKind {
 }
 
 impl AuditKind {
+    /// Every kind, in the order a form lists them.
+    pub const ALL: [AuditKind; 6] = [
+        AuditKind::Listing,
+        AuditKind::Decision,
+        AuditKind::Confirmation,
+        AuditKind::Call,
+        AuditKind::Result,
+        AuditKind::Pin,
+    ];
+
+    /// The kind whose stable name is `name`.
+    pub fn parse(name: &str) -> Option<AuditKind> {
+        AuditKind::ALL.into_iter().find(|kind| kind.as_str() == name)
+    }
+
     /// The stable name stored in the `kind` column.
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -204,6 +219,13 @@ pub struct AuditFilter {
     pub kind: Option<AuditKind>,
     /// Only this session.
     pub session: Option<String>,
+    /// Only this upstream (exact name).
+    pub upstream: Option<String>,
+    /// Only rows whose caller identity is exactly this (`console:alice`, an OAuth subject, `stdio`).
+    pub caller: Option<String>,
+    /// Only rows where this text occurs (ASCII case-insensitive, no wildcards) in the tool, upstream, session,
+    /// caller identity, outcome or reasons.
+    pub text: Option<String>,
     /// At most this many rows (the most recent ones when set).
     pub limit: Option<u32>,
 }

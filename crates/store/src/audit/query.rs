@@ -21,6 +21,10 @@ macro_rules! audit_columns {
 }
 pub(crate) use audit_columns;
 
+/// The columns the free-text filter searches: fixed SQL expressions, never built from input.
+const TEXT_COLUMNS: [&str; 6] =
+    ["tool", "upstream", "session", "json_extract(caller, '$.identity')", "outcome", "reasons"];
+
 fn json_column(row: &SqliteRow, column: &'static str) -> Result<Option<Value>, StoreError> {
     let text: Option<String> = row.try_get(column)?;
     text.map(|text| serde_json::from_str(&text).map_err(|source| StoreError::Json { what: column, source })).transpose()
@@ -72,6 +76,25 @@ pub(crate) async fn query(backend: &Backend, filter: &AuditFilter) -> Result<Vec
     }
     if let Some(session) = &filter.session {
         sql.push(" AND session = ").push_bind(session.clone());
+    }
+    if let Some(upstream) = &filter.upstream {
+        sql.push(" AND upstream = ").push_bind(upstream.clone());
+    }
+    if let Some(caller) = &filter.caller {
+        sql.push(" AND json_extract(caller, '$.identity') = ").push_bind(caller.clone());
+    }
+    if let Some(text) = filter.text.as_deref().filter(|text| !text.is_empty()) {
+        // instr, not LIKE: the text is matched literally (no `%` or `_` wildcards to escape). SQLite's lower() folds
+        // ASCII only, so the needle is folded the same way.
+        let needle = text.to_ascii_lowercase();
+        sql.push(" AND (");
+        for (index, column) in TEXT_COLUMNS.into_iter().enumerate() {
+            if index > 0 {
+                sql.push(" OR ");
+            }
+            sql.push("instr(lower(").push(column).push("), ").push_bind(needle.clone()).push(") > 0");
+        }
+        sql.push(")");
     }
     match filter.limit {
         Some(limit) => {

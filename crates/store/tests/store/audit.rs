@@ -255,3 +255,63 @@ async fn queries_filter_by_time_tool_and_verdict() {
     let none_yet = AuditFilter { since: Some(SystemTime::now()), ..AuditFilter::default() };
     assert!(query(none_yet).await.is_empty());
 }
+
+#[tokio::test]
+async fn queries_filter_by_upstream_caller_kind_and_free_text_combined() {
+    let (_directory, store) = fresh_store(StoreOptions::default()).await;
+    let audit = store.audit();
+    let caller = |identity: &str| Some(toolgate_store::Caller { identity: Some(identity.into()), scopes: Vec::new() });
+    let rows = [
+        ("files", "delete_file", "alice", AuditKind::Decision, Some("ok"), "policy says confirm"),
+        ("files", "read_file", "bob", AuditKind::Decision, Some("ok"), "read-only"),
+        ("mail", "send_mail", "alice", AuditKind::Result, Some("Timeout"), "external"),
+        // Characters LIKE would treat as wildcards are matched literally.
+        ("mail", "100%_done", "carol", AuditKind::Result, None, "x"),
+    ];
+    for (upstream, tool, who, kind, outcome, detail) in rows {
+        let entry = AuditEntry {
+            upstream: Some(upstream.into()),
+            tool: Some(tool.into()),
+            caller: caller(who),
+            session: Some(format!("session-of-{who}")),
+            outcome: outcome.map(str::to_owned),
+            reasons: vec![Reason { rule: "r".into(), detail: detail.into() }],
+            ..AuditEntry::new(kind)
+        };
+        audit.record_durable(entry).await.expect("record");
+    }
+    let tools = |filter: AuditFilter| {
+        let store = store.clone();
+        async move {
+            let rows = store.query_audit(&filter).await.expect("query");
+            rows.into_iter().filter_map(|row| row.tool).collect::<Vec<_>>()
+        }
+    };
+    let check = |filter: AuditFilter, expected: &'static [&'static str]| {
+        let run = tools(filter.clone());
+        async move { assert_eq!(run.await, expected, "{filter:?}") }
+    };
+    check(AuditFilter { upstream: Some("mail".into()), ..AuditFilter::default() }, &["send_mail", "100%_done"]).await;
+    check(AuditFilter { caller: Some("alice".into()), ..AuditFilter::default() }, &["delete_file", "send_mail"]).await;
+    check(AuditFilter { kind: Some(AuditKind::Result), ..AuditFilter::default() }, &["send_mail", "100%_done"]).await;
+    // Free text: tool, upstream, session, caller, outcome, reasons; ASCII case-insensitive.
+    let text = |needle: &str| AuditFilter { text: Some(needle.into()), ..AuditFilter::default() };
+    check(text("FILE"), &["delete_file", "read_file"]).await;
+    check(text("timeout"), &["send_mail"]).await;
+    check(text("session-of-bob"), &["read_file"]).await;
+    check(text("carol"), &["100%_done"]).await;
+    check(text("READ-ONLY"), &["read_file"]).await;
+    check(text("%"), &["100%_done"]).await;
+    check(text("_"), &["delete_file", "read_file", "send_mail", "100%_done"]).await;
+    check(text("' OR 1=1 --"), &[]).await;
+    // Combined: every condition must hold.
+    let combined = AuditFilter {
+        caller: Some("alice".into()),
+        upstream: Some("files".into()),
+        text: Some("confirm".into()),
+        ..AuditFilter::default()
+    };
+    check(combined, &["delete_file"]).await;
+    let none = AuditFilter { caller: Some("bob".into()), upstream: Some("mail".into()), ..AuditFilter::default() };
+    check(none, &[]).await;
+}
