@@ -240,8 +240,9 @@ fn trust_level(spec: &UpstreamSpec, fingerprint: &str) -> TrustLevel {
     }
 }
 
-/// Rewrites one tool for clients: exposed name, explicit hints, toolgate's `_meta` record.
-fn expose_tool(tool: &ToolDefinition, name: &str, spec: &UpstreamSpec) -> ExposedTool {
+/// Rewrites one tool for clients: exposed name, explicit hints, toolgate's `_meta` record. `upstream` and
+/// `original_name` are left for the caller to fill in.
+pub(crate) fn expose_tool(tool: &ToolDefinition, name: &str, spec: &UpstreamSpec) -> ExposedTool {
     let overrides = spec.overrides.get(tool.name()).cloned().unwrap_or_else(HintOverrides::default);
     let assessment = assess_tool(tool, &overrides);
     let fingerprint = match &assessment.fingerprint {

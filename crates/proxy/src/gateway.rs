@@ -58,6 +58,8 @@ pub(crate) struct GatewayInner {
     /// Audit log, pins and approvals; `None` runs without them (pinned upstreams and the approval queue then
     /// fail closed).
     pub(crate) store: Option<Store>,
+    /// Writes every tool of every upstream to the store after each catalog rebuild, for the console.
+    inventory: crate::inventory::InventoryPublisher,
     /// Prometheus counters and histograms (`GET /metrics`).
     pub(crate) metrics: crate::metrics::GatewayMetrics,
 }
@@ -122,6 +124,7 @@ impl Gateway {
                 quarantined: Mutex::new(HashMap::new()),
                 policy: RwLock::new(Arc::new(policy)),
                 store,
+                inventory: Default::default(),
                 metrics,
             }),
         })
@@ -244,12 +247,17 @@ impl GatewayInner {
             quarantined: self.quarantined.lock().map(|quarantined| quarantined.clone()).unwrap_or_default(),
             quarantine: self.spec.guardrails.pins.quarantine,
         };
-        let catalog = Catalog::build_with(&self.spec.upstreams, &listings, &context);
+        let catalog = Arc::new(Catalog::build_with(&self.spec.upstreams, &listings, &context));
         for collision in &catalog.collisions {
             tracing::warn!("{collision}");
         }
         if let Ok(mut current) = self.catalog.write() {
-            *current = Arc::new(catalog);
+            *current = Arc::clone(&catalog);
+        }
+        if let Some(store) = &self.store {
+            let (specs, quarantined) = (self.spec.upstreams.clone(), context.quarantined);
+            let inputs = crate::inventory::InventoryInputs { specs, listings, catalog, quarantined };
+            self.inventory.publish(store, inputs);
         }
     }
 

@@ -13,6 +13,7 @@ mod dispatch;
 pub mod downstream;
 mod gateway;
 pub mod guard;
+mod inventory;
 pub mod metrics;
 pub mod naming;
 mod pipeline;

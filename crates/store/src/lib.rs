@@ -12,6 +12,8 @@
 //!   approve ID`), used at most once, only for the tool fingerprint and arguments they were granted for.
 //! - [`Store::record_pin_decision`] / [`Store::record_approval_decision`]: a person's decisions as audit rows;
 //!   [`Store::activity`]: calls by verdict per minute or hour, for the console's chart.
+//! - [`Store::replace_inventory`] / [`Store::inventory`]: every tool each upstream lists, as the gateway last saw
+//!   it (hints with sources, risk, lint findings, pin state), for the console's tools page.
 //!
 //! The backend is the crate-private `Backend` enum; every SQL statement sits behind a `let Backend::Sqlite(..)`,
 //! so adding a PostgreSQL variant makes the compiler list each place that needs its statement. Nothing here
@@ -42,6 +44,7 @@ mod approvals;
 mod audit;
 mod decisions;
 mod error;
+mod inventory;
 mod migrations;
 mod pins;
 mod time;
@@ -67,6 +70,7 @@ pub use audit::{
 };
 pub use decisions::{PIN_DECISION_KIND, PinDecision};
 pub use error::{AuditQueueError, StoreError};
+pub use inventory::{InventoryFinding, InventoryState, InventoryTool};
 pub use pins::{PendingPinChange, PinObservation, PinStore, PinnedTool, ToolSnapshot};
 pub use time::{format_rfc3339, parse_age, parse_rfc3339};
 

@@ -16,6 +16,7 @@ const SQLITE: &[(i64, &str, &str)] = &[
     (1, "initial", include_str!("../migrations/sqlite/0001_initial.sql")),
     (2, "journal", include_str!("../migrations/sqlite/0002_journal.sql")),
     (3, "approval risk", include_str!("../migrations/sqlite/0003_approval_risk.sql")),
+    (4, "tool inventory", include_str!("../migrations/sqlite/0004_tool_inventory.sql")),
 ];
 
 /// Brings a SQLite database up to the latest schema.

@@ -3,8 +3,9 @@
 //! Pages (server-rendered HTML, one stylesheet and one script served from here, no CDN):
 //! - `/console`: pending approvals (title, upstream, action, arguments) with approve / deny buttons (POST forms);
 //!   a script polls `/console/api/pending` and swaps in `/console/fragment/pending` when the list changed.
-//! - `/console/tools`: pinned tools with their effective hints, and changed definitions in quarantine with a
-//!   field-by-field diff and pin / reject buttons bound to the fingerprint shown.
+//! - `/console/tools`: changed definitions in quarantine with a field-by-field diff and pin / reject buttons bound
+//!   to the fingerprint shown; every tool the gateway last listed (hints with sources, risk, lint findings, pin
+//!   state), from the store's inventory; pinned tools with their effective hints.
 //! - `/console/audit`: the last rows of the audit log, filtered by tool, verdict, kind, upstream, caller, time and
 //!   free text (bound SQL parameters in the store), with the hash chain's verification.
 //! - `/console/activity`: calls by verdict per minute (last hour) or per hour (last day), as an inline SVG chart
@@ -27,6 +28,7 @@ mod checks;
 mod form;
 mod handlers;
 mod html;
+mod inventory;
 mod session;
 mod tools;
 

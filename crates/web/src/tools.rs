@@ -1,5 +1,6 @@
-//! The tools page: every pinned tool definition with its effective hints, and the changed definitions held in
-//! quarantine (a possible rug pull) with a field-by-field diff and approve / reject forms.
+//! The tools page: the changed definitions held in quarantine (a possible rug pull) with a field-by-field diff and
+//! approve / reject forms, every tool the upstreams list ([`crate::inventory`]), and every pinned definition with
+//! its effective hints.
 //!
 //! Approving binds to the fingerprint the page showed (a hidden form field): a definition that changed again while
 //! the person read the diff is refused with 409, never pinned by accident. Decisions go to the store, where the
@@ -13,17 +14,18 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use serde_json::Value;
 use toolgate_core::definition_diff::field_diff;
-use toolgate_store::{PendingPinChange, PinDecision, PinnedTool, StoreError};
+use toolgate_store::{InventoryTool, PendingPinChange, PinDecision, PinnedTool, StoreError};
 
 use crate::handlers::{checked_post, see_other, session, store_failure, unauthorized};
 use crate::html::{Page, escape, layout, message};
+use crate::inventory::inventory_table;
 use crate::{Console, form};
 
 /// Most diff lines shown for one field before the rest is counted instead.
 const MAX_DIFF_LINES: usize = 40;
 
 /// The hints, in the order the page shows them, with their column headings.
-const HINTS: [(&str, &str); 4] = [
+pub(crate) const HINTS: [(&str, &str); 4] = [
     ("readOnlyHint", "Read-only"),
     ("destructiveHint", "Destructive"),
     ("idempotentHint", "Idempotent"),
@@ -36,11 +38,12 @@ pub(crate) async fn tools_page(State(console): State<Console>, headers: HeaderMa
         return unauthorized();
     };
     let pins = console.store.pins();
-    let (pinned, pending) = match (pins.list().await, pins.list_pending().await) {
-        (Ok(pinned), Ok(pending)) => (pinned, pending),
-        (Err(error), _) | (_, Err(error)) => return store_failure(&error),
-    };
-    Html(render(&pinned, &pending, &session.csrf)).into_response()
+    let (pinned, pending, inventory) =
+        match (pins.list().await, pins.list_pending().await, console.store.inventory().await) {
+            (Ok(pinned), Ok(pending), Ok(inventory)) => (pinned, pending, inventory),
+            (Err(error), _, _) | (_, Err(error), _) | (_, _, Err(error)) => return store_failure(&error),
+        };
+    Html(render(&pinned, &pending, &inventory, &session.csrf)).into_response()
 }
 
 /// `POST /console/pins/{approve|reject}` with `csrf`, `upstream`, `tool` and `fingerprint` fields.
@@ -98,7 +101,7 @@ pub(crate) async fn decide_pin(
 }
 
 /// The whole tools page.
-fn render(pinned: &[PinnedTool], pending: &[PendingPinChange], csrf: &str) -> String {
+fn render(pinned: &[PinnedTool], pending: &[PendingPinChange], inventory: &[InventoryTool], csrf: &str) -> String {
     let mut body = String::from("<h1>Tools</h1><h2>Changed definitions waiting for review</h2>");
     if pending.is_empty() {
         body.push_str("<p>No changed definitions are waiting.</p>");
@@ -109,6 +112,8 @@ fn render(pinned: &[PinnedTool], pending: &[PendingPinChange], csrf: &str) -> St
             .find(|pin| pin.snapshot.upstream == change.proposed.upstream && pin.snapshot.tool == change.proposed.tool);
         pending_card(&mut body, change, pin, csrf);
     }
+    body.push_str("<h2>Every tool</h2>");
+    inventory_table(&mut body, inventory, pinned, pending);
     body.push_str("<h2>Pinned tools</h2>");
     if pinned.is_empty() {
         body.push_str("<p>No tool is pinned yet.</p>");
@@ -194,7 +199,7 @@ fn pinned_table(out: &mut String, pinned: &[PinnedTool]) {
 }
 
 /// `yes (declared)`, `no (inferred)`, ... from the stored effective hints; `?` when the row lacks the hint.
-fn hint_cell(effective: &Value, key: &str) -> String {
+pub(crate) fn hint_cell(effective: &Value, key: &str) -> String {
     let hint = effective.get(key);
     let value = hint.and_then(|hint| hint.get("value")).and_then(Value::as_bool);
     let source = hint.and_then(|hint| hint.get("source")).and_then(Value::as_str);
@@ -206,7 +211,7 @@ fn hint_cell(effective: &Value, key: &str) -> String {
 }
 
 /// `sha256:` and the first 12 hex digits.
-fn short(fingerprint: &str) -> &str {
+pub(crate) fn short(fingerprint: &str) -> &str {
     let end = fingerprint.char_indices().nth("sha256:".len() + 12).map_or(fingerprint.len(), |(index, _)| index);
     &fingerprint[..end]
 }

@@ -4,6 +4,7 @@
 //!
 //! - [`listener`]: DNS rebinding (foreign `Host` or `Origin`: 403) and callers (no or a wrong token: 401; another
 //!   caller's session id: 404).
+//! - [`inventory`]: after start the store holds every demo tool with hints, sources, risk and lint findings.
 //! - [`crash`]: `kill -9` in the middle of a burst of calls leaves an intact audit chain with a `call` row for every
 //!   call that was answered.
 //! - [`reload`]: SIGHUP reloads the policy (a newly hidden tool leaves the listing); a broken file keeps the
@@ -16,6 +17,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod crash;
+mod inventory;
 mod listener;
 mod python;
 mod reload;

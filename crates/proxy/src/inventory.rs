@@ -1,0 +1,229 @@
+//! The tool inventory the console shows: after every catalog rebuild, each connected upstream's listing is written
+//! to the store ([`toolgate_store::Store::replace_inventory`]) with every tool's effective hints and sources,
+//! `_meta["toolgate/annotations"]`, risk, lint findings, fingerprint and whether clients see it.
+//!
+//! Never on a call's path: [`InventoryPublisher::publish`] keeps the latest inputs and spawns the work; writes run
+//! one at a time and each takes the newest inputs, so the store always ends with the latest catalog even when
+//! rebuilds come faster than writes. A failed write is logged, never retried or surfaced to a client. An upstream
+//! that is down is not rewritten: the console keeps showing its last listing.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+use toolgate_core::{HintOverrides, ToolDefinition, assess_tool};
+use toolgate_store::{InventoryFinding, InventoryState, InventoryTool, Store, ToolRisk};
+
+use crate::catalog::{Catalog, ExposedTool, META_KEY, UpstreamListing, expose_tool};
+use crate::naming::exposed_name;
+use crate::spec::UpstreamSpec;
+
+/// What one inventory is computed from: a catalog and the listings and quarantine it was built from.
+pub(crate) struct InventoryInputs {
+    pub(crate) specs: Vec<UpstreamSpec>,
+    pub(crate) listings: Vec<Option<Arc<UpstreamListing>>>,
+    pub(crate) catalog: Arc<Catalog>,
+    pub(crate) quarantined: HashMap<usize, HashSet<String>>,
+}
+
+#[derive(Default)]
+struct Shared {
+    /// The newest inputs not yet written.
+    latest: Mutex<Option<InventoryInputs>>,
+    /// Held while writing, so writes never interleave.
+    writing: tokio::sync::Mutex<()>,
+}
+
+/// Writes the inventory in the background, newest inputs last.
+#[derive(Default, Clone)]
+pub(crate) struct InventoryPublisher {
+    shared: Arc<Shared>,
+}
+
+impl InventoryPublisher {
+    /// Records `inputs` as the newest and spawns a write (outside a runtime nothing is written).
+    pub(crate) fn publish(&self, store: &Store, inputs: InventoryInputs) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        if let Ok(mut latest) = self.shared.latest.lock() {
+            *latest = Some(inputs);
+        }
+        let (shared, store) = (Arc::clone(&self.shared), store.clone());
+        runtime.spawn(async move {
+            let _writing = shared.writing.lock().await;
+            // A write that started later took these inputs already: nothing newer to write.
+            let Some(inputs) = shared.latest.lock().ok().and_then(|mut latest| latest.take()) else { return };
+            for (upstream, tools) in inventory(&inputs) {
+                if let Err(error) = store.replace_inventory(&upstream, &tools).await {
+                    tracing::warn!(%upstream, %error, "the tool inventory could not be written; the console may be stale");
+                }
+            }
+        });
+    }
+}
+
+/// Every connected upstream's tools, in listing order, with what the console shows about each.
+pub(crate) fn inventory(inputs: &InventoryInputs) -> Vec<(String, Vec<InventoryTool>)> {
+    let mut upstreams = Vec::new();
+    for (index, (spec, listing)) in inputs.specs.iter().zip(&inputs.listings).enumerate() {
+        let Some(listing) = listing else { continue };
+        let quarantined = inputs.quarantined.get(&index);
+        let tools = listing
+            .tools
+            .iter()
+            .filter_map(|raw| ToolDefinition::from_value(raw.clone()).ok())
+            .map(|tool| {
+                let is_quarantined = quarantined.is_some_and(|names| names.contains(tool.name()));
+                inventory_tool(index, spec, &tool, &inputs.catalog, is_quarantined)
+            })
+            .collect();
+        upstreams.push((spec.name.clone(), tools));
+    }
+    upstreams
+}
+
+fn inventory_tool(
+    index: usize,
+    spec: &UpstreamSpec,
+    tool: &ToolDefinition,
+    catalog: &Catalog,
+    quarantined: bool,
+) -> InventoryTool {
+    let name = exposed_name(&spec.prefix, tool.name());
+    let listed =
+        catalog.tool(&name).filter(|exposed| exposed.upstream == index && exposed.original_name == tool.name());
+    let (exposed, state, reason) = match listed {
+        Some(exposed) if exposed.quarantined => {
+            (Arc::clone(exposed), InventoryState::Quarantined, Some("changed since it was pinned; calls need a person"))
+        }
+        Some(exposed) if exposed.task_required => {
+            (Arc::clone(exposed), InventoryState::Hidden, Some("requires tasks, which toolgate does not relay"))
+        }
+        Some(exposed) if exposed.app_only => {
+            (Arc::clone(exposed), InventoryState::Visible, Some("only for clients with the MCP Apps extension"))
+        }
+        Some(exposed) => (Arc::clone(exposed), InventoryState::Visible, None),
+        None => {
+            let exposed = Arc::new(expose_tool(tool, &name, spec));
+            if quarantined {
+                (
+                    exposed,
+                    InventoryState::Quarantined,
+                    Some("changed since it was pinned; hidden until a person pins it"),
+                )
+            } else {
+                (exposed, InventoryState::Hidden, Some("another upstream earlier in the config exposes the same name"))
+            }
+        }
+    };
+    let overrides = spec.overrides.get(tool.name()).cloned().unwrap_or_else(HintOverrides::default);
+    let findings = assess_tool(tool, &overrides)
+        .findings
+        .into_iter()
+        .map(|finding| InventoryFinding {
+            code: finding.code.to_owned(),
+            severity: finding.severity.as_str().to_owned(),
+            message: finding.message,
+        })
+        .collect();
+    record(tool, &name, &exposed, state, reason, findings)
+}
+
+fn record(
+    tool: &ToolDefinition,
+    name: &str,
+    exposed: &ExposedTool,
+    state: InventoryState,
+    reason: Option<&str>,
+    findings: Vec<InventoryFinding>,
+) -> InventoryTool {
+    InventoryTool {
+        upstream: exposed.upstream_name.clone(),
+        tool: tool.name().to_owned(),
+        exposed_name: name.to_owned(),
+        title: exposed.facts.display_title.clone(),
+        state,
+        state_reason: reason.map(str::to_owned),
+        hints: serde_json::to_value(exposed.hints).unwrap_or(Value::Null),
+        annotations: exposed
+            .definition
+            .pointer(&format!("/_meta/{}", META_KEY.replace('/', "~1")))
+            .cloned()
+            .unwrap_or(Value::Null),
+        risk: ToolRisk::from_facts(&exposed.facts),
+        findings,
+        fingerprint: exposed.fingerprint.clone(),
+        updated_at: String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use serde_json::json;
+    use toolgate_upstream::Endpoint;
+
+    use super::*;
+    use crate::catalog::CatalogContext;
+    use crate::spec::{Prefix, Quarantine};
+
+    fn spec(name: &str) -> UpstreamSpec {
+        UpstreamSpec {
+            name: name.into(),
+            endpoint: Endpoint::stdio("true", Vec::<String>::new()),
+            prefix: Prefix::None,
+            overrides: BTreeMap::new(),
+            initialize_timeout: Duration::from_secs(1),
+            request_timeout: Duration::from_secs(1),
+            trust: Default::default(),
+        }
+    }
+
+    #[test]
+    fn every_listed_tool_is_inventoried_with_why_clients_do_not_see_it() {
+        let notes = json!([
+            {"name": "delete_note", "description": "Deletes a note.", "inputSchema": {"type": "object"}},
+            {"name": "search", "description": "Searches notes.", "inputSchema": {"type": "object"},
+             "annotations": {"readOnlyHint": true}},
+            {"name": "changed", "inputSchema": {"type": "object"}}
+        ]);
+        let files = json!([{"name": "search", "inputSchema": {"type": "object"}}]);
+        let listing = |tools: Value| {
+            Some(Arc::new(UpstreamListing {
+                tools: tools.as_array().cloned().unwrap_or_default(),
+                ..Default::default()
+            }))
+        };
+        let specs = vec![spec("notes"), spec("files"), spec("down")];
+        let listings = vec![listing(notes), listing(files), None];
+        let quarantined = HashMap::from([(0, HashSet::from(["changed".to_owned()]))]);
+        let context =
+            CatalogContext { quarantined: quarantined.clone(), quarantine: Quarantine::Hide, ..Default::default() };
+        let catalog = Arc::new(Catalog::build_with(&specs, &listings, &context));
+        let upstreams = inventory(&InventoryInputs { specs, listings, catalog, quarantined });
+
+        let names: Vec<&str> = upstreams.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(names, ["notes", "files"], "an upstream that is down is not rewritten");
+        let states: Vec<(&str, InventoryState)> =
+            upstreams.iter().flat_map(|(_, tools)| tools).map(|tool| (tool.tool.as_str(), tool.state)).collect();
+        assert_eq!(
+            states,
+            [
+                ("delete_note", InventoryState::Visible),
+                ("search", InventoryState::Visible),
+                ("changed", InventoryState::Quarantined),
+                ("search", InventoryState::Hidden),
+            ]
+        );
+        let delete = &upstreams[0].1[0];
+        assert_eq!((delete.risk.level, delete.risk.category.as_str()), (4, "destructive"));
+        assert_eq!(delete.hints["destructiveHint"]["value"], true);
+        assert_eq!(delete.hints["destructiveHint"]["source"], "inferred");
+        assert_eq!(delete.annotations["upstream"], "notes");
+        assert_eq!(delete.annotations["fingerprint"].as_str(), Some(delete.fingerprint.as_str()));
+        assert!(!delete.findings.is_empty(), "a tool without annotations has lint findings");
+        let collision = &upstreams[1].1[0];
+        assert!(collision.state_reason.as_deref().is_some_and(|reason| reason.contains("same name")));
+    }
+}

@@ -1,0 +1,226 @@
+//! The tool inventory: every tool each upstream lists, as the gateway last saw it (effective hints with their
+//! sources, toolgate's `_meta` record, risk, lint findings, fingerprint, and whether clients see it).
+//!
+//! The gateway writes it whenever it rebuilds its catalog ([`Store::replace_inventory`], one transaction per
+//! upstream, so a reader never sees half a listing); the console reads it ([`Store::inventory`]). It is a snapshot
+//! for people, never an input to a decision: the relay decides from its own catalog, and nothing here is hashed or
+//! chained.
+
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
+
+use crate::approvals::ToolRisk;
+use crate::error::StoreError;
+use crate::time::format_rfc3339;
+use crate::{Backend, Store};
+
+/// Whether clients see a tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InventoryState {
+    /// In the catalog clients list (policy and selection profiles may still hide it from some callers).
+    Visible,
+    /// Its definition changed since it was pinned and waits for a person.
+    Quarantined,
+    /// Listed by the upstream but not offered to clients (`state_reason` says why).
+    Hidden,
+}
+
+impl InventoryState {
+    /// The stable name stored in the `state` column.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InventoryState::Visible => "visible",
+            InventoryState::Quarantined => "quarantined",
+            InventoryState::Hidden => "hidden",
+        }
+    }
+
+    fn parse(text: &str) -> Result<InventoryState, StoreError> {
+        [InventoryState::Visible, InventoryState::Quarantined, InventoryState::Hidden]
+            .into_iter()
+            .find(|state| state.as_str() == text)
+            .ok_or_else(|| StoreError::Corrupt { what: "inventory state", detail: text.to_owned() })
+    }
+}
+
+/// One lint finding about a tool (from `toolgate_core::lint`), as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InventoryFinding {
+    /// The rule's code (`TG101`).
+    pub code: String,
+    /// `error`, `warning` or `info`.
+    pub severity: String,
+    /// What is wrong, in one line.
+    pub message: String,
+}
+
+/// One tool of one upstream.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InventoryTool {
+    /// The upstream's configured name.
+    pub upstream: String,
+    /// The tool's name at the upstream.
+    pub tool: String,
+    /// The name clients see (with the upstream's prefix, if any).
+    pub exposed_name: String,
+    /// What a person reads as its title.
+    pub title: String,
+    /// Whether clients see it.
+    pub state: InventoryState,
+    /// Why it is hidden or quarantined, when it is.
+    pub state_reason: Option<String>,
+    /// The effective hints with their sources, as JSON (`{"readOnlyHint": {"value": true, "source": "declared"}}`,
+    /// the same shape as a pin's).
+    pub hints: Value,
+    /// `_meta["toolgate/annotations"]` as the gateway emits it (trust, sources, rules, category, risk, action).
+    pub annotations: Value,
+    /// Risk level and category.
+    pub risk: ToolRisk,
+    /// Lint findings, most severe first.
+    pub findings: Vec<InventoryFinding>,
+    /// `sha256:` fingerprint of the definition the upstream sent.
+    pub fingerprint: String,
+    /// When the gateway wrote this row (RFC 3339); set by the store, ignored on write.
+    pub updated_at: String,
+}
+
+fn to_json<T: Serialize>(value: &T, what: &'static str) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|source| StoreError::Json { what, source })
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(row: &SqliteRow, column: &'static str) -> Result<T, StoreError> {
+    let text: String = row.try_get(column)?;
+    serde_json::from_str(&text).map_err(|source| StoreError::Json { what: column, source })
+}
+
+fn decode(row: &SqliteRow) -> Result<InventoryTool, StoreError> {
+    let state: String = row.try_get("state")?;
+    let level: i64 = row.try_get("risk_level")?;
+    Ok(InventoryTool {
+        upstream: row.try_get("upstream")?,
+        tool: row.try_get("tool")?,
+        exposed_name: row.try_get("exposed_name")?,
+        title: row.try_get("title")?,
+        state: InventoryState::parse(&state)?,
+        state_reason: row.try_get("state_reason")?,
+        hints: from_json(row, "hints")?,
+        annotations: from_json(row, "annotations")?,
+        risk: ToolRisk {
+            level: u8::try_from(level)
+                .map_err(|_| StoreError::Corrupt { what: "inventory risk level", detail: level.to_string() })?,
+            category: row.try_get("risk_category")?,
+        },
+        findings: from_json(row, "findings")?,
+        fingerprint: row.try_get("fingerprint")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}
+
+impl Store {
+    /// Replaces everything recorded for `upstream` with `tools` (its current listing, in listing order), in one
+    /// transaction. An empty `tools` records that the upstream lists no tools.
+    pub async fn replace_inventory(&self, upstream: &str, tools: &[InventoryTool]) -> Result<(), StoreError> {
+        let Backend::Sqlite(pool) = &self.backend;
+        let now = format_rfc3339(SystemTime::now());
+        let mut transaction = pool.begin().await?;
+        sqlx::query("DELETE FROM tool_inventory WHERE upstream = ?").bind(upstream).execute(&mut *transaction).await?;
+        for (position, tool) in tools.iter().enumerate() {
+            sqlx::query(
+                "INSERT INTO tool_inventory (upstream, tool, position, exposed_name, title, state, state_reason, \
+                 hints, annotations, risk_level, risk_category, findings, fingerprint, updated_at) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(upstream)
+            .bind(&tool.tool)
+            .bind(i64::try_from(position).unwrap_or(i64::MAX))
+            .bind(&tool.exposed_name)
+            .bind(&tool.title)
+            .bind(tool.state.as_str())
+            .bind(&tool.state_reason)
+            .bind(to_json(&tool.hints, "inventory hints")?)
+            .bind(to_json(&tool.annotations, "inventory annotations")?)
+            .bind(i64::from(tool.risk.level))
+            .bind(&tool.risk.category)
+            .bind(to_json(&tool.findings, "inventory findings")?)
+            .bind(&tool.fingerprint)
+            .bind(&now)
+            .execute(&mut *transaction)
+            .await?;
+        }
+        transaction.commit().await?;
+        Ok(())
+    }
+
+    /// Every recorded tool, by upstream name, then in each upstream's listing order.
+    pub async fn inventory(&self) -> Result<Vec<InventoryTool>, StoreError> {
+        let Backend::Sqlite(pool) = &self.backend;
+        let rows = sqlx::query(
+            "SELECT upstream, tool, exposed_name, title, state, state_reason, hints, annotations, risk_level, \
+             risk_category, findings, fingerprint, updated_at FROM tool_inventory ORDER BY upstream, position",
+        )
+        .fetch_all(pool)
+        .await?;
+        rows.iter().map(decode).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn tool(upstream: &str, name: &str, state: InventoryState) -> InventoryTool {
+        InventoryTool {
+            upstream: upstream.into(),
+            tool: name.into(),
+            exposed_name: format!("{upstream}_{name}"),
+            title: name.into(),
+            state,
+            state_reason: (state == InventoryState::Hidden).then(|| "name collision".to_owned()),
+            hints: json!({"readOnlyHint": {"value": false, "source": "inferred"}}),
+            annotations: json!({"upstream": upstream, "risk": 4}),
+            risk: ToolRisk { level: 4, category: "destructive".into() },
+            findings: vec![InventoryFinding {
+                code: "TG101".into(),
+                severity: "warning".into(),
+                message: "no destructiveHint".into(),
+            }],
+            fingerprint: "sha256:ab".into(),
+            updated_at: String::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn replacing_one_upstream_keeps_the_others_and_the_listing_order() -> Result<(), StoreError> {
+        let directory = tempfile::tempdir().map_err(|source| StoreError::StateDir { path: "tmp".into(), source })?;
+        let store = Store::open(directory.path()).await?;
+        assert!(store.inventory().await?.is_empty());
+        let notes = [tool("notes", "zeta", InventoryState::Visible), tool("notes", "alpha", InventoryState::Hidden)];
+        store.replace_inventory("notes", &notes).await?;
+        store.replace_inventory("files", &[tool("files", "read", InventoryState::Quarantined)]).await?;
+        let names = |tools: Vec<InventoryTool>| {
+            tools.into_iter().map(|tool| format!("{}/{}", tool.upstream, tool.tool)).collect::<Vec<_>>()
+        };
+        assert_eq!(names(store.inventory().await?), ["files/read", "notes/zeta", "notes/alpha"]);
+
+        let read = store.inventory().await?;
+        let zeta = &read[1];
+        assert_eq!((&zeta.hints, &zeta.annotations), (&notes[0].hints, &notes[0].annotations));
+        assert_eq!((zeta.risk.level, zeta.findings.len(), zeta.state), (4, 1, InventoryState::Visible));
+        assert_eq!(read[2].state_reason.as_deref(), Some("name collision"));
+        assert!(zeta.updated_at.ends_with('Z'), "{}", zeta.updated_at);
+
+        // A new listing of `notes` replaces all of its rows and no other upstream's.
+        store.replace_inventory("notes", &[tool("notes", "beta", InventoryState::Visible)]).await?;
+        assert_eq!(names(store.inventory().await?), ["files/read", "notes/beta"]);
+        store.replace_inventory("notes", &[]).await?;
+        assert_eq!(names(store.inventory().await?), ["files/read"]);
+        store.close().await
+    }
+}
