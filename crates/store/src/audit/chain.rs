@@ -26,32 +26,68 @@ pub const GENESIS_HASH: &str = "sha256:00000000000000000000000000000000000000000
 /// Rows read per page while verifying.
 const PAGE: usize = 2048;
 
+/// The canonical JSON text (RFC 8785) of a row's JSON columns: what the chain hashes and what the database stores,
+/// written once per row.
+#[derive(Debug, Default)]
+pub(crate) struct JsonColumns {
+    pub(crate) caller: Option<String>,
+    pub(crate) reasons: Option<String>,
+    pub(crate) hint_sources: Option<String>,
+    pub(crate) args: Option<String>,
+    pub(crate) detail: Option<String>,
+}
+
+impl JsonColumns {
+    pub(crate) fn of(row: &AuditRow) -> Result<JsonColumns, StoreError> {
+        let text = |value: Option<&Value>| -> Result<Option<String>, StoreError> {
+            value.map(|value| jcs::to_string(value).map_err(StoreError::from)).transpose()
+        };
+        Ok(JsonColumns {
+            caller: text(row.caller.as_ref())?,
+            reasons: text(row.reasons.as_ref())?,
+            hint_sources: text(row.hint_sources.as_ref())?,
+            args: text(row.args.as_ref())?,
+            detail: text(row.detail.as_ref())?,
+        })
+    }
+}
+
 /// The chain hash of `row` given its `prev_hash` (the row's own `hash` is ignored).
-///
-/// Writes the canonical text of the row's entry (every non-null column except `prev_hash` and `hash`) directly, members in their RFC 8785 order, without building the
-/// object: this runs for every audit row. A test keeps it equal to canonicalizing that
-/// object built as a `Value`.
 pub(crate) fn row_hash(row: &AuditRow) -> Result<String, StoreError> {
-    let mut text = String::with_capacity(512);
+    Ok(row_hash_with(row, &JsonColumns::of(row)?))
+}
+
+/// [`row_hash`] with the row's JSON columns already in canonical form.
+///
+/// Writes the canonical text of the row's entry (every non-null column except `prev_hash` and `hash`) directly,
+/// members in their RFC 8785 order, without building the object: this runs for every audit row. A test keeps it
+/// equal to canonicalizing that object built as a `Value`.
+pub(crate) fn row_hash_with(row: &AuditRow, json: &JsonColumns) -> String {
+    let mut text = String::with_capacity(1024);
     let mut members = Members { out: &mut text, first: true };
     members.text("approval_id", row.approval_id.as_deref());
-    members.json("args", row.args.as_ref())?;
+    members.raw("args", json.args.as_deref());
     members.text("args_digest", row.args_digest.as_deref());
-    members.json("caller", row.caller.as_ref())?;
-    members.json("detail", row.detail.as_ref())?;
-    members.json("duration_us", row.duration_us.map(Value::from).as_ref())?;
-    members.json("hint_sources", row.hint_sources.as_ref())?;
+    members.raw("caller", json.caller.as_deref());
+    members.raw("detail", json.detail.as_deref());
+    members.raw("duration_us", row.duration_us.map(integer).as_deref());
+    members.raw("hint_sources", json.hint_sources.as_deref());
     members.text("kind", Some(&row.kind));
     members.text("outcome", row.outcome.as_deref());
-    members.json("reasons", row.reasons.as_ref())?;
-    members.json("seq", Some(&Value::from(row.seq)))?;
+    members.raw("reasons", json.reasons.as_deref());
+    members.raw("seq", Some(&integer(row.seq)));
     members.text("session", row.session.as_deref());
     members.text("time", Some(&row.time));
     members.text("tool", row.tool.as_deref());
     members.text("upstream", row.upstream.as_deref());
     members.text("verdict", row.verdict.as_deref());
     text.push('}');
-    Ok(digest_parts(&[row.prev_hash.as_bytes(), text.as_bytes()]))
+    digest_parts(&[row.prev_hash.as_bytes(), text.as_bytes()])
+}
+
+/// An integer as canonical JSON (beyond 2^53 it prints as the double ECMAScript would hold).
+fn integer(number: i64) -> String {
+    jcs::to_string(&Value::from(number)).unwrap_or_else(|_| number.to_string())
 }
 
 /// The members of a canonical JSON object written in order; `None` values are left out.
@@ -75,12 +111,12 @@ impl Members<'_> {
         }
     }
 
-    fn json(&mut self, name: &str, value: Option<&Value>) -> Result<(), StoreError> {
+    /// A member whose value is already canonical JSON text.
+    fn raw(&mut self, name: &str, value: Option<&str>) {
         if let Some(value) = value {
             self.name(name);
-            jcs::write_value(value, self.out)?;
+            self.out.push_str(value);
         }
-        Ok(())
     }
 }
 

@@ -16,7 +16,7 @@ use sqlx::Row;
 use tokio::sync::{mpsc, oneshot};
 use toolgate_core::fingerprint::{canonical_json, digest_bytes};
 
-use super::chain::{GENESIS_HASH, row_hash};
+use super::chain::{GENESIS_HASH, JsonColumns, row_hash_with};
 use super::journal::{Journal, JournalTicket};
 use super::pending::PendingCall;
 use super::{ArgumentRedaction, AuditEntry, AuditReceipt, AuditRow, verdict_name};
@@ -382,6 +382,7 @@ pub(crate) async fn append(
         }
     }
     let mut appended = Vec::with_capacity(rows.len());
+    let mut columns = Vec::with_capacity(rows.len());
     for (index, row) in rows.iter_mut().enumerate() {
         if skip.get(index).copied().unwrap_or(false) {
             continue;
@@ -389,34 +390,39 @@ pub(crate) async fn append(
         seq += 1;
         row.seq = seq;
         row.prev_hash = prev_hash;
-        row.hash = row_hash(row)?;
+        let json = JsonColumns::of(row)?;
+        row.hash = row_hash_with(row, &json);
         prev_hash = row.hash.clone();
         appended.push(index);
+        columns.push(json);
     }
-    // One statement per chunk of rows: each statement is a round trip to sqlx's SQLite thread.
+    // One statement per chunk of rows: each statement is a round trip to sqlx's SQLite thread. The JSON columns
+    // are stored as the canonical text the chain hashed, so each is written once per row.
+    let mut columns = columns.into_iter();
     for chunk in appended.chunks(INSERT_CHUNK) {
         let mut insert = sqlx::QueryBuilder::new(
             "INSERT INTO audit_log (seq, time, kind, caller, session, upstream, tool, verdict, reasons, hint_sources, \
              approval_id, duration_us, outcome, args_digest, args, detail, prev_hash, hash) ",
         );
-        insert.push_values(chunk.iter().filter_map(|index| rows.get(*index)), |mut values, row| {
+        let chunk_rows = chunk.iter().filter_map(|index| rows.get(*index)).zip(columns.by_ref());
+        insert.push_values(chunk_rows, |mut values, (row, json)| {
             values
                 .push_bind(row.seq)
                 .push_bind(row.time.clone())
                 .push_bind(row.kind.clone())
-                .push_bind(json_text(row.caller.as_ref()))
+                .push_bind(json.caller)
                 .push_bind(row.session.clone())
                 .push_bind(row.upstream.clone())
                 .push_bind(row.tool.clone())
                 .push_bind(row.verdict.clone())
-                .push_bind(json_text(row.reasons.as_ref()))
-                .push_bind(json_text(row.hint_sources.as_ref()))
+                .push_bind(json.reasons)
+                .push_bind(json.hint_sources)
                 .push_bind(row.approval_id.clone())
                 .push_bind(row.duration_us)
                 .push_bind(row.outcome.clone())
                 .push_bind(row.args_digest.clone())
-                .push_bind(json_text(row.args.as_ref()))
-                .push_bind(json_text(row.detail.as_ref()))
+                .push_bind(json.args)
+                .push_bind(json.detail)
                 .push_bind(row.prev_hash.clone())
                 .push_bind(row.hash.clone());
         });
@@ -446,8 +452,4 @@ pub(crate) async fn append(
     .await?;
     transaction.commit().await?;
     Ok(())
-}
-
-fn json_text(value: Option<&Value>) -> Option<String> {
-    value.map(Value::to_string)
 }
