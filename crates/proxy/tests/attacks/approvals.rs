@@ -228,7 +228,7 @@ async fn without_elicitation_a_call_waits_in_the_queue_and_is_let_through_denied
 
     client.start_call(json!(1), "rug_purge_records", json!({"n": 1}));
     let pending = wait_pending(&harness.store, "rug_purge_records", &json!({"n": 1})).await;
-    assert_eq!(client.responses.len(), 0, "the call waits");
+    assert_eq!(client.waiting_responses(), 0, "the call waits");
     assert_eq!(fixture_called(&log, "purge_records"), 0, "nothing forwarded before the approval");
     person.approvals().decide(&pending.approval.id, ApprovalDecision::Approve, "tester").await.unwrap();
     let response = client.response(&json!(1)).await;

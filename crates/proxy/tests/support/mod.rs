@@ -5,13 +5,16 @@
 
 #![allow(dead_code)]
 
+mod client;
+
+#[allow(unused_imports, reason = "each test binary uses its own part")]
+pub(crate) use client::{Client, Elicit};
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 use toolgate_proxy::Gateway;
-use toolgate_proxy::session::{Caller, ClientBound, ClientSession, SessionFactory, TransportKind};
 use toolgate_proxy::spec::{GatewaySpec, Limits, Prefix, UpstreamSpec};
 use toolgate_proxy::upstreams::UpstreamStatus;
 use toolgate_upstream::Endpoint;
@@ -78,92 +81,6 @@ pub(crate) fn status_of(gateway: &Gateway, name: &str) -> UpstreamStatus {
         .find(|upstream| upstream.name == name)
         .map(|upstream| upstream.status)
         .unwrap_or_else(|| panic!("no upstream named {name}"))
-}
-
-/// A client on one gateway session, speaking raw JSON-RPC.
-pub(crate) struct Client {
-    /// The gateway's half of the session.
-    pub(crate) session: Box<dyn ClientSession>,
-    receiver: mpsc::Receiver<ClientBound>,
-    /// Everything received and not consumed yet, in arrival order.
-    pub(crate) stash: Vec<ClientBound>,
-}
-
-impl Client {
-    /// Opens a session and runs the initialize handshake.
-    pub(crate) async fn connect(gateway: &Gateway) -> Client {
-        let (session, receiver) = gateway.open_session(TransportKind::Stdio, Caller::anonymous());
-        let mut client = Client { session, receiver, stash: Vec::new() };
-        let response = client
-            .request(
-                json!("init"),
-                "initialize",
-                json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "faults"}}),
-            )
-            .await;
-        assert!(response["result"]["protocolVersion"].is_string(), "initialize failed: {response}");
-        client.session.deliver(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        client
-    }
-
-    /// Sends a request without waiting.
-    pub(crate) fn send(&self, id: Value, method: &str, params: Value) {
-        self.session.deliver(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-    }
-
-    /// Sends a request and waits for its response.
-    pub(crate) async fn request(&mut self, id: Value, method: &str, params: Value) -> Value {
-        self.send(id.clone(), method, params);
-        self.response(&id).await
-    }
-
-    /// Calls a tool and waits for the response.
-    pub(crate) async fn call(&mut self, id: Value, tool: &str, arguments: Value) -> Value {
-        self.request(id, "tools/call", json!({"name": tool, "arguments": arguments})).await
-    }
-
-    /// Waits for the response to the request `id` (taking it from the stash when it already arrived).
-    pub(crate) async fn response(&mut self, id: &Value) -> Value {
-        loop {
-            let position = self
-                .stash
-                .iter()
-                .position(|bound| matches!(bound, ClientBound::Response { request_id, .. } if request_id == id));
-            if let Some(position) = position {
-                let ClientBound::Response { message, .. } = self.stash.remove(position) else { unreachable!() };
-                assert_eq!(&message["id"], id, "a response carries the client's id");
-                return message;
-            }
-            self.receive_one(GUARD).await.unwrap_or_else(|| panic!("no response to {id} within the hang guard"));
-        }
-    }
-
-    /// Receives one message into the stash; false when nothing came within `wait`.
-    pub(crate) async fn receive_one(&mut self, wait: Duration) -> Option<()> {
-        match tokio::time::timeout(wait, self.receiver.recv()).await {
-            Ok(Some(bound)) => {
-                self.stash.push(bound);
-                Some(())
-            }
-            Ok(None) => panic!("the session's outbox closed"),
-            Err(_) => None,
-        }
-    }
-
-    /// Moves everything already queued into the stash, without waiting.
-    pub(crate) fn drain(&mut self) {
-        while let Ok(bound) = self.receiver.try_recv() {
-            self.stash.push(bound);
-        }
-    }
-
-    /// Stashed responses to the request `id`.
-    pub(crate) fn stashed_responses(&self, id: &Value) -> usize {
-        self.stash
-            .iter()
-            .filter(|bound| matches!(bound, ClientBound::Response { request_id, .. } if request_id == id))
-            .count()
-    }
 }
 
 /// The text of a tool result's first content item.
