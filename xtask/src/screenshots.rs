@@ -12,7 +12,7 @@ use anyhow::{Result, bail};
 use crate::test_run::{TestEnv, cargo, install_peers, peers_dir, run_command, workspace_root};
 
 /// The pictures the browser tests take, by file stem.
-const PAGES: [&str; 4] = ["pending-approvals", "tools-quarantine", "audit-log", "activity"];
+const PAGES: [&str; 5] = ["pending-approvals", "tools-quarantine", "tools-inventory", "audit-log", "activity"];
 
 pub(crate) fn run(args: &[String]) -> Result<()> {
     if let Some(unknown) = args.first() {

@@ -168,12 +168,20 @@ fn filter_form(out: &mut String, typed: &Typed) {
     );
 }
 
-/// The reasons' details, `; `-separated.
+/// The reasons as a cell: each rule's name, with its detail (which can be long) in a tooltip, so one wordy decision
+/// does not stretch its row down the page.
 fn reasons(row: &AuditRow) -> String {
     let Some(serde_json::Value::Array(reasons)) = &row.reasons else {
         return String::new();
     };
-    reasons.iter().filter_map(|reason| reason["detail"].as_str()).collect::<Vec<_>>().join("; ")
+    let rule = |reason: &serde_json::Value| {
+        format!(
+            "<span title=\"{}\">{}</span>",
+            escape(reason["detail"].as_str().unwrap_or_default()),
+            escape(reason["rule"].as_str().unwrap_or("reason"))
+        )
+    };
+    reasons.iter().map(rule).collect::<Vec<_>>().join(", ")
 }
 
 /// The whole page; `report` is absent when the filter was refused (`problem` says why).
@@ -212,7 +220,7 @@ fn page(rows: &[AuditRow], report: Option<&ChainReport>, typed: &Typed, problem:
         let _ = write!(
             body,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
-             <td>{}</td></tr>",
+             <td class=\"reasons\">{}</td></tr>",
             row.seq,
             escape(&row.time),
             escape(&row.kind),
@@ -222,7 +230,7 @@ fn page(rows: &[AuditRow], report: Option<&ChainReport>, typed: &Typed, problem:
             cell(&row.outcome),
             cell(&row.approval_id),
             escape(row.caller.as_ref().and_then(|caller| caller["identity"].as_str()).unwrap_or("")),
-            escape(&reasons(row)),
+            reasons(row),
         );
     }
     body.push_str("</tbody></table></div>");

@@ -112,7 +112,7 @@ fn render(pinned: &[PinnedTool], pending: &[PendingPinChange], inventory: &[Inve
             .find(|pin| pin.snapshot.upstream == change.proposed.upstream && pin.snapshot.tool == change.proposed.tool);
         pending_card(&mut body, change, pin, csrf);
     }
-    body.push_str("<h2>Every tool</h2>");
+    body.push_str("<h2 id=\"every-tool\">Every tool</h2>");
     inventory_table(&mut body, inventory, pinned, pending);
     body.push_str("<h2>Pinned tools</h2>");
     if pinned.is_empty() {

@@ -88,6 +88,8 @@ async fn a_person_approves_then_denies_a_waiting_call_in_the_browser() {
     // The audit log and the activity chart, as a person sees them after this.
     browser.goto(&format!("http://{}/console/audit", serve.authority)).await;
     browser.wait_for_text("Hash chain verified").await;
+    // Every row laid out (the last one is the denial's confirmation row) before the picture is taken.
+    browser.wait_for_text("denied").await;
     browser.screenshot("audit-log").await;
     browser.goto(&format!("http://{}/console/activity", serve.authority)).await;
     let text = browser.wait_for_text("Tool calls by verdict").await;

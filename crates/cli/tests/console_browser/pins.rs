@@ -131,6 +131,36 @@ async fn pinning_a_quarantined_definition_in_the_browser_releases_the_tool() {
     });
     let called = block_in_place(|| call_text(&mut session, "update_record", json!({"id": 1})));
     assert_eq!(called["content"][0]["text"], "called update_record", "{called}");
+
+    // The inventory the gateway wrote to the store lists every tool of the upstream, update_record pinned as
+    // approved and listed again (the write is in the background: reload until it shows).
+    // (Without a fragment: going to the same URL with a fragment only scrolls, it does not reload.)
+    let tools_url = format!("http://{}/console/tools", serve.authority);
+    let started = std::time::Instant::now();
+    let inventory = loop {
+        browser.goto(&tools_url).await;
+        let table = browser.wait_for("table.inventory", "the inventory of every tool").await;
+        let text = table.text().await.expect("the inventory's text");
+        let mut row = String::new();
+        for tr in table.find_all(Locator::Css("tbody tr")).await.expect("the inventory's rows") {
+            let cells = tr.text().await.expect("a row's text");
+            if cells.contains("update_record") {
+                row = cells;
+            }
+        }
+        if row.contains("pinned by console") && row.contains("listed") {
+            break text;
+        }
+        assert!(
+            started.elapsed() < crate::support::HANG_GUARD,
+            "the inventory never showed the release: {text}\ntoolgate's log:\n{}",
+            serve.stderr_text()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    assert!(inventory.contains("Risk ") && inventory.contains("finding(s)"), "{inventory}");
+    browser.goto(&format!("{tools_url}#every-tool")).await;
+    browser.screenshot("tools-inventory").await;
     let verify = block_in_place(|| toolgate(&["audit", "verify", "--state-dir", &state]));
     assert_eq!(verify.code, Some(0), "{verify:?}");
     browser.close().await;

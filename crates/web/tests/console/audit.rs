@@ -76,7 +76,10 @@ async fn audit_page_searches_and_combines_filters_server_side() -> TestResult {
     assert!(combined.contains("id=\"caller\" name=\"caller\" value=\"alice\""));
     assert!(combined.contains("<option value=\"confirm\" selected>confirm</option>"));
     assert!(combined.contains("<option value=\"decision\" selected>decision</option>"));
-    assert!(combined.contains("destructive, so a person confirms"), "reasons are shown");
+    assert!(
+        combined.contains("<span title=\"destructive, so a person confirms\">rule</span>"),
+        "each reason's rule, with its detail as a tooltip"
+    );
     // A filter that cannot be read is a 400 naming it, never a silently wider search.
     for (target, says) in [
         ("/console/audit?verdict=maybe", "unknown verdict"),

@@ -177,7 +177,7 @@ async fn the_tools_page_lists_every_tool_with_hints_sources_risk_lint_and_pin_st
     let page = request(console.address, "GET", "/console/tools", &[cookie], "").await?;
     assert_eq!(page.status, 200);
     let body = &page.body;
-    let every = body.find("<h2>Every tool</h2>").ok_or("no inventory section")?;
+    let every = body.find("Every tool</h2>").ok_or("no inventory section")?;
     let pinned = body.find("<h2>Pinned tools</h2>").ok_or("no pins section")?;
     let inventory = &body[every..pinned];
     assert!(inventory.contains("4 tool(s)"), "{inventory}");
