@@ -9,6 +9,7 @@ mod render;
 mod report;
 mod state;
 mod target;
+mod telemetry;
 
 use std::process::ExitCode;
 
@@ -35,7 +36,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // A running gateway reports upstream starts, failures and their stderr by default; one-shot commands stay quiet.
     let baseline = u8::from(matches!(cli.command, Command::Serve(_)));
-    init_logging(cli.verbose.max(baseline));
+    let telemetry = init_logging(cli.verbose.max(baseline));
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -53,6 +54,7 @@ fn main() -> ExitCode {
     });
     // Children and sockets are closed by the commands; don't wait for stray blocking tasks.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    telemetry.shutdown();
     match result {
         Ok(Outcome::Clean) => ExitCode::SUCCESS,
         Ok(Outcome::Findings) => ExitCode::from(1),
@@ -84,14 +86,11 @@ async fn run(cli: Cli) -> anyhow::Result<Outcome> {
     }
 }
 
-fn init_logging(verbose: u8) {
+fn init_logging(verbose: u8) -> telemetry::Telemetry {
     let default_level = match verbose {
         0 => "warn",
         1 => "info",
         _ => "debug",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("TOOLGATE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
-    // stdout may carry MCP (demo-server) or a report: logs always go to stderr.
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    telemetry::init(default_level)
 }
