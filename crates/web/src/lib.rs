@@ -1,8 +1,9 @@
 //! The approval console: a small web UI that `toolgate serve` mounts under `/console` on its HTTP listener.
 //!
 //! Pages (server-rendered HTML, one stylesheet and one script served from here, no CDN):
-//! - `/console`: pending approvals (title, upstream, action, arguments) with approve / deny buttons (POST forms);
-//!   a script polls `/console/api/pending` and swaps in `/console/fragment/pending` when the list changed.
+//! - `/console`: pending approvals (title, risk badge, upstream, action, arguments) with approve / deny buttons
+//!   (POST forms); a script polls `/console/api/pending` and swaps in `/console/fragment/pending` when the list
+//!   changed.
 //! - `/console/tools`: changed definitions in quarantine with a field-by-field diff and pin / reject buttons bound
 //!   to the fingerprint shown; every tool the gateway last listed (hints with sources, risk, lint findings, pin
 //!   state), from the store's inventory; pinned tools with their effective hints.
