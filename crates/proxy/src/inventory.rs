@@ -5,7 +5,7 @@
 //! Never on a call's path: [`InventoryPublisher::publish`] keeps the latest inputs and spawns the work; writes run
 //! one at a time and each takes the newest inputs, so the store always ends with the latest catalog even when
 //! rebuilds come faster than writes. A failed write is logged, never retried or surfaced to a client. An upstream
-//! that is down is not rewritten: the console keeps showing its last listing.
+//! that is down is not rewritten: the console keeps showing its last listing; one removed from the config is dropped.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -56,6 +56,10 @@ impl InventoryPublisher {
                 if let Err(error) = store.replace_inventory(&upstream, &tools).await {
                     tracing::warn!(%upstream, %error, "the tool inventory could not be written; the console may be stale");
                 }
+            }
+            let configured: Vec<&str> = inputs.specs.iter().map(|spec| spec.name.as_str()).collect();
+            if let Err(error) = store.retain_inventory(&configured).await {
+                tracing::warn!(%error, "upstreams removed from the config could not be dropped from the tool inventory");
             }
         });
     }

@@ -2,7 +2,8 @@
 //! sources, toolgate's `_meta` record, risk, lint findings, fingerprint, and whether clients see it).
 //!
 //! The gateway writes it whenever it rebuilds its catalog ([`Store::replace_inventory`], one transaction per
-//! upstream, so a reader never sees half a listing); the console reads it ([`Store::inventory`]). It is a snapshot
+//! upstream, so a reader never sees half a listing; [`Store::retain_inventory`] drops upstreams no longer
+//! configured); the console reads it ([`Store::inventory`]). It is a snapshot
 //! for people, never an input to a decision: the relay decides from its own catalog, and nothing here is hashed or
 //! chained.
 
@@ -10,8 +11,8 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
+use sqlx::{QueryBuilder, Row, Sqlite};
 
 use crate::approvals::ToolRisk;
 use crate::error::StoreError;
@@ -156,6 +157,22 @@ impl Store {
         Ok(())
     }
 
+    /// Drops the rows of every upstream not named in `upstreams` (one removed from the config), in one statement.
+    pub async fn retain_inventory(&self, upstreams: &[&str]) -> Result<(), StoreError> {
+        let Backend::Sqlite(pool) = &self.backend;
+        let mut sql = QueryBuilder::<Sqlite>::new("DELETE FROM tool_inventory");
+        if !upstreams.is_empty() {
+            sql.push(" WHERE upstream NOT IN (");
+            let mut names = sql.separated(", ");
+            for upstream in upstreams {
+                names.push_bind(*upstream);
+            }
+            sql.push(")");
+        }
+        sql.build().execute(pool).await?;
+        Ok(())
+    }
+
     /// Every recorded tool, by upstream name, then in each upstream's listing order.
     pub async fn inventory(&self) -> Result<Vec<InventoryTool>, StoreError> {
         let Backend::Sqlite(pool) = &self.backend;
@@ -221,6 +238,13 @@ mod tests {
         assert_eq!(names(store.inventory().await?), ["files/read", "notes/beta"]);
         store.replace_inventory("notes", &[]).await?;
         assert_eq!(names(store.inventory().await?), ["files/read"]);
+
+        // An upstream no longer configured loses its rows; the others keep theirs.
+        store.replace_inventory("notes", &[tool("notes", "beta", InventoryState::Visible)]).await?;
+        store.retain_inventory(&["notes", "mail"]).await?;
+        assert_eq!(names(store.inventory().await?), ["notes/beta"]);
+        store.retain_inventory(&[]).await?;
+        assert!(store.inventory().await?.is_empty(), "no upstream configured: nothing kept");
         store.close().await
     }
 }
