@@ -10,6 +10,7 @@
 use serde_json::json;
 
 use crate::audit::AuditRow;
+use crate::audit::chain::PreparedRow;
 use crate::audit::writer::append;
 use crate::error::StoreError;
 use crate::time::format_rfc3339;
@@ -112,10 +113,10 @@ impl Store {
     }
 
     async fn append_one(&self, row: AuditRow) -> Result<AuditReceipt, StoreError> {
-        let mut rows = [row];
+        let mut rows = [PreparedRow::from_row(row)?];
         append(&self.backend, &mut rows, &[], false).await?;
-        let [row] = rows;
-        Ok(AuditReceipt { seq: row.seq, hash: row.hash })
+        let [prepared] = rows;
+        Ok(AuditReceipt { seq: prepared.row.seq, hash: prepared.row.hash })
     }
 }
 

@@ -26,9 +26,9 @@ pub const GENESIS_HASH: &str = "sha256:00000000000000000000000000000000000000000
 /// Rows read per page while verifying.
 const PAGE: usize = 2048;
 
-/// The canonical JSON text (RFC 8785) of a row's JSON columns: what the chain hashes and what the database stores,
-/// written once per row.
-#[derive(Debug, Default)]
+/// The canonical JSON text (RFC 8785) of a row's JSON columns: what the journal, the chain hash and the database
+/// all use, written once per row.
+#[derive(Debug, Default, Clone)]
 pub(crate) struct JsonColumns {
     pub(crate) caller: Option<String>,
     pub(crate) reasons: Option<String>,
@@ -39,16 +39,68 @@ pub(crate) struct JsonColumns {
 
 impl JsonColumns {
     pub(crate) fn of(row: &AuditRow) -> Result<JsonColumns, StoreError> {
-        let text = |value: Option<&Value>| -> Result<Option<String>, StoreError> {
-            value.map(|value| jcs::to_string(value).map_err(StoreError::from)).transpose()
-        };
         Ok(JsonColumns {
-            caller: text(row.caller.as_ref())?,
-            reasons: text(row.reasons.as_ref())?,
-            hint_sources: text(row.hint_sources.as_ref())?,
-            args: text(row.args.as_ref())?,
-            detail: text(row.detail.as_ref())?,
+            caller: canonical(row.caller.as_ref())?,
+            reasons: canonical(row.reasons.as_ref())?,
+            hint_sources: canonical(row.hint_sources.as_ref())?,
+            args: canonical(row.args.as_ref())?,
+            detail: canonical(row.detail.as_ref())?,
         })
+    }
+}
+
+/// The canonical text of an optional JSON value.
+pub(crate) fn canonical(value: Option<&Value>) -> Result<Option<String>, StoreError> {
+    value.map(|value| jcs::to_string(value).map_err(StoreError::from)).transpose()
+}
+
+/// A row on its way into the log: its plain columns, with the JSON ones (left `None` in `row`) as canonical text.
+#[derive(Debug, Clone)]
+pub(crate) struct PreparedRow {
+    pub(crate) row: AuditRow,
+    pub(crate) json: JsonColumns,
+}
+
+impl PreparedRow {
+    /// Moves a row's JSON columns into canonical text.
+    pub(crate) fn from_row(mut row: AuditRow) -> Result<PreparedRow, StoreError> {
+        let json = JsonColumns::of(&row)?;
+        row.caller = None;
+        row.reasons = None;
+        row.hint_sources = None;
+        row.args = None;
+        row.detail = None;
+        Ok(PreparedRow { row, json })
+    }
+
+    /// The journal's line for this row: `{"id":ID,"row":{...}}`, the row's columns with its JSON ones embedded.
+    pub(crate) fn journal_line(&self, id: &str) -> Vec<u8> {
+        let (row, json) = (&self.row, &self.json);
+        let mut text = String::with_capacity(1024);
+        text.push_str("{\"id\":");
+        jcs::write_str(id, &mut text);
+        text.push_str(",\"row\":");
+        let mut members = Members::new(&mut text);
+        members.raw("seq", Some(&row.seq.to_string()));
+        members.text("time", Some(&row.time));
+        members.text("kind", Some(&row.kind));
+        members.raw("caller", json.caller.as_deref());
+        members.text("session", row.session.as_deref());
+        members.text("upstream", row.upstream.as_deref());
+        members.text("tool", row.tool.as_deref());
+        members.text("verdict", row.verdict.as_deref());
+        members.raw("reasons", json.reasons.as_deref());
+        members.raw("hint_sources", json.hint_sources.as_deref());
+        members.text("approval_id", row.approval_id.as_deref());
+        members.raw("duration_us", row.duration_us.map(|micros| micros.to_string()).as_deref());
+        members.text("outcome", row.outcome.as_deref());
+        members.text("args_digest", row.args_digest.as_deref());
+        members.raw("args", json.args.as_deref());
+        members.raw("detail", json.detail.as_deref());
+        members.text("prev_hash", Some(&row.prev_hash));
+        members.text("hash", Some(&row.hash));
+        text.push_str("}}\n");
+        text.into_bytes()
     }
 }
 
@@ -64,7 +116,7 @@ pub(crate) fn row_hash(row: &AuditRow) -> Result<String, StoreError> {
 /// equal to canonicalizing that object built as a `Value`.
 pub(crate) fn row_hash_with(row: &AuditRow, json: &JsonColumns) -> String {
     let mut text = String::with_capacity(1024);
-    let mut members = Members { out: &mut text, first: true };
+    let mut members = Members::new(&mut text);
     members.text("approval_id", row.approval_id.as_deref());
     members.raw("args", json.args.as_deref());
     members.text("args_digest", row.args_digest.as_deref());
@@ -97,6 +149,10 @@ struct Members<'a> {
 }
 
 impl Members<'_> {
+    fn new(out: &mut String) -> Members<'_> {
+        Members { out, first: true }
+    }
+
     fn name(&mut self, name: &str) {
         self.out.push(if self.first { '{' } else { ',' });
         self.first = false;
@@ -371,6 +427,17 @@ mod tests {
     fn reference_hash(row: &AuditRow) -> String {
         let canonical = canonical_json(&entry_value(row)).unwrap_or_default();
         digest_bytes(format!("{}{canonical}", row.prev_hash).as_bytes())
+    }
+
+    #[test]
+    fn a_journal_line_reads_back_as_the_row() {
+        let row = AuditRow { duration_us: Some(i64::MAX), ..full_row() };
+        let line = PreparedRow::from_row(row.clone()).map(|prepared| prepared.journal_line("id-1")).unwrap_or_default();
+        assert_eq!(line.last(), Some(&b'\n'));
+        let parsed: super::super::journal::JournalLine =
+            serde_json::from_slice(&line).unwrap_or_else(|error| unreachable!("journal line: {error}"));
+        assert_eq!(parsed.id, "id-1");
+        assert_eq!(parsed.row, row);
     }
 
     #[test]

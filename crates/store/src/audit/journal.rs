@@ -17,9 +17,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use super::AuditRow;
+use super::chain::PreparedRow;
 use crate::error::StoreError;
 
 /// One journal line: the row (without chain fields) and its journal id.
@@ -27,13 +28,6 @@ use crate::error::StoreError;
 pub(crate) struct JournalLine {
     pub(crate) id: String,
     pub(crate) row: AuditRow,
-}
-
-/// A journal line as written, borrowing the row.
-#[derive(Serialize)]
-struct JournalLineRef<'a> {
-    id: &'a str,
-    row: &'a AuditRow,
 }
 
 /// Bytes a journal file may hold before appends move to a new file: rows of long calls keep their file alive
@@ -120,11 +114,9 @@ impl Journal {
     }
 
     /// Appends a row; returns its ticket once the line is written.
-    pub(crate) fn append(&self, row: &AuditRow) -> Result<JournalTicket, StoreError> {
+    pub(crate) fn append(&self, row: &PreparedRow) -> Result<JournalTicket, StoreError> {
         let id = format!("{}-{}", self.prefix, self.next.fetch_add(1, Ordering::Relaxed));
-        let line = JournalLineRef { id: &id, row };
-        let mut text = serde_json::to_vec(&line).map_err(|source| StoreError::Json { what: "journal line", source })?;
-        text.push(b'\n');
+        let text = row.journal_line(&id);
         let mut state = self.state.lock().map_err(|_| StoreError::AuditWriterStopped)?;
         if state.written >= ROTATE_BYTES {
             self.rotate(&mut state)?;

@@ -240,8 +240,8 @@ pub(crate) async fn recover_journals(
     for path in journal::Journal::orphans(database) {
         let lines = journal::read_lines(&path);
         if !lines.is_empty() {
-            let (mut rows, ids): (Vec<AuditRow>, Vec<String>) =
-                lines.into_iter().map(|line| (line.row, line.id)).unzip();
+            let (rows, ids): (Vec<AuditRow>, Vec<String>) = lines.into_iter().map(|line| (line.row, line.id)).unzip();
+            let mut rows = rows.into_iter().map(chain::PreparedRow::from_row).collect::<Result<Vec<_>, _>>()?;
             let ids: Vec<Option<&str>> = ids.iter().map(|id| Some(id.as_str())).collect();
             writer::append(backend, &mut rows, &ids, true).await?;
             tracing::info!(journal = %path.display(), "audit rows of a process that is gone were recovered");

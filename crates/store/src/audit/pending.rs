@@ -9,7 +9,7 @@ use std::time::SystemTime;
 
 use tokio::sync::mpsc;
 
-use super::AuditRow;
+use super::chain::PreparedRow;
 use super::journal::JournalTicket;
 use super::writer::{AuditWriter, Command};
 use crate::time::format_rfc3339;
@@ -26,23 +26,23 @@ enum State {
     /// In the journal; the database gets the completed row through the reserved slot.
     Journaled {
         permit: mpsc::OwnedPermit<Command>,
-        row: Box<AuditRow>,
+        row: Box<PreparedRow>,
         journal: JournalTicket,
     },
     /// Already committed (a store without a journal): the outcome becomes a "result" row of its own.
     Committed {
         writer: AuditWriter,
-        row: Box<AuditRow>,
+        row: Box<PreparedRow>,
     },
     Done,
 }
 
 impl PendingCall {
-    pub(crate) fn journaled(permit: mpsc::OwnedPermit<Command>, row: Box<AuditRow>, journal: JournalTicket) -> Self {
+    pub(crate) fn journaled(permit: mpsc::OwnedPermit<Command>, row: Box<PreparedRow>, journal: JournalTicket) -> Self {
         PendingCall { state: State::Journaled { permit, row, journal } }
     }
 
-    pub(crate) fn committed(writer: AuditWriter, row: Box<AuditRow>) -> Self {
+    pub(crate) fn committed(writer: AuditWriter, row: Box<PreparedRow>) -> Self {
         PendingCall { state: State::Committed { writer, row } }
     }
 
@@ -51,18 +51,18 @@ impl PendingCall {
         let duration = i64::try_from(duration_us).unwrap_or(i64::MAX);
         match std::mem::replace(&mut self.state, State::Done) {
             State::Journaled { permit, mut row, journal } => {
-                row.outcome = Some(outcome.to_owned());
-                row.duration_us = Some(duration);
+                row.row.outcome = Some(outcome.to_owned());
+                row.row.duration_us = Some(duration);
                 permit.send(Command::Append { row, reply: None, journal: Some(journal) });
             }
             State::Committed { writer, mut row } => {
-                row.kind = super::AuditKind::Result.as_str().to_owned();
-                row.time = format_rfc3339(SystemTime::now());
-                row.outcome = Some(outcome.to_owned());
-                row.duration_us = Some(duration);
-                row.reasons = None;
-                row.args = None;
-                row.args_digest = None;
+                row.row.kind = super::AuditKind::Result.as_str().to_owned();
+                row.row.time = format_rfc3339(SystemTime::now());
+                row.row.outcome = Some(outcome.to_owned());
+                row.row.duration_us = Some(duration);
+                row.row.args_digest = None;
+                row.json.reasons = None;
+                row.json.args = None;
                 // A full queue is counted and logged by `queue_row`; the call row itself is already committed.
                 let _ = writer.queue_row(row);
             }

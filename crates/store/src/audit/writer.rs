@@ -14,9 +14,10 @@ use serde::Serialize;
 use serde_json::Value;
 use sqlx::Row;
 use tokio::sync::{mpsc, oneshot};
-use toolgate_core::fingerprint::{canonical_json, digest_bytes};
+use toolgate_core::fingerprint::digest_bytes;
+use toolgate_core::jcs;
 
-use super::chain::{GENESIS_HASH, JsonColumns, row_hash_with};
+use super::chain::{GENESIS_HASH, JsonColumns, PreparedRow, row_hash_with};
 use super::journal::{Journal, JournalTicket};
 use super::pending::PendingCall;
 use super::{ArgumentRedaction, AuditEntry, AuditReceipt, AuditRow, verdict_name};
@@ -41,7 +42,7 @@ const WRITE_ATTEMPTS: u32 = 3;
 type Reply = oneshot::Sender<Result<AuditReceipt, StoreError>>;
 
 pub(crate) enum Command {
-    Append { row: Box<AuditRow>, reply: Option<Reply>, journal: Option<JournalTicket> },
+    Append { row: Box<PreparedRow>, reply: Option<Reply>, journal: Option<JournalTicket> },
     Flush(oneshot::Sender<()>),
 }
 
@@ -80,7 +81,7 @@ impl std::fmt::Debug for Command {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Command::Append { row, reply, journal } => {
-                write!(f, "Append({}, durable: {}, journaled: {})", row.kind, reply.is_some(), journal.is_some())
+                write!(f, "Append({}, durable: {}, journaled: {})", row.row.kind, reply.is_some(), journal.is_some())
             }
             Command::Flush(_) => write!(f, "Flush"),
         }
@@ -112,7 +113,7 @@ impl AuditWriter {
     }
 
     /// Queues a prepared row without waiting; a full queue is counted and reported.
-    pub(crate) fn queue_row(&self, row: Box<AuditRow>) -> Result<(), AuditQueueError> {
+    pub(crate) fn queue_row(&self, row: Box<PreparedRow>) -> Result<(), AuditQueueError> {
         match self.sender.try_send(Command::Append { row, reply: None, journal: None }) {
             Ok(()) => Ok(()),
             Err(mpsc::error::TrySendError::Full(_)) => {
@@ -222,33 +223,48 @@ fn spawn_writer(writer: impl std::future::Future<Output = ()> + Send + 'static) 
     }
 }
 
-/// Turns an entry into a row without chain fields: redaction applied, JSON columns built, time taken if absent.
-fn prepare(entry: AuditEntry, redaction: ArgumentRedaction) -> AuditRow {
-    let args_digest = entry.args.as_ref().map(digest_arguments);
-    let args = match redaction {
-        ArgumentRedaction::Digest => None,
-        ArgumentRedaction::Clear => entry.args,
+/// Turns an entry into a row without chain fields: redaction applied, JSON columns as canonical text, time taken
+/// if absent. Runs on the caller's task, so the writer thread and the journal reuse the text.
+fn prepare(entry: AuditEntry, redaction: ArgumentRedaction) -> PreparedRow {
+    let args_text = entry.args.as_ref().map(canonical_text);
+    let args_digest = args_text.as_ref().map(|text| digest_bytes(text.as_bytes()));
+    let json = JsonColumns {
+        caller: entry.caller.as_ref().map(|caller| canonical_text(&to_json(caller))),
+        reasons: (!entry.reasons.is_empty()).then(|| canonical_text(&to_json(&entry.reasons))),
+        hint_sources: entry.hint_sources.as_ref().map(|hints| canonical_text(&to_json(hints))),
+        args: match redaction {
+            ArgumentRedaction::Digest => None,
+            ArgumentRedaction::Clear => args_text,
+        },
+        detail: entry.detail.as_ref().map(canonical_text),
     };
-    AuditRow {
+    let row = AuditRow {
         seq: 0,
         time: format_rfc3339(entry.time.unwrap_or_else(SystemTime::now)),
         kind: entry.kind.as_str().to_owned(),
-        caller: entry.caller.as_ref().map(to_json),
+        caller: None,
         session: entry.session,
         upstream: entry.upstream,
         tool: entry.tool,
         verdict: entry.verdict.map(|verdict| verdict_name(verdict).to_owned()),
-        reasons: (!entry.reasons.is_empty()).then(|| to_json(&entry.reasons)),
-        hint_sources: entry.hint_sources.as_ref().map(to_json),
+        reasons: None,
+        hint_sources: None,
         approval_id: entry.approval_id,
         duration_us: entry.duration_us.map(|micros| i64::try_from(micros).unwrap_or(i64::MAX)),
         outcome: entry.outcome,
         args_digest,
-        args,
-        detail: entry.detail,
+        args: None,
+        detail: None,
         prev_hash: String::new(),
         hash: String::new(),
-    }
+    };
+    PreparedRow { row, json }
+}
+
+/// The canonical text of a JSON value. serde_json values always canonicalize today; if that ever changes, the plain
+/// text is kept rather than the row lost.
+fn canonical_text(value: &Value) -> String {
+    jcs::to_string(value).unwrap_or_else(|_| value.to_string())
 }
 
 /// A typed entry field as a JSON column. These types (strings, booleans, enums, vectors of them) always serialize.
@@ -258,12 +274,7 @@ fn to_json<T: Serialize>(value: &T) -> Value {
 
 /// `sha256:` of the canonical arguments; the same function gives the digest an approval is bound to.
 pub fn digest_arguments(args: &Value) -> String {
-    match canonical_json(args) {
-        Ok(canonical) => digest_bytes(canonical.as_bytes()),
-        // serde_json values always canonicalize today; if that ever changes, hash the plain text rather than lose
-        // the row.
-        Err(_) => digest_bytes(args.to_string().as_bytes()),
-    }
+    digest_bytes(canonical_text(args).as_bytes())
 }
 
 async fn run(
@@ -322,7 +333,7 @@ async fn run(
             for (row, reply) in rows.iter().zip(replies) {
                 if let Some(reply) = reply {
                     let answer = match &outcome {
-                        Ok(()) => Ok(AuditReceipt { seq: row.seq, hash: row.hash.clone() }),
+                        Ok(()) => Ok(AuditReceipt { seq: row.row.seq, hash: row.row.hash.clone() }),
                         Err(error) => Err(StoreError::AuditWrite(error.to_string())),
                     };
                     // The waiter may have gone away (its call was cancelled); the row is written either way.
@@ -338,7 +349,7 @@ async fn run(
 
 async fn append_with_retries(
     backend: &Backend,
-    rows: &mut [AuditRow],
+    rows: &mut [PreparedRow],
     journal_ids: &[Option<&str>],
 ) -> Result<(), StoreError> {
     let mut attempt = 1;
@@ -359,7 +370,7 @@ async fn append_with_retries(
 /// journal id of each journaled row (`journal_ids` is empty or one entry per row).
 pub(crate) async fn append(
     backend: &Backend,
-    rows: &mut [AuditRow],
+    rows: &mut [PreparedRow],
     journal_ids: &[Option<&str>],
     recovering: bool,
 ) -> Result<(), StoreError> {
@@ -387,47 +398,43 @@ pub(crate) async fn append(
         }
     }
     let mut appended = Vec::with_capacity(rows.len());
-    let mut columns = Vec::with_capacity(rows.len());
-    for (index, row) in rows.iter_mut().enumerate() {
+    for (index, prepared) in rows.iter_mut().enumerate() {
         if skip.get(index).copied().unwrap_or(false) {
             continue;
         }
         seq += 1;
-        row.seq = seq;
-        row.prev_hash = prev_hash;
-        let json = JsonColumns::of(row)?;
-        row.hash = row_hash_with(row, &json);
-        prev_hash = row.hash.clone();
+        prepared.row.seq = seq;
+        prepared.row.prev_hash = prev_hash;
+        prepared.row.hash = row_hash_with(&prepared.row, &prepared.json);
+        prev_hash = prepared.row.hash.clone();
         appended.push(index);
-        columns.push(json);
     }
     // One statement per chunk of rows: each statement is a round trip to sqlx's SQLite thread. The JSON columns
     // are stored as the canonical text the chain hashed, so each is written once per row.
-    let mut columns = columns.into_iter();
     for chunk in appended.chunks(INSERT_CHUNK) {
         let mut insert = sqlx::QueryBuilder::new(
             "INSERT INTO audit_log (seq, time, kind, caller, session, upstream, tool, verdict, reasons, hint_sources, \
              approval_id, duration_us, outcome, args_digest, args, detail, prev_hash, hash) ",
         );
-        let chunk_rows = chunk.iter().filter_map(|index| rows.get(*index)).zip(columns.by_ref());
-        insert.push_values(chunk_rows, |mut values, (row, json)| {
+        insert.push_values(chunk.iter().filter_map(|index| rows.get(*index)), |mut values, prepared| {
+            let (row, json) = (&prepared.row, &prepared.json);
             values
                 .push_bind(row.seq)
                 .push_bind(row.time.clone())
                 .push_bind(row.kind.clone())
-                .push_bind(json.caller)
+                .push_bind(json.caller.clone())
                 .push_bind(row.session.clone())
                 .push_bind(row.upstream.clone())
                 .push_bind(row.tool.clone())
                 .push_bind(row.verdict.clone())
-                .push_bind(json.reasons)
-                .push_bind(json.hint_sources)
+                .push_bind(json.reasons.clone())
+                .push_bind(json.hint_sources.clone())
                 .push_bind(row.approval_id.clone())
                 .push_bind(row.duration_us)
                 .push_bind(row.outcome.clone())
                 .push_bind(row.args_digest.clone())
-                .push_bind(json.args)
-                .push_bind(json.detail)
+                .push_bind(json.args.clone())
+                .push_bind(json.detail.clone())
                 .push_bind(row.prev_hash.clone())
                 .push_bind(row.hash.clone());
         });
@@ -437,7 +444,7 @@ pub(crate) async fn append(
         .iter()
         .filter_map(|index| {
             let journal_id = (*journal_ids.get(*index)?)?;
-            Some((journal_id, rows.get(*index)?.seq))
+            Some((journal_id, rows.get(*index)?.row.seq))
         })
         .collect();
     for chunk in journaled.chunks(INSERT_CHUNK) {
