@@ -92,4 +92,9 @@ fn serve_exports_its_request_spans_over_otlp_http() {
     assert!(contains(&export.body, "method"), "the span's method field");
     assert!(contains(&export.body, "service.name") && contains(&export.body, "toolgate"), "the service");
     assert!(contains(&export.body, &session.id), "the session the request belongs to");
+    // The transport-independent span of the call carries what the gateway decided and how it ended.
+    assert!(contains(&export.body, "mcp.request"), "the per-request span of the relay");
+    for (field, value) in [("tool", "list_notes"), ("upstream", "demo"), ("verdict", "allow"), ("outcome", "ok")] {
+        assert!(contains(&export.body, field) && contains(&export.body, value), "the call's {field} ({value})");
+    }
 }

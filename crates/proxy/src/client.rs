@@ -14,6 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use toolgate_upstream::SUPPORTED_PROTOCOL_VERSIONS;
 use toolgate_upstream::jsonrpc::{self, MessageKind, classify, codes};
+use tracing::Instrument as _;
 
 use crate::gateway::GatewayInner;
 use crate::session::{Caller, ClientBound, ClientSession};
@@ -200,7 +201,19 @@ impl ClientSession for GatewaySession {
                 }
                 let gateway = Arc::clone(&self.gateway);
                 let session = Arc::clone(&self.shared);
-                tokio::spawn(async move {
+                // One span per request, whatever the transport; `tools/call` records its tool, upstream, verdict
+                // and outcome on it (`pipeline`). Debug: off unless the log or the span exporter asks for it.
+                let span = tracing::debug_span!(
+                    "mcp.request",
+                    session = %session.id,
+                    method = %method,
+                    request_id = %id,
+                    tool = tracing::field::Empty,
+                    upstream = tracing::field::Empty,
+                    verdict = tracing::field::Empty,
+                    outcome = tracing::field::Empty,
+                );
+                let handler = async move {
                     let params = match message {
                         Value::Object(mut object) => object.remove("params"),
                         _ => None,
@@ -217,7 +230,8 @@ impl ClientSession for GatewaySession {
                     {
                         session.respond(id, response).await;
                     }
-                });
+                };
+                tokio::spawn(handler.instrument(span));
             }
             MessageKind::Notification { method } => self.on_notification(method, &message),
             MessageKind::Response { id } => {

@@ -178,6 +178,7 @@ pub(crate) fn record(
         session.tainted.store(true, Ordering::Release);
     }
     let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+    tracing::Span::current().record("outcome", outcome);
     if let Some(audit_row) = audit_row {
         audit_row.finish(outcome, micros);
     }
@@ -218,6 +219,10 @@ pub(crate) async fn call_tool(
         Err(message) => return Some(tool_error(id, &message)),
     };
     let decision = decide(gateway, session, &resolved);
+    let span = tracing::Span::current();
+    span.record("tool", resolved.tool.exposed_name.as_str());
+    span.record("upstream", resolved.tool.upstream_name.as_str());
+    span.record("verdict", decision.verdict.as_str());
     // An allowed call's decision travels in its `call` row; every other verdict gets a row of its own here.
     if decision.verdict != Verdict::Allow {
         audit::record(gateway, audit::decision_entry(session, &resolved.tool, &decision, &resolved.arguments()));
