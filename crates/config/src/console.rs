@@ -13,7 +13,7 @@ use serde::Deserialize;
 use toml::Spanned;
 use toolgate_proxy::spec::CallerSpec;
 
-use crate::guardrails::callers::{check_visible_name, lower_token};
+use crate::guardrails::callers::{UniqueNames, lower_token};
 use crate::guardrails::raw::RawCaller;
 use crate::lower::Context;
 
@@ -69,7 +69,7 @@ pub(crate) fn lower_console(
     cx: &mut Context<'_>,
 ) -> ConsoleSpec {
     let Some(raw) = raw else { return ConsoleSpec::default() };
-    let mut names: BTreeMap<String, usize> = BTreeMap::new();
+    let mut names = UniqueNames::default();
     let mut hashes: BTreeMap<String, String> = BTreeMap::new();
     let mut users = Vec::new();
     for user in raw.into_inner().user.unwrap_or_default() {
@@ -78,14 +78,7 @@ pub(crate) fn lower_console(
         let name = user.name.get_ref().clone();
         let label = format!("console user \"{name}\"");
         let before = cx.problem_count();
-        if let Err(message) = check_visible_name("console user name", &name) {
-            cx.error(user.name.span().start, message);
-        } else if let Some(first) = names.get(&name) {
-            let message = format!("console user name \"{name}\" is already used on line {}", cx.line_of(*first));
-            cx.error(user.name.span().start, message);
-        } else {
-            names.insert(name.clone(), user.name.span().start);
-        }
+        names.claim("console user", &user.name, cx);
         let as_caller =
             RawCaller { name: user.name, token_sha256: user.token_sha256, token_env: user.token_env, scopes: None };
         let Some((token_sha256, token_offset)) = lower_token(&as_caller, table_offset, &label, cx) else { continue };

@@ -334,25 +334,15 @@ pub struct CatalogContext {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
-    use std::time::Duration;
 
     use serde_json::json;
     use toolgate_core::DeclaredHints;
-    use toolgate_upstream::Endpoint;
 
     use super::*;
     use crate::spec::Prefix;
 
     fn spec(name: &str, prefix: Prefix, overrides: BTreeMap<String, HintOverrides>) -> UpstreamSpec {
-        UpstreamSpec {
-            name: name.into(),
-            endpoint: Endpoint::stdio("true", Vec::<String>::new()),
-            prefix,
-            overrides,
-            initialize_timeout: Duration::from_secs(1),
-            request_timeout: Duration::from_secs(1),
-            trust: Default::default(),
-        }
+        UpstreamSpec { prefix, overrides, ..UpstreamSpec::unstarted(name) }
     }
 
     fn listing(tools: Value) -> Option<Arc<UpstreamListing>> {

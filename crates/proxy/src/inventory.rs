@@ -162,26 +162,15 @@ fn record(
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-    use std::time::Duration;
 
     use serde_json::json;
-    use toolgate_upstream::Endpoint;
 
     use super::*;
     use crate::catalog::CatalogContext;
-    use crate::spec::{Prefix, Quarantine};
+    use crate::spec::Quarantine;
 
     fn spec(name: &str) -> UpstreamSpec {
-        UpstreamSpec {
-            name: name.into(),
-            endpoint: Endpoint::stdio("true", Vec::<String>::new()),
-            prefix: Prefix::None,
-            overrides: BTreeMap::new(),
-            initialize_timeout: Duration::from_secs(1),
-            request_timeout: Duration::from_secs(1),
-            trust: Default::default(),
-        }
+        UpstreamSpec::unstarted(name)
     }
 
     #[test]

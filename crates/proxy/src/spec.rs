@@ -49,6 +49,23 @@ pub struct UpstreamSpec {
     pub trust: UpstreamTrust,
 }
 
+#[cfg(test)]
+impl UpstreamSpec {
+    /// An upstream that is never started (`true` over stdio), unprefixed, untrusted, for the unit tests of the
+    /// code that lists, exposes and selects its tools.
+    pub(crate) fn unstarted(name: &str) -> UpstreamSpec {
+        UpstreamSpec {
+            name: name.into(),
+            endpoint: toolgate_upstream::Endpoint::stdio("true", Vec::<String>::new()),
+            prefix: Prefix::None,
+            overrides: BTreeMap::new(),
+            initialize_timeout: Duration::from_secs(1),
+            request_timeout: Duration::from_secs(1),
+            trust: UpstreamTrust::default(),
+        }
+    }
+}
+
 /// How far an upstream's declarations are believed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UpstreamTrust {

@@ -49,9 +49,27 @@ pub(crate) fn parse_callers(
     }
 }
 
+/// The names already given in one list of tables (`[[caller]]`, `[[console.user]]`), with where each was first.
+#[derive(Debug, Default)]
+pub(crate) struct UniqueNames(BTreeMap<String, usize>);
+
+impl UniqueNames {
+    /// Checks that `name` is visible and not given earlier in this list, reporting a problem at it otherwise.
+    pub(crate) fn claim(&mut self, what: &str, name: &Spanned<String>, cx: &mut Context<'_>) {
+        let (text, offset) = (name.get_ref(), name.span().start);
+        if let Err(message) = check_visible_name(&format!("{what} name"), text) {
+            cx.error(offset, message);
+        } else if let Some(first) = self.0.get(text) {
+            cx.error(offset, format!("{what} name \"{text}\" is already used on line {}", cx.line_of(*first)));
+        } else {
+            self.0.insert(text.clone(), offset);
+        }
+    }
+}
+
 /// Lowers every caller, checking names and hashes for uniqueness.
 pub(crate) fn lower_callers(raw: Vec<Spanned<RawCaller>>, cx: &mut Context<'_>) -> Vec<CallerSpec> {
-    let mut names: BTreeMap<String, usize> = BTreeMap::new();
+    let mut names = UniqueNames::default();
     let mut hashes: BTreeMap<String, String> = BTreeMap::new();
     let mut callers = Vec::new();
     for caller in raw {
@@ -60,14 +78,7 @@ pub(crate) fn lower_callers(raw: Vec<Spanned<RawCaller>>, cx: &mut Context<'_>) 
         let name = caller.name.get_ref().clone();
         let label = format!("caller \"{name}\"");
         let before = cx.problem_count();
-        if let Err(message) = check_visible_name("caller name", &name) {
-            cx.error(caller.name.span().start, message);
-        } else if let Some(first) = names.get(&name) {
-            let message = format!("caller name \"{name}\" is already used on line {}", cx.line_of(*first));
-            cx.error(caller.name.span().start, message);
-        } else {
-            names.insert(name.clone(), caller.name.span().start);
-        }
+        names.claim("caller", &caller.name, cx);
         let token = lower_token(&caller, table_offset, &label, cx);
         let scopes = lower_scopes(caller.scopes, &label, cx);
         let Some((token_sha256, token_offset)) = token else { continue };

@@ -23,26 +23,15 @@ pub(crate) fn select(tools: Vec<Arc<ExposedTool>>, spec: &SelectionSpec) -> Vec<
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-    use std::time::Duration;
 
     use serde_json::json;
-    use toolgate_upstream::Endpoint;
 
     use super::*;
     use crate::catalog::{Catalog, UpstreamListing};
-    use crate::spec::{Prefix, UpstreamSpec};
+    use crate::spec::UpstreamSpec;
 
     fn catalog() -> Catalog {
-        let mut spec = UpstreamSpec {
-            name: "notes".into(),
-            endpoint: Endpoint::stdio("true", Vec::<String>::new()),
-            prefix: Prefix::None,
-            overrides: BTreeMap::new(),
-            initialize_timeout: Duration::from_secs(1),
-            request_timeout: Duration::from_secs(1),
-            trust: Default::default(),
-        };
+        let mut spec = UpstreamSpec::unstarted("notes");
         spec.trust.level = toolgate_core::trust::TrustLevel::Pinned;
         let tool = |name: &str, destructive: bool| {
             json!({"name": name, "inputSchema": {"type": "object"},
