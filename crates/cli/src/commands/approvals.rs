@@ -10,7 +10,7 @@ use std::time::SystemTime;
 
 use anyhow::{Context, Result};
 use serde_json::{Value, json};
-use toolgate_core::facts::{Category, category, risk_level};
+use toolgate_core::facts::{category, risk_level};
 use toolgate_core::{EffectiveHint, EffectiveHints, Hint, HintSource};
 use toolgate_store::{
     ApprovalDecision, ApprovalId, ApprovalRecord, AuditFilter, AuditKind, Store, StoreError, format_rfc3339,
@@ -79,7 +79,7 @@ async fn list(store: &Store, json: bool) -> Result<Outcome> {
         for record in &pending {
             let mut value = serde_json::to_value(record)?;
             if let (Value::Object(object), Some((category, risk))) = (&mut value, risk_of(store, record).await) {
-                object.insert("category".into(), json!(category.as_str()));
+                object.insert("category".into(), json!(category));
                 object.insert("risk_level".into(), json!(risk));
             }
             text.push_str(&serde_json::to_string(&value)?);
@@ -91,7 +91,7 @@ async fn list(store: &Store, json: bool) -> Result<Outcome> {
         for record in &pending {
             let approval = &record.approval;
             let risk = match risk_of(store, record).await {
-                Some((category, risk)) => format!("risk {risk} ({})", category.as_str()),
+                Some((category, risk)) => format!("risk {risk} ({category})"),
                 None => "risk unknown".to_owned(),
             };
             let _ = writeln!(text, "{}", approval.id);
@@ -119,10 +119,14 @@ async fn list(store: &Store, json: bool) -> Result<Outcome> {
     Ok(Outcome::Clean)
 }
 
-/// The tool's category and risk level, from the latest decision the gateway recorded for it (the hints it decided
-/// on), else from its pin; `None` when neither is known.
-async fn risk_of(store: &Store, record: &ApprovalRecord) -> Option<(Category, u8)> {
+/// The tool's category and risk level: as stored with the approval when the gateway asked; for approvals stored
+/// before risk was, from the latest decision the gateway recorded for the tool (the hints it decided on), else from
+/// its pin; `None` when none of these is known.
+async fn risk_of(store: &Store, record: &ApprovalRecord) -> Option<(String, u8)> {
     let approval = &record.approval;
+    if let Some(risk) = &approval.risk {
+        return Some((risk.category.clone(), risk.level));
+    }
     let filter = AuditFilter {
         kind: Some(AuditKind::Decision),
         tool_glob: Some(glob_literal(&approval.tool)),
@@ -136,7 +140,7 @@ async fn risk_of(store: &Store, record: &ApprovalRecord) -> Option<(Category, u8
         None => store.pins().get(&approval.upstream, &approval.tool).await.ok()??.snapshot.effective_hints,
     };
     let hints = hints_from_json(&hints)?;
-    Some((category(&hints), risk_level(&hints)))
+    Some((category(&hints).as_str().to_owned(), risk_level(&hints)))
 }
 
 /// A glob matching exactly `text` (SQLite GLOB: `*`, `?` and `[` are bracketed).
@@ -204,6 +208,7 @@ fn remaining(expires: SystemTime, now: SystemTime) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use toolgate_core::facts::Category;
 
     #[test]
     fn summaries_and_globs() {

@@ -38,12 +38,13 @@ async fn list_then_approve_while_the_gateway_waits() {
         assert!(list.stdout.contains(expected), "{expected}: {}", list.stdout);
     }
     assert!(list.stdout.contains(r#"arguments: path="/tmp/report.txt", force=true"#), "{}", list.stdout);
-    assert!(list.stdout.contains("risk unknown"), "no decision row or pin: {}", list.stdout);
+    assert!(list.stdout.contains("risk 4 (destructive)"), "the risk stored with the approval: {}", list.stdout);
 
     let json_list = toolgate_async(&["approvals", "list", "--json", "--state-dir", dir(&directory)]).await;
     let entry: Value = serde_json::from_str(json_list.stdout.trim()).expect("one JSON line");
     assert_eq!(entry["id"], request.id.as_str());
     assert_eq!(entry["state"], "pending");
+    assert_eq!((&entry["risk_level"], &entry["category"]), (&json!(4), &json!("destructive")));
 
     let approvals = store.approvals();
     let id = request.id.clone();
@@ -92,4 +93,15 @@ async fn deny_records_who_and_bad_ids_say_why() {
     assert_eq!(late.code, Some(2), "{late:?}");
     assert!(late.stderr.contains("has expired"), "{}", late.stderr);
     store.close().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_approval_stored_without_its_risk_says_so_when_nothing_else_knows() {
+    let (directory, store) = fresh_state().await;
+    // As approvals were stored before the risk was: no risk, and no decision row or pin to work it out from.
+    let request = PendingApproval { risk: None, ..pending(Duration::from_secs(300)) };
+    store.approvals().create(&request).await.expect("create");
+    let list = toolgate_async(&["approvals", "list", "--state-dir", dir(&directory)]).await;
+    assert_eq!(list.code, Some(0), "{list:?}");
+    assert!(list.stdout.contains("risk unknown"), "{}", list.stdout);
 }
