@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use toolgate_proxy::Gateway;
 use toolgate_proxy::session::ClientBound;
 use toolgate_proxy::spec::Limits;
 use toolgate_proxy::upstreams::UpstreamStatus;
@@ -280,10 +281,7 @@ async fn malformed_client_messages_get_json_rpc_errors_and_the_session_goes_on()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_cancel_reaches_the_upstream_with_its_id_and_the_late_answer_is_dropped() {
-    let log = FixtureLog::new();
-    let gateway =
-        start(vec![upstream("faulty", "tool-faults", Duration::from_secs(60), Some(&log.path))], Limits::default())
-            .await;
+    let (log, gateway) = logged_tool_faults(Duration::from_secs(60)).await;
     let mut client = Client::connect(&gateway).await;
 
     // The fixture answers after 1.5 s even when cancelled: the relay must drop that late answer.
@@ -398,10 +396,7 @@ async fn an_oversized_client_line_is_refused_and_the_session_goes_on() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn closing_a_session_cancels_its_calls_upstream() {
-    let log = FixtureLog::new();
-    let gateway =
-        start(vec![upstream("faulty", "tool-faults", Duration::from_secs(60), Some(&log.path))], Limits::default())
-            .await;
+    let (log, gateway) = logged_tool_faults(Duration::from_secs(60)).await;
     let client = Client::connect(&gateway).await;
     client.send(json!(1), "tools/call", json!({"name": "faulty_hang", "arguments": {"text": "orphan"}}));
     let upstream_id = log.call_id("hang", "orphan").await;
@@ -416,10 +411,7 @@ async fn closing_a_session_cancels_its_calls_upstream() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelled_calls_leave_no_route_behind_so_later_logs_reach_only_their_caller() {
-    let log = FixtureLog::new();
-    let gateway =
-        start(vec![upstream("faulty", "tool-faults", Duration::from_secs(60), Some(&log.path))], Limits::default())
-            .await;
+    let (log, gateway) = logged_tool_faults(Duration::from_secs(60)).await;
     let mut canceller = Client::connect(&gateway).await;
     let mut caller = Client::connect(&gateway).await;
 
@@ -460,10 +452,7 @@ async fn cancelled_calls_leave_no_route_behind_so_later_logs_reach_only_their_ca
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_log_flood_toward_a_client_that_is_not_reading_is_not_buffered_without_bound() {
     const LINES: u64 = 100_000;
-    let log = FixtureLog::new();
-    let gateway =
-        start(vec![upstream("faulty", "tool-faults", Duration::from_secs(120), Some(&log.path))], Limits::default())
-            .await;
+    let (log, gateway) = logged_tool_faults(Duration::from_secs(120)).await;
     let mut client = Client::connect(&gateway).await;
     client.drain();
     client.stash.clear();
@@ -508,4 +497,12 @@ async fn client_recv(client: &mut Client) -> ClientBound {
         }
         assert!(client.receive_one(GUARD).await, "a message within the hang guard");
     }
+}
+
+/// A gateway in front of one `tool-faults` fixture (exposed as `faulty`) that logs what it receives.
+async fn logged_tool_faults(request_timeout: Duration) -> (FixtureLog, Gateway) {
+    let log = FixtureLog::new();
+    let gateway =
+        start(vec![upstream("faulty", "tool-faults", request_timeout, Some(&log.path))], Limits::default()).await;
+    (log, gateway)
 }

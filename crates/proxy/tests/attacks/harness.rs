@@ -8,11 +8,10 @@ use toolgate_core::policy::PolicySpec;
 use toolgate_core::trust::TrustLevel;
 use toolgate_proxy::Gateway;
 use toolgate_proxy::spec::{ConfirmationSpec, GatewaySpec, GuardrailSpec, Limits, UpstreamSpec};
-use toolgate_proxy::upstreams::UpstreamStatus;
 use toolgate_store::{ApprovalRecord, AuditFilter, Store, digest_arguments};
 
 pub(crate) use crate::support::{Client, Elicit};
-use crate::support::{FixtureLog, GUARD, upstream};
+use crate::support::{FixtureLog, GUARD, start_spec, upstream};
 
 /// The meta key toolgate adds to every tool definition.
 pub(crate) const META_KEY: &str = "toolgate/annotations";
@@ -49,18 +48,7 @@ impl Harness {
 
 pub(crate) async fn start_gateway(upstreams: Vec<UpstreamSpec>, guardrails: GuardrailSpec, store: &Store) -> Gateway {
     let spec = GatewaySpec { upstreams, stdio: None, http: None, limits: Limits::default(), guardrails, source: None };
-    let gateway = Gateway::with_store(spec, Some(store.clone())).expect("the gateway spec is valid");
-    gateway.start();
-    gateway.wait_settled(GUARD).await;
-    for upstream in gateway.status().upstreams {
-        assert!(
-            matches!(upstream.status, UpstreamStatus::Ready { .. }),
-            "upstream {} did not start: {:?}",
-            upstream.name,
-            upstream.status
-        );
-    }
-    gateway
+    start_spec(spec, Some(store.clone())).await
 }
 
 /// Guardrails with the standard policy and a confirmation timeout of `timeout`.

@@ -45,20 +45,19 @@ pub(crate) fn upstream(name: &str, mode: &str, request_timeout: Duration, log: O
     }
 }
 
-/// Starts a gateway for `upstreams` and waits until every one of them is ready.
+/// Starts a gateway for `upstreams` (permissive policy, no store) and waits until every one of them is ready.
 pub(crate) async fn start(upstreams: Vec<UpstreamSpec>, limits: Limits) -> Gateway {
-    let spec = GatewaySpec {
-        upstreams,
-        stdio: None,
-        http: None,
-        limits,
-        guardrails: toolgate_proxy::spec::GuardrailSpec {
-            policy: toolgate_core::policy::PolicySpec::permissive(),
-            ..Default::default()
-        },
-        source: None,
+    let guardrails = toolgate_proxy::spec::GuardrailSpec {
+        policy: toolgate_core::policy::PolicySpec::permissive(),
+        ..Default::default()
     };
-    let gateway = Gateway::new(spec).expect("the gateway spec is valid");
+    let spec = GatewaySpec { upstreams, stdio: None, http: None, limits, guardrails, source: None };
+    start_spec(spec, None).await
+}
+
+/// Starts a gateway for `spec`, with `store` when given, and waits until every upstream is ready.
+pub(crate) async fn start_spec(spec: GatewaySpec, store: Option<toolgate_store::Store>) -> Gateway {
+    let gateway = Gateway::with_store(spec, store).expect("the gateway spec is valid");
     gateway.start();
     gateway.wait_settled(GUARD).await;
     for upstream in gateway.status().upstreams {
