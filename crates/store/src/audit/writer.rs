@@ -130,7 +130,11 @@ impl AuditWriter {
     /// For the row written before a call is forwarded: after a crash, every forwarded call has its row.
     /// Concurrent durable entries share one commit.
     pub async fn record_durable(&self, entry: AuditEntry) -> Result<AuditReceipt, StoreError> {
-        let row = Box::new(prepare(entry, self.redaction));
+        self.commit_prepared(Box::new(prepare(entry, self.redaction))).await
+    }
+
+    /// Appends a prepared row and returns once its transaction has committed.
+    async fn commit_prepared(&self, row: Box<PreparedRow>) -> Result<AuditReceipt, StoreError> {
         let (reply, receipt) = oneshot::channel();
         self.sender
             .send(Command::Append { row, reply: Some(reply), journal: None })
@@ -151,8 +155,8 @@ impl AuditWriter {
     /// "result" row of its own.
     pub async fn record_journaled(&self, entry: AuditEntry) -> Result<PendingCall, StoreError> {
         let Some(journal) = &self.journal else {
-            let row = Box::new(prepare(entry.clone(), self.redaction));
-            self.record_durable(entry).await?;
+            let row = Box::new(prepare(entry, self.redaction));
+            self.commit_prepared(row.clone()).await?;
             return Ok(PendingCall::committed(self.clone(), row));
         };
         let permit = match self.sender.clone().try_reserve_owned() {
