@@ -2,7 +2,10 @@
 
 use std::path::PathBuf;
 
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use toolgate_core::decision::Verdict;
+use toolgate_store::AuditKind;
 
 /// toolgate: make MCP tool annotations true, explicit and enforced.
 #[derive(Debug, Parser)]
@@ -175,11 +178,11 @@ pub(crate) struct AuditArgs {
     #[arg(long, value_name = "GLOB")]
     pub(crate) tool: Option<String>,
     /// Only rows with this verdict.
-    #[arg(long, value_enum, value_name = "V")]
-    pub(crate) verdict: Option<AuditVerdict>,
+    #[arg(long, value_name = "V", value_parser = verdict_parser())]
+    pub(crate) verdict: Option<Verdict>,
     /// Only rows of this kind.
-    #[arg(long, value_enum, value_name = "K")]
-    pub(crate) kind: Option<AuditKindArg>,
+    #[arg(long, value_name = "K", value_parser = kind_parser())]
+    pub(crate) kind: Option<AuditKind>,
     /// Only the most recent N rows.
     #[arg(long, value_name = "N")]
     pub(crate) limit: Option<u32>,
@@ -194,22 +197,16 @@ pub(crate) enum AuditAction {
     Verify,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum AuditVerdict {
-    Allow,
-    Confirm,
-    Deny,
-    Hide,
+/// `--verdict`: the policy's own verdict names, so the command line cannot drift from them.
+fn verdict_parser() -> impl TypedValueParser<Value = Verdict> {
+    PossibleValuesParser::new(Verdict::ALL.map(Verdict::as_str))
+        .try_map(|name| name.parse::<Verdict>().map_err(|error| error.to_string()))
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum AuditKindArg {
-    Listing,
-    Decision,
-    Confirmation,
-    Call,
-    Result,
-    Pin,
+/// `--kind`: the audit log's own kind names.
+fn kind_parser() -> impl TypedValueParser<Value = AuditKind> {
+    PossibleValuesParser::new(AuditKind::ALL.map(AuditKind::as_str))
+        .try_map(|name| AuditKind::parse(&name).ok_or_else(|| format!("unknown audit kind `{name}`")))
 }
 
 #[derive(Debug, Args)]

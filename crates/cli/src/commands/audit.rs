@@ -11,11 +11,10 @@ use std::time::SystemTime;
 
 use anyhow::{Context, Result, bail};
 use comfy_table::{ContentArrangement, Table, presets};
-use toolgate_core::decision::Verdict;
-use toolgate_store::{AuditFilter, AuditKind, AuditRow, DATABASE_FILE, Store, parse_age, parse_rfc3339};
+use toolgate_store::{AuditFilter, AuditRow, DATABASE_FILE, Store, parse_age, parse_rfc3339};
 
 use crate::Outcome;
-use crate::cli::{AuditAction, AuditArgs, AuditKindArg, AuditVerdict};
+use crate::cli::{AuditAction, AuditArgs};
 use crate::state::state_dir;
 
 /// Opens the store of the state directory; fails when no gateway has created it yet.
@@ -66,8 +65,8 @@ async fn list(store: &Store, args: &AuditArgs) -> Result<Outcome> {
         since: args.since.as_deref().map(|text| parse_time(text, now)).transpose()?,
         until: args.until.as_deref().map(|text| parse_time(text, now)).transpose()?,
         tool_glob: args.tool.clone(),
-        verdict: args.verdict.map(verdict),
-        kind: args.kind.map(kind),
+        verdict: args.verdict,
+        kind: args.kind,
         limit: args.limit,
         ..AuditFilter::default()
     };
@@ -86,26 +85,6 @@ async fn list(store: &Store, args: &AuditArgs) -> Result<Outcome> {
     stdout.write_all(text.as_bytes())?;
     stdout.flush()?;
     Ok(Outcome::Clean)
-}
-
-fn verdict(arg: AuditVerdict) -> Verdict {
-    match arg {
-        AuditVerdict::Allow => Verdict::Allow,
-        AuditVerdict::Confirm => Verdict::Confirm,
-        AuditVerdict::Deny => Verdict::Deny,
-        AuditVerdict::Hide => Verdict::Hide,
-    }
-}
-
-fn kind(arg: AuditKindArg) -> AuditKind {
-    match arg {
-        AuditKindArg::Listing => AuditKind::Listing,
-        AuditKindArg::Decision => AuditKind::Decision,
-        AuditKindArg::Confirmation => AuditKind::Confirmation,
-        AuditKindArg::Call => AuditKind::Call,
-        AuditKindArg::Result => AuditKind::Result,
-        AuditKindArg::Pin => AuditKind::Pin,
-    }
 }
 
 /// RFC 3339, or an age before `now`: a number followed by `s`, `m`, `h`, `d` or `w`.

@@ -30,9 +30,11 @@ pub enum AuditKind {
     Decision,
     /// A person's answer to a confirmation (elicited or through the approvals queue).
     Confirmation,
-    /// A call forwarded upstream; write it with `record_durable` before forwarding.
+    /// A call forwarded upstream: journaled before it is forwarded (`AuditWriter::record_journaled`) and committed
+    /// once, with its outcome and duration, when it ends ([`crate::PendingCall`]).
     Call,
-    /// The summary of a call's result (outcome, duration).
+    /// A call's outcome and duration as a row of its own: written only by a store without a journal, whose call
+    /// row is committed before the call is forwarded.
     Result,
     /// A person pinned or rejected a quarantined tool definition (written by `Store::record_pin_decision`).
     Pin,
