@@ -30,6 +30,8 @@ const BODY_SAMPLE_CHARS: usize = 200;
 /// State shared by every POST of one connection.
 struct Shared {
     client: reqwest::Client,
+    /// Parsed once: reqwest would parse a string on every POST.
+    endpoint: reqwest::Url,
     url: String,
     headers: HeaderMap,
     session_id: Mutex<Option<String>>,
@@ -46,8 +48,13 @@ pub(crate) fn start(endpoint: &Endpoint, options: &ConnectOptions) -> Result<Tra
     };
     // reqwest is built without a default TLS provider; ring is installed once per process for https upstreams.
     let _ = rustls::crypto::ring::default_provider().install_default();
+    let endpoint = reqwest::Url::parse(url)
+        .map_err(|error| UpstreamError::InvalidEndpoint(format!("`{url}` is not a URL: {error}")))?;
+    // Redirects are not followed: the endpoint is the configured URL, and a redirect would carry the configured
+    // headers (an API key, say) to wherever the server points; a 3xx fails the request with its status instead.
     let client = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10))
+        .redirect(reqwest::redirect::Policy::none())
         .build()
         .map_err(|error| UpstreamError::Connect { url: url.clone(), reason: error.to_string() })?;
     let mut header_map = HeaderMap::new();
@@ -63,6 +70,7 @@ pub(crate) fn start(endpoint: &Endpoint, options: &ConnectOptions) -> Result<Tra
     let negotiated_version = Arc::new(OnceLock::new());
     let shared = Arc::new(Shared {
         client,
+        endpoint,
         url: url.clone(),
         headers: header_map,
         session_id: Mutex::new(None),
@@ -128,7 +136,7 @@ async fn post_message(shared: Arc<Shared>, message: Value) {
 }
 
 fn request_builder(shared: &Shared, method: reqwest::Method) -> reqwest::RequestBuilder {
-    let mut builder = shared.client.request(method, &shared.url).headers(shared.headers.clone());
+    let mut builder = shared.client.request(method, shared.endpoint.clone()).headers(shared.headers.clone());
     if let Ok(guard) = shared.session_id.lock()
         && let Some(session) = guard.as_deref()
     {
@@ -287,5 +295,46 @@ impl HttpCloser {
             let request = request_builder(&self.shared, reqwest::Method::DELETE).timeout(Duration::from_secs(2));
             let _ = request.send().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    use crate::connection::Connection;
+    use crate::endpoint::{ConnectOptions, Endpoint};
+    use crate::error::UpstreamError;
+
+    /// A server that redirects the initialize POST elsewhere: toolgate refuses with the status and never sends the
+    /// configured header (an upstream's credential) to the redirect target.
+    #[tokio::test]
+    async fn a_redirect_is_refused_and_never_followed() {
+        let elsewhere = TcpListener::bind("127.0.0.1:0").await.expect("bind the redirect target");
+        let target = format!("http://{}/mcp", elsewhere.local_addr().expect("target address"));
+        let redirecting = TcpListener::bind("127.0.0.1:0").await.expect("bind the redirecting server");
+        let url = format!("http://{}/mcp", redirecting.local_addr().expect("server address"));
+        tokio::spawn(async move {
+            let (mut stream, _) = redirecting.accept().await.expect("accept");
+            let mut request = vec![0u8; 8192];
+            let _ = stream.read(&mut request).await;
+            let answer = format!("HTTP/1.1 307 Temporary Redirect\r\nLocation: {target}\r\nContent-Length: 0\r\n\r\n");
+            stream.write_all(answer.as_bytes()).await.expect("answer");
+        });
+        let endpoint = Endpoint::Http {
+            url: url.clone(),
+            headers: vec![("x-api-key".to_owned(), "upstream-secret".to_owned())],
+        };
+        let options = ConnectOptions { initialize_timeout: Duration::from_secs(5), ..ConnectOptions::default() };
+        let error = Connection::connect(&endpoint, options).await.err().expect("a redirect must fail the connect");
+        assert!(
+            matches!(&error, UpstreamError::HttpStatus { status: 307, url: failed, .. } if *failed == url),
+            "unexpected error: {error}"
+        );
+        let followed = tokio::time::timeout(Duration::from_millis(300), elsewhere.accept()).await;
+        assert!(followed.is_err(), "the redirect target was contacted");
     }
 }
