@@ -5,7 +5,7 @@
 //! parses no config. Upstream lifecycles run in one task per upstream ([`Gateway::start`]); what they send is routed
 //! by [`crate::routing`]; client requests are handled by [`crate::client`] and [`crate::pipeline`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
@@ -19,7 +19,7 @@ use toolgate_upstream::{EventSink, ListKind, Responder, UpstreamError};
 use toolgate_core::policy::{CompiledPolicy, PolicySpec, compile};
 use toolgate_store::Store;
 
-use crate::catalog::{Catalog, CatalogContext};
+use crate::catalog::{Catalog, CatalogContext, UpstreamListing};
 use crate::client::{GatewaySession, SessionShared};
 use crate::session::{Caller, ClientBound, ClientSession, SessionFactory, TransportKind};
 use crate::spec::GatewaySpec;
@@ -136,6 +136,7 @@ impl Gateway {
         if let Ok(mut current) = self.inner.policy.write() {
             *current = Arc::new(policy);
         }
+        self.inner.republish_inventory();
         self.inner.notify_list_changed(&[ListKind::Tools]);
         Ok(())
     }
@@ -254,11 +255,34 @@ impl GatewayInner {
         if let Ok(mut current) = self.catalog.write() {
             *current = Arc::clone(&catalog);
         }
-        if let Some(store) = &self.store {
-            let (specs, quarantined) = (self.spec.upstreams.clone(), context.quarantined);
-            let inputs = crate::inventory::InventoryInputs { specs, listings, catalog, quarantined };
-            self.inventory.publish(store, inputs);
-        }
+        self.publish_inventory(listings, catalog, context.quarantined);
+    }
+
+    /// Hands the console's tool inventory of `catalog` to the store, in the background (with the policy in force,
+    /// which says what each caller may do with each tool).
+    fn publish_inventory(
+        &self,
+        listings: Vec<Option<Arc<UpstreamListing>>>,
+        catalog: Arc<Catalog>,
+        quarantined: HashMap<usize, HashSet<String>>,
+    ) {
+        let Some(store) = &self.store else { return };
+        let inputs = crate::inventory::InventoryInputs {
+            specs: self.spec.upstreams.clone(),
+            listings,
+            catalog,
+            quarantined,
+            policy: self.policy(),
+            identities: self.spec.identities(),
+        };
+        self.inventory.publish(store, inputs);
+    }
+
+    /// Rewrites the inventory from the current catalog (after the policy changed: who may do what changed too).
+    fn republish_inventory(&self) {
+        let listings = self.upstreams.iter().map(|runtime| runtime.listing()).collect();
+        let quarantined = self.quarantined.lock().map(|quarantined| quarantined.clone()).unwrap_or_default();
+        self.publish_inventory(listings, self.catalog(), quarantined);
     }
 
     pub(crate) fn forget_session(&self, id: &str) {

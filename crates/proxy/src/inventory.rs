@@ -1,6 +1,8 @@
 //! The tool inventory the console shows: after every catalog rebuild, each connected upstream's listing is written
 //! to the store ([`toolgate_store::Store::replace_inventory`]) with every tool's effective hints and sources,
-//! `_meta["toolgate/annotations"]`, risk, lint findings, fingerprint and whether clients see it.
+//! `_meta["toolgate/annotations"]`, risk, lint findings, fingerprint, whether clients see it and, for each caller
+//! identity the config allows (`GatewaySpec::identities`), what the policy in force would do with a call: the
+//! decision a fresh session of that caller gets, so a tool that a mode or a scope rule hides shows as such.
 //!
 //! Never on a call's path: [`InventoryPublisher::publish`] keeps the latest inputs and spawns the work; writes run
 //! one at a time and each takes the newest inputs, so the store always ends with the latest catalog even when
@@ -11,11 +13,14 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
+use toolgate_core::policy::{CallFacts, CompiledPolicy};
 use toolgate_core::{HintOverrides, ToolDefinition, assess_tool};
-use toolgate_store::{InventoryFinding, InventoryState, InventoryTool, Store, ToolRisk};
+use toolgate_store::{InventoryAccess, InventoryFinding, InventoryState, InventoryTool, Store, ToolRisk};
 
 use crate::catalog::{Catalog, ExposedTool, META_KEY, UpstreamListing, expose_tool};
 use crate::naming::exposed_name;
+use crate::pipeline::decide_with;
+use crate::session::Caller;
 use crate::spec::UpstreamSpec;
 
 /// What one inventory is computed from: a catalog and the listings and quarantine it was built from.
@@ -24,6 +29,10 @@ pub(crate) struct InventoryInputs {
     pub(crate) listings: Vec<Option<Arc<UpstreamListing>>>,
     pub(crate) catalog: Arc<Catalog>,
     pub(crate) quarantined: HashMap<usize, HashSet<String>>,
+    /// The policy in force.
+    pub(crate) policy: Arc<CompiledPolicy>,
+    /// Every identity a session can have.
+    pub(crate) identities: Vec<Caller>,
 }
 
 #[derive(Default)]
@@ -77,7 +86,7 @@ pub(crate) fn inventory(inputs: &InventoryInputs) -> Vec<(String, Vec<InventoryT
             .filter_map(|raw| ToolDefinition::from_value(raw.clone()).ok())
             .map(|tool| {
                 let is_quarantined = quarantined.is_some_and(|names| names.contains(tool.name()));
-                inventory_tool(index, spec, &tool, &inputs.catalog, is_quarantined)
+                inventory_tool(index, spec, &tool, inputs, is_quarantined)
             })
             .collect();
         upstreams.push((spec.name.clone(), tools));
@@ -89,12 +98,12 @@ fn inventory_tool(
     index: usize,
     spec: &UpstreamSpec,
     tool: &ToolDefinition,
-    catalog: &Catalog,
+    inputs: &InventoryInputs,
     quarantined: bool,
 ) -> InventoryTool {
     let name = exposed_name(&spec.prefix, tool.name());
     let listed =
-        catalog.tool(&name).filter(|exposed| exposed.upstream == index && exposed.original_name == tool.name());
+        inputs.catalog.tool(&name).filter(|exposed| exposed.upstream == index && exposed.original_name == tool.name());
     let (exposed, state, reason) = match listed {
         Some(exposed) if exposed.quarantined => {
             (Arc::clone(exposed), InventoryState::Quarantined, Some("changed since it was pinned; calls need a person"))
@@ -129,7 +138,25 @@ fn inventory_tool(
             message: finding.message,
         })
         .collect();
-    record(tool, &name, &exposed, state, reason, findings)
+    // Only a tool in the catalog can be called; one hidden by the catalog is hidden from everyone (`reason` says why).
+    let access = match listed {
+        Some(listed) if !listed.task_required => access(listed, &inputs.policy, &inputs.identities),
+        _ => Vec::new(),
+    };
+    record(tool, &name, &exposed, state, reason, findings, access)
+}
+
+/// What the policy would do with a call of `tool` for each identity, in a fresh (untainted) session.
+fn access(tool: &ExposedTool, policy: &CompiledPolicy, identities: &[Caller]) -> Vec<InventoryAccess> {
+    identities
+        .iter()
+        .map(|caller| {
+            let facts =
+                CallFacts::new(&tool.upstream_name, &tool.original_name, &tool.trusted).with_scopes(&caller.scopes);
+            let decision = decide_with(policy, tool, &facts);
+            InventoryAccess { caller: caller.name.clone(), verdict: decision.verdict, rule: decision.rule().to_owned() }
+        })
+        .collect()
 }
 
 fn record(
@@ -139,6 +166,7 @@ fn record(
     state: InventoryState,
     reason: Option<&str>,
     findings: Vec<InventoryFinding>,
+    access: Vec<InventoryAccess>,
 ) -> InventoryTool {
     InventoryTool {
         upstream: exposed.upstream_name.clone(),
@@ -155,6 +183,7 @@ fn record(
             .unwrap_or(Value::Null),
         risk: ToolRisk::from_facts(&exposed.facts),
         findings,
+        access,
         fingerprint: exposed.fingerprint.clone(),
         updated_at: String::new(),
     }
@@ -164,6 +193,8 @@ fn record(
 mod tests {
 
     use serde_json::json;
+    use toolgate_core::decision::Verdict;
+    use toolgate_core::policy::{PolicySpec, compile};
 
     use super::*;
     use crate::catalog::CatalogContext;
@@ -194,7 +225,17 @@ mod tests {
         let context =
             CatalogContext { quarantined: quarantined.clone(), quarantine: Quarantine::Hide, ..Default::default() };
         let catalog = Arc::new(Catalog::build_with(&specs, &listings, &context));
-        let upstreams = inventory(&InventoryInputs { specs, listings, catalog, quarantined });
+        // Destructive tools need `admin`: hidden from a caller without it, confirmed for one with it.
+        let policy: PolicySpec = serde_json::from_value(json!({"rule": [
+            {"id": "admins-only", "effect": "hide", "match": {"destructive": true, "missing_scopes": "admin"}}
+        ]}))
+        .unwrap_or_else(|error| unreachable!("{error}"));
+        let policy = Arc::new(compile(&policy).unwrap_or_else(|error| unreachable!("{error}")));
+        let identities = vec![
+            Caller { name: "ops".into(), scopes: vec!["admin".into()] },
+            Caller { name: "agent".into(), scopes: Vec::new() },
+        ];
+        let upstreams = inventory(&InventoryInputs { specs, listings, catalog, quarantined, policy, identities });
 
         let names: Vec<&str> = upstreams.iter().map(|(name, _)| name.as_str()).collect();
         assert_eq!(names, ["notes", "files"], "an upstream that is down is not rewritten");
@@ -216,7 +257,21 @@ mod tests {
         assert_eq!(delete.annotations["upstream"], "notes");
         assert_eq!(delete.annotations["fingerprint"].as_str(), Some(delete.fingerprint.as_str()));
         assert!(!delete.findings.is_empty(), "a tool without annotations has lint findings");
+        let access = |tool: &InventoryTool| -> Vec<(String, Verdict, String)> {
+            tool.access.iter().map(|access| (access.caller.clone(), access.verdict, access.rule.clone())).collect()
+        };
+        assert_eq!(
+            access(delete),
+            [
+                ("ops".into(), Verdict::Confirm, "default-destructive-confirm".into()),
+                ("agent".into(), Verdict::Hide, "admins-only".into()),
+            ],
+            "each caller's verdict under the policy, with the rule that gave it"
+        );
+        let search = &upstreams[0].1[1];
+        assert!(search.access.iter().all(|access| access.verdict == Verdict::Allow), "{:?}", search.access);
         let collision = &upstreams[1].1[0];
+        assert!(collision.access.is_empty(), "a tool no client can call has no per-caller verdicts");
         assert!(collision.state_reason.as_deref().is_some_and(|reason| reason.contains("same name")));
     }
 }

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolgate_core::decision::{Decision, Reason, Verdict};
-use toolgate_core::policy::{CallFacts, decide as policy_decide, taints_session};
+use toolgate_core::policy::{CallFacts, CompiledPolicy, decide as policy_decide, taints_session};
 use toolgate_store::{AuditKind, PendingCall};
 use toolgate_upstream::UpstreamError;
 use toolgate_upstream::jsonrpc::{self, codes};
@@ -87,9 +87,14 @@ pub(crate) fn call_facts<'a>(tool: &'a ExposedTool, session: &'a SessionShared) 
 /// Phase 2: the policy's decision. A quarantined tool (its definition changed since it was pinned) needs a
 /// person's approval whatever the rules say.
 pub(crate) fn decide(gateway: &GatewayInner, session: &SessionShared, call: &ResolvedCall) -> Decision {
-    let policy = gateway.policy();
-    let mut decision = policy_decide(&policy, &call_facts(&call.tool, session));
-    if call.tool.quarantined && decision.verdict == Verdict::Allow {
+    decide_with(&gateway.policy(), &call.tool, &call_facts(&call.tool, session))
+}
+
+/// The decision for a call of `tool` with these facts: the policy's, bumped to confirm for a quarantined tool.
+/// Also what the console's inventory shows per caller.
+pub(crate) fn decide_with(policy: &CompiledPolicy, tool: &ExposedTool, facts: &CallFacts<'_>) -> Decision {
+    let mut decision = policy_decide(policy, facts);
+    if tool.quarantined && decision.verdict == Verdict::Allow {
         decision.verdict = Verdict::Confirm;
         decision.reasons.insert(
             0,

@@ -13,6 +13,8 @@ use toolgate_core::policy::PolicySpec;
 use toolgate_core::trust::{DEFAULT_MIN_CONFIDENCE, TrustLevel};
 use toolgate_upstream::Endpoint;
 
+use crate::session::Caller;
+
 /// Everything the gateway needs to run.
 #[derive(Debug, Clone)]
 pub struct GatewaySpec {
@@ -28,6 +30,29 @@ pub struct GatewaySpec {
     pub guardrails: GuardrailSpec,
     /// The config file this came from, for messages (`None` for command-line setups).
     pub source: Option<PathBuf>,
+}
+
+impl GatewaySpec {
+    /// Every identity a session can have: the stdio listener's, then each configured HTTP caller, or `anonymous`
+    /// for an HTTP listener without callers (or when no listener is configured at all).
+    pub fn identities(&self) -> Vec<Caller> {
+        let mut identities: Vec<Caller> = self
+            .stdio
+            .iter()
+            .map(|stdio| Caller { name: stdio.identity.clone(), scopes: stdio.scopes.clone() })
+            .collect();
+        identities.extend(
+            self.guardrails
+                .callers
+                .iter()
+                .map(|caller| Caller { name: caller.name.clone(), scopes: caller.scopes.clone() }),
+        );
+        let anonymous_http = self.http.is_some() && self.guardrails.callers.is_empty();
+        if anonymous_http || identities.is_empty() {
+            identities.push(Caller::anonymous());
+        }
+        identities
+    }
 }
 
 /// One upstream MCP server.

@@ -1,5 +1,6 @@
 //! The tool inventory: every tool each upstream lists, as the gateway last saw it (effective hints with their
-//! sources, toolgate's `_meta` record, risk, lint findings, fingerprint, and whether clients see it).
+//! sources, toolgate's `_meta` record, risk, lint findings, fingerprint, whether clients see it, and what the policy
+//! would do with a call for each configured caller).
 //!
 //! The gateway writes it whenever it rebuilds its catalog ([`Store::replace_inventory`], one transaction per
 //! upstream, so a reader never sees half a listing; [`Store::retain_inventory`] drops upstreams no longer
@@ -13,6 +14,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{QueryBuilder, Row, Sqlite};
+
+use toolgate_core::decision::Verdict;
 
 use crate::approvals::ToolRisk;
 use crate::error::StoreError;
@@ -60,6 +63,18 @@ pub struct InventoryFinding {
     pub message: String,
 }
 
+/// What the policy would do with a call of a tool for one caller identity (an untainted session, without a
+/// quarantine bump unless the tool is quarantined), as the gateway computed it when it wrote the inventory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InventoryAccess {
+    /// The caller's configured name (`[[caller]]`, the stdio identity, or `anonymous`).
+    pub caller: String,
+    /// The verdict: `hide` means the caller does not see the tool at all.
+    pub verdict: Verdict,
+    /// The rule that decided it.
+    pub rule: String,
+}
+
 /// One tool of one upstream.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct InventoryTool {
@@ -84,6 +99,8 @@ pub struct InventoryTool {
     pub risk: ToolRisk,
     /// Lint findings, most severe first.
     pub findings: Vec<InventoryFinding>,
+    /// What the policy would do with a call, per configured caller, in config order.
+    pub access: Vec<InventoryAccess>,
     /// `sha256:` fingerprint of the definition the upstream sent.
     pub fingerprint: String,
     /// When the gateway wrote this row (RFC 3339); set by the store, ignored on write.
@@ -117,6 +134,7 @@ fn decode(row: &SqliteRow) -> Result<InventoryTool, StoreError> {
             category: row.try_get("risk_category")?,
         },
         findings: from_json(row, "findings")?,
+        access: from_json(row, "access")?,
         fingerprint: row.try_get("fingerprint")?,
         updated_at: row.try_get("updated_at")?,
     })
@@ -133,8 +151,8 @@ impl Store {
         for (position, tool) in tools.iter().enumerate() {
             sqlx::query(
                 "INSERT INTO tool_inventory (upstream, tool, position, exposed_name, title, state, state_reason, \
-                 hints, annotations, risk_level, risk_category, findings, fingerprint, updated_at) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                 hints, annotations, risk_level, risk_category, findings, access, fingerprint, updated_at) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             )
             .bind(upstream)
             .bind(&tool.tool)
@@ -148,6 +166,7 @@ impl Store {
             .bind(i64::from(tool.risk.level))
             .bind(&tool.risk.category)
             .bind(to_json(&tool.findings, "inventory findings")?)
+            .bind(to_json(&tool.access, "inventory access")?)
             .bind(&tool.fingerprint)
             .bind(&now)
             .execute(&mut *transaction)
@@ -178,7 +197,7 @@ impl Store {
         let Backend::Sqlite(pool) = &self.backend;
         let rows = sqlx::query(
             "SELECT upstream, tool, exposed_name, title, state, state_reason, hints, annotations, risk_level, \
-             risk_category, findings, fingerprint, updated_at FROM tool_inventory ORDER BY upstream, position",
+             risk_category, findings, access, fingerprint, updated_at FROM tool_inventory ORDER BY upstream, position",
         )
         .fetch_all(pool)
         .await?;
@@ -208,6 +227,14 @@ mod tests {
                 severity: "warning".into(),
                 message: "no destructiveHint".into(),
             }],
+            access: vec![
+                InventoryAccess {
+                    caller: "alice".into(),
+                    verdict: Verdict::Confirm,
+                    rule: "confirm-destructive".into(),
+                },
+                InventoryAccess { caller: "ci".into(), verdict: Verdict::Hide, rule: "mode-read-only".into() },
+            ],
             fingerprint: "sha256:ab".into(),
             updated_at: String::new(),
         }
@@ -230,6 +257,7 @@ mod tests {
         let zeta = &read[1];
         assert_eq!((&zeta.hints, &zeta.annotations), (&notes[0].hints, &notes[0].annotations));
         assert_eq!((zeta.risk.level, zeta.findings.len(), zeta.state), (4, 1, InventoryState::Visible));
+        assert_eq!(zeta.access, notes[0].access, "each caller's verdict and rule come back in order");
         assert_eq!(read[2].state_reason.as_deref(), Some("name collision"));
         assert!(zeta.updated_at.ends_with('Z'), "{}", zeta.updated_at);
 

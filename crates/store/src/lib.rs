@@ -70,7 +70,7 @@ pub use audit::{
 };
 pub use decisions::{PIN_DECISION_KIND, PinDecision};
 pub use error::{AuditQueueError, StoreError};
-pub use inventory::{InventoryFinding, InventoryState, InventoryTool};
+pub use inventory::{InventoryAccess, InventoryFinding, InventoryState, InventoryTool};
 pub use pins::{PendingPinChange, PinObservation, PinStore, PinnedTool, ToolSnapshot};
 pub use time::{format_rfc3339, parse_age, parse_rfc3339};
 

@@ -17,6 +17,7 @@ const SQLITE: &[(i64, &str, &str)] = &[
     (2, "journal", include_str!("../migrations/sqlite/0002_journal.sql")),
     (3, "approval risk", include_str!("../migrations/sqlite/0003_approval_risk.sql")),
     (4, "tool inventory", include_str!("../migrations/sqlite/0004_tool_inventory.sql")),
+    (5, "inventory access", include_str!("../migrations/sqlite/0005_inventory_access.sql")),
 ];
 
 /// Brings a SQLite database up to the latest schema.

@@ -1,11 +1,13 @@
 //! The tools page's inventory: every tool each upstream lists, as the gateway last wrote it to the store, with its
-//! four effective hints and their sources, risk badge, lint findings, pin state and whether clients see it.
+//! four effective hints and their sources, risk badge, lint findings, pin state, whether clients see it and what the
+//! policy would do with a call for each configured caller.
 //!
 //! Read from the store only (`Store::inventory`, written by the gateway after each catalog rebuild): the console
 //! never asks the relay. Everything shown is escaped; nothing here decides or changes anything.
 
 use std::fmt::Write as _;
 
+use toolgate_core::decision::Verdict;
 use toolgate_store::{InventoryState, InventoryTool, PendingPinChange, PinnedTool};
 
 use crate::html::{escape, risk_badge};
@@ -28,15 +30,46 @@ fn pin_state(tool: &InventoryTool, pinned: &[PinnedTool], pending: &[PendingPinC
 }
 
 fn state(tool: &InventoryTool) -> String {
+    let hidden_from_all = !tool.access.is_empty() && tool.access.iter().all(|access| access.verdict == Verdict::Hide);
     let word = match tool.state {
+        InventoryState::Visible if hidden_from_all => "listed by the upstream, hidden from every caller by the policy",
         InventoryState::Visible => "listed",
         InventoryState::Quarantined => "quarantined",
         InventoryState::Hidden => "hidden",
     };
-    match &tool.state_reason {
+    let mut out = match &tool.state_reason {
         Some(reason) => format!("{word}: {}", escape(reason)),
         None => word.to_owned(),
+    };
+    out.push_str(&access(tool));
+    out
+}
+
+/// Who may do what with the tool, grouped by verdict: "may call: ops (rule) · hidden from: agent (rule)".
+fn access(tool: &InventoryTool) -> String {
+    if tool.access.is_empty() {
+        return String::new();
     }
+    let mut groups = Vec::new();
+    for verdict in Verdict::ALL {
+        let callers: Vec<String> = tool
+            .access
+            .iter()
+            .filter(|access| access.verdict == verdict)
+            .map(|access| format!("{} <span class=\"meta\">({})</span>", escape(&access.caller), escape(&access.rule)))
+            .collect();
+        if callers.is_empty() {
+            continue;
+        }
+        let label = match verdict {
+            Verdict::Allow => "may call",
+            Verdict::Confirm => "needs approval",
+            Verdict::Deny => "refused",
+            Verdict::Hide => "hidden from",
+        };
+        groups.push(format!("<li>{label}: {}</li>", callers.join(", ")));
+    }
+    format!("<ul class=\"access\">{}</ul>", groups.concat())
 }
 
 fn findings(tool: &InventoryTool) -> String {

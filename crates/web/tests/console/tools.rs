@@ -143,9 +143,15 @@ fn inventory_tool(
                 message: finding.message.clone(),
             })
             .collect(),
+        access: Vec::new(),
         fingerprint,
         updated_at: String::new(),
     })
+}
+
+/// What the policy would do for one caller, as the gateway writes it.
+fn access(caller: &str, verdict: toolgate_core::decision::Verdict, rule: &str) -> toolgate_store::InventoryAccess {
+    toolgate_store::InventoryAccess { caller: caller.into(), verdict, rule: rule.into() }
 }
 
 #[tokio::test]
@@ -153,7 +159,8 @@ async fn the_tools_page_lists_every_tool_with_hints_sources_risk_lint_and_pin_st
     use toolgate_store::InventoryState;
     let console = start().await?;
     let (_, changed) = rug_pull(&console.store).await?;
-    let tools = [
+    use toolgate_core::decision::Verdict;
+    let mut tools = vec![
         inventory_tool(changed.definition.clone(), InventoryState::Quarantined, Some("changed since it was pinned"))?,
         inventory_tool(
             json!({"name": "read_file", "title": "Read <a> file", "description": "Reads a file.",
@@ -172,6 +179,18 @@ async fn the_tools_page_lists_every_tool_with_hints_sources_risk_lint_and_pin_st
             None,
         )?,
     ];
+    tools[1].access = vec![access("ops", Verdict::Allow, "default-read-allow"), access("agent", Verdict::Allow, "r")];
+    tools[3].access = vec![
+        access("ops", Verdict::Confirm, "default-destructive-confirm"),
+        access("<agent>", Verdict::Hide, "admins"),
+    ];
+    tools.push(inventory_tool(
+        json!({"name": "wipe", "description": "Wipes the disk."}),
+        InventoryState::Visible,
+        None,
+    )?);
+    tools[4].access =
+        vec![access("ops", Verdict::Hide, "mode-read-only"), access("agent", Verdict::Hide, "mode-read-only")];
     console.store.replace_inventory("files", &tools).await?;
     let cookie = login(&console).await?;
     let page = request(console.address, "GET", "/console/tools", &[cookie], "").await?;
@@ -180,7 +199,7 @@ async fn the_tools_page_lists_every_tool_with_hints_sources_risk_lint_and_pin_st
     let every = body.find("Every tool</h2>").ok_or("no inventory section")?;
     let pinned = body.find("<h2>Pinned tools</h2>").ok_or("no pins section")?;
     let inventory = &body[every..pinned];
-    assert!(inventory.contains("4 tool(s)"), "{inventory}");
+    assert!(inventory.contains("5 tool(s)"), "{inventory}");
     // Each tool by the name clients see, the upstream's own name, and an escaped title.
     assert!(
         inventory.contains("<code>files_read_file</code> <span class=\"meta\">(upstream name <code>read_file</code>)")
@@ -200,7 +219,21 @@ async fn the_tools_page_lists_every_tool_with_hints_sources_risk_lint_and_pin_st
     assert!(inventory.contains("not pinned"), "{inventory}");
     assert!(inventory.contains("quarantined: changed since it was pinned"), "{inventory}");
     assert!(inventory.contains("hidden: another upstream earlier in the config exposes the same name"));
-    assert!(inventory.contains("<td>listed</td>"), "{inventory}");
+    // Per caller: what the policy would do, grouped by verdict, with the deciding rule; names escaped.
+    assert!(
+        inventory.contains(
+            "listed<ul class=\"access\"><li>may call: ops <span class=\"meta\">(default-read-allow)</span>, agent"
+        ),
+        "{inventory}"
+    );
+    assert!(
+        inventory.contains(
+            "<li>needs approval: ops <span class=\"meta\">(default-destructive-confirm)</span></li><li>hidden from: \
+             &lt;agent&gt; <span class=\"meta\">(admins)</span></li>"
+        ),
+        "{inventory}"
+    );
+    assert!(inventory.contains("listed by the upstream, hidden from every caller by the policy"), "{inventory}");
     // The quarantine and pins sections are still there.
     assert!(body.contains("Pin this definition"));
     Ok(())
