@@ -1,16 +1,21 @@
-//! Request handlers: the guard every request passes, login, the pages, the decision forms and the assets.
+//! Request handlers: the guard every request passes, login (behind the failed-login limit), the pages, the decision
+//! forms and the assets.
 
-use std::time::SystemTime;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::time::{Instant, SystemTime};
 
 use axum::body::Bytes;
-use axum::extract::{Path, Request, State};
-use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE, COOKIE, LOCATION, SET_COOKIE};
+use axum::extract::{ConnectInfo, FromRequestParts, Path, Request, State};
+use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE, COOKIE, LOCATION, RETRY_AFTER, SET_COOKIE};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Response};
 use serde_json::json;
 use toolgate_store::{ApprovalDecision, ApprovalId, ApprovalRecord, StoreError};
 
+use crate::login_limit::{Client, LockedOut};
 use crate::session::{COOKIE as COOKIE_NAME, LoginError, SESSION_LIFETIME, Session, same_secret};
 use crate::{Console, checks, form, html};
 
@@ -91,9 +96,53 @@ pub(crate) fn store_failure(error: &StoreError) -> Response {
     (StatusCode::INTERNAL_SERVER_ERROR, Html(page)).into_response()
 }
 
+/// Who is logging in, as the failed-login limit counts them: the connection's peer address, when the server records
+/// it (`ConnectInfo<SocketAddr>`). Never a header: `X-Forwarded-For` and the like are the client's to invent.
+pub(crate) struct LoginClient(Client);
+
+impl<S: Send + Sync> FromRequestParts<S> for LoginClient {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(address)| address.ip());
+        Ok(LoginClient(Client::of(peer)))
+    }
+}
+
+/// Runs `login` if the failed-login limit admits `client`, and tells the limit how it went.
+fn limited_login(
+    console: &Console,
+    client: Client,
+    login: impl FnOnce() -> Result<String, LoginError>,
+) -> Result<Result<String, LoginError>, LockedOut> {
+    let attempt = console.login_limiter.admit(client, Instant::now())?;
+    let opened = login();
+    match &opened {
+        Err(LoginError::Refused) => console.login_limiter.failed(attempt),
+        Ok(_) | Err(LoginError::Random(_)) => console.login_limiter.refund(attempt),
+    }
+    Ok(opened)
+}
+
+/// 429: too many failed logins from this address; the token was not looked at.
+fn too_many_attempts(locked: LockedOut) -> Response {
+    let seconds = locked.retry_after_seconds();
+    let text = format!(
+        "Too many failed logins from your address. Every login from it, with any token, is refused for {seconds} \
+         more seconds."
+    );
+    let page = Html(html::message("Too many login attempts", &text, false));
+    (StatusCode::TOO_MANY_REQUESTS, [(RETRY_AFTER, seconds.to_string())], page).into_response()
+}
+
 /// `GET /console/login?token=...`: exchanges the one-time token for a session cookie, then goes to the console.
 /// Without a token: the login form when users are configured (401 until logged in).
-pub(crate) async fn login(State(console): State<Console>, uri: Uri, headers: HeaderMap) -> Response {
+pub(crate) async fn login(
+    State(console): State<Console>,
+    LoginClient(client): LoginClient,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
     let query = form::parse(uri.query().unwrap_or_default());
     let Some(token) = form::field(&query, "token") else {
         return if session(&console, &headers).is_some() {
@@ -105,32 +154,38 @@ pub(crate) async fn login(State(console): State<Console>, uri: Uri, headers: Hea
         };
     };
     // Only the one-time link logs in through a URL: a user's lasting token never goes into one.
-    match console.sessions.login(token) {
-        Ok(id) => logged_in(&id),
-        Err(LoginError::Refused) => {
+    match limited_login(&console, client, || console.sessions.login(token)) {
+        Err(locked) => too_many_attempts(locked),
+        Ok(Ok(id)) => logged_in(&id),
+        Ok(Err(LoginError::Refused)) => {
             let text = "This login link is wrong or was already used. Restart `toolgate serve` for a new one.";
             (StatusCode::UNAUTHORIZED, Html(html::message("Login refused", text, false))).into_response()
         }
-        Err(LoginError::Random(error)) => no_randomness(&error),
+        Ok(Err(LoginError::Random(error))) => no_randomness(&error),
     }
 }
 
 /// `POST /console/login` with a `token` field: a configured user's token (or the one-time link's), from the form.
 /// No CSRF field (there is no session yet); the Host/Origin rule has already refused other sites' forms.
-pub(crate) async fn login_form(State(console): State<Console>, body: Bytes) -> Response {
+pub(crate) async fn login_form(
+    State(console): State<Console>,
+    LoginClient(client): LoginClient,
+    body: Bytes,
+) -> Response {
     let fields = form::parse(std::str::from_utf8(&body).unwrap_or_default());
     let token = form::field(&fields, "token").map(str::trim).unwrap_or_default();
-    let opened = match console.sessions.login(token) {
+    let opened = limited_login(&console, client, || match console.sessions.login(token) {
         Err(LoginError::Refused) if !token.is_empty() => console.sessions.login_user(token),
         other => other,
-    };
+    });
     match opened {
-        Ok(id) => logged_in(&id),
-        Err(LoginError::Refused) => {
-            tracing::warn!("console: a login with an unknown token was refused");
+        Err(locked) => too_many_attempts(locked),
+        Ok(Ok(id)) => logged_in(&id),
+        Ok(Err(LoginError::Refused)) => {
+            tracing::warn!(%client, "console: a login with an unknown token was refused");
             (StatusCode::UNAUTHORIZED, Html(html::login_page(Some("That token opens nothing.")))).into_response()
         }
-        Err(LoginError::Random(error)) => no_randomness(&error),
+        Ok(Err(LoginError::Random(error))) => no_randomness(&error),
     }
 }
 

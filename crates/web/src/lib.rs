@@ -16,7 +16,9 @@
 //! 1. `Host` (always) and `Origin` (when present) must be loopback or configured ([`checks`]), else 403.
 //! 2. Login: the link printed at start (`/console/login?token=...`) is exchanged, once, for a random session in an
 //!    `HttpOnly; SameSite=Strict` cookie; a configured user's own token, posted by the login form, opens a session
-//!    that decides as `console:NAME`. Without a session every page answers 401.
+//!    that decides as `console:NAME`. Without a session every page answers 401. Failed logins are limited per
+//!    client address ([`login_limit`]: 429 with `Retry-After` once the budget is spent, a correct token included),
+//!    which needs the router served with connect info (`into_make_service_with_connect_info::<SocketAddr>()`).
 //! 3. Every POST carries the session's CSRF token in a hidden form field, else 403. Nothing changes through GET.
 //!
 //! Responses carry a strict `Content-Security-Policy` (`'self'` only, no inline script), `no-store` caching and
@@ -30,6 +32,7 @@ mod form;
 mod handlers;
 mod html;
 mod inventory;
+mod login_limit;
 mod session;
 mod tools;
 
@@ -93,13 +96,16 @@ pub(crate) struct Console {
     pub(crate) store: Store,
     pub(crate) config: Arc<ConsoleConfig>,
     pub(crate) sessions: Arc<session::Sessions>,
+    pub(crate) login_limiter: Arc<login_limit::LoginLimiter>,
 }
 
 /// The console as an axum router with routes under `/console` and no fallback, so it can be merged with the MCP
-/// endpoint's router on the same listener.
+/// endpoint's router on the same listener. Serve it with `into_make_service_with_connect_info::<SocketAddr>()`:
+/// failed logins are limited per peer address, and without it every client shares one budget.
 pub fn router(store: Store, config: ConsoleConfig) -> Router {
     let sessions = session::Sessions::new(&config.login_token, &config.users);
-    let console = Console { store, sessions: Arc::new(sessions), config: Arc::new(config) };
+    let login_limiter = Arc::new(login_limit::LoginLimiter::new(login_limit::Limits::CONSOLE));
+    let console = Console { store, sessions: Arc::new(sessions), config: Arc::new(config), login_limiter };
     Router::new()
         .route("/console", get(handlers::pending_page))
         .route("/console/", get(handlers::pending_page))

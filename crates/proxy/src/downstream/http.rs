@@ -88,7 +88,7 @@ pub fn router(
 }
 
 /// Serves `router` on `listener` until `shutdown` completes; then open SSE streams end, sessions close, and
-/// connections get a short grace period to finish.
+/// connections get a short grace period to finish. Requests carry their peer address as `ConnectInfo<SocketAddr>`.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     router: Router,
@@ -107,7 +107,10 @@ pub async fn serve(
             debug!(%error, "could not set TCP_NODELAY");
         }
     });
-    let server = axum::serve(listener, router).with_graceful_shutdown(signal).into_future();
+    // Each request carries its connection's peer address (`ConnectInfo<SocketAddr>`) for the routes that key on it
+    // (the console's failed-login limit); nothing here reads it.
+    let service = router.into_make_service_with_connect_info::<std::net::SocketAddr>();
+    let server = axum::serve(listener, service).with_graceful_shutdown(signal).into_future();
     let grace = async {
         token.cancelled().await;
         tokio::time::sleep(SHUTDOWN_GRACE).await;

@@ -3,11 +3,13 @@
 //!
 //! - [`audit`]: the audit page's filters and search.
 //! - [`tools`]: the tools page: quarantined definitions, pin decisions, and the inventory of every tool.
+//! - [`logins`]: the failed-login limit per address.
 
 mod audit;
+mod logins;
 mod tools;
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, SystemTime};
 
 use serde_json::json;
@@ -55,11 +57,14 @@ async fn start() -> Result<Console, Box<dyn std::error::Error>> {
     let router = toolgate_web::router(store.clone(), config);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let address = listener.local_addr()?;
-    tokio::spawn(async move { axum::serve(listener, router).await });
+    // As `toolgate serve` serves it: with each connection's peer address, which the login limit counts by.
+    tokio::spawn(
+        async move { axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>()).await },
+    );
     Ok(Console { address, store, _dir: dir })
 }
 
-/// One HTTP/1.1 request on its own connection; `extra` are raw header lines.
+/// One HTTP/1.1 request on its own connection from 127.0.0.1; `extra` are raw header lines.
 async fn request(
     address: SocketAddr,
     method: &str,
@@ -67,7 +72,21 @@ async fn request(
     extra: &[String],
     body: &str,
 ) -> Result<Reply, Box<dyn std::error::Error>> {
-    let mut stream = tokio::net::TcpStream::connect(address).await?;
+    request_from(IpAddr::V4(Ipv4Addr::LOCALHOST), address, method, target, extra, body).await
+}
+
+/// [`request`] from the local address `source` (on Linux all of 127.0.0.0/8 is loopback).
+async fn request_from(
+    source: IpAddr,
+    address: SocketAddr,
+    method: &str,
+    target: &str,
+    extra: &[String],
+    body: &str,
+) -> Result<Reply, Box<dyn std::error::Error>> {
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.bind(SocketAddr::new(source, 0))?;
+    let mut stream = socket.connect(address).await?;
     let mut head = format!("{method} {target} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n");
     for line in extra {
         head.push_str(line);

@@ -1,0 +1,79 @@
+//! How often one may try to log in: failed logins lock an address out (429 with `Retry-After`, a correct token
+//! included) while other addresses log in as usual.
+//!
+//! The window's end is tested on the limiter itself with its own instants (`login_limit` unit tests); here the
+//! window (60 s) never passes.
+
+use super::{ALICE, Console, Reply, TOKEN, TestResult, request, start};
+
+async fn post_token(console: &Console, token: &str) -> Result<Reply, Box<dyn std::error::Error>> {
+    request(console.address, "POST", "/console/login", &[], &format!("token={token}")).await
+}
+
+/// The `Cookie:` line of a successful login reply.
+fn cookie_of(reply: &Reply) -> Result<String, Box<dyn std::error::Error>> {
+    assert_eq!(reply.status, 303, "{}", reply.body);
+    let cookie = reply.header("set-cookie").ok_or("no cookie")?;
+    Ok(format!("Cookie: {}", cookie.split(';').next().unwrap_or_default()))
+}
+
+#[tokio::test]
+async fn failed_logins_lock_the_address_out_even_for_a_correct_token() -> TestResult {
+    let console = start().await?;
+    // Successful logins never count.
+    for _ in 0..6 {
+        cookie_of(&post_token(&console, ALICE).await?)?;
+    }
+    // Five refused logins, through the link and through the form.
+    for attempt in 0..5 {
+        let reply = if attempt % 2 == 0 {
+            request(console.address, "GET", "/console/login?token=guess", &[], "").await?
+        } else {
+            post_token(&console, "guess").await?
+        };
+        assert_eq!(reply.status, 401, "attempt {attempt}: {}", reply.body);
+    }
+    // Now every login from this address is refused before its token is looked at.
+    for reply in [
+        post_token(&console, "guess").await?,
+        post_token(&console, ALICE).await?,
+        request(console.address, "GET", &format!("/console/login?token={TOKEN}"), &[], "").await?,
+    ] {
+        assert_eq!(reply.status, 429, "{}", reply.body);
+        assert!(reply.header("set-cookie").is_none());
+        let seconds: u64 = reply.header("retry-after").ok_or("no Retry-After")?.parse()?;
+        assert!((1..=60).contains(&seconds), "Retry-After: {seconds}");
+        assert!(reply.body.contains("Too many failed logins from your address"), "{}", reply.body);
+        assert!(reply.header("content-security-policy").is_some(), "the guard's headers too");
+    }
+    // The login form itself is still shown; only attempts are refused.
+    let form = request(console.address, "GET", "/console/login", &[], "").await?;
+    assert_eq!(form.status, 401);
+    assert!(form.body.contains("type=\"password\""));
+    Ok(())
+}
+
+/// On Linux every 127.x.y.z address is loopback, so a second client address is available to the test.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_locked_out_address_leaves_other_addresses_alone() -> TestResult {
+    use std::net::{IpAddr, Ipv4Addr};
+
+    use super::request_from;
+
+    let console = start().await?;
+    for _ in 0..5 {
+        assert_eq!(post_token(&console, "guess").await?.status, 401);
+    }
+    assert_eq!(post_token(&console, ALICE).await?.status, 429);
+    let other = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
+    let form = format!("token={ALICE}");
+    let reply = request_from(other, console.address, "POST", "/console/login", &[], &form).await?;
+    assert_eq!(reply.status, 303, "{}", reply.body);
+    // The lockout did not consume the one-time link: it still works, once, from the other address.
+    let link = format!("/console/login?token={TOKEN}");
+    let reply = request_from(other, console.address, "GET", &link, &[], "").await?;
+    assert_eq!(reply.status, 303, "{}", reply.body);
+    assert_eq!(post_token(&console, ALICE).await?.status, 429, "the first address is still locked out");
+    Ok(())
+}
