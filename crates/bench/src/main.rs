@@ -150,6 +150,7 @@ async fn run(args: RunArgs) -> Result<Report, BoxError> {
         command: std::env::args().collect::<Vec<_>>().join(" "),
         toolgate: toolgate.display().to_string(),
         cpus: std::thread::available_parallelism().map_or(1, usize::from),
+        cpus_online: cpus_online(),
         cpu_model: cpu_model(),
         load_average_at_start: load_average(),
         load_average_at_end: String::new(),
@@ -181,6 +182,12 @@ async fn run(args: RunArgs) -> Result<Report, BoxError> {
 fn load_average() -> String {
     let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     text.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+}
+
+/// Processors the machine has (`available_parallelism` counts only those this process may run on: `taskset`).
+fn cpus_online() -> usize {
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    info.lines().filter(|line| line.starts_with("processor")).count()
 }
 
 fn cpu_model() -> String {

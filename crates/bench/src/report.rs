@@ -109,7 +109,10 @@ pub(crate) struct Memory {
 pub(crate) struct Meta {
     pub(crate) command: String,
     pub(crate) toolgate: String,
+    /// CPUs this run may use (its affinity, which the client, the upstreams and toolgate inherit).
     pub(crate) cpus: usize,
+    /// CPUs the machine has.
+    pub(crate) cpus_online: usize,
     pub(crate) cpu_model: String,
     pub(crate) load_average_at_start: String,
     pub(crate) load_average_at_end: String,
@@ -165,10 +168,18 @@ impl Report {
         let mut out = String::new();
         let _ = writeln!(out, "command: {}", meta.command);
         let _ = writeln!(out, "toolgate: {}", meta.toolgate);
+        let confined = if meta.cpus < meta.cpus_online {
+            format!(" (this run confined to {} of them by CPU affinity)", meta.cpus)
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             out,
-            "machine: {} CPU(s), {}; load average at start {}, at end {}",
-            meta.cpus, meta.cpu_model, meta.load_average_at_start, meta.load_average_at_end
+            "machine: {} CPU(s){confined}, {}; load average at start {}, at end {}",
+            meta.cpus_online.max(meta.cpus),
+            meta.cpu_model,
+            meta.load_average_at_start,
+            meta.load_average_at_end
         );
         let _ = writeln!(
             out,
