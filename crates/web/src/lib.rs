@@ -19,6 +19,8 @@
 //!    that decides as `console:NAME`. Without a session every page answers 401. Failed logins are limited per
 //!    client address ([`login_limit`]: 429 with `Retry-After` once the budget is spent, a correct token included),
 //!    which needs the router served with connect info (`into_make_service_with_connect_info::<SocketAddr>()`).
+//!    The users can be replaced while the console serves ([`ConsoleHandle::replace_users`]); a removed user's
+//!    sessions end at once.
 //! 3. Every POST carries the session's CSRF token in a hidden form field, else 403. Nothing changes through GET.
 //!
 //! Responses carry a strict `Content-Security-Policy` (`'self'` only, no inline script), `no-store` caching and
@@ -53,7 +55,8 @@ pub struct ConsoleConfig {
     pub allowed_hosts: Vec<String>,
     /// `Origin` values allowed besides loopback (`scheme://host[:port]`, `:*` for any port).
     pub allowed_origins: Vec<String>,
-    /// People who log in with a token of their own (the login form); their decisions record `console:NAME`.
+    /// People who log in with a token of their own (the login form); their decisions record `console:NAME`. These
+    /// are the users at start; [`ConsoleHandle::replace_users`] changes them while the console serves.
     pub users: Vec<ConsoleUser>,
 }
 
@@ -99,27 +102,73 @@ pub(crate) struct Console {
     pub(crate) login_limiter: Arc<login_limit::LoginLimiter>,
 }
 
-/// The console as an axum router with routes under `/console` and no fallback, so it can be merged with the MCP
-/// endpoint's router on the same listener. Serve it with `into_make_service_with_connect_info::<SocketAddr>()`:
-/// failed logins are limited per peer address, and without it every client shares one budget.
+/// A console's shared state: [`ConsoleHandle::router`] serves it, and the handle changes it while it serves (a
+/// config reload replacing the users).
+#[derive(Clone)]
+pub struct ConsoleHandle {
+    console: Console,
+}
+
+impl ConsoleHandle {
+    /// A console over `store` with `config`; nothing is served until its [`router`](ConsoleHandle::router) is.
+    pub fn new(store: Store, config: ConsoleConfig) -> ConsoleHandle {
+        let sessions = Arc::new(session::Sessions::new(&config.login_token, &config.users));
+        let login_limiter = Arc::new(login_limit::LoginLimiter::new(login_limit::Limits::CONSOLE));
+        ConsoleHandle { console: Console { store, sessions, config: Arc::new(config), login_limiter } }
+    }
+
+    /// The console as an axum router with routes under `/console` and no fallback, so it can be merged with the
+    /// MCP endpoint's router on the same listener. Serve it with `into_make_service_with_connect_info::<SocketAddr>()`:
+    /// failed logins are limited per peer address, and without it every client shares one budget.
+    pub fn router(&self) -> Router {
+        let console = self.console.clone();
+        Router::new()
+            .route("/console", get(handlers::pending_page))
+            .route("/console/", get(handlers::pending_page))
+            .route("/console/login", get(handlers::login).post(handlers::login_form))
+            .route("/console/logout", post(handlers::logout))
+            .route("/console/tools", get(tools::tools_page))
+            .route("/console/pins/{decision}", post(tools::decide_pin))
+            .route("/console/audit", get(audit::audit_page))
+            .route("/console/activity", get(activity::activity_page))
+            .route("/console/api/pending", get(handlers::pending_json))
+            .route("/console/fragment/pending", get(handlers::pending_fragment))
+            .route("/console/approvals/{id}/{decision}", post(handlers::decide))
+            .route("/console/assets/console.css", get(handlers::stylesheet))
+            .route("/console/assets/console.js", get(handlers::script))
+            .route_layer(axum::middleware::from_fn_with_state(console.clone(), handlers::guard))
+            .with_state(console)
+    }
+
+    /// The path (with query) of the one-time login link; see [`ConsoleConfig::login_path`].
+    pub fn login_path(&self) -> String {
+        self.console.config.login_path()
+    }
+
+    /// Replaces the configured users (a config reload). A user no longer present with the same name and token can
+    /// no longer log in, and every session they opened ends now: their next request is not logged in. New users can
+    /// log in at once; unchanged users keep their sessions. The one-time link and its session are untouched.
+    ///
+    /// The caller checks the list as at start (unique names and tokens; no token that is also a caller's).
+    pub fn replace_users(&self, users: Vec<ConsoleUser>) -> UsersReplaced {
+        self.console.sessions.replace_users(users)
+    }
+}
+
+/// What [`ConsoleHandle::replace_users`] changed, by user name (never a token).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UsersReplaced {
+    /// Users who were not configured before.
+    pub added: Vec<String>,
+    /// Users configured before whose token changed.
+    pub changed: Vec<String>,
+    /// Users no longer configured.
+    pub removed: Vec<String>,
+    /// Sessions ended because their user was removed or changed.
+    pub sessions_ended: usize,
+}
+
+/// [`ConsoleHandle::router`] of a new console, for an embedder that changes nothing while it serves.
 pub fn router(store: Store, config: ConsoleConfig) -> Router {
-    let sessions = session::Sessions::new(&config.login_token, &config.users);
-    let login_limiter = Arc::new(login_limit::LoginLimiter::new(login_limit::Limits::CONSOLE));
-    let console = Console { store, sessions: Arc::new(sessions), config: Arc::new(config), login_limiter };
-    Router::new()
-        .route("/console", get(handlers::pending_page))
-        .route("/console/", get(handlers::pending_page))
-        .route("/console/login", get(handlers::login).post(handlers::login_form))
-        .route("/console/logout", post(handlers::logout))
-        .route("/console/tools", get(tools::tools_page))
-        .route("/console/pins/{decision}", post(tools::decide_pin))
-        .route("/console/audit", get(audit::audit_page))
-        .route("/console/activity", get(activity::activity_page))
-        .route("/console/api/pending", get(handlers::pending_json))
-        .route("/console/fragment/pending", get(handlers::pending_fragment))
-        .route("/console/approvals/{id}/{decision}", post(handlers::decide))
-        .route("/console/assets/console.css", get(handlers::stylesheet))
-        .route("/console/assets/console.js", get(handlers::script))
-        .route_layer(axum::middleware::from_fn_with_state(console.clone(), handlers::guard))
-        .with_state(console)
+    ConsoleHandle::new(store, config).router()
 }

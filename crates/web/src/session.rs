@@ -1,5 +1,6 @@
-//! Console sessions: the one-time login token, random session ids (kept only as SHA-256) and a CSRF token per
-//! session.
+//! Console sessions: the one-time login token, the configured users (replaced whole on a config reload), random
+//! session ids (kept only as SHA-256) and a CSRF token per session. A user's session remembers which user opened
+//! it, so replacing the users ends the sessions of anyone removed or changed.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -8,7 +9,7 @@ use std::time::{Duration, Instant};
 use sha2::{Digest as _, Sha256};
 use toolgate_core::fingerprint::digest_bytes;
 
-use crate::ConsoleUser;
+use crate::{ConsoleUser, UsersReplaced};
 
 /// The session cookie's name.
 pub(crate) const COOKIE: &str = "toolgate_console";
@@ -60,10 +61,17 @@ pub(crate) struct Sessions {
 struct Inner {
     /// The login token's digest; `None` once it has been exchanged.
     login: Option<[u8; 32]>,
-    /// Configured users: their identity (`console:NAME`) and token digest (`sha256:<hex>`).
-    users: Vec<(String, String)>,
+    /// Configured users (their `Debug` hides the token digests).
+    users: Vec<ConsoleUser>,
     /// Sessions by the digest of their id.
-    live: HashMap<[u8; 32], Session>,
+    live: HashMap<[u8; 32], Live>,
+}
+
+/// A live session and the user who opened it (`None` for the one-time link).
+#[derive(Debug)]
+struct Live {
+    session: Session,
+    user: Option<ConsoleUser>,
 }
 
 /// Why a login failed.
@@ -78,8 +86,7 @@ pub(crate) enum LoginError {
 impl Sessions {
     pub(crate) fn new(login_token: &str, users: &[ConsoleUser]) -> Sessions {
         let login = (!login_token.is_empty()).then(|| digest(login_token));
-        let users = users.iter().map(|user| (format!("console:{}", user.name), user.token_sha256.clone())).collect();
-        Sessions { inner: Mutex::new(Inner { login, users, live: HashMap::new() }) }
+        Sessions { inner: Mutex::new(Inner { login, users: users.to_vec(), live: HashMap::new() }) }
     }
 
     /// Whether users are configured (the login form is offered).
@@ -92,14 +99,37 @@ impl Sessions {
     pub(crate) fn login_user(&self, token: &str) -> Result<String, LoginError> {
         let mut inner = self.lock();
         let presented = digest_bytes(token.as_bytes());
-        let mut identity = None;
-        for (name, token_sha256) in &inner.users {
-            if same_secret(&presented, token_sha256) && identity.is_none() {
-                identity = Some(name.clone());
+        let mut found = None;
+        for user in &inner.users {
+            if same_secret(&presented, &user.token_sha256) && found.is_none() {
+                found = Some(user.clone());
             }
         }
-        let Some(identity) = identity else { return Err(LoginError::Refused) };
-        Sessions::open(&mut inner, &identity)
+        let Some(user) = found else { return Err(LoginError::Refused) };
+        Sessions::open(&mut inner, Some(user))
+    }
+
+    /// Replaces the configured users. Sessions opened by a user who is no longer configured with the same name and
+    /// token end now; the one-time link's sessions and the link itself are untouched.
+    pub(crate) fn replace_users(&self, users: Vec<ConsoleUser>) -> UsersReplaced {
+        let mut inner = self.lock();
+        let Inner { users: running, live, .. } = &mut *inner;
+        let named = |list: &[ConsoleUser], name: &str| list.iter().find(|user| user.name == name).cloned();
+        let mut replaced = UsersReplaced::default();
+        for user in &users {
+            match named(running, &user.name) {
+                None => replaced.added.push(user.name.clone()),
+                Some(before) if before.token_sha256 != user.token_sha256 => replaced.changed.push(user.name.clone()),
+                Some(_) => {}
+            }
+        }
+        replaced.removed =
+            running.iter().filter(|user| named(&users, &user.name).is_none()).map(|user| user.name.clone()).collect();
+        let before = live.len();
+        live.retain(|_, session| session.user.as_ref().is_none_or(|user| users.contains(user)));
+        replaced.sessions_ended = before - live.len();
+        *running = users;
+        replaced
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -117,30 +147,38 @@ impl Sessions {
             return Err(LoginError::Refused);
         }
         inner.login = None;
-        Sessions::open(&mut inner, LINK_IDENTITY)
+        Sessions::open(&mut inner, None)
     }
 
-    /// A new session for `identity` in `inner`; returns its id.
-    fn open(inner: &mut Inner, identity: &str) -> Result<String, LoginError> {
+    /// A new session in `inner` for `user` (`None`: the one-time link); returns its id.
+    fn open(inner: &mut Inner, user: Option<ConsoleUser>) -> Result<String, LoginError> {
         let id = random_token().map_err(LoginError::Random)?;
         let csrf = random_token().map_err(LoginError::Random)?;
         let now = Instant::now();
-        inner.live.retain(|_, session| session.expires > now);
+        inner.live.retain(|_, live| live.session.expires > now);
         if inner.live.len() >= MAX_SESSIONS
-            && let Some(oldest) = inner.live.iter().min_by_key(|(_, session)| session.expires).map(|(key, _)| *key)
+            && let Some(oldest) = inner.live.iter().min_by_key(|(_, live)| live.session.expires).map(|(key, _)| *key)
         {
             inner.live.remove(&oldest);
         }
-        inner
-            .live
-            .insert(digest(&id), Session { csrf, identity: identity.to_owned(), expires: now + SESSION_LIFETIME });
+        let identity = match &user {
+            Some(user) => format!("console:{}", user.name),
+            None => LINK_IDENTITY.to_owned(),
+        };
+        let session = Session { csrf, identity, expires: now + SESSION_LIFETIME };
+        inner.live.insert(digest(&id), Live { session, user });
         Ok(id)
     }
 
     /// The live session with this id.
     pub(crate) fn get(&self, id: &str) -> Option<Session> {
         let inner = self.lock();
-        inner.live.get(&digest(id)).filter(|session| session.expires > Instant::now()).cloned()
+        inner
+            .live
+            .get(&digest(id))
+            .map(|live| &live.session)
+            .filter(|session| session.expires > Instant::now())
+            .cloned()
     }
 
     /// Ends a session.
@@ -180,6 +218,42 @@ mod tests {
         let id = sessions.login("link").map_err(|error| format!("{error:?}"))?;
         assert_eq!(sessions.get(&id).map(|session| session.identity), Some("console".to_owned()));
         assert!(!Sessions::new("link", &[]).has_users());
+        Ok(())
+    }
+
+    #[test]
+    fn replacing_the_users_ends_the_sessions_of_removed_and_changed_users_only() -> Result<(), String> {
+        let user =
+            |name: &str, token: &str| ConsoleUser { name: name.into(), token_sha256: digest_bytes(token.as_bytes()) };
+        let sessions =
+            Sessions::new("link", &[user("alice", "alice-1"), user("bob", "bob-1"), user("carol", "carol-1")]);
+        let open = |token: &str| sessions.login_user(token).map_err(|error| format!("{error:?}"));
+        let (alice, bob, carol) = (open("alice-1")?, open("bob-1")?, open("carol-1")?);
+        let link = sessions.login("link").map_err(|error| format!("{error:?}"))?;
+
+        let replaced =
+            sessions.replace_users(vec![user("alice", "alice-1"), user("bob", "bob-2"), user("dave", "dave-1")]);
+        assert_eq!(replaced.added, ["dave"]);
+        assert_eq!(replaced.changed, ["bob"]);
+        assert_eq!(replaced.removed, ["carol"]);
+        assert_eq!(replaced.sessions_ended, 2);
+        assert!(sessions.get(&alice).is_some(), "unchanged users keep their sessions");
+        assert!(sessions.get(&bob).is_none() && sessions.get(&carol).is_none());
+        assert_eq!(sessions.get(&link).map(|session| session.identity), Some("console".to_owned()));
+        assert!(matches!(sessions.login_user("bob-1"), Err(LoginError::Refused)), "the old token opens nothing");
+        assert!(matches!(sessions.login_user("carol-1"), Err(LoginError::Refused)));
+        assert_eq!(sessions.get(&open("bob-2")?).map(|session| session.identity), Some("console:bob".to_owned()));
+        assert_eq!(sessions.get(&open("dave-1")?).map(|session| session.identity), Some("console:dave".to_owned()));
+
+        // A rename with the same token is another user: the old name's session ends.
+        let renamed = sessions.replace_users(vec![user("alicia", "alice-1")]);
+        assert_eq!(
+            (renamed.added, renamed.removed),
+            (vec!["alicia".to_owned()], vec!["alice".to_owned(), "bob".to_owned(), "dave".to_owned()])
+        );
+        assert!(sessions.get(&alice).is_none());
+        sessions.replace_users(Vec::new());
+        assert!(!sessions.has_users(), "no users: no login form");
         Ok(())
     }
 

@@ -1,10 +1,21 @@
-//! How often one may try to log in: failed logins lock an address out (429 with `Retry-After`, a correct token
-//! included) while other addresses log in as usual.
+//! Who may log in, and how often: failed logins lock an address out (429 with `Retry-After`, a correct token
+//! included) while other addresses log in as usual, and users replaced while the console serves (a config reload)
+//! change who can log in and end the sessions of removed or changed users at once.
 //!
 //! The window's end is tested on the limiter itself with its own instants (`login_limit` unit tests); here the
 //! window (60 s) never passes.
 
-use super::{ALICE, Console, Reply, TOKEN, TestResult, request, start};
+use toolgate_store::ApprovalState;
+use toolgate_web::ConsoleUser;
+
+use super::{ALICE, Console, Reply, TOKEN, TestResult, csrf_of, pending, request, start, state};
+
+/// Bob's console token, configured only after a replacement.
+const BOB: &str = "bob-0a1b2c3d4e5f60718293a4b5c6d7e8f9";
+
+fn user(name: &str, token: &str) -> ConsoleUser {
+    ConsoleUser { name: name.to_owned(), token_sha256: toolgate_core::fingerprint::digest_bytes(token.as_bytes()) }
+}
 
 async fn post_token(console: &Console, token: &str) -> Result<Reply, Box<dyn std::error::Error>> {
     request(console.address, "POST", "/console/login", &[], &format!("token={token}")).await
@@ -15,6 +26,10 @@ fn cookie_of(reply: &Reply) -> Result<String, Box<dyn std::error::Error>> {
     assert_eq!(reply.status, 303, "{}", reply.body);
     let cookie = reply.header("set-cookie").ok_or("no cookie")?;
     Ok(format!("Cookie: {}", cookie.split(';').next().unwrap_or_default()))
+}
+
+async fn page_status(console: &Console, cookie: &str) -> Result<u16, Box<dyn std::error::Error>> {
+    Ok(request(console.address, "GET", "/console", &[cookie.to_owned()], "").await?.status)
 }
 
 #[tokio::test]
@@ -75,5 +90,45 @@ async fn a_locked_out_address_leaves_other_addresses_alone() -> TestResult {
     let reply = request_from(other, console.address, "GET", &link, &[], "").await?;
     assert_eq!(reply.status, 303, "{}", reply.body);
     assert_eq!(post_token(&console, ALICE).await?.status, 429, "the first address is still locked out");
+    Ok(())
+}
+
+#[tokio::test]
+async fn replacing_the_users_changes_who_can_log_in_and_ends_removed_sessions() -> TestResult {
+    let console = start().await?;
+    let id = pending(&console.store, "delete_file").await?;
+    let alice = cookie_of(&post_token(&console, ALICE).await?)?;
+    let link = super::login(&console).await?;
+    assert_eq!(post_token(&console, BOB).await?.status, 401, "bob is not configured yet");
+    let page = request(console.address, "GET", "/console", std::slice::from_ref(&alice), "").await?;
+    let csrf = csrf_of(&page.body)?;
+
+    let replaced = console.handle.replace_users(vec![user("bob", BOB)]);
+    assert_eq!(
+        (replaced.added, replaced.removed, replaced.sessions_ended),
+        (vec!["bob".into()], vec!["alice".into()], 1)
+    );
+    // Alice's session ended: her next request, a decision included, is not logged in.
+    assert_eq!(page_status(&console, &alice).await?, 401);
+    let target = format!("/console/approvals/{id}/approve");
+    let reply =
+        request(console.address, "POST", &target, std::slice::from_ref(&alice), &format!("csrf={csrf}")).await?;
+    assert_eq!(reply.status, 401);
+    assert_eq!(state(&console.store, &id).await?, ApprovalState::Pending);
+    assert_eq!(post_token(&console, ALICE).await?.status, 401, "her token opens nothing now");
+    // Bob logs in; the link's session is untouched.
+    let bob = cookie_of(&post_token(&console, BOB).await?)?;
+    assert_eq!(page_status(&console, &bob).await?, 200);
+    assert_eq!(page_status(&console, &link).await?, 200);
+
+    // Bob's token changes: his session ends and only the new token logs in.
+    const BOB_NEW: &str = "bob-ffeeddccbbaa99887766554433221100";
+    let replaced = console.handle.replace_users(vec![user("bob", BOB_NEW)]);
+    assert_eq!((replaced.changed, replaced.sessions_ended), (vec!["bob".into()], 1));
+    assert_eq!(page_status(&console, &bob).await?, 401);
+    assert_eq!(post_token(&console, BOB).await?.status, 401);
+    let bob = cookie_of(&post_token(&console, BOB_NEW).await?)?;
+    assert_eq!(page_status(&console, &bob).await?, 200);
+    assert_eq!(page_status(&console, &link).await?, 200);
     Ok(())
 }

@@ -3,7 +3,7 @@
 //!
 //! - [`audit`]: the audit page's filters and search.
 //! - [`tools`]: the tools page: quarantined definitions, pin decisions, and the inventory of every tool.
-//! - [`logins`]: the failed-login limit per address.
+//! - [`logins`]: the failed-login limit per address, and users replaced while the console serves.
 
 mod audit;
 mod logins;
@@ -26,6 +26,7 @@ const ALICE: &str = "alice-f1e2d3c4b5a69788f1e2d3c4b5a69788";
 struct Console {
     address: SocketAddr,
     store: Store,
+    handle: toolgate_web::ConsoleHandle,
     _dir: tempfile::TempDir,
 }
 
@@ -54,14 +55,15 @@ async fn start() -> Result<Console, Box<dyn std::error::Error>> {
         allowed_origins: Vec::new(),
         users: vec![alice],
     };
-    let router = toolgate_web::router(store.clone(), config);
+    let handle = toolgate_web::ConsoleHandle::new(store.clone(), config);
+    let router = handle.router();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let address = listener.local_addr()?;
     // As `toolgate serve` serves it: with each connection's peer address, which the login limit counts by.
     tokio::spawn(
         async move { axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>()).await },
     );
-    Ok(Console { address, store, _dir: dir })
+    Ok(Console { address, store, handle, _dir: dir })
 }
 
 /// One HTTP/1.1 request on its own connection from 127.0.0.1; `extra` are raw header lines.
