@@ -1,5 +1,6 @@
 //! `toolgate serve`: build a gateway spec from the command line (or the embedded defaults), start the upstreams,
-//! and serve clients on stdio or Streamable HTTP until stdin closes or a signal arrives.
+//! and serve clients on stdio or Streamable HTTP until stdin closes or a signal arrives. On SIGHUP the config file
+//! is read again: the policy and the console's users are replaced, each only if the new one is valid.
 //!
 //! The only commands spawned are the one given after `--` and, for the embedded defaults, toolgate's own
 //! `demo-server`.
@@ -16,6 +17,7 @@ use toolgate_proxy::spec::{
     UpstreamTrust,
 };
 use toolgate_upstream::Endpoint;
+use toolgate_web::{ConsoleHandle, ConsoleUser};
 
 use crate::Outcome;
 use crate::cli::{PolicyChoice, ServeArgs};
@@ -30,12 +32,12 @@ pub(crate) async fn run(args: ServeArgs) -> Result<Outcome> {
     };
     verify_manifests(&mut spec)?;
     let state = crate::state::state_dir(args.state_dir.as_deref())?;
-    let users = console
-        .users
-        .into_iter()
-        .map(|user| toolgate_web::ConsoleUser { name: user.name, token_sha256: user.token_sha256 })
-        .collect();
-    serve_spec(spec, users, state, args.config.clone()).await
+    serve_spec(spec, console_users(console), state, args.config.clone()).await
+}
+
+/// The console's users as the console takes them.
+fn console_users(console: toolgate_config::ConsoleSpec) -> Vec<ConsoleUser> {
+    console.users.into_iter().map(|user| ConsoleUser { name: user.name, token_sha256: user.token_sha256 }).collect()
 }
 
 /// Checks the signed manifest of every `verified` upstream once, at start; the gateway then trusts a verified
@@ -56,11 +58,11 @@ fn verify_manifests(spec: &mut GatewaySpec) -> Result<()> {
 }
 
 /// Runs a gateway for a spec until it is told to stop, publishing its status in the state directory, keeping its
-/// audit log, pins and approvals there, and reloading the policy from `config` on SIGHUP. `console_users` may log
-/// in to the console with their own tokens (fixed at start).
+/// audit log, pins and approvals there, and reloading the policy and the console's users from `config` on SIGHUP.
+/// `console_users` may log in to the console with their own tokens until a reload replaces them.
 pub(crate) async fn serve_spec(
     spec: GatewaySpec,
-    console_users: Vec<toolgate_web::ConsoleUser>,
+    console_users: Vec<ConsoleUser>,
     state: PathBuf,
     config: Option<PathBuf>,
 ) -> Result<Outcome> {
@@ -85,8 +87,24 @@ pub(crate) async fn serve_spec(
         .with_context(|| format!("cannot open the state store in {}", state.display()))?;
     let gateway = Gateway::with_store(spec.clone(), Some(store.clone()))?;
     gateway.start();
+    // The approval console on the HTTP listener, behind its own one-time login link (toolgate-web). Made before the
+    // reload task, so a SIGHUP while the upstreams connect replaces its users too.
+    let console = match &spec.http {
+        Some(http) => Some(ConsoleHandle::new(
+            store.clone(),
+            toolgate_web::ConsoleConfig {
+                login_token: toolgate_web::random_token().context("cannot create the console's login token")?,
+                allowed_hosts: http.allowed_hosts.clone(),
+                allowed_origins: http.allowed_origins.clone(),
+                users: console_users,
+            },
+        )),
+        None => None,
+    };
     if let Some(path) = config {
-        tokio::spawn(reload_on_hangup(gateway.clone(), path));
+        let reload =
+            Reload { gateway: gateway.clone(), console: console.clone(), callers: spec.guardrails.callers.clone() };
+        tokio::spawn(reload_on_hangup(reload, path));
     }
     gateway.wait_settled(Duration::from_secs(30)).await;
     for upstream in gateway.status().upstreams {
@@ -99,17 +117,13 @@ pub(crate) async fn serve_spec(
     let publisher =
         tokio::spawn(publish_status(gateway.clone(), state.clone(), Arc::clone(&listeners), spec.source.clone()));
     let factory: Arc<dyn SessionFactory> = Arc::new(gateway.clone());
-    let http = spec.http.clone().map(|http| {
+    let http = spec.http.clone().zip(console).map(|(http, console)| {
         let factory = Arc::clone(&factory);
         let limits = spec.limits.clone();
         let listeners = Arc::clone(&listeners);
         let callers = spec.guardrails.callers.clone();
         let gateway = gateway.clone();
-        let store = store.clone();
-        let users = console_users.clone();
-        tokio::spawn(
-            async move { serve_http(factory, gateway, &http, &limits, &callers, &listeners, store, users).await },
-        )
+        tokio::spawn(async move { serve_http(factory, gateway, &http, &limits, &callers, &listeners, console).await })
     });
     let result = match (spec.stdio.is_some(), http) {
         // stdio ends the process when the client closes stdin, whatever else is listening.
@@ -139,25 +153,79 @@ pub(crate) async fn serve_spec(
     result.map(|()| Outcome::Clean)
 }
 
-/// Reloads the policy from the config file on SIGHUP; a broken file keeps the running policy and says why.
-async fn reload_on_hangup(gateway: Gateway, path: PathBuf) {
+/// What a SIGHUP replaces, and the callers the console's users are checked against.
+struct Reload {
+    gateway: Gateway,
+    /// The console, when there is an HTTP listener to serve it.
+    console: Option<ConsoleHandle>,
+    /// The running callers (a reload does not change them).
+    callers: Vec<CallerSpec>,
+}
+
+/// Reloads the policy and the console's users from the config file on SIGHUP; a file that does not load keeps both
+/// and says why, and an invalid policy or user list keeps the running one.
+async fn reload_on_hangup(reload: Reload, path: PathBuf) {
     #[cfg(unix)]
     {
         let Ok(mut hangups) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else { return };
         while hangups.recv().await.is_some() {
-            match toolgate_config::load_config(&path) {
-                Ok(spec) => match gateway.reload_policy(&spec.guardrails.policy) {
-                    Ok(()) => tracing::info!(config = %path.display(), "policy reloaded; clients were told to re-list"),
-                    Err(error) => tracing::error!(%error, "the reloaded policy is invalid; keeping the running one"),
-                },
-                Err(error) => tracing::error!("config reload failed; keeping the running policy:\n{error}"),
+            match toolgate_config::load_config_with_console(&path) {
+                Ok((spec, console)) => {
+                    match reload.gateway.reload_policy(&spec.guardrails.policy) {
+                        Ok(()) => {
+                            tracing::info!(config = %path.display(), "policy reloaded; clients were told to re-list")
+                        }
+                        Err(error) => {
+                            tracing::error!(%error, "the reloaded policy is invalid; keeping the running one")
+                        }
+                    }
+                    if let Some(handle) = &reload.console {
+                        reload_console_users(handle, console, &reload.callers);
+                    }
+                }
+                Err(error) => {
+                    tracing::error!("config reload failed; keeping the running policy and console users:\n{error}")
+                }
             }
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = (gateway, path);
+        let _ = (reload, path);
     }
+}
+
+/// Replaces the console's users with the reloaded ones. The config's own checks (unique names and tokens, no token
+/// of the file's callers) have passed; the running callers are checked here too, because a reload does not replace
+/// them: a token that calls tools must not also approve them, whatever the file says now.
+fn reload_console_users(handle: &ConsoleHandle, console: toolgate_config::ConsoleSpec, callers: &[CallerSpec]) {
+    let users = console_users(console);
+    if let Err(problem) = check_against_callers(&users, callers) {
+        tracing::error!("{problem}; keeping the running console users");
+        return;
+    }
+    let replaced = handle.replace_users(users);
+    tracing::info!(
+        added = ?replaced.added,
+        changed = ?replaced.changed,
+        removed = ?replaced.removed,
+        sessions_ended = replaced.sessions_ended,
+        "console users reloaded"
+    );
+}
+
+/// Refuses console users whose token is also a running caller's; the message names both, never the token.
+fn check_against_callers(users: &[ConsoleUser], callers: &[CallerSpec]) -> Result<(), String> {
+    for user in users {
+        if let Some(caller) = callers.iter().find(|caller| caller.token_sha256 == user.token_sha256) {
+            return Err(format!(
+                "console user \"{}\" has the same token as the running caller \"{}\" (callers change only with a \
+                 restart)",
+                user.name, caller.name
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn flatten(outcome: Result<Result<()>, tokio::task::JoinError>) -> Result<()> {
@@ -197,8 +265,7 @@ async fn serve_http(
     limits: &Limits,
     callers: &[CallerSpec],
     listeners: &Mutex<Vec<String>>,
-    store: toolgate_store::Store,
-    console_users: Vec<toolgate_web::ConsoleUser>,
+    console: ConsoleHandle,
 ) -> Result<()> {
     let listener = match tokio::net::TcpListener::bind(http.bind).await {
         Ok(listener) => listener,
@@ -217,18 +284,11 @@ async fn serve_http(
     let url = format!("http://{address}{}", http.path);
     eprintln!("toolgate: serving MCP on {url}");
     lock(listeners).push(url);
-    // The approval console on the same listener, behind its own one-time login link (toolgate-web).
-    let console = toolgate_web::ConsoleConfig {
-        login_token: toolgate_web::random_token().context("cannot create the console's login token")?,
-        allowed_hosts: http.allowed_hosts.clone(),
-        allowed_origins: http.allowed_origins.clone(),
-        users: console_users,
-    };
     eprintln!("toolgate: console at http://{address}{}", console.login_path());
     let router = toolgate_proxy::downstream::http::router(factory, http, limits, callers)
         // `/metrics` (Prometheus), under the same Host/Origin rules as the MCP endpoint.
         .merge(toolgate_proxy::metrics::router(gateway, http))
-        .merge(toolgate_web::router(store, console));
+        .merge(console.router());
     toolgate_proxy::downstream::http::serve(listener, router, shutdown_signal())
         .await
         .context("the HTTP listener failed")

@@ -7,8 +7,8 @@
 //! - [`inventory`]: after start the store holds every demo tool with hints, sources, risk and lint findings.
 //! - [`crash`]: `kill -9` in the middle of a burst of calls leaves an intact audit chain with a `call` row for every
 //!   call that was answered.
-//! - [`reload`]: SIGHUP reloads the policy (a newly hidden tool leaves the listing); a broken file keeps the
-//!   running policy.
+//! - [`reload`]: SIGHUP reloads the policy (a newly hidden tool leaves the listing) and the console's users (an added
+//!   user logs in, a removed user's session ends); a broken file keeps the running policy and users.
 //! - [`python`]: a destructive call confirmed by elicitation, declined by elicitation, and approved through
 //!   `toolgate approvals approve` while a client without elicitation waits.
 //!
