@@ -6,7 +6,7 @@
 //! given in [`ConnectOptions::events`], or are answered conservatively here. When the transport ends, every pending
 //! request fails with the same error, which says why. A `Connection` is shared (`&self` everywhere).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -20,11 +20,10 @@ use tokio_util::sync::CancellationToken;
 use crate::endpoint::{ConnectOptions, Endpoint, SUPPORTED_PROTOCOL_VERSIONS};
 use crate::error::UpstreamError;
 use crate::events::{EventSink, Responder};
+use crate::http::DirectPoster;
 use crate::jsonrpc::{self, MessageKind, classify, codes};
-use crate::transport::{Closer, Diagnostics, Inbound, InboundStream, Transport};
+use crate::transport::{Closer, Diagnostics, Inbound, InboundStream, PendingResponses, ResponseSender, Transport};
 use crate::{http, stdio};
-
-type ResponseSender = oneshot::Sender<Result<Value, UpstreamError>>;
 
 /// What the server said in its `initialize` result.
 #[derive(Debug, Clone, PartialEq)]
@@ -79,7 +78,7 @@ impl ListKind {
 }
 
 struct Shared {
-    pending: Mutex<HashMap<u64, ResponseSender>>,
+    pending: Arc<PendingResponses>,
     ended: Mutex<Option<UpstreamError>>,
     diagnostics: Arc<Diagnostics>,
 }
@@ -94,7 +93,7 @@ impl Shared {
     }
 
     fn take_pending(&self, id: u64) -> Option<ResponseSender> {
-        self.pending.lock().ok().and_then(|mut pending| pending.remove(&id))
+        self.pending.take(id)
     }
 }
 
@@ -116,6 +115,7 @@ impl PendingRequest {
 /// An initialized connection to one MCP server.
 pub struct Connection {
     outbound: mpsc::Sender<Value>,
+    direct: Option<DirectPoster>,
     shared: Arc<Shared>,
     next_id: AtomicU64,
     shutdown: CancellationToken,
@@ -128,16 +128,13 @@ pub struct Connection {
 impl Connection {
     /// Starts the transport, runs `initialize` and sends `notifications/initialized`.
     pub async fn connect(endpoint: &Endpoint, options: ConnectOptions) -> Result<Connection, UpstreamError> {
+        let pending = Arc::new(PendingResponses::default());
         let transport = match endpoint {
             Endpoint::Stdio { .. } => stdio::start(endpoint, &options)?,
-            Endpoint::Http { .. } => http::start(endpoint, &options)?,
+            Endpoint::Http { .. } => http::start(endpoint, &options, Arc::clone(&pending))?,
         };
-        let Transport { outbound, inbound, diagnostics, negotiated_version, shutdown, closer } = transport;
-        let shared = Arc::new(Shared {
-            pending: Mutex::new(HashMap::new()),
-            ended: Mutex::new(None),
-            diagnostics: Arc::clone(&diagnostics),
-        });
+        let Transport { outbound, inbound, diagnostics, negotiated_version, shutdown, closer, direct } = transport;
+        let shared = Arc::new(Shared { pending, ended: Mutex::new(None), diagnostics: Arc::clone(&diagnostics) });
         let router = Router {
             outbound: outbound.downgrade(),
             shared: Arc::clone(&shared),
@@ -147,6 +144,7 @@ impl Connection {
         let reader = tokio::spawn(router.run(inbound));
         let mut connection = Connection {
             outbound,
+            direct,
             shared,
             next_id: AtomicU64::new(1),
             shutdown,
@@ -228,10 +226,15 @@ impl Connection {
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (sender, receiver) = oneshot::channel();
-        if let Ok(mut pending) = self.shared.pending.lock() {
-            pending.insert(id, sender);
+        self.shared.pending.insert(id, sender);
+        let mut request = jsonrpc::request(id, method, params);
+        if let Some(direct) = &self.direct {
+            match direct.post(request) {
+                Ok(()) => return Ok(PendingRequest { id, method: method.to_owned(), receiver }),
+                Err(queued) => request = queued,
+            }
         }
-        if self.outbound.send(jsonrpc::request(id, method, params)).await.is_err() {
+        if self.outbound.send(request).await.is_err() {
             self.shared.take_pending(id);
             return Err(self.shared.ended_or_stopped());
         }
@@ -386,8 +389,7 @@ impl Router {
         if let Ok(mut ended) = self.shared.ended.lock() {
             *ended = Some(error.clone());
         }
-        let pending: HashMap<u64, ResponseSender> =
-            self.shared.pending.lock().map(|mut map| std::mem::take(&mut *map)).unwrap_or_default();
+        let pending = self.shared.pending.take_all();
         for (_, sender) in pending {
             let _ = sender.send(Err(error.clone()));
         }

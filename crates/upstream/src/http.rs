@@ -6,7 +6,7 @@
 //! DELETE on close. Bodies and events larger than the message limit fail the request. Never sends a downstream
 //! client's credentials: only the headers configured for this upstream.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use crate::endpoint::{ConnectOptions, Endpoint};
 use crate::error::UpstreamError;
 use crate::jsonrpc::{MessageKind, classify};
-use crate::transport::{Closer, Diagnostics, Inbound, Transport, channel_stream, split_batch};
+use crate::transport::{Closer, Diagnostics, Inbound, PendingResponses, Transport, channel_stream, split_batch};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -38,11 +38,40 @@ struct Shared {
     negotiated_version: Arc<OnceLock<String>>,
     max_message_bytes: usize,
     inbound: mpsc::Sender<Inbound>,
+    /// The connection's waiting requests: a plain JSON answer to one is delivered here directly.
+    pending: Arc<PendingResponses>,
     name: String,
 }
 
+/// Posts a request from the caller's task (one spawned POST) instead of queueing it for the dispatcher, once the
+/// dispatcher has posted `notifications/initialized`: from then on requests need no order among themselves or with
+/// notifications, and before it the queue keeps `initialize` → `initialized` → first request in order.
+pub(crate) struct DirectPoster {
+    shared: Arc<Shared>,
+    ready: Arc<AtomicBool>,
+    /// The transport's shutdown: after it, requests go to the stopped queue and fail at once.
+    stop: CancellationToken,
+}
+
+impl DirectPoster {
+    /// Posts `request`, or gives it back when it must go through the queue (not initialized yet, shut down, or not a
+    /// request).
+    pub(crate) fn post(&self, request: Value) -> Result<(), Value> {
+        let queued = !self.ready.load(Ordering::Acquire) || self.stop.is_cancelled();
+        if queued || !matches!(classify(&request), MessageKind::Request { .. }) {
+            return Err(request);
+        }
+        tokio::spawn(post_message(Arc::clone(&self.shared), request));
+        Ok(())
+    }
+}
+
 /// Builds the HTTP client and starts the dispatcher task.
-pub(crate) fn start(endpoint: &Endpoint, options: &ConnectOptions) -> Result<Transport, UpstreamError> {
+pub(crate) fn start(
+    endpoint: &Endpoint,
+    options: &ConnectOptions,
+    pending: Arc<PendingResponses>,
+) -> Result<Transport, UpstreamError> {
     let Endpoint::Http { url, headers } = endpoint else {
         return Err(UpstreamError::InvalidEndpoint("not an HTTP endpoint".into()));
     };
@@ -77,11 +106,14 @@ pub(crate) fn start(endpoint: &Endpoint, options: &ConnectOptions) -> Result<Tra
         negotiated_version: Arc::clone(&negotiated_version),
         max_message_bytes: options.max_message_bytes,
         inbound: inbound_sender,
+        pending,
         name: options.name.clone(),
     });
+    let ready = Arc::new(AtomicBool::new(false));
     let dispatcher_shared = Arc::clone(&shared);
     let shutdown = CancellationToken::new();
     let stop = shutdown.clone();
+    let direct = DirectPoster { shared: Arc::clone(&shared), ready: Arc::clone(&ready), stop: shutdown.clone() };
     tokio::spawn(async move {
         loop {
             let message = tokio::select! {
@@ -107,6 +139,7 @@ pub(crate) fn start(endpoint: &Endpoint, options: &ConnectOptions) -> Result<Tra
             }
             if opens_stream {
                 tokio::spawn(listen_for_server_messages(Arc::clone(&dispatcher_shared), stop.clone()));
+                ready.store(true, Ordering::Release);
             }
         }
     });
@@ -117,6 +150,7 @@ pub(crate) fn start(endpoint: &Endpoint, options: &ConnectOptions) -> Result<Tra
         negotiated_version,
         shutdown,
         closer: Closer::Http(HttpCloser { shared }),
+        direct: Some(direct),
     })
 }
 
@@ -208,6 +242,16 @@ where
     let bytes: Vec<u8> = chunks.concat();
     let value: Value = serde_json::from_slice(&bytes)
         .map_err(|error| UpstreamError::Protocol(format!("the HTTP response body is not JSON: {error}")))?;
+    // The usual answer, one response to the request this POST carried, goes straight to its waiter.
+    if let (Value::Object(object), Some(request_id)) = (&value, related.and_then(Value::as_u64))
+        && object.get("id").and_then(Value::as_u64) == Some(request_id)
+        && matches!(classify(&value), MessageKind::Response { .. })
+    {
+        if let Some(sender) = shared.pending.take(request_id) {
+            let _ = sender.send(Ok(value));
+        }
+        return Ok(());
+    }
     for message in split_batch(value) {
         let _ = shared.inbound.send(Inbound::Message { message, related: related.cloned() }).await;
     }
@@ -312,29 +356,30 @@ mod tests {
     /// A server that redirects the initialize POST elsewhere: toolgate refuses with the status and never sends the
     /// configured header (an upstream's credential) to the redirect target.
     #[tokio::test]
-    async fn a_redirect_is_refused_and_never_followed() {
-        let elsewhere = TcpListener::bind("127.0.0.1:0").await.expect("bind the redirect target");
-        let target = format!("http://{}/mcp", elsewhere.local_addr().expect("target address"));
-        let redirecting = TcpListener::bind("127.0.0.1:0").await.expect("bind the redirecting server");
-        let url = format!("http://{}/mcp", redirecting.local_addr().expect("server address"));
+    async fn a_redirect_is_refused_and_never_followed() -> Result<(), Box<dyn std::error::Error>> {
+        let elsewhere = TcpListener::bind("127.0.0.1:0").await?;
+        let target = format!("http://{}/mcp", elsewhere.local_addr()?);
+        let redirecting = TcpListener::bind("127.0.0.1:0").await?;
+        let url = format!("http://{}/mcp", redirecting.local_addr()?);
         tokio::spawn(async move {
-            let (mut stream, _) = redirecting.accept().await.expect("accept");
+            let Ok((mut stream, _)) = redirecting.accept().await else { return };
             let mut request = vec![0u8; 8192];
             let _ = stream.read(&mut request).await;
             let answer = format!("HTTP/1.1 307 Temporary Redirect\r\nLocation: {target}\r\nContent-Length: 0\r\n\r\n");
-            stream.write_all(answer.as_bytes()).await.expect("answer");
+            let _ = stream.write_all(answer.as_bytes()).await;
         });
-        let endpoint = Endpoint::Http {
-            url: url.clone(),
-            headers: vec![("x-api-key".to_owned(), "upstream-secret".to_owned())],
-        };
+        let endpoint =
+            Endpoint::Http { url: url.clone(), headers: vec![("x-api-key".to_owned(), "upstream-secret".to_owned())] };
         let options = ConnectOptions { initialize_timeout: Duration::from_secs(5), ..ConnectOptions::default() };
-        let error = Connection::connect(&endpoint, options).await.err().expect("a redirect must fail the connect");
+        let Err(error) = Connection::connect(&endpoint, options).await else {
+            return Err("a redirect must fail the connect".into());
+        };
         assert!(
             matches!(&error, UpstreamError::HttpStatus { status: 307, url: failed, .. } if *failed == url),
             "unexpected error: {error}"
         );
         let followed = tokio::time::timeout(Duration::from_millis(300), elsewhere.accept()).await;
         assert!(followed.is_err(), "the redirect target was contacted");
+        Ok(())
     }
 }

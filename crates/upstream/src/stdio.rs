@@ -78,6 +78,7 @@ pub(crate) fn start(endpoint: &Endpoint, options: &ConnectOptions) -> Result<Tra
         negotiated_version: Arc::new(OnceLock::new()),
         shutdown,
         closer: Closer::Stdio(StdioCloser { pid, writer, exit: exit_receiver, name: options.name.clone() }),
+        direct: None,
     })
 }
 
