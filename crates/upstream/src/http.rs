@@ -344,10 +344,12 @@ impl HttpCloser {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    use tokio::net::TcpListener;
+    use serde_json::{Value, json};
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+    use tokio::net::{TcpListener, TcpStream};
 
     use crate::connection::Connection;
     use crate::endpoint::{ConnectOptions, Endpoint};
@@ -380,6 +382,98 @@ mod tests {
         );
         let followed = tokio::time::timeout(Duration::from_millis(300), elsewhere.accept()).await;
         assert!(followed.is_err(), "the redirect target was contacted");
+        Ok(())
+    }
+
+    /// A bare Streamable HTTP server (JSON answers only, keep-alive): `initialize` gets a session, notifications 202,
+    /// any other request an empty `tools` result, DELETE 200. Every request line and JSON-RPC method is recorded.
+    async fn serve_minimal(listener: TcpListener, seen: Arc<Mutex<Vec<String>>>) {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(serve_connection(stream, Arc::clone(&seen)));
+        }
+    }
+
+    async fn serve_connection(stream: TcpStream, seen: Arc<Mutex<Vec<String>>>) -> std::io::Result<()> {
+        let mut stream = BufReader::new(stream);
+        loop {
+            let mut request_line = String::new();
+            if stream.read_line(&mut request_line).await? == 0 {
+                return Ok(());
+            }
+            let mut length = 0;
+            loop {
+                let mut header = String::new();
+                stream.read_line(&mut header).await?;
+                let header = header.trim_end();
+                if header.is_empty() {
+                    break;
+                }
+                if let Some((name, value)) = header.split_once(':')
+                    && name.eq_ignore_ascii_case("content-length")
+                {
+                    length = value.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0u8; length];
+            stream.read_exact(&mut body).await?;
+            let message: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            let method = message["method"].as_str().unwrap_or_default().to_owned();
+            let verb = request_line.split(' ').next().unwrap_or_default().to_owned();
+            if let Ok(mut seen) = seen.lock() {
+                seen.push(format!("{verb} {method}").trim_end().to_owned());
+            }
+            let (status, extra, reply) = match (verb.as_str(), &message["id"]) {
+                ("POST", Value::Null) => ("202 Accepted", "", String::new()),
+                ("POST", id) if method == "initialize" => {
+                    let result =
+                        json!({"protocolVersion": "2025-11-25", "capabilities": {}, "serverInfo": {"name": "t"}});
+                    (
+                        "200 OK",
+                        "Mcp-Session-Id: s1\r\n",
+                        json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string(),
+                    )
+                }
+                ("POST", id) => {
+                    ("200 OK", "", json!({"jsonrpc": "2.0", "id": id, "result": {"tools": []}}).to_string())
+                }
+                ("GET", _) => ("405 Method Not Allowed", "", String::new()),
+                _ => ("200 OK", "", String::new()),
+            };
+            let head = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\n{extra}Content-Length: {}\r\n\r\n",
+                reply.len()
+            );
+            stream.get_mut().write_all(head.as_bytes()).await?;
+            stream.get_mut().write_all(reply.as_bytes()).await?;
+        }
+    }
+
+    /// Requests after the handshake take the direct path (posted from the caller, answered from the POST task); after
+    /// `close` a request fails at once instead of being posted to a session that was just deleted.
+    #[tokio::test]
+    async fn requests_are_answered_directly_and_refused_after_close() -> Result<(), Box<dyn std::error::Error>> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let url = format!("http://{}/mcp", listener.local_addr()?);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        tokio::spawn(serve_minimal(listener, Arc::clone(&seen)));
+        let options = ConnectOptions { request_timeout: Duration::from_secs(30), ..ConnectOptions::default() };
+        let connection = Connection::connect(&Endpoint::http(url), options).await?;
+        for _ in 0..3 {
+            let result = connection.request("tools/list", None).await?;
+            assert_eq!(result, json!({"tools": []}));
+        }
+        connection.close().await;
+        let after = tokio::time::timeout(Duration::from_secs(5), connection.request("tools/list", None)).await;
+        match after {
+            Ok(Err(UpstreamError::Closed { .. })) => {}
+            Ok(other) => return Err(format!("a request after close: {other:?}").into()),
+            Err(_) => return Err("a request after close hung instead of failing".into()),
+        }
+        let seen = seen.lock().map(|seen| seen.clone()).unwrap_or_default();
+        let lists = seen.iter().filter(|line| *line == "POST tools/list").count();
+        assert_eq!(lists, 3, "nothing is posted after close: {seen:?}");
+        assert_eq!(seen.first().map(String::as_str), Some("POST initialize"), "{seen:?}");
+        assert!(seen.iter().any(|line| line == "DELETE"), "the session is deleted: {seen:?}");
         Ok(())
     }
 }
