@@ -8,6 +8,8 @@
 //! its own level (`TOOLGATE_LOG`, `-v`); the exporter sees toolgate's spans down to `debug` (the per-request span).
 //! Never prints to stdout, which may carry MCP.
 
+use std::io::IsTerminal as _;
+
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::{EnvFilter, Layer as _};
@@ -33,8 +35,10 @@ impl Telemetry {
 /// Installs the stderr log at `default_level` (or `TOOLGATE_LOG`) and, when configured, the span exporter.
 pub(crate) fn init(default_level: &str) -> Telemetry {
     let filter = EnvFilter::try_from_env("TOOLGATE_LOG").unwrap_or_else(|_| EnvFilter::new(default_level));
-    // stdout may carry MCP (demo-server) or a report: logs always go to stderr.
-    let stderr = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(filter);
+    // stdout may carry MCP (demo-server) or a report: logs always go to stderr. Colours only on a terminal: a
+    // desktop client that launches toolgate keeps its stderr in a log file, where escape codes are noise.
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let stderr = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(colour).with_filter(filter);
     #[cfg(feature = "otel")]
     {
         let (layer, provider) = match otel::layer() {

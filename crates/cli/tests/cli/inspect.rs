@@ -120,3 +120,15 @@ fn wait_for_port(port: u16) {
     }
     panic!("nothing listened on port {port} within 15 s");
 }
+
+/// stderr is a pipe, as when a desktop client launches toolgate and keeps its log in a file: the log carries no
+/// colour escape codes, even without `NO_COLOR`.
+#[test]
+fn the_log_on_a_pipe_has_no_colour_codes() {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"));
+    command.args(["-v", "inspect"]).env_remove("TOOLGATE_LOG").env_remove("NO_COLOR");
+    let run = toolgate_test_support::run_guarded(command, "toolgate -v inspect");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(run.stderr.contains("spawning upstream server"), "{}", run.stderr);
+    assert!(!run.stderr.contains('\u{1b}'), "escape codes in a piped log: {:?}", run.stderr);
+}
