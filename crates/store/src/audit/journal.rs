@@ -121,10 +121,12 @@ impl Journal {
         if state.written >= ROTATE_BYTES {
             self.rotate(&mut state)?;
         }
-        let path = self.generation_path(state.generation);
-        state.file.write_all(&text).map_err(|source| StoreError::Journal { path, source })?;
-        state.written += text.len() as u64;
         let generation = state.generation;
+        state
+            .file
+            .write_all(&text)
+            .map_err(|source| StoreError::Journal { path: self.generation_path(generation), source })?;
+        state.written += text.len() as u64;
         *state.outstanding.entry(generation).or_insert(0) += 1;
         Ok(JournalTicket { id, generation })
     }
