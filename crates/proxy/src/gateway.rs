@@ -23,7 +23,7 @@ use crate::catalog::{Catalog, CatalogContext, UpstreamListing};
 use crate::client::{GatewaySession, SessionShared};
 use crate::session::{Caller, ClientBound, ClientSession, SessionFactory, TransportKind};
 use crate::spec::GatewaySpec;
-use crate::upstreams::{UpstreamRuntime, UpstreamStatus, backoff, relist};
+use crate::upstreams::{UpstreamRuntime, UpstreamStatus, attempts_after_disconnect, backoff, relist};
 
 /// Where an upstream request came from: which session and which client request.
 #[derive(Clone)]
@@ -360,7 +360,8 @@ impl EventSink for UpstreamSink {
     }
 }
 
-/// One upstream's life: connect, list, relay events, and reconnect with backoff when it ends.
+/// One upstream's life: connect, list, relay events, and reconnect with backoff when it ends. The backoff starts
+/// again only after a connection that stayed up ([`attempts_after_disconnect`]), so a crash loop slows down.
 async fn run_upstream(gateway: Arc<GatewayInner>, index: usize) {
     let Some(runtime) = gateway.upstreams.get(index).cloned() else { return };
     let mut attempts: u32 = 0;
@@ -375,6 +376,7 @@ async fn run_upstream(gateway: Arc<GatewayInner>, index: usize) {
         };
         match connected {
             Ok(connection) => {
+                let connected_at = tokio::time::Instant::now();
                 tracing::info!(upstream = %runtime.spec.name, status = ?runtime.status(), "upstream ready");
                 gateway.check_pins(index).await;
                 gateway.rebuild_catalog();
@@ -390,8 +392,13 @@ async fn run_upstream(gateway: Arc<GatewayInner>, index: usize) {
                     reason = ended => reason.unwrap_or_else(|_| "the connection stopped".to_owned()),
                 };
                 connection.close().await;
-                attempts = 1;
-                tracing::warn!(upstream = %runtime.spec.name, %reason, "upstream went down; reconnecting with backoff");
+                attempts = attempts_after_disconnect(attempts, connected_at.elapsed());
+                tracing::warn!(
+                    upstream = %runtime.spec.name,
+                    %reason,
+                    attempts,
+                    "upstream went down; reconnecting with backoff"
+                );
                 runtime.mark_down(reason, attempts);
                 gateway.rebuild_catalog();
                 gateway.notify_list_changed(&[ListKind::Tools, ListKind::Prompts, ListKind::Resources]);

@@ -203,6 +203,17 @@ pub fn backoff(attempts: u32) -> Duration {
     Duration::from_secs(seconds.min(30))
 }
 
+/// How long a connection must have stayed up for its end to start the backoff again from the first step.
+pub(crate) const STABLE_UPTIME: Duration = Duration::from_secs(30);
+
+/// Failed attempts in a row once a connection that stayed up for `uptime` has ended, given `attempts` before it
+/// (the input of [`backoff`]). A connection that lasted [`STABLE_UPTIME`] starts the count again; a shorter one
+/// adds to it, so a child that initializes and then dies backs off like one that fails to start, up to the cap,
+/// instead of being restarted every second.
+pub(crate) fn attempts_after_disconnect(attempts: u32, uptime: Duration) -> u32 {
+    if uptime >= STABLE_UPTIME { 1 } else { attempts.saturating_add(1) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -211,5 +222,34 @@ mod tests {
     fn backoff_doubles_and_caps() {
         let delays: Vec<u64> = (1..=8).map(|attempt| backoff(attempt).as_secs()).collect();
         assert_eq!(delays, [1, 2, 4, 8, 16, 30, 30, 30]);
+    }
+
+    #[test]
+    fn a_connection_that_stayed_up_starts_the_backoff_again_and_a_short_one_adds_to_it() {
+        let check = |attempts: u32, uptime_ms: u64, expected: u32| {
+            let after = attempts_after_disconnect(attempts, Duration::from_millis(uptime_ms));
+            assert_eq!(after, expected, "{attempts} attempts, up for {uptime_ms} ms");
+        };
+        check(0, 10, 1);
+        check(1, 10, 2);
+        check(5, 29_999, 6);
+        check(5, 30_000, 1);
+        check(9, 7_200_000, 1);
+        check(u32::MAX, 10, u32::MAX);
+    }
+
+    #[test]
+    fn a_child_that_dies_right_after_starting_is_restarted_ever_more_slowly_up_to_the_cap() {
+        let mut attempts = 0;
+        let delays: Vec<u64> = (0..8)
+            .map(|_| {
+                attempts = attempts_after_disconnect(attempts, Duration::from_secs(1));
+                backoff(attempts).as_secs()
+            })
+            .collect();
+        assert_eq!(delays, [1, 2, 4, 8, 16, 30, 30, 30]);
+        // Once a connection lasts, the next failure is retried quickly again.
+        attempts = attempts_after_disconnect(attempts, STABLE_UPTIME);
+        assert_eq!(backoff(attempts).as_secs(), 1);
     }
 }
