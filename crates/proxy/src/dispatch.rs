@@ -6,6 +6,7 @@
 //! response must be sent (the request was cancelled).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
@@ -310,7 +311,7 @@ pub(crate) async fn forward(
     params: Value,
     cancel: &CancellationToken,
 ) -> Option<Value> {
-    match send_upstream(gateway, session, id, upstream, method, params, cancel).await? {
+    match send_upstream(gateway, session, id, upstream, method, params, cancel, None).await? {
         Ok(response) => Some(relay_response(id, response)),
         Err(error) => {
             let name = gateway.upstreams.get(upstream).map(|runtime| runtime.spec.name.as_str()).unwrap_or_default();
@@ -323,7 +324,9 @@ pub(crate) async fn forward(
 ///
 /// Registers the route (so progress, logs and server requests find their way back, and a client cancel reaches
 /// the upstream) and removes it afterwards. `None` when the client cancelled; `Err` with a message saying which
-/// upstream failed and how.
+/// upstream failed and how. The answer is waited for `within` (what is left of a call's time), else the upstream's
+/// request timeout.
+#[allow(clippy::too_many_arguments, reason = "the request's whole context; a struct for one call site adds nothing")]
 pub(crate) async fn send_upstream(
     gateway: &Arc<GatewayInner>,
     session: &Arc<SessionShared>,
@@ -332,6 +335,7 @@ pub(crate) async fn send_upstream(
     method: &str,
     params: Value,
     cancel: &CancellationToken,
+    within: Option<Duration>,
 ) -> Option<Result<Value, UpstreamError>> {
     let Some(runtime) = gateway.upstreams.get(upstream) else {
         return Some(Err(UpstreamError::InvalidEndpoint("internal error: unknown upstream".into())));
@@ -366,7 +370,7 @@ pub(crate) async fn send_upstream(
             connection.cancel_soon(upstream_id, "the client cancelled the request or closed its session");
             None
         }
-        response = connection.wait(pending, runtime.spec.request_timeout) => Some(response),
+        response = connection.wait(pending, within.unwrap_or(runtime.spec.request_timeout)) => Some(response),
     };
     match outcome? {
         Ok(response) => Some(Ok(response)),

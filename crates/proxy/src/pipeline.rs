@@ -111,6 +111,10 @@ fn permit(call: ResolvedCall, decision: Decision, approval_id: Option<String>) -
 
 /// Phase 3: sends the permitted call upstream under the tool's original name, retrying transport failures only
 /// when the tool is read-only or idempotent by its trusted hints. `None` when the client cancelled.
+///
+/// Every attempt and backoff together stay within the upstream's request timeout: a retry runs only in the time
+/// that is left, so a call that timed out is not tried again, and the client's answer never comes later than the
+/// configured timeout.
 pub(crate) async fn forward(
     gateway: &Arc<GatewayInner>,
     session: &Arc<SessionShared>,
@@ -123,12 +127,22 @@ pub(crate) async fn forward(
     params["name"] = Value::String(tool.original_name.clone());
     let retries = &gateway.spec.guardrails.retries;
     let retry_safe = tool.hints.is_idempotent();
+    let timeout = gateway.upstreams.get(tool.upstream).map_or(Duration::ZERO, |runtime| runtime.spec.request_timeout);
+    let deadline = Instant::now() + timeout;
     let mut backoff = retries.initial_backoff;
     let mut attempt = 1;
     loop {
-        match send_upstream(gateway, session, id, tool.upstream, "tools/call", params.clone(), cancel).await? {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let answer =
+            send_upstream(gateway, session, id, tool.upstream, "tools/call", params.clone(), cancel, Some(left));
+        match answer.await? {
             Ok(response) => return Some(Forwarded::Response(response)),
-            Err(error) if retry_safe && error.is_transient() && attempt < retries.max_attempts => {
+            Err(error)
+                if retry_safe
+                    && error.is_transient()
+                    && attempt < retries.max_attempts
+                    && deadline.saturating_duration_since(Instant::now()) > backoff =>
+            {
                 tracing::info!(tool = %tool.exposed_name, attempt, %error, "retrying a call that is safe to repeat");
                 tokio::select! {
                     () = cancel.cancelled() => return None,
@@ -163,12 +177,16 @@ pub(crate) fn post_process(gateway: &GatewayInner, tool: &ExposedTool, id: &Valu
 }
 
 /// Phase 5: session taint, the outcome in the call's audit row and one structured event per call.
+///
+/// `from_upstream` says whether the upstream answered (a result, an `isError` result or a JSON-RPC error): any of
+/// them carries text from the tool into the session, so an open-world tool's answer taints it either way.
 pub(crate) fn record(
     gateway: &GatewayInner,
     session: &SessionShared,
     permitted: &Permitted,
     audit_row: Option<PendingCall>,
     response: &Value,
+    from_upstream: bool,
     elapsed: Duration,
 ) {
     let outcome = if response.get("error").is_some() {
@@ -179,7 +197,7 @@ pub(crate) fn record(
         "ok"
     };
     let tool = &permitted.call.tool;
-    if taints_session(&tool.hints, outcome == "ok") {
+    if taints_session(&tool.hints, from_upstream) {
         session.tainted.store(true, Ordering::Release);
     }
     let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
@@ -281,8 +299,9 @@ pub(crate) async fn call_tool(
         return None;
     };
     gateway.metrics.observe_relay(permitted.call.tool.upstream, relayed.elapsed());
+    let from_upstream = matches!(forwarded, Forwarded::Response(_));
     let response = post_process(gateway, &permitted.call.tool, id, forwarded);
-    record(gateway, session, &permitted, audit_row, &response, started.elapsed());
+    record(gateway, session, &permitted, audit_row, &response, from_upstream, started.elapsed());
     Some(response)
 }
 

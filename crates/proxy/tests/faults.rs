@@ -20,6 +20,7 @@ use toolgate_proxy::spec::Limits;
 use toolgate_proxy::upstreams::UpstreamStatus;
 
 use support::{Client, FixtureLog, GUARD, memory_kib, start, status_of, text_of, tool_error, upstream};
+use toolgate_proxy::spec::UpstreamSpec;
 
 const SHORT: Duration = Duration::from_secs(2);
 
@@ -487,6 +488,62 @@ async fn a_log_flood_toward_a_client_that_is_not_reading_is_not_buffered_without
         "log flood of {LINES} lines to a stalled client: VmRSS {rss_before} KiB -> {rss_stalled} KiB stalled -> {rss_after} KiB, VmHWM {hwm} KiB; {relayed} relayed"
     );
     assert!(rss_stalled < rss_before + 64 * 1024, "the relay buffered the flood: {rss_before} -> {rss_stalled} KiB");
+    gateway.shutdown().await;
+}
+
+/// How many `tools/call` of `tool` the fixture has read.
+fn calls_of(log: &FixtureLog, tool: &str) -> usize {
+    log.entries().iter().filter(|entry| entry["method"] == "tools/call" && entry["params"]["name"] == tool).count()
+}
+
+/// A `crash-once` fixture exposed as `name`, keeping its crash markers in `state`.
+fn crash_once(name: &str, request_timeout: Duration, log: &FixtureLog, state: &std::path::Path) -> UpstreamSpec {
+    let mut spec = upstream(name, "crash-once", request_timeout, Some(&log.path));
+    if let toolgate_upstream::Endpoint::Stdio { env, .. } = &mut spec.endpoint {
+        env.push(("MISBEHAVE_STATE".to_owned(), state.to_string_lossy().into_owned()));
+    }
+    spec
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_is_retried_after_its_upstream_crashed_and_a_write_or_a_timed_out_read_is_not() {
+    let (log, slow_log) = (FixtureLog::new(), FixtureLog::new());
+    let (state, slow_state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let once = crash_once("once", GUARD, &log, state.path());
+    let slow = crash_once("slow", SHORT, &slow_log, slow_state.path());
+    let guardrails = toolgate_proxy::spec::GuardrailSpec {
+        policy: toolgate_core::policy::PolicySpec::permissive(),
+        // Enough attempts to outlast the upstream's restart.
+        retries: toolgate_proxy::spec::RetrySpec { max_attempts: 10, initial_backoff: Duration::from_millis(100) },
+        ..Default::default()
+    };
+    let spec = toolgate_proxy::spec::GatewaySpec {
+        upstreams: vec![once, slow],
+        stdio: None,
+        http: None,
+        limits: Limits::default(),
+        guardrails,
+        source: None,
+    };
+    let gateway = support::start_spec(spec, None).await;
+    let mut client = Client::connect(&gateway).await;
+
+    // The first call crashes the upstream; the read is tried again once it is back, and answered.
+    let read = client.call(json!(1), "once_read_records", json!({})).await;
+    assert_eq!(text_of(&read), "called read_records", "{read}");
+    assert_eq!(calls_of(&log, "read_records"), 2, "one crashed attempt, one answered: {:?}", log.entries());
+
+    // A write that is not idempotent is never repeated: its crash is the client's answer.
+    let write = client.call(json!(2), "once_append_entry", json!({})).await;
+    let text = tool_error(&write);
+    assert!(text.contains("`once`") && text.contains("exited"), "{text}");
+    DownThenReady::default().wait(&gateway, "once").await;
+    assert_eq!(calls_of(&log, "append_entry"), 1, "the write was sent once: {:?}", log.entries());
+
+    // A read that times out used the call's whole time (the upstream's request timeout): it is not tried again.
+    let timed_out = client.call(json!(3), "slow_fetch_records", json!({})).await;
+    assert!(tool_error(&timed_out).contains("no answer"), "{timed_out}");
+    assert_eq!(calls_of(&slow_log, "fetch_records"), 1, "no retry after a timeout: {:?}", slow_log.entries());
     gateway.shutdown().await;
 }
 

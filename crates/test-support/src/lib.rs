@@ -115,6 +115,7 @@ pub const MISBEHAVE_MODES: &[&str] = &[
     "huge-tools",
     "paginated",
     "crash-mid-call",
+    "crash-once",
     "stderr-noise",
     "tool-faults",
     "lossless",
