@@ -116,6 +116,7 @@ pub const MISBEHAVE_MODES: &[&str] = &[
     "paginated",
     "crash-mid-call",
     "crash-once",
+    "open-world-error",
     "stderr-noise",
     "tool-faults",
     "lossless",
