@@ -16,11 +16,15 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use toolgate_upstream::{EventSink, ListKind, Responder, UpstreamError};
 
+use toolgate_core::ToolDefinition;
+use toolgate_core::fingerprint::fingerprint_tool;
 use toolgate_core::policy::{CompiledPolicy, PolicySpec, compile};
-use toolgate_store::Store;
+use toolgate_store::{AuditEntry, AuditKind, Store};
 
 use crate::catalog::{Catalog, CatalogContext, UpstreamListing};
 use crate::client::{GatewaySession, SessionShared};
+use crate::guard::audit;
+use crate::guard::pins::PinCheck;
 use crate::session::{Caller, ClientBound, ClientSession, SessionFactory, TransportKind};
 use crate::spec::GatewaySpec;
 use crate::upstreams::{UpstreamRuntime, UpstreamStatus, attempts_after_disconnect, backoff, relist};
@@ -292,13 +296,29 @@ impl GatewayInner {
         tracing::info!(session = %id, "client session closed");
     }
 
-    /// Compares a pinned upstream's current listing with its pins and updates its quarantine.
-    pub(crate) async fn check_pins(&self, index: usize) {
-        let Some(listing) = self.upstreams.get(index).and_then(|runtime| runtime.listing()) else { return };
-        let quarantined = crate::guard::pins::quarantined_tools(self, index, &listing).await;
-        if let Ok(mut all) = self.quarantined.lock() {
-            all.insert(index, quarantined);
+    /// Compares an upstream's current listing with its pins, updates its quarantine, and writes the `listing` audit
+    /// row: always for a new listing, and for a re-check only when the quarantine changed or a tightening was pinned
+    /// (a re-check runs every second while anything waits for a person). True when the quarantine changed.
+    pub(crate) async fn check_listing(&self, index: usize, trigger: ListingTrigger) -> bool {
+        let Some(runtime) = self.upstreams.get(index) else { return false };
+        let Some(listing) = runtime.listing() else { return false };
+        let check = crate::guard::pins::check_pins(self, index, &listing).await;
+        let before = self.quarantined.lock().ok().and_then(|mut all| all.insert(index, check.quarantined.clone()));
+        let changed = before.unwrap_or_default() != check.quarantined;
+        if trigger == ListingTrigger::Recheck && !changed && check.accepted_tightening.is_empty() {
+            return changed;
         }
+        if self.store.is_some() {
+            audit::record(self, listing_entry(&runtime.spec.name, trigger, &listing, &check));
+        }
+        if !check.quarantined.is_empty() {
+            tracing::warn!(
+                upstream = %runtime.spec.name,
+                quarantined = check.quarantined.len(),
+                "tool definitions wait for approval: run `toolgate pins list`"
+            );
+        }
+        changed
     }
 
     /// Every open session.
@@ -331,6 +351,57 @@ impl GatewayInner {
     fn mark_settled(&self) {
         self.settled.send_modify(|settled| *settled += 1);
     }
+}
+
+/// Why an upstream's tools were compared with its pins, as its `listing` audit row says (`detail.trigger`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ListingTrigger {
+    /// The first listing after the gateway started.
+    Start,
+    /// The listing after a reconnect.
+    Reconnect,
+    /// The re-listing after the upstream's `tools/list_changed`.
+    ListChanged,
+    /// The same listing checked again, to see a person's pin decision (or after another kind of list changed).
+    Recheck,
+}
+
+impl ListingTrigger {
+    fn as_str(self) -> &'static str {
+        match self {
+            ListingTrigger::Start => "start",
+            ListingTrigger::Reconnect => "reconnect",
+            ListingTrigger::ListChanged => "list_changed",
+            ListingTrigger::Recheck => "recheck",
+        }
+    }
+}
+
+/// The `listing` audit row: which upstream, why, how many tools, each tool's fingerprint by its original name (the
+/// fingerprint the catalog puts in `_meta`), and for pinned upstreams what stays quarantined and which tightenings
+/// were pinned.
+fn listing_entry(upstream: &str, trigger: ListingTrigger, listing: &UpstreamListing, check: &PinCheck) -> AuditEntry {
+    let fingerprints: serde_json::Map<String, Value> = listing
+        .tools
+        .iter()
+        .filter_map(|raw| {
+            let tool = ToolDefinition::from_value(raw.clone()).ok()?;
+            let fingerprint = fingerprint_tool(&tool).ok()?;
+            Some((tool.name().to_owned(), Value::String(fingerprint.whole)))
+        })
+        .collect();
+    let mut quarantined: Vec<&String> = check.quarantined.iter().collect();
+    quarantined.sort();
+    let mut entry = AuditEntry::new(AuditKind::Listing);
+    entry.upstream = Some(upstream.to_owned());
+    entry.detail = Some(json!({
+        "trigger": trigger.as_str(),
+        "tools": listing.tools.len(),
+        "fingerprints": fingerprints,
+        "quarantined": quarantined,
+        "acceptedTightening": check.accepted_tightening,
+    }));
+    entry
 }
 
 /// Routes what one upstream sends on its own (see [`crate::routing`]) and tells its manager when it ends.
@@ -366,6 +437,7 @@ async fn run_upstream(gateway: Arc<GatewayInner>, index: usize) {
     let Some(runtime) = gateway.upstreams.get(index).cloned() else { return };
     let mut attempts: u32 = 0;
     let mut settled = false;
+    let mut trigger = ListingTrigger::Start;
     loop {
         let (ended_sender, ended) = oneshot::channel();
         let sink =
@@ -378,7 +450,7 @@ async fn run_upstream(gateway: Arc<GatewayInner>, index: usize) {
             Ok(connection) => {
                 let connected_at = tokio::time::Instant::now();
                 tracing::info!(upstream = %runtime.spec.name, status = ?runtime.status(), "upstream ready");
-                gateway.check_pins(index).await;
+                gateway.check_listing(index, std::mem::replace(&mut trigger, ListingTrigger::Reconnect)).await;
                 gateway.rebuild_catalog();
                 gateway.notify_list_changed(&[ListKind::Tools, ListKind::Prompts, ListKind::Resources]);
                 if !std::mem::replace(&mut settled, true) {
@@ -423,28 +495,21 @@ async fn run_upstream(gateway: Arc<GatewayInner>, index: usize) {
 const QUARANTINE_POLL: Duration = Duration::from_secs(1);
 
 /// Re-checks the pins of upstreams with quarantined tools; when a decision changed the set, the catalog is rebuilt
-/// and every session told to re-list.
+/// and every session told to re-list. A re-check that changes nothing writes no audit row.
 async fn watch_quarantine(gateway: Arc<GatewayInner>) {
     loop {
         tokio::select! {
             () = gateway.shutdown.cancelled() => return,
             () = tokio::time::sleep(QUARANTINE_POLL) => {}
         }
-        let waiting: Vec<(usize, std::collections::HashSet<String>)> = gateway
+        let waiting: Vec<usize> = gateway
             .quarantined
             .lock()
-            .map(|all| {
-                all.iter()
-                    .filter(|(_, names)| !names.is_empty())
-                    .map(|(index, names)| (*index, names.clone()))
-                    .collect()
-            })
+            .map(|all| all.iter().filter(|(_, names)| !names.is_empty()).map(|(index, _)| *index).collect())
             .unwrap_or_default();
         let mut changed = false;
-        for (index, before) in waiting {
-            gateway.check_pins(index).await;
-            let after = gateway.quarantined.lock().ok().and_then(|all| all.get(&index).cloned()).unwrap_or_default();
-            changed |= after != before;
+        for index in waiting {
+            changed |= gateway.check_listing(index, ListingTrigger::Recheck).await;
         }
         if changed {
             gateway.rebuild_catalog();
@@ -472,7 +537,9 @@ pub(crate) async fn refresh_listing(gateway: Arc<GatewayInner>, index: usize, ki
         }
     }
     runtime.replace_listing(Arc::new(updated));
-    gateway.check_pins(index).await;
+    // Only a tools listing is a new listing to record; after another kind, the tools are merely checked again.
+    let trigger = if kind == ListKind::Tools { ListingTrigger::ListChanged } else { ListingTrigger::Recheck };
+    gateway.check_listing(index, trigger).await;
     gateway.rebuild_catalog();
     gateway.notify_list_changed(&[kind]);
 }

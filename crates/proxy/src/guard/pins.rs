@@ -1,38 +1,46 @@
 //! Pinning: for an upstream with `trust = "pinned"`, every listed tool is compared with the definition a person
 //! approved. A match is trusted; a change that only tightens hints is accepted and recorded; anything else (a hint
 //! loosened, a description, title or schema edited, a new tool) is quarantined until a person approves it with
-//! `toolgate pins approve`. Runs on every listing: at start, after `list_changed`, after a reconnect.
+//! `toolgate pins approve`. The gateway runs it on every listing (at start, after `list_changed`, after a
+//! reconnect) and, while tools wait in quarantine, again every second to see a person's decision. It writes pins and
+//! pending changes, never audit rows: the gateway's `listing` row carries the outcome, so a re-check that changes
+//! nothing leaves no trace.
 
 use std::collections::HashSet;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use toolgate_core::normalize::normalize_annotations;
 use toolgate_core::trust::TrustLevel;
 use toolgate_core::{DeclaredHints, Hint, HintOverrides, ToolDefinition, resolve_hints};
-use toolgate_store::{AuditEntry, AuditKind, PendingPinChange, PinObservation, ToolSnapshot};
+use toolgate_store::{PendingPinChange, PinObservation, ToolSnapshot};
 
 use crate::catalog::UpstreamListing;
 use crate::gateway::GatewayInner;
-use crate::guard::audit;
 
 /// Who approves a change that only tightens hints.
 const TIGHTENING: &str = "toolgate (tightening only)";
 
-/// The original names of the listed tools that must stay quarantined; empty for upstreams that are not pinned.
-/// Fails closed: when the store cannot be read, every tool of the pinned upstream is quarantined.
-pub(crate) async fn quarantined_tools(
-    gateway: &GatewayInner,
-    index: usize,
-    listing: &UpstreamListing,
-) -> HashSet<String> {
-    let Some(spec) = gateway.spec.upstreams.get(index) else { return HashSet::new() };
+/// What comparing one listing with the pins concluded.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct PinCheck {
+    /// The original names of the listed tools that must stay quarantined.
+    pub(crate) quarantined: HashSet<String>,
+    /// Tools whose change only tightened hints, pinned by this check.
+    pub(crate) accepted_tightening: Vec<String>,
+}
+
+/// Compares a listing with the pins: the tools that must stay quarantined and the tightenings accepted; nothing for
+/// upstreams that are not pinned. Fails closed: when the store cannot be read, every tool of the pinned upstream is
+/// quarantined.
+pub(crate) async fn check_pins(gateway: &GatewayInner, index: usize, listing: &UpstreamListing) -> PinCheck {
+    let Some(spec) = gateway.spec.upstreams.get(index) else { return PinCheck::default() };
     if spec.trust.level != TrustLevel::Pinned {
-        return HashSet::new();
+        return PinCheck::default();
     }
     let names = || listing.tools.iter().filter_map(|tool| tool.get("name").and_then(Value::as_str)).map(str::to_owned);
     let Some(store) = &gateway.store else {
         tracing::error!(upstream = %spec.name, "a pinned upstream needs the state store; all its tools are quarantined");
-        return names().collect();
+        return PinCheck { quarantined: names().collect(), accepted_tightening: Vec::new() };
     };
     let pins = store.pins();
     let mut quarantined = HashSet::new();
@@ -76,20 +84,7 @@ pub(crate) async fn quarantined_tools(
             }
         }
     }
-    let mut entry = AuditEntry::new(AuditKind::Listing);
-    entry.upstream = Some(spec.name.clone());
-    let mut names: Vec<&String> = quarantined.iter().collect();
-    names.sort();
-    entry.detail = Some(json!({"tools": listing.tools.len(), "quarantined": names, "acceptedTightening": accepted}));
-    audit::record(gateway, entry);
-    if !quarantined.is_empty() {
-        tracing::warn!(
-            upstream = %spec.name,
-            quarantined = quarantined.len(),
-            "tool definitions wait for approval: run `toolgate pins list`"
-        );
-    }
-    quarantined
+    PinCheck { quarantined, accepted_tightening: accepted }
 }
 
 /// True when the only changes are hints moved towards caution (not read-only, destructive, not idempotent,
