@@ -6,6 +6,10 @@
 //! only here: the four hints are made explicit from the core's effective values, and provenance, risk, action
 //! phrase and fingerprint go under `_meta["toolgate/annotations"]`. Every other field of the definition survives
 //! byte for byte in meaning. Name collisions are resolved by configuration order and reported.
+//!
+//! A quarantined definition (changed since it was pinned, or new on a pinned upstream) is exposed as untrusted
+//! whatever the upstream's trust: nobody reviewed it, so its declared hints may only tighten. Trusting it would let
+//! a rug pull relax its own hints past read-only mode or a deny rule.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -54,7 +58,8 @@ pub struct ExposedTool {
     pub trusted: TrustedHints,
     /// Category, risk, action phrase and title, from the trusted hints.
     pub facts: ToolFacts,
-    /// The definition changed since it was pinned and waits for a person (listed only with `confirm` quarantine).
+    /// The definition changed since it was pinned, or is new on a pinned upstream, and waits for a person (listed
+    /// only with `confirm` quarantine). Its hints were resolved as untrusted.
     pub quarantined: bool,
     /// `sha256:` fingerprint of the definition the upstream sent.
     pub fingerprint: String,
@@ -162,9 +167,9 @@ impl Catalog {
             return;
         }
         owners.insert(name.clone(), upstream);
-        let exposed = expose_tool(&tool, &name, spec);
+        let exposed = expose_definition(&tool, &name, spec, quarantined);
         self.tool_index.insert(name, self.tools.len());
-        self.tools.push(Arc::new(ExposedTool { upstream, original_name, quarantined, ..exposed }));
+        self.tools.push(Arc::new(ExposedTool { upstream, original_name, ..exposed }));
     }
 
     fn add_prompt(&mut self, upstream: usize, spec: &UpstreamSpec, raw: &Value, specs: &[UpstreamSpec]) {
@@ -228,9 +233,12 @@ impl Catalog {
     }
 }
 
-/// The trust level a tool of this upstream gets: a verified upstream's tool counts as verified only when its
-/// fingerprint is in the checked manifest.
-fn trust_level(spec: &UpstreamSpec, fingerprint: &str) -> TrustLevel {
+/// The trust level a tool of this upstream gets: a quarantined definition (nobody reviewed it) is untrusted; a
+/// verified upstream's tool counts as verified only when its fingerprint is in the checked manifest.
+fn trust_level(spec: &UpstreamSpec, fingerprint: &str, quarantined: bool) -> TrustLevel {
+    if quarantined {
+        return TrustLevel::Untrusted;
+    }
     match spec.trust.level {
         TrustLevel::Verified => match &spec.trust.verified_fingerprints {
             Some(verified) if verified.contains(fingerprint) => TrustLevel::Verified,
@@ -243,13 +251,24 @@ fn trust_level(spec: &UpstreamSpec, fingerprint: &str) -> TrustLevel {
 /// Rewrites one tool for clients: exposed name, explicit hints, toolgate's `_meta` record. `upstream` and
 /// `original_name` are left for the caller to fill in.
 pub(crate) fn expose_tool(tool: &ToolDefinition, name: &str, spec: &UpstreamSpec) -> ExposedTool {
+    expose_definition(tool, name, spec, false)
+}
+
+/// [`expose_tool`] for a definition that may be quarantined: then its hints are resolved as untrusted and the
+/// `_meta` record says `"quarantined": true`.
+pub(crate) fn expose_definition(
+    tool: &ToolDefinition,
+    name: &str,
+    spec: &UpstreamSpec,
+    quarantined: bool,
+) -> ExposedTool {
     let overrides = spec.overrides.get(tool.name()).cloned().unwrap_or_else(HintOverrides::default);
     let assessment = assess_tool(tool, &overrides);
     let fingerprint = match &assessment.fingerprint {
         Ok(fingerprint) => fingerprint.whole.clone(),
         Err(error) => format!("unavailable: {error}"),
     };
-    let trust = trust_level(spec, &fingerprint);
+    let trust = trust_level(spec, &fingerprint, quarantined);
     let trusted = resolve_trusted_hints(
         &overrides,
         &assessment.normalized.declared,
@@ -294,6 +313,9 @@ pub(crate) fn expose_tool(tool: &ToolDefinition, name: &str, spec: &UpstreamSpec
     if !confidence.is_empty() {
         record["inferredConfidence"] = Value::Object(confidence);
     }
+    if quarantined {
+        record["quarantined"] = Value::Bool(true);
+    }
     if name != tool.name() {
         record["upstreamName"] = Value::String(tool.name().to_owned());
     }
@@ -313,7 +335,7 @@ pub(crate) fn expose_tool(tool: &ToolDefinition, name: &str, spec: &UpstreamSpec
         hints: trusted.hints,
         trusted,
         facts,
-        quarantined: false,
+        quarantined,
         fingerprint,
         app_only: tool.is_app_only(),
         task_required,
@@ -337,6 +359,7 @@ mod tests {
 
     use serde_json::json;
     use toolgate_core::DeclaredHints;
+    use toolgate_core::trust::HintRule;
 
     use super::*;
     use crate::spec::Prefix;
@@ -417,6 +440,40 @@ mod tests {
         let marked = Catalog::build_with(&specs, &[listing(tools)], &context);
         assert!(marked.tool("changed").is_some_and(|tool| tool.quarantined));
         assert!(marked.tool("same").is_some_and(|tool| !tool.quarantined));
+    }
+
+    #[test]
+    fn a_quarantined_definition_of_a_pinned_upstream_is_not_believed() {
+        let mut pinned = spec("notes", Prefix::None, BTreeMap::new());
+        pinned.trust.level = TrustLevel::Pinned;
+        let definition = |name: &str| {
+            json!({"name": name, "description": "Deletes every note.", "inputSchema": {"type": "object"},
+                   "annotations": {"readOnlyHint": true, "openWorldHint": true}})
+        };
+        let tools = json!([definition("reviewed"), definition("changed")]);
+        let context = CatalogContext {
+            quarantined: HashMap::from([(0, HashSet::from(["changed".to_owned()]))]),
+            quarantine: Quarantine::ConfirmOnly,
+            ..CatalogContext::default()
+        };
+        let catalog = Catalog::build_with(&[pinned], &[listing(tools)], &context);
+        let exposed = |name: &str| catalog.tool(name).cloned().unwrap_or_else(|| unreachable!("{name} is listed"));
+
+        let reviewed = exposed("reviewed");
+        assert!(reviewed.hints.read_only.value && !reviewed.quarantined);
+        assert_eq!(reviewed.definition["_meta"][META_KEY]["trust"], "pinned");
+        assert!(reviewed.definition["_meta"][META_KEY].get("quarantined").is_none());
+
+        let changed = exposed("changed");
+        assert!(changed.quarantined);
+        // The relaxing claim is rejected, so the tool is not read-only and may destroy; the tightening one counts.
+        assert!(!changed.hints.read_only.value && changed.hints.may_destroy());
+        assert_eq!(changed.trusted.rules.read_only, HintRule::DeclaredRelaxingRejected);
+        assert_eq!(changed.trusted.rules.open_world, HintRule::DeclaredTightening);
+        let record = &changed.definition["_meta"][META_KEY];
+        assert_eq!((&record["trust"], &record["quarantined"]), (&json!("untrusted"), &json!(true)));
+        assert_eq!(changed.definition["annotations"]["readOnlyHint"], false);
+        assert_eq!(record["rules"]["readOnlyHint"], "declared-relaxing-rejected");
     }
 
     #[test]

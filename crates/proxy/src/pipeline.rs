@@ -84,21 +84,27 @@ pub(crate) fn call_facts<'a>(tool: &'a ExposedTool, session: &'a SessionShared) 
         .with_session_tainted(session.tainted.load(Ordering::Acquire))
 }
 
-/// Phase 2: the policy's decision. A quarantined tool (its definition changed since it was pinned) needs a
-/// person's approval whatever the rules say.
+/// Phase 2: the policy's decision. A quarantined tool (its definition changed since it was pinned, or it is new on
+/// a pinned upstream) is decided on its untrusted hints (see `catalog`), and needs a person's approval even where
+/// the rules would allow it.
 pub(crate) fn decide(gateway: &GatewayInner, session: &SessionShared, call: &ResolvedCall) -> Decision {
     decide_with(&gateway.policy(), &call.tool, &call_facts(&call.tool, session))
 }
 
-/// The decision for a call of `tool` with these facts: the policy's, bumped to confirm for a quarantined tool.
-/// Also what the console's inventory shows per caller.
+/// The decision for a call of `tool` with these facts: the policy's, bumped from allow to confirm for a quarantined
+/// tool (deny and hide stand). A quarantined tool's confirmation names the quarantine first, so the person asked
+/// knows the definition is unreviewed. Also what the console's inventory shows per caller.
 pub(crate) fn decide_with(policy: &CompiledPolicy, tool: &ExposedTool, facts: &CallFacts<'_>) -> Decision {
     let mut decision = policy_decide(policy, facts);
-    if tool.quarantined && decision.verdict == Verdict::Allow {
+    if tool.quarantined && matches!(decision.verdict, Verdict::Allow | Verdict::Confirm) {
         decision.verdict = Verdict::Confirm;
         decision.reasons.insert(
             0,
-            Reason::new("pin-quarantine", "the tool's definition changed since it was pinned and waits for approval"),
+            Reason::new(
+                "pin-quarantine",
+                "the tool's definition is not the pinned one (new or changed) and waits for review; its hints count as \
+                 untrusted",
+            ),
         );
     }
     decision

@@ -1,5 +1,5 @@
 //! The attack suite's harness: an in-process gateway with a state store, raw JSON-RPC clients that can or cannot
-//! elicit, and helpers to wait for listings, pending approvals and fixture calls.
+//! elicit, and helpers to wait for listings, list changes, pending approvals and fixture calls.
 
 use std::time::Duration;
 
@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use toolgate_core::policy::PolicySpec;
 use toolgate_core::trust::TrustLevel;
 use toolgate_proxy::Gateway;
+use toolgate_proxy::session::ClientBound;
 use toolgate_proxy::spec::{ConfirmationSpec, GatewaySpec, GuardrailSpec, Limits, UpstreamSpec};
 use toolgate_store::{ApprovalRecord, AuditFilter, Store, digest_arguments};
 
@@ -101,6 +102,21 @@ pub(crate) fn names(tools: &[Value]) -> Vec<&str> {
     tools.iter().filter_map(|tool| tool["name"].as_str()).collect()
 }
 
+/// Calls `hidden` and a name that never existed with `arguments`; asserts `hidden` is not listed and the two results
+/// are the same but for the name.
+pub(crate) async fn assert_looks_unknown(client: &mut Client, hidden: &str, arguments: Value) {
+    let tools = client.tools().await;
+    assert!(!names(&tools).contains(&hidden), "{hidden} is not listed: {:?}", names(&tools));
+    let response = client.call(json!("hidden"), hidden, arguments.clone()).await;
+    let unknown = client.call(json!("unknown"), "never_existed", arguments).await;
+    assert!(is_error(&response), "{response}");
+    assert_eq!(
+        response["result"].to_string().replace(hidden, "NAME"),
+        unknown["result"].to_string().replace("never_existed", "NAME"),
+        "a hidden tool answers exactly like an unknown one"
+    );
+}
+
 /// Waits until the queue holds a pending approval for `tool` with these arguments, and returns it.
 pub(crate) async fn wait_pending(store: &Store, tool: &str, arguments: &Value) -> ApprovalRecord {
     let digest = digest_arguments(arguments);
@@ -125,6 +141,26 @@ pub(crate) async fn audited_approval_ids(store: &Store) -> Vec<String> {
     ids.sort();
     ids.dedup();
     ids
+}
+
+/// How many `notifications/tools/list_changed` the client received so far.
+pub(crate) fn list_changes(client: &Client) -> usize {
+    client
+        .all
+        .iter()
+        .filter(|bound| {
+            matches!(bound, ClientBound::Unsolicited(message)
+            if message["method"] == "notifications/tools/list_changed")
+        })
+        .count()
+}
+
+/// Waits until the client has received more than `seen` tool list changes: the gateway rebuilt its catalog after
+/// an upstream's `list_changed` (it notifies sessions only once the new catalog is in place).
+pub(crate) async fn wait_list_changes(client: &mut Client, seen: usize) {
+    while list_changes(client) <= seen {
+        assert!(client.receive_one(GUARD).await, "no tools/list_changed within the hang guard");
+    }
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -44,20 +44,6 @@ async fn the_first_of_two_unprefixed_upstreams_owns_a_shared_name_and_the_collis
 // ---------------------------------------------------------------------------------------------------------------
 // 4. Calling a hidden tool by name
 
-/// Calls `hidden` and a name that never existed; asserts the two results are the same but for the name.
-async fn assert_looks_unknown(client: &mut Client, hidden: &str) {
-    let tools = client.tools().await;
-    assert!(!names(&tools).contains(&hidden), "{hidden} is not listed: {:?}", names(&tools));
-    let response = client.call(json!("hidden"), hidden, json!({"text": "x"})).await;
-    let unknown = client.call(json!("unknown"), "never_existed", json!({"text": "x"})).await;
-    assert!(is_error(&response), "{response}");
-    assert_eq!(
-        response["result"].to_string().replace(hidden, "NAME"),
-        unknown["result"].to_string().replace("never_existed", "NAME"),
-        "a hidden tool answers exactly like an unknown one"
-    );
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_hidden_by_a_rule_is_not_listed_and_calling_it_looks_like_an_unknown_tool() {
     let log = FixtureLog::new();
@@ -71,7 +57,7 @@ async fn a_tool_hidden_by_a_rule_is_not_listed_and_calling_it_looks_like_an_unkn
     let harness =
         Harness::start(vec![upstream("tf", "tool-faults", Duration::from_secs(20), Some(&log.path))], guardrails).await;
     let mut client = harness.client(Elicit::Accept).await;
-    assert_looks_unknown(&mut client, "tf_echo").await;
+    assert_looks_unknown(&mut client, "tf_echo", json!({"text": "x"})).await;
     // The allow after it does not open what the hide closed; other tools still work.
     let response = client.call(json!("log"), "tf_log", json!({"text": "still here"})).await;
     assert_eq!(text(&response), "logged", "{response}");
@@ -94,8 +80,8 @@ async fn in_read_only_mode_a_write_tool_is_hidden_and_calling_it_looks_like_an_u
     let mut client = harness.client(Elicit::Accept).await;
     let tools = client.tools().await;
     assert!(names(&tools).contains(&"rug_read_records"), "read-only tools stay listed: {:?}", names(&tools));
-    assert_looks_unknown(&mut client, "rug_update_record").await;
-    assert_looks_unknown(&mut client, "rug_purge_records").await;
+    assert_looks_unknown(&mut client, "rug_update_record", json!({"text": "x"})).await;
+    assert_looks_unknown(&mut client, "rug_purge_records", json!({"text": "x"})).await;
     let response = client.call(json!("read"), "rug_read_records", json!({})).await;
     assert_eq!(text(&response), "called read_records", "{response}");
     assert_eq!(fixture_called(&log, "update_record") + fixture_called(&log, "purge_records"), 0);
