@@ -49,6 +49,9 @@ pub(crate) struct SessionShared {
     pub(crate) tainted: AtomicBool,
     /// Approval keys (tool and argument shape) a person said to remember for this session.
     pub(crate) remembered: Mutex<HashSet<String>>,
+    /// Upstream requests relayed to this client and not answered yet, by (upstream, the upstream's request id), so
+    /// the upstream's `notifications/cancelled` can reach the client.
+    pub(crate) relayed: Mutex<HashMap<(usize, String), CancellationToken>>,
 }
 
 /// The key of a client request id in maps (its JSON text: `1` and `"1"` are different ids).
@@ -62,6 +65,7 @@ impl SessionShared {
             caller,
             tainted: AtomicBool::new(false),
             remembered: Mutex::new(HashSet::new()),
+            relayed: Mutex::new(HashMap::new()),
             id,
             outbox,
             declared: Mutex::new(Declared::default()),
@@ -137,6 +141,19 @@ impl SessionShared {
         params: Option<Value>,
         timeout: std::time::Duration,
     ) -> Option<Value> {
+        self.ask_client_until(request_id, method, params, timeout, &CancellationToken::new()).await
+    }
+
+    /// [`SessionShared::ask_client`] that gives up when `cancel` fires: the client is told with
+    /// `notifications/cancelled` for toolgate's id of the request, and its late answer is dropped.
+    pub(crate) async fn ask_client_until(
+        &self,
+        request_id: Value,
+        method: &str,
+        params: Option<Value>,
+        timeout: std::time::Duration,
+        cancel: &CancellationToken,
+    ) -> Option<Value> {
         let our_id = format!("toolgate-{}", self.next_server_request.fetch_add(1, Ordering::Relaxed));
         let (sender, receiver) = oneshot::channel();
         if let Ok(mut pending) = self.server_requests.lock() {
@@ -146,9 +163,15 @@ impl SessionShared {
         if let Some(params) = params {
             message["params"] = params;
         }
-        self.send_related(request_id, message).await;
+        self.send_related(request_id.clone(), message).await;
         let answer = tokio::select! {
             () = self.closed.cancelled() => None,
+            () = cancel.cancelled() => {
+                let params = json!({"requestId": our_id, "reason": "the server cancelled its request"});
+                let notice = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params});
+                self.send_related(request_id, notice).await;
+                None
+            }
             answer = tokio::time::timeout(timeout, receiver) => answer.ok().and_then(Result::ok),
         };
         if answer.is_none()

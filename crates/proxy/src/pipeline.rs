@@ -270,10 +270,12 @@ pub(crate) async fn call_tool(
         Verdict::Confirm => {
             let arguments = resolved.arguments();
             match confirm(gateway, session, id, &resolved.tool, &arguments, &decision, cancel).await? {
-                Confirmation::Approved { approval_id, via } => {
+                // The tool as the catalog has it now (the same definition the person approved, re-resolved after
+                // the wait), so the call goes where the catalog says and the audit row shows its current hints.
+                Confirmation::Approved { approval_id, via, tool } => {
                     let mut decision = decision;
                     decision.reasons.insert(0, Reason::new("confirmed", format!("a person approved it ({via})")));
-                    permit(resolved, decision, approval_id)
+                    permit(ResolvedCall { tool, ..resolved }, decision, approval_id)
                 }
                 Confirmation::Refused(message) => {
                     count_refused(gateway, &resolved, Verdict::Confirm);

@@ -11,9 +11,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 use toolgate_upstream::jsonrpc::codes;
 use toolgate_upstream::{ListKind, Responder};
 
+use crate::client::{SessionShared, id_key};
 use crate::gateway::{CallRoute, GatewayInner, refresh_listing};
 
 /// How long a client may take to answer an elicitation or sampling request.
@@ -31,6 +33,18 @@ pub(crate) fn on_notification(gateway: &Arc<GatewayInner>, upstream: usize, mess
                 let subscribed = session.subscriptions.lock().map(|set| set.contains(uri)).unwrap_or(false);
                 if subscribed {
                     session.send_unsolicited(message.clone());
+                }
+            }
+        }
+        "notifications/cancelled" => {
+            // The upstream withdrew a request of its own (an elicitation, say): the client it was relayed to hears
+            // of it, with toolgate's id for it, and its late answer is dropped.
+            let Some(request_id) = message.pointer("/params/requestId") else { return };
+            let key = (upstream, id_key(request_id));
+            for session in gateway.sessions() {
+                let relayed = session.relayed.lock().ok().and_then(|mut relayed| relayed.remove(&key));
+                if let Some(cancel) = relayed {
+                    cancel.cancel();
                 }
             }
         }
@@ -100,57 +114,100 @@ fn owner(gateway: &GatewayInner, upstream: usize, related: Option<u64>) -> Optio
 
 /// Routes one upstream request (elicitation, sampling, roots, ping) to the client it belongs to, and relays the
 /// answer back.
-pub(crate) async fn on_request(
+///
+/// The route is chosen and a relayed request registered for cancellation when this is called, as the request
+/// arrives (the returned future does the rest): an upstream that withdraws its request right after sending it
+/// finds it registered, whenever the spawned future first runs.
+pub(crate) fn on_request(
     gateway: Arc<GatewayInner>,
     upstream: usize,
     message: Value,
     related: Option<u64>,
     responder: Responder,
-) {
+) -> impl Future<Output = ()> + Send + 'static {
     let method = message.get("method").and_then(Value::as_str).unwrap_or_default().to_owned();
-    if method == "ping" {
-        responder.respond(json!({})).await;
-        return;
-    }
-    let Some(route) = owner(&gateway, upstream, related) else {
-        if method == "roots/list" {
-            responder.respond(json!({"roots": []})).await;
-        } else {
-            let text = format!("toolgate cannot tell which client this {method} is for; it was not relayed");
-            responder.respond_error(codes::INTERNAL_ERROR, &text).await;
-        }
-        return;
-    };
-    let session = &route.session;
     let params = message.get("params").cloned();
-    let supported = match method.as_str() {
+    let relay = match method.as_str() {
+        "ping" => Err(Reply::Result(json!({}))),
+        _ => match owner(&gateway, upstream, related) {
+            None if method == "roots/list" => Err(Reply::Result(json!({"roots": []}))),
+            None => {
+                let text = format!("toolgate cannot tell which client this {method} is for; it was not relayed");
+                Err(Reply::Error(codes::INTERNAL_ERROR, text))
+            }
+            Some(route) if !supports(&route.session, &method, params.as_ref()) => {
+                if method == "roots/list" {
+                    Err(Reply::Result(json!({"roots": []})))
+                } else {
+                    let text = format!("the client did not declare support for {method}");
+                    Err(Reply::Error(codes::METHOD_NOT_FOUND, text))
+                }
+            }
+            Some(route) => {
+                let cancel = CancellationToken::new();
+                let key = (upstream, id_key(responder.request_id()));
+                if let Ok(mut relayed) = route.session.relayed.lock() {
+                    relayed.insert(key.clone(), cancel.clone());
+                }
+                Ok((route, cancel, key))
+            }
+        },
+    };
+    async move {
+        let (route, cancel, key) = match relay {
+            Ok(relay) => relay,
+            Err(Reply::Result(result)) => return responder.respond(result).await,
+            Err(Reply::Error(code, text)) => return responder.respond_error(code, &text).await,
+        };
+        let session = &route.session;
+        if cancel.is_cancelled() {
+            // Withdrawn before it could be relayed: the client never sees it.
+            if let Ok(mut relayed) = session.relayed.lock() {
+                relayed.remove(&key);
+            }
+            return;
+        }
+        let answer = session
+            .ask_client_until(route.client_request_id.clone(), &method, params, CLIENT_ANSWER_TIMEOUT, &cancel)
+            .await;
+        if let Ok(mut relayed) = session.relayed.lock() {
+            relayed.remove(&key);
+        }
+        if cancel.is_cancelled() {
+            // A cancelled request gets no answer (the upstream asked not to be sent one).
+            tracing::debug!(upstream, %method, "the upstream cancelled a request it had sent to a client");
+            return;
+        }
+        match answer {
+            Some(answer) => match (answer.get("result"), answer.get("error")) {
+                (Some(result), _) => responder.respond(result.clone()).await,
+                (None, Some(error)) => responder.respond_error_object(error.clone()).await,
+                (None, None) => responder.respond_error(codes::INTERNAL_ERROR, "the client sent an empty answer").await,
+            },
+            None => {
+                responder
+                    .respond_error(codes::INTERNAL_ERROR, "the client did not answer (session closed or timed out)")
+                    .await;
+            }
+        }
+    }
+}
+
+/// toolgate's own answer to an upstream request it does not relay.
+enum Reply {
+    Result(Value),
+    Error(i64, String),
+}
+
+/// Whether the session declared what `method` needs (form or URL elicitation, sampling, roots).
+fn supports(session: &SessionShared, method: &str, params: Option<&Value>) -> bool {
+    match method {
         "elicitation/create" => {
-            let url_mode = params.as_ref().and_then(|params| params.get("mode")).and_then(Value::as_str) == Some("url");
+            let url_mode = params.and_then(|params| params.get("mode")).and_then(Value::as_str) == Some("url");
             session.declares("elicitation") && (!url_mode || session.declares_url_elicitation())
         }
         "sampling/createMessage" => session.declares("sampling"),
         "roots/list" => session.declares("roots"),
         _ => false,
-    };
-    if !supported {
-        if method == "roots/list" {
-            responder.respond(json!({"roots": []})).await;
-        } else {
-            let text = format!("the client did not declare support for {method}");
-            responder.respond_error(codes::METHOD_NOT_FOUND, &text).await;
-        }
-        return;
-    }
-    match session.ask_client(route.client_request_id.clone(), &method, params, CLIENT_ANSWER_TIMEOUT).await {
-        Some(answer) => match (answer.get("result"), answer.get("error")) {
-            (Some(result), _) => responder.respond(result.clone()).await,
-            (None, Some(error)) => responder.respond_error_object(error.clone()).await,
-            (None, None) => responder.respond_error(codes::INTERNAL_ERROR, "the client sent an empty answer").await,
-        },
-        None => {
-            responder
-                .respond_error(codes::INTERNAL_ERROR, "the client did not answer (session closed or timed out)")
-                .await;
-        }
     }
 }

@@ -491,6 +491,48 @@ async fn a_log_flood_toward_a_client_that_is_not_reading_is_not_buffered_without
     gateway.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_that_withdraws_its_elicitation_is_relayed_and_the_late_answer_is_dropped() {
+    let (log, gateway) = logged_tool_faults(GUARD).await;
+    let mut client = Client::connect_with(&gateway, support::Elicit::Hold).await;
+    let response = client.call(json!("q"), "faulty_ask_then_cancel", json!({"delayMs": 300})).await;
+    assert_eq!(text_of(&response), "withdrew the question");
+
+    // The client saw the question under toolgate's id, then its cancellation with the same id.
+    let question = client.elicitations.first().cloned().expect("the question reached the client");
+    let ours = question["id"].clone();
+    assert!(ours.as_str().is_some_and(|id| id.starts_with("toolgate-")), "toolgate's own id: {question}");
+    client.drain();
+    let cancelled = client.all.iter().any(|bound| {
+        matches!(bound, ClientBound::Related { message, .. } | ClientBound::Unsolicited(message)
+            if message["method"] == "notifications/cancelled" && message["params"]["requestId"] == ours)
+    });
+    assert!(cancelled, "the client is told the question was withdrawn: {}", client.everything());
+
+    // An answer after the cancel is dropped: the upstream never reads a response to its withdrawn request.
+    client.session.deliver(json!({"jsonrpc": "2.0", "id": ours, "result": {"action": "accept", "content": {}}}));
+    let after = client.call(json!("after"), "faulty_echo", json!({"text": "still fine"})).await;
+    assert_eq!(text_of(&after), "still fine");
+    let answered = log.entries().iter().any(|entry| entry.get("result").is_some());
+    assert!(!answered, "a late answer reached the upstream: {:?}", log.entries());
+
+    // Withdrawn at once (before toolgate could relay it): never answered either, and never left open at the client.
+    let quick = client.call(json!("quick"), "faulty_ask_then_cancel", json!({"delayMs": 0})).await;
+    assert_eq!(text_of(&quick), "withdrew the question");
+    client.drain();
+    for question in client.elicitations.iter().skip(1) {
+        let id = &question["id"];
+        let withdrawn = client.all.iter().any(|bound| {
+            matches!(bound, ClientBound::Related { message, .. } | ClientBound::Unsolicited(message)
+                if message["method"] == "notifications/cancelled" && message["params"]["requestId"] == *id)
+        });
+        assert!(withdrawn, "a relayed question was not withdrawn: {}", client.everything());
+    }
+    let answered = log.entries().iter().any(|entry| entry.get("result").is_some() || entry.get("error").is_some());
+    assert!(!answered, "the upstream got an answer to a withdrawn question: {:?}", log.entries());
+    gateway.shutdown().await;
+}
+
 /// How many `tools/call` of `tool` the fixture has read.
 fn calls_of(log: &FixtureLog, tool: &str) -> usize {
     log.entries().iter().filter(|entry| entry["method"] == "tools/call" && entry["params"]["name"] == tool).count()

@@ -8,13 +8,19 @@
 //! so nothing the model relays can approve anything. "Remember for this session" covers the same tool and
 //! argument shape. A 2026-07-28 client will get the same question as an `input_required` round trip; the binding
 //! (fingerprint + argument digest) is what its HMAC-protected request state will carry.
+//!
+//! A person answers about the definition they were shown, and the catalog can change while they think (a rug pull
+//! through `list_changed`, a quarantine, a policy reload). So after a yes the tool is resolved again from the
+//! current catalog: if it is gone or hidden, newly quarantined, denied, or its fingerprint is not the approved one,
+//! the approval lapses (an `isError` result and a `confirmation` audit row with outcome `tool_changed`); otherwise
+//! the call goes on with the tool as it is now.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use toolgate_core::decision::Decision;
+use toolgate_core::decision::{Decision, Verdict};
 use toolgate_core::policy::approval::{ApprovalScope, bind_approval};
 use toolgate_store::{ApprovalId, ApprovalWait, AuditKind, PendingApproval, digest_arguments};
 
@@ -22,12 +28,14 @@ use crate::catalog::ExposedTool;
 use crate::client::SessionShared;
 use crate::gateway::GatewayInner;
 use crate::guard::audit;
+use crate::pipeline::{call_facts, decide_with, resolve};
 use crate::spec::ConfirmVia;
 
 /// What the person said.
 pub(crate) enum Confirmation {
-    /// Go ahead; the approval id when the queue was used.
-    Approved { approval_id: Option<String>, via: &'static str },
+    /// Go ahead with `tool`, the approved definition as the catalog has it now; the approval id when the queue was
+    /// used.
+    Approved { approval_id: Option<String>, via: &'static str, tool: Arc<ExposedTool> },
     /// Do not forward; the text says why, for the model.
     Refused(String),
 }
@@ -40,7 +48,7 @@ pub(crate) async fn confirm(
     gateway: &Arc<GatewayInner>,
     session: &Arc<SessionShared>,
     request_id: &Value,
-    tool: &ExposedTool,
+    tool: &Arc<ExposedTool>,
     arguments: &Value,
     decision: &Decision,
     cancel: &CancellationToken,
@@ -51,13 +59,33 @@ pub(crate) async fn confirm(
     if let Some(key) = &shape_key
         && session.remembered.lock().map(|remembered| remembered.contains(key)).unwrap_or(false)
     {
-        return Some(Confirmation::Approved { approval_id: None, via: "remembered-for-session" });
+        return Some(Confirmation::Approved {
+            approval_id: None,
+            via: "remembered-for-session",
+            tool: Arc::clone(tool),
+        });
     }
     let summary = summarize(arguments);
     let reasons: Vec<&str> = decision.reasons.iter().take(2).map(|reason| reason.detail.as_str()).collect();
     let confirmation = if spec.via == ConfirmVia::ElicitationWhenAvailable && session.declares("elicitation") {
-        by_elicitation(session, request_id, tool, &summary, &reasons, spec.timeout, spec.remember_for_session, cancel)
-            .await?
+        let answer = by_elicitation(
+            session,
+            request_id,
+            tool,
+            &summary,
+            &reasons,
+            spec.timeout,
+            spec.remember_for_session,
+            cancel,
+        )
+        .await?;
+        match answer {
+            Confirmation::Approved { via, .. } => match current_tool(gateway, session, tool) {
+                Ok(current) => Confirmation::Approved { approval_id: None, via, tool: current },
+                Err(lapse) => lapsed(gateway, session, tool, None, &lapse),
+            },
+            refused @ Confirmation::Refused(_) => refused,
+        }
     } else {
         by_queue(gateway, session, tool, arguments, &summary, cancel).await?
     };
@@ -73,7 +101,7 @@ pub(crate) async fn confirm(
 async fn by_elicitation(
     session: &SessionShared,
     request_id: &Value,
-    tool: &ExposedTool,
+    tool: &Arc<ExposedTool>,
     summary: &str,
     reasons: &[&str],
     timeout: Duration,
@@ -125,13 +153,14 @@ async fn by_elicitation(
     Some(Confirmation::Approved {
         approval_id: None,
         via: if remember { "elicitation-remember" } else { "elicitation" },
+        tool: Arc::clone(tool),
     })
 }
 
 async fn by_queue(
     gateway: &Arc<GatewayInner>,
     session: &Arc<SessionShared>,
-    tool: &ExposedTool,
+    tool: &Arc<ExposedTool>,
     arguments: &Value,
     summary: &str,
     cancel: &CancellationToken,
@@ -181,14 +210,21 @@ async fn by_queue(
         wait = approvals.wait(&pending.id, spec.timeout) => wait,
     };
     let outcome = match wait {
-        Ok(ApprovalWait::Approved { by }) => {
-            match store.approvals().consume(&pending.id, &tool.fingerprint, &args_digest).await {
-                Ok(()) => Confirmation::Approved { approval_id: Some(pending.id.as_str().to_owned()), via: "queue" },
+        // Consumed with the fingerprint of the tool as it is now, so the store's binding is checked against what
+        // the call would reach, not against what the person was shown.
+        Ok(ApprovalWait::Approved { by }) => match current_tool(gateway, session, tool) {
+            Err(lapse) => lapsed(gateway, session, tool, Some(pending.id.as_str()), &lapse),
+            Ok(current) => match store.approvals().consume(&pending.id, &current.fingerprint, &args_digest).await {
+                Ok(()) => Confirmation::Approved {
+                    approval_id: Some(pending.id.as_str().to_owned()),
+                    via: "queue",
+                    tool: current,
+                },
                 Err(error) => {
                     Confirmation::Refused(format!("toolgate: the approval by {by} could not be used ({error})"))
                 }
-            }
-        }
+            },
+        },
         Ok(ApprovalWait::Denied { by }) => {
             Confirmation::Refused(format!("toolgate: {by} denied this call to {}; it was not made", tool.exposed_name))
         }
@@ -200,6 +236,70 @@ async fn by_queue(
         Err(error) => Confirmation::Refused(format!("toolgate: waiting for approval failed ({error})")),
     };
     Some(outcome)
+}
+
+/// Why an approval no longer covers its call.
+struct Lapse {
+    /// For the model and the audit row.
+    why: &'static str,
+    /// The fingerprint the call would reach now, when the name still leads to a tool.
+    current_fingerprint: Option<String>,
+}
+
+/// The tool a call approved for `approved` would reach now, resolved from the current catalog for this session;
+/// a lapse when that is not the definition the person approved, or the call would no longer be let through.
+fn current_tool(
+    gateway: &GatewayInner,
+    session: &SessionShared,
+    approved: &ExposedTool,
+) -> Result<Arc<ExposedTool>, Lapse> {
+    // Gone and hidden read the same, as everywhere else: a hidden tool cannot be told from a missing one.
+    let gone = Lapse { why: "it is no longer available", current_fingerprint: None };
+    let current = resolve(gateway, session, json!({"name": approved.exposed_name})).map_err(|_| gone)?.tool;
+    let lapse = |why| Lapse { why, current_fingerprint: Some(current.fingerprint.clone()) };
+    if current.upstream != approved.upstream || current.original_name != approved.original_name {
+        return Err(lapse("its name now leads to another tool"));
+    }
+    if current.fingerprint != approved.fingerprint {
+        return Err(lapse("its definition changed"));
+    }
+    if current.quarantined && !approved.quarantined {
+        return Err(lapse("its definition was quarantined"));
+    }
+    match decide_with(&gateway.policy(), &current, &call_facts(&current, session)).verdict {
+        Verdict::Allow | Verdict::Confirm => Ok(current),
+        Verdict::Hide => Err(Lapse { why: "it is no longer available", current_fingerprint: None }),
+        Verdict::Deny => Err(lapse("the policy now refuses it")),
+    }
+}
+
+/// Refuses a call whose approval lapsed, with a `confirmation` audit row saying why.
+fn lapsed(
+    gateway: &GatewayInner,
+    session: &SessionShared,
+    approved: &ExposedTool,
+    approval_id: Option<&str>,
+    lapse: &Lapse,
+) -> Confirmation {
+    tracing::warn!(
+        tool = %approved.exposed_name,
+        upstream = %approved.upstream_name,
+        why = lapse.why,
+        "an approved call is not made: the tool changed while it waited"
+    );
+    let mut entry = audit::call_entry(AuditKind::Confirmation, session, approved);
+    entry.approval_id = approval_id.map(str::to_owned);
+    entry.outcome = Some("tool_changed".into());
+    entry.detail = Some(json!({
+        "reason": lapse.why,
+        "approvedFingerprint": approved.fingerprint,
+        "currentFingerprint": lapse.current_fingerprint,
+    }));
+    audit::record(gateway, entry);
+    Confirmation::Refused(format!(
+        "toolgate: the tool {} changed while this call waited for approval ({}); the call was not made",
+        approved.exposed_name, lapse.why
+    ))
 }
 
 /// A short, readable summary of the arguments for a person (never used to bind the approval).

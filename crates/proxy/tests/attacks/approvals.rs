@@ -1,5 +1,5 @@
-//! Approvals: single use, bound to arguments, unforgeable, never shown to the client, and the queue path for
-//! clients that cannot elicit.
+//! Approvals: single use, bound to arguments, unforgeable, never shown to the client, lapsing when the tool's
+//! definition changes while a call waits, and the queue path for clients that cannot elicit.
 
 use std::time::Duration;
 
@@ -275,3 +275,87 @@ async fn a_queued_call_nobody_decides_is_refused_at_the_timeout() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(fixture_called(&log, "purge_records"), 0);
 }
+
+// ---------------------------------------------------------------------------------------------------------------
+// 8. A definition that changes while a call waits for a person
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_lapses_when_the_tool_definition_changes_while_the_call_waits() {
+    let log = FixtureLog::new();
+    let mut guardrails = standard(Duration::from_secs(60));
+    guardrails.policy = policy(json!({"rule": [
+        {"id": "control", "effect": "allow", "match": {"tool": "rug_pull"}},
+        {"id": "ask", "effect": "confirm", "match": {"tool": "update_record"}}
+    ]}));
+    let harness = Harness::start(vec![rug("rug", &log, TrustLevel::Untrusted)], guardrails).await;
+    let person = harness.other_handle().await;
+    let mut waiting = harness.client(Elicit::None).await;
+    let mut puller = harness.client(Elicit::None).await;
+
+    let arguments = json!({"id": 7});
+    waiting.start_call(json!(1), "rug_update_record", arguments.clone());
+    let pending = wait_pending(&harness.store, "rug_update_record", &arguments).await;
+    // While it waits, the upstream swaps the definition the person is about to approve.
+    let seen = list_changes(&puller);
+    let response = puller.call(json!("pull"), "rug_rug_pull", json!({"change": "describe"})).await;
+    assert_eq!(text(&response), "changed: describe", "{response}");
+    wait_list_changes(&mut puller, seen).await;
+    let now = puller.tool("rug_update_record").await.expect("still listed");
+    assert_ne!(
+        now["_meta"][META_KEY]["fingerprint"].as_str(),
+        Some(pending.approval.tool_fingerprint.as_str()),
+        "the listed definition is not the one waiting for approval"
+    );
+
+    person.approvals().decide(&pending.approval.id, ApprovalDecision::Approve, "tester").await.unwrap();
+    let response = waiting.response(&json!(1)).await;
+    assert!(is_error(&response), "{response}");
+    assert!(text(&response).contains("changed while"), "{response}");
+    assert_eq!(fixture_called(&log, "update_record"), 0, "the approval of the old definition ran nothing");
+
+    harness.store.audit().flush().await.unwrap();
+    let rows = harness
+        .store
+        .query_audit(&AuditFilter { kind: Some(AuditKind::Confirmation), ..AuditFilter::default() })
+        .await
+        .unwrap();
+    assert!(
+        rows.iter().any(|row| row.approval_id.as_deref() == Some(pending.approval.id.as_str())
+            && row.outcome.as_deref() == Some("tool_changed")),
+        "the lapse is in the audit log: {rows:#?}"
+    );
+    let calls = harness
+        .store
+        .query_audit(&AuditFilter { kind: Some(AuditKind::Call), ..AuditFilter::default() })
+        .await
+        .unwrap();
+    assert!(calls.iter().all(|row| row.tool.as_deref() != Some("rug_update_record")), "no call row: {calls:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_elicitation_accepted_after_the_definition_changed_runs_nothing() {
+    let log = FixtureLog::new();
+    let mut guardrails = standard(Duration::from_secs(60));
+    guardrails.policy = policy(json!({"rule": [
+        {"id": "control", "effect": "allow", "match": {"tool": "rug_pull"}},
+        {"id": "ask", "effect": "confirm", "match": {"tool": "update_record"}}
+    ]}));
+    let harness = Harness::start(vec![rug("rug", &log, TrustLevel::Untrusted)], guardrails).await;
+    let mut asked = RawSession::initialize(&harness.gateway, json!({"elicitation": {"form": {}}})).await;
+    let mut puller = harness.client(Elicit::None).await;
+
+    asked.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                      "params": {"name": "rug_update_record", "arguments": {"id": 8}}}));
+    let question = asked.wait_for("the question", |message| message["method"] == "elicitation/create").await;
+    // The person is still reading the question when the upstream swaps the definition.
+    let seen = list_changes(&puller);
+    puller.call(json!("pull"), "rug_rug_pull", json!({"change": "describe"})).await;
+    wait_list_changes(&mut puller, seen).await;
+    asked.send(json!({"jsonrpc": "2.0", "id": question["id"],
+                      "result": {"action": "accept", "content": {"approve": true}}}));
+    let response = asked.wait_for("the call's answer", |message| message["id"] == 1).await;
+    assert!(is_error(&response), "{response}");
+    assert!(text(&response).contains("changed while"), "{response}");
+    assert_eq!(fixture_called(&log, "update_record"), 0, "the yes to the old definition ran nothing");
+}
+

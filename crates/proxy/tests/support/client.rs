@@ -18,6 +18,8 @@ pub(crate) enum Elicit {
     None,
     Accept,
     Decline,
+    /// Declares elicitation, keeps each request (in `elicitations`) and answers none on its own.
+    Hold,
 }
 
 /// A client on one gateway session.
@@ -130,6 +132,7 @@ impl Client {
         let result = match self.elicit {
             Elicit::Accept => json!({"action": "accept", "content": {"approve": true}}),
             Elicit::Decline => json!({"action": "decline"}),
+            Elicit::Hold => return,
             Elicit::None => panic!("an elicitation reached a client that did not declare it: {request}"),
         };
         self.session.deliver(json!({"jsonrpc": "2.0", "id": request["id"], "result": result}));
