@@ -227,6 +227,12 @@ impl Connection {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (sender, receiver) = oneshot::channel();
         self.shared.pending.insert(id, sender);
+        // The router may have ended the connection (and failed every pending request) since the check above: this
+        // request would then wait for its timeout, so it is taken back and refused with the reason.
+        if let Some(error) = self.shared.ended() {
+            self.shared.take_pending(id);
+            return Err(error);
+        }
         let mut request = jsonrpc::request(id, method, params);
         if let Some(direct) = &self.direct {
             match direct.post(request) {

@@ -5,8 +5,12 @@
 //! initialize and the negotiated `MCP-Protocol-Version` are sent on every later POST, and the session is ended with
 //! DELETE on close. Bodies and events larger than the message limit fail the request. Never sends a downstream
 //! client's credentials: only the headers configured for this upstream.
+//!
+//! The transport ends the connection itself (`Inbound::Ended`, so the runner starts a new session) when the server
+//! no longer knows the session (404 to a message carrying its id), when [`UNREACHABLE_POSTS_TO_END`] POSTs in a row
+//! get no HTTP answer at all, and when the GET stream cannot be reopened; it never retries a request itself.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -27,6 +31,18 @@ const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
 const BODY_SAMPLE_CHARS: usize = 200;
 
+/// POSTs in a row that got no HTTP answer at all (connection refused or reset, DNS failure) before the connection
+/// ends: one may be a blip, several mean the server is gone, and the runner's reconnect backoff should take over.
+/// Any answer, whatever its status, starts the count again.
+pub(crate) const UNREACHABLE_POSTS_TO_END: u32 = 3;
+/// Attempts in a row to (re)open the GET stream that may fail before listening stops.
+pub(crate) const GET_STREAM_ATTEMPTS: u32 = 5;
+/// The pause before reopening the GET stream, times the failures in a row (at least once).
+const GET_STREAM_RETRY_DELAY: Duration = Duration::from_millis(500);
+/// A GET stream that stayed open this long counts as working even if it delivered nothing: its end starts the
+/// attempt count again.
+const GET_STREAM_SETTLED_AFTER: Duration = Duration::from_secs(10);
+
 /// State shared by every POST of one connection.
 struct Shared {
     client: reqwest::Client,
@@ -41,6 +57,12 @@ struct Shared {
     /// The connection's waiting requests: a plain JSON answer to one is delivered here directly.
     pending: Arc<PendingResponses>,
     name: String,
+    /// POSTs in a row that got no HTTP answer (see [`UNREACHABLE_POSTS_TO_END`]).
+    unreachable_posts: AtomicU32,
+    /// Set once the transport has ended the connection, so it is ended (and reported) once.
+    ending: AtomicBool,
+    /// Fired when the connection shuts down or the transport ends it: stops the GET stream.
+    stopped: CancellationToken,
 }
 
 /// Posts a request from the caller's task (one spawned POST) instead of queueing it for the dispatcher, once the
@@ -97,6 +119,7 @@ pub(crate) fn start(
     let (outbound_sender, mut outbound_receiver) = mpsc::channel::<Value>(64);
     let (inbound_sender, inbound_receiver) = mpsc::channel::<Inbound>(64);
     let negotiated_version = Arc::new(OnceLock::new());
+    let shutdown = CancellationToken::new();
     let shared = Arc::new(Shared {
         client,
         endpoint,
@@ -108,10 +131,12 @@ pub(crate) fn start(
         inbound: inbound_sender,
         pending,
         name: options.name.clone(),
+        unreachable_posts: AtomicU32::new(0),
+        ending: AtomicBool::new(false),
+        stopped: shutdown.child_token(),
     });
     let ready = Arc::new(AtomicBool::new(false));
     let dispatcher_shared = Arc::clone(&shared);
-    let shutdown = CancellationToken::new();
     let stop = shutdown.clone();
     let direct = DirectPoster { shared: Arc::clone(&shared), ready: Arc::clone(&ready), stop: shutdown.clone() };
     tokio::spawn(async move {
@@ -138,7 +163,7 @@ pub(crate) fn start(
                 post.await;
             }
             if opens_stream {
-                tokio::spawn(listen_for_server_messages(Arc::clone(&dispatcher_shared), stop.clone()));
+                tokio::spawn(listen_for_server_messages(Arc::clone(&dispatcher_shared)));
                 ready.store(true, Ordering::Release);
             }
         }
@@ -154,44 +179,113 @@ pub(crate) fn start(
     })
 }
 
+/// Why a POST failed, which decides whether the connection outlives it.
+enum PostFailure {
+    /// No HTTP answer at all (refused, reset, unreachable): counts towards [`UNREACHABLE_POSTS_TO_END`].
+    Unreachable(String),
+    /// HTTP 404 to a POST that carried the session id: the server no longer knows the session.
+    SessionUnknown(UpstreamError),
+    /// Anything else (another status, a bad body): only this message fails.
+    Failed(UpstreamError),
+}
+
+impl From<UpstreamError> for PostFailure {
+    fn from(error: UpstreamError) -> Self {
+        PostFailure::Failed(error)
+    }
+}
+
+/// Posts one message; a failure goes to its request (or the log, for a notification or a response), and ends the
+/// connection when it shows the session or the server is gone. The message's own failure is delivered first, so
+/// a request that met the 404 reports that status and the requests still waiting report why the connection ended.
 async fn post_message(shared: Arc<Shared>, message: Value) {
     let request_id = match classify(&message) {
         MessageKind::Request { id, .. } => Some(id.clone()),
         _ => None,
     };
-    if let Err(error) = exchange(&shared, &message, request_id.as_ref()).await {
-        match request_id {
-            Some(id) => {
-                let _ = shared.inbound.send(Inbound::RequestFailed { id, error }).await;
-            }
-            None => tracing::warn!(upstream = %shared.name, %error, "posting a message to the upstream failed"),
+    let failure = match exchange(&shared, &message, request_id.as_ref()).await {
+        Ok(()) => {
+            shared.unreachable_posts.store(0, Ordering::Relaxed);
+            return;
         }
+        Err(failure) => failure,
+    };
+    let (error, ending) = match failure {
+        PostFailure::Unreachable(reason) => {
+            let in_a_row = shared.unreachable_posts.fetch_add(1, Ordering::Relaxed) + 1;
+            let ending = (in_a_row >= UNREACHABLE_POSTS_TO_END).then(|| UpstreamError::Connect {
+                url: shared.url.clone(),
+                reason: format!("{in_a_row} messages in a row got no answer (last: {reason})"),
+            });
+            (UpstreamError::Connect { url: shared.url.clone(), reason }, ending)
+        }
+        PostFailure::SessionUnknown(error) => {
+            shared.unreachable_posts.store(0, Ordering::Relaxed);
+            (error, Some(session_unknown(&shared)))
+        }
+        PostFailure::Failed(error) => {
+            shared.unreachable_posts.store(0, Ordering::Relaxed);
+            (error, None)
+        }
+    };
+    match request_id {
+        Some(id) => {
+            let _ = shared.inbound.send(Inbound::RequestFailed { id, error }).await;
+        }
+        None => tracing::warn!(upstream = %shared.name, %error, "posting a message to the upstream failed"),
+    }
+    if let Some(ending) = ending {
+        end_connection(&shared, ending).await;
     }
 }
 
-fn request_builder(shared: &Shared, method: reqwest::Method) -> reqwest::RequestBuilder {
+/// Why the connection ends when the server answers 404 to its session id.
+fn session_unknown(shared: &Shared) -> UpstreamError {
+    UpstreamError::Closed {
+        detail: format!(
+            "{} no longer knows this session (HTTP 404 to its Mcp-Session-Id); a new session must be initialized",
+            shared.url
+        ),
+    }
+}
+
+/// Ends the connection from the transport's side, once: the router fails every waiting request with `error` and
+/// tells the runner, which reconnects with a fresh `initialize`. The GET stream stops; later requests are refused
+/// by the connection without being posted.
+async fn end_connection(shared: &Shared, error: UpstreamError) {
+    if shared.ending.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    shared.stopped.cancel();
+    let _ = shared.inbound.send(Inbound::Ended(error)).await;
+}
+
+/// A request to the endpoint with the configured headers, the session id and the protocol version, and whether it
+/// carries a session id (a 404 then means the session is gone).
+fn request_builder(shared: &Shared, method: reqwest::Method) -> (reqwest::RequestBuilder, bool) {
     let mut builder = shared.client.request(method, shared.endpoint.clone()).headers(shared.headers.clone());
+    let mut carries_session = false;
     if let Ok(guard) = shared.session_id.lock()
         && let Some(session) = guard.as_deref()
     {
         builder = builder.header(SESSION_HEADER, session);
+        carries_session = true;
     }
     if let Some(version) = shared.negotiated_version.get() {
         builder = builder.header(VERSION_HEADER, version);
     }
-    builder
+    (builder, carries_session)
 }
 
-async fn exchange(shared: &Shared, message: &Value, related: Option<&Value>) -> Result<(), UpstreamError> {
-    let connect_error =
-        |error: reqwest::Error| UpstreamError::Connect { url: shared.url.clone(), reason: error.to_string() };
-    let response = request_builder(shared, reqwest::Method::POST)
+async fn exchange(shared: &Shared, message: &Value, related: Option<&Value>) -> Result<(), PostFailure> {
+    let (request, carries_session) = request_builder(shared, reqwest::Method::POST);
+    let response = request
         .header(CONTENT_TYPE, "application/json")
         .header(ACCEPT, "application/json, text/event-stream")
         .body(message.to_string())
         .send()
         .await
-        .map_err(connect_error)?;
+        .map_err(|error| PostFailure::Unreachable(error.to_string()))?;
     if let Some(session) = response.headers().get(SESSION_HEADER).and_then(|value| value.to_str().ok())
         && let Ok(mut guard) = shared.session_id.lock()
     {
@@ -204,7 +298,12 @@ async fn exchange(shared: &Shared, message: &Value, related: Option<&Value>) -> 
     if !status.is_success() {
         let body = response.text().await.unwrap_or_default();
         let sample: String = body.chars().take(BODY_SAMPLE_CHARS).collect();
-        return Err(UpstreamError::HttpStatus { url: shared.url.clone(), status: status.as_u16(), body: sample });
+        let error = UpstreamError::HttpStatus { url: shared.url.clone(), status: status.as_u16(), body: sample };
+        return Err(if status == reqwest::StatusCode::NOT_FOUND && carries_session {
+            PostFailure::SessionUnknown(error)
+        } else {
+            PostFailure::Failed(error)
+        });
     }
     let content_type =
         response.headers().get(CONTENT_TYPE).and_then(|value| value.to_str().ok()).unwrap_or_default().to_owned();
@@ -213,10 +312,11 @@ async fn exchange(shared: &Shared, message: &Value, related: Option<&Value>) -> 
         move |error: reqwest::Error| UpstreamError::Connect { url: url.clone(), reason: error.to_string() };
     let (body, seen) = limited(response.bytes_stream().map_err(body_error), shared.max_message_bytes);
     if content_type.starts_with("text/event-stream") {
-        read_event_stream(shared, body, seen, related).await
+        read_event_stream(shared, body, seen, related, &mut 0).await?;
     } else {
-        read_json_body(shared, body, related).await
+        read_json_body(shared, body, related).await?;
     }
+    Ok(())
 }
 
 /// Counts body bytes and fails once more than `limit` arrive without the counter being reset.
@@ -258,11 +358,13 @@ where
     Ok(())
 }
 
+/// Delivers the messages of an SSE body in order, counting them in `delivered`.
 async fn read_event_stream<S>(
     shared: &Shared,
     body: S,
     seen: Arc<AtomicUsize>,
     related: Option<&Value>,
+    delivered: &mut usize,
 ) -> Result<(), UpstreamError>
 where
     S: Stream<Item = Result<Bytes, UpstreamError>>,
@@ -282,49 +384,128 @@ where
         let value: Value = serde_json::from_str(&data)
             .map_err(|error| UpstreamError::Protocol(format!("an SSE event is not JSON: {error}")))?;
         for message in split_batch(value) {
+            *delivered += 1;
             let _ = shared.inbound.send(Inbound::Message { message, related: related.cloned() }).await;
         }
     }
     Ok(())
 }
 
+/// How one opening of the GET stream went.
+enum StreamOutcome {
+    /// It delivered messages or stayed open [`GET_STREAM_SETTLED_AFTER`]: the server keeps one, reopen it afresh.
+    Served,
+    /// The server does not offer one (405, or another client error).
+    NotOffered(reqwest::StatusCode),
+    /// HTTP 404 to the session id: the server no longer knows the session.
+    SessionUnknown,
+    /// No HTTP answer at all.
+    Unreachable(String),
+    /// An answer, but a server error or a stream that ended at once with nothing.
+    Failed(String),
+}
+
 /// Keeps a GET stream open for messages the server sends outside any request (list_changed, resource updates,
-/// server requests). A server that does not offer one (405) is fine; a dropped stream is reopened a few times.
-async fn listen_for_server_messages(shared: Arc<Shared>, stop: CancellationToken) {
-    const ATTEMPTS: u32 = 5;
-    for attempt in 1..=ATTEMPTS {
-        let request = request_builder(&shared, reqwest::Method::GET).header(ACCEPT, "text/event-stream").send();
-        let response = tokio::select! {
-            () = stop.cancelled() => return,
-            response = request => response,
+/// server requests), reopening it whenever it ends.
+///
+/// A server that does not offer one (405) is fine. A stream that delivered or stayed open starts the attempt count
+/// again, so the stream lives as long as the connection. After [`GET_STREAM_ATTEMPTS`] failures in a row it stops:
+/// when the last found nobody answering, the connection ends (the runner reconnects, and a new session reopens the
+/// stream); when the server answers but will not keep a stream, a new session would do the same, so it only stops
+/// listening, with a warning. A 404 to the session id ends the connection at once.
+async fn listen_for_server_messages(shared: Arc<Shared>) {
+    let mut failures: u32 = 0;
+    loop {
+        let outcome = tokio::select! {
+            biased;
+            () = shared.stopped.cancelled() => return,
+            outcome = open_server_stream(&shared) => outcome,
         };
-        match response {
-            Ok(response) if response.status().is_success() => {
-                let url = shared.url.clone();
-                let body = response
-                    .bytes_stream()
-                    .map_err(move |error| UpstreamError::Connect { url: url.clone(), reason: error.to_string() });
-                let (body, seen) = limited(body, shared.max_message_bytes);
-                tokio::select! {
-                    () = stop.cancelled() => return,
-                    outcome = read_event_stream(&shared, body, seen, None) => {
-                        if let Err(error) = outcome {
-                            tracing::debug!(upstream = %shared.name, %error, "the GET stream ended with an error");
-                        }
-                    }
-                }
+        let (reason, reachable) = match outcome {
+            StreamOutcome::Served => {
+                failures = 0;
+                tracing::debug!(upstream = %shared.name, "the GET stream ended; reopening it");
+                wait_before_reopening(&shared, failures).await;
+                continue;
             }
-            Ok(response) => {
-                tracing::debug!(upstream = %shared.name, status = %response.status(), "the server offers no GET stream");
+            StreamOutcome::NotOffered(status) => {
+                tracing::debug!(upstream = %shared.name, %status, "the server offers no GET stream");
                 return;
             }
-            Err(error) => tracing::debug!(upstream = %shared.name, %error, "opening the GET stream failed"),
+            StreamOutcome::SessionUnknown => {
+                end_connection(&shared, session_unknown(&shared)).await;
+                return;
+            }
+            StreamOutcome::Unreachable(reason) => (reason, false),
+            StreamOutcome::Failed(reason) => (reason, true),
+        };
+        failures += 1;
+        tracing::debug!(upstream = %shared.name, %reason, failures, "the GET stream could not be (re)opened");
+        if failures < GET_STREAM_ATTEMPTS {
+            wait_before_reopening(&shared, failures).await;
+            continue;
         }
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = tokio::time::sleep(Duration::from_millis(500 * u64::from(attempt))) => {}
+        if reachable {
+            tracing::warn!(
+                upstream = %shared.name,
+                %reason,
+                failures,
+                "the server keeps failing the GET stream; its list_changed and resource updates outside requests \
+                 are no longer received on this connection"
+            );
+        } else {
+            // The router logs the end at warn with this reason, and the runner shows it as the upstream's status.
+            let reason =
+                format!("the GET stream for server messages could not be reopened in {failures} attempts: {reason}");
+            end_connection(&shared, UpstreamError::Connect { url: shared.url.clone(), reason }).await;
         }
+        return;
     }
+}
+
+/// Sleeps [`GET_STREAM_RETRY_DELAY`] times the failures in a row (at least once), or until the connection stops.
+async fn wait_before_reopening(shared: &Shared, failures: u32) {
+    tokio::select! {
+        () = shared.stopped.cancelled() => {}
+        () = tokio::time::sleep(GET_STREAM_RETRY_DELAY * failures.max(1)) => {}
+    }
+}
+
+/// Opens the GET stream once and reads it until it ends.
+async fn open_server_stream(shared: &Shared) -> StreamOutcome {
+    let (request, carries_session) = request_builder(shared, reqwest::Method::GET);
+    let response = match request.header(ACCEPT, "text/event-stream").send().await {
+        Ok(response) => response,
+        Err(error) => return StreamOutcome::Unreachable(error.to_string()),
+    };
+    let status = response.status();
+    if status == reqwest::StatusCode::NOT_FOUND && carries_session {
+        return StreamOutcome::SessionUnknown;
+    }
+    if status.is_server_error() {
+        return StreamOutcome::Failed(format!("HTTP {status}"));
+    }
+    if !status.is_success() {
+        return StreamOutcome::NotOffered(status);
+    }
+    let opened = tokio::time::Instant::now();
+    let url = shared.url.clone();
+    let body = response
+        .bytes_stream()
+        .map_err(move |error| UpstreamError::Connect { url: url.clone(), reason: error.to_string() });
+    let (body, seen) = limited(body, shared.max_message_bytes);
+    let mut delivered = 0;
+    let outcome = read_event_stream(shared, body, seen, None, &mut delivered).await;
+    if delivered > 0 || opened.elapsed() >= GET_STREAM_SETTLED_AFTER {
+        if let Err(error) = outcome {
+            tracing::debug!(upstream = %shared.name, %error, "the GET stream ended with an error");
+        }
+        return StreamOutcome::Served;
+    }
+    StreamOutcome::Failed(match outcome {
+        Ok(()) => "the stream ended at once without a message".to_owned(),
+        Err(error) => error.to_string(),
+    })
 }
 
 /// Ends an HTTP session with DELETE (best effort: a server may not support it).
@@ -336,144 +517,14 @@ impl HttpCloser {
     pub(crate) async fn close(self) {
         let has_session = self.shared.session_id.lock().map(|guard| guard.is_some()).unwrap_or(false);
         if has_session {
-            let request = request_builder(&self.shared, reqwest::Method::DELETE).timeout(Duration::from_secs(2));
+            let (request, _) = request_builder(&self.shared, reqwest::Method::DELETE);
+            let request = request.timeout(Duration::from_secs(2));
             let _ = request.send().await;
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::{Arc, Mutex};
-    use std::time::Duration;
-
-    use serde_json::{Value, json};
-    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-    use tokio::net::{TcpListener, TcpStream};
-
-    use crate::connection::Connection;
-    use crate::endpoint::{ConnectOptions, Endpoint};
-    use crate::error::UpstreamError;
-
-    /// A server that redirects the initialize POST elsewhere: toolgate refuses with the status and never sends the
-    /// configured header (an upstream's credential) to the redirect target.
-    #[tokio::test]
-    async fn a_redirect_is_refused_and_never_followed() -> Result<(), Box<dyn std::error::Error>> {
-        let elsewhere = TcpListener::bind("127.0.0.1:0").await?;
-        let target = format!("http://{}/mcp", elsewhere.local_addr()?);
-        let redirecting = TcpListener::bind("127.0.0.1:0").await?;
-        let url = format!("http://{}/mcp", redirecting.local_addr()?);
-        tokio::spawn(async move {
-            let Ok((mut stream, _)) = redirecting.accept().await else { return };
-            let mut request = vec![0u8; 8192];
-            let _ = stream.read(&mut request).await;
-            let answer = format!("HTTP/1.1 307 Temporary Redirect\r\nLocation: {target}\r\nContent-Length: 0\r\n\r\n");
-            let _ = stream.write_all(answer.as_bytes()).await;
-        });
-        let endpoint =
-            Endpoint::Http { url: url.clone(), headers: vec![("x-api-key".to_owned(), "upstream-secret".to_owned())] };
-        let options = ConnectOptions { initialize_timeout: Duration::from_secs(5), ..ConnectOptions::default() };
-        let Err(error) = Connection::connect(&endpoint, options).await else {
-            return Err("a redirect must fail the connect".into());
-        };
-        assert!(
-            matches!(&error, UpstreamError::HttpStatus { status: 307, url: failed, .. } if *failed == url),
-            "unexpected error: {error}"
-        );
-        let followed = tokio::time::timeout(Duration::from_millis(300), elsewhere.accept()).await;
-        assert!(followed.is_err(), "the redirect target was contacted");
-        Ok(())
-    }
-
-    /// A bare Streamable HTTP server (JSON answers only, keep-alive): `initialize` gets a session, notifications 202,
-    /// any other request an empty `tools` result, DELETE 200. Every request line and JSON-RPC method is recorded.
-    async fn serve_minimal(listener: TcpListener, seen: Arc<Mutex<Vec<String>>>) {
-        while let Ok((stream, _)) = listener.accept().await {
-            tokio::spawn(serve_connection(stream, Arc::clone(&seen)));
-        }
-    }
-
-    async fn serve_connection(stream: TcpStream, seen: Arc<Mutex<Vec<String>>>) -> std::io::Result<()> {
-        let mut stream = BufReader::new(stream);
-        loop {
-            let mut request_line = String::new();
-            if stream.read_line(&mut request_line).await? == 0 {
-                return Ok(());
-            }
-            let mut length = 0;
-            loop {
-                let mut header = String::new();
-                stream.read_line(&mut header).await?;
-                let header = header.trim_end();
-                if header.is_empty() {
-                    break;
-                }
-                if let Some((name, value)) = header.split_once(':')
-                    && name.eq_ignore_ascii_case("content-length")
-                {
-                    length = value.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut body = vec![0u8; length];
-            stream.read_exact(&mut body).await?;
-            let message: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-            let method = message["method"].as_str().unwrap_or_default().to_owned();
-            let verb = request_line.split(' ').next().unwrap_or_default().to_owned();
-            if let Ok(mut seen) = seen.lock() {
-                seen.push(format!("{verb} {method}").trim_end().to_owned());
-            }
-            let (status, extra, reply) = match (verb.as_str(), &message["id"]) {
-                ("POST", Value::Null) => ("202 Accepted", "", String::new()),
-                ("POST", id) if method == "initialize" => {
-                    let result =
-                        json!({"protocolVersion": "2025-11-25", "capabilities": {}, "serverInfo": {"name": "t"}});
-                    (
-                        "200 OK",
-                        "Mcp-Session-Id: s1\r\n",
-                        json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string(),
-                    )
-                }
-                ("POST", id) => {
-                    ("200 OK", "", json!({"jsonrpc": "2.0", "id": id, "result": {"tools": []}}).to_string())
-                }
-                ("GET", _) => ("405 Method Not Allowed", "", String::new()),
-                _ => ("200 OK", "", String::new()),
-            };
-            let head = format!(
-                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\n{extra}Content-Length: {}\r\n\r\n",
-                reply.len()
-            );
-            stream.get_mut().write_all(head.as_bytes()).await?;
-            stream.get_mut().write_all(reply.as_bytes()).await?;
-        }
-    }
-
-    /// Requests after the handshake take the direct path (posted from the caller, answered from the POST task); after
-    /// `close` a request fails at once instead of being posted to a session that was just deleted.
-    #[tokio::test]
-    async fn requests_are_answered_directly_and_refused_after_close() -> Result<(), Box<dyn std::error::Error>> {
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
-        let url = format!("http://{}/mcp", listener.local_addr()?);
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        tokio::spawn(serve_minimal(listener, Arc::clone(&seen)));
-        let options = ConnectOptions { request_timeout: Duration::from_secs(30), ..ConnectOptions::default() };
-        let connection = Connection::connect(&Endpoint::http(url), options).await?;
-        for _ in 0..3 {
-            let result = connection.request("tools/list", None).await?;
-            assert_eq!(result, json!({"tools": []}));
-        }
-        connection.close().await;
-        let after = tokio::time::timeout(Duration::from_secs(5), connection.request("tools/list", None)).await;
-        match after {
-            Ok(Err(UpstreamError::Closed { .. })) => {}
-            Ok(other) => return Err(format!("a request after close: {other:?}").into()),
-            Err(_) => return Err("a request after close hung instead of failing".into()),
-        }
-        let seen = seen.lock().map(|seen| seen.clone()).unwrap_or_default();
-        let lists = seen.iter().filter(|line| *line == "POST tools/list").count();
-        assert_eq!(lists, 3, "nothing is posted after close: {seen:?}");
-        assert_eq!(seen.first().map(String::as_str), Some("POST initialize"), "{seen:?}");
-        assert!(seen.iter().any(|line| line == "DELETE"), "the session is deleted: {seen:?}");
-        Ok(())
-    }
-}
+mod test_server;
+#[cfg(test)]
+mod tests;
