@@ -285,7 +285,7 @@ async fn exchange(shared: &Shared, message: &Value, related: Option<&Value>) -> 
         .body(message.to_string())
         .send()
         .await
-        .map_err(|error| PostFailure::Unreachable(error.to_string()))?;
+        .map_err(|error| PostFailure::Unreachable(unreachable_reason(&error)))?;
     if let Some(session) = response.headers().get(SESSION_HEADER).and_then(|value| value.to_str().ok())
         && let Ok(mut guard) = shared.session_id.lock()
     {
@@ -317,6 +317,16 @@ async fn exchange(shared: &Shared, message: &Value, related: Option<&Value>) -> 
         read_json_body(shared, body, related).await?;
     }
     Ok(())
+}
+
+/// Why a request got no answer, with the innermost cause: reqwest's own text names only the URL, while the status
+/// a person reads should say "Connection refused".
+fn unreachable_reason(error: &reqwest::Error) -> String {
+    let root = std::iter::successors(std::error::Error::source(error), |cause| cause.source()).last();
+    match root {
+        Some(root) => format!("{error}: {root}"),
+        None => error.to_string(),
+    }
 }
 
 /// Counts body bytes and fails once more than `limit` arrive without the counter being reset.
@@ -476,7 +486,7 @@ async fn open_server_stream(shared: &Shared) -> StreamOutcome {
     let (request, carries_session) = request_builder(shared, reqwest::Method::GET);
     let response = match request.header(ACCEPT, "text/event-stream").send().await {
         Ok(response) => response,
-        Err(error) => return StreamOutcome::Unreachable(error.to_string()),
+        Err(error) => return StreamOutcome::Unreachable(unreachable_reason(&error)),
     };
     let status = response.status();
     if status == reqwest::StatusCode::NOT_FOUND && carries_session {

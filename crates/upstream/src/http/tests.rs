@@ -296,3 +296,20 @@ async fn a_404_to_the_get_stream_ends_the_connection() -> TestResult {
     connection.close().await;
     Ok(())
 }
+
+/// What a person reads when nobody listens: the operating system's reason, not only reqwest's "error sending
+/// request".
+#[tokio::test]
+async fn an_unreachable_server_is_described_by_its_root_cause() -> TestResult {
+    let closed = TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}/mcp", closed.local_addr()?);
+    drop(closed);
+    let Err(error) = Connection::connect(&Endpoint::http(url), ConnectOptions::default()).await else {
+        return Err("nothing listens there".into());
+    };
+    assert!(
+        matches!(&error, UpstreamError::Connect { reason, .. } if reason.to_lowercase().contains("refused")),
+        "{error}"
+    );
+    Ok(())
+}
