@@ -90,6 +90,21 @@ impl SessionShared {
             .unwrap_or(false)
     }
 
+    /// True when the client can answer form-mode elicitation: it declared `elicitation` as an empty object (which
+    /// means form, as before 2025-11-25 added modes) or with `form`. A client that declared only `url` cannot.
+    pub(crate) fn declares_form_elicitation(&self) -> bool {
+        self.declared
+            .lock()
+            .map(|declared| {
+                declared
+                    .capabilities
+                    .get("elicitation")
+                    .and_then(Value::as_object)
+                    .is_some_and(|modes| modes.is_empty() || modes.contains_key("form"))
+            })
+            .unwrap_or(false)
+    }
+
     /// True when the client declared URL-mode elicitation (2025-11-25).
     pub(crate) fn declares_url_elicitation(&self) -> bool {
         self.declared

@@ -1,13 +1,14 @@
 //! Confirmation by a person, in a way a model cannot forge.
 //!
-//! When the client declared form elicitation (and config does not insist on the queue), toolgate asks during
-//! the call with `elicitation/create`: the tool's title, action phrase, upstream, the policy's reasons and a short
-//! summary of the arguments. Otherwise the call waits (bounded) in the approval queue of the store, where a person
-//! approves or denies it with `toolgate approvals` (or the console). An approval binds to the tool's fingerprint
-//! and the digest of the exact arguments, is single use and expires; no approval code is ever sent to the client,
-//! so nothing the model relays can approve anything. "Remember for this session" covers the same tool and
-//! argument shape. A 2026-07-28 client will get the same question as an `input_required` round trip; the binding
-//! (fingerprint + argument digest) is what its HMAC-protected request state will carry.
+//! When the client declared form elicitation (an empty `elicitation` object or one with `form`; a client that
+//! declared only `url` cannot show a form) and config does not insist on the queue, toolgate asks during the call
+//! with `elicitation/create`: the tool's title, action phrase, upstream, the policy's reasons and a short summary of
+//! the arguments. Otherwise the call waits (bounded) in the approval queue of the store, where a person approves or
+//! denies it with `toolgate approvals` (or the console). An approval binds to the tool's fingerprint and the digest
+//! of the exact arguments, is single use and expires; no approval code is ever sent to the client, so nothing the
+//! model relays can approve anything. "Remember for this session" covers the same tool and argument shape. A
+//! 2026-07-28 client will get the same question as an `input_required` round trip; the binding (fingerprint +
+//! argument digest) is what its HMAC-protected request state will carry.
 //!
 //! A person answers about the definition they were shown, and the catalog can change while they think (a rug pull
 //! through `list_changed`, a quarantine, a policy reload). So after a yes the tool is resolved again from the
@@ -67,7 +68,7 @@ pub(crate) async fn confirm(
     }
     let summary = summarize(arguments);
     let reasons: Vec<&str> = decision.reasons.iter().take(2).map(|reason| reason.detail.as_str()).collect();
-    let confirmation = if spec.via == ConfirmVia::ElicitationWhenAvailable && session.declares("elicitation") {
+    let confirmation = if spec.via == ConfirmVia::ElicitationWhenAvailable && session.declares_form_elicitation() {
         let answer = by_elicitation(
             session,
             request_id,

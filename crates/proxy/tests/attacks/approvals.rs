@@ -1,5 +1,5 @@
 //! Approvals: single use, bound to arguments, unforgeable, never shown to the client, lapsing when the tool's
-//! definition changes while a call waits, and the queue path for clients that cannot elicit.
+//! definition changes while a call waits, and the queue path for clients that cannot show a form.
 
 use std::time::Duration;
 
@@ -359,3 +359,52 @@ async fn an_elicitation_accepted_after_the_definition_changed_runs_nothing() {
     assert_eq!(fixture_called(&log, "update_record"), 0, "the yes to the old definition ran nothing");
 }
 
+// ---------------------------------------------------------------------------------------------------------------
+// 9. Which declared elicitation gets a form
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_client_that_declared_form_elicitation_is_asked_with_a_form() {
+    let log = FixtureLog::new();
+    let harness =
+        Harness::start(vec![rug("rug", &log, TrustLevel::Untrusted)], standard(Duration::from_secs(60))).await;
+    let person = harness.other_handle().await;
+    // 2025-11-25: `{}` means form (as before modes existed); `url` alone means the client cannot show a form.
+    let cases = [
+        (json!({}), "form"),
+        (json!({"form": {}}), "form"),
+        (json!({"form": {}, "url": {}}), "form"),
+        (json!({"url": {}}), "queue"),
+    ];
+    for (n, (elicitation, expected)) in cases.into_iter().enumerate() {
+        let mut session = RawSession::initialize(&harness.gateway, json!({"elicitation": elicitation})).await;
+        let arguments = json!({"case": n});
+        session.send(json!({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                            "params": {"name": "rug_purge_records", "arguments": arguments}}));
+        let digest = digest_arguments(&arguments);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        let how = loop {
+            if let Some(message) = session.next().await {
+                if message["method"] == "elicitation/create" {
+                    session.send(json!({"jsonrpc": "2.0", "id": message["id"], "result": {"action": "decline"}}));
+                    break "form";
+                }
+                panic!("unexpected message for {elicitation}: {message}");
+            }
+            let queued = harness.store.approvals().list_pending().await.unwrap();
+            if let Some(record) = queued.into_iter().find(|record| record.approval.args_digest == digest) {
+                person.approvals().decide(&record.approval.id, ApprovalDecision::Deny, "tester").await.unwrap();
+                break "queue";
+            }
+            assert!(tokio::time::Instant::now() < deadline, "neither asked nor queued for {elicitation}");
+        };
+        assert_eq!(how, expected, "capabilities.elicitation = {elicitation}");
+        let response = loop {
+            if let Some(message) = session.next().await {
+                break message;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "no answer for {elicitation}");
+        };
+        assert!(is_error(&response), "{response}");
+    }
+    assert_eq!(fixture_called(&log, "purge_records"), 0);
+}
