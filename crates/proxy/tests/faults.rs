@@ -533,6 +533,21 @@ async fn an_upstream_that_withdraws_its_elicitation_is_relayed_and_the_late_answ
     gateway.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_beyond_the_text_limit_reaches_the_client_cut_flagged_and_explained() {
+    let (_log, gateway) = logged_tool_faults(GUARD).await;
+    let mut client = Client::connect(&gateway).await;
+    let response = client.call(json!("big"), "faulty_huge_result", json!({"mb": 1})).await;
+    let result = &response["result"];
+    let content = result["content"].as_array().expect("content");
+    let limit = toolgate_proxy::spec::ResultSpec::default().max_text_chars;
+    assert_eq!(content[0]["text"].as_str().map(str::len), Some(limit), "the text is cut to the limit");
+    let notice = content.last().and_then(|item| item["text"].as_str()).unwrap_or_default();
+    assert!(notice.contains("Ask for less"), "the model is told how to ask for less: {notice}");
+    assert_eq!(result["_meta"]["toolgate/truncated"], json!({"originalChars": 1024 * 1024, "keptChars": limit}));
+    gateway.shutdown().await;
+}
+
 /// How many `tools/call` of `tool` the fixture has read.
 fn calls_of(log: &FixtureLog, tool: &str) -> usize {
     log.entries().iter().filter(|entry| entry["method"] == "tools/call" && entry["params"]["name"] == tool).count()

@@ -1,6 +1,10 @@
 //! Result post-processing: text beyond the configured size is truncated with a flag in `_meta` and a line that
 //! tells the model how to ask for less; `structuredContent` fields the tool's `outputSchema` does not declare are
 //! removed when configured. Pure functions over the result JSON.
+//!
+//! The text counted and cut is what the model reads as text: `text` items and the text of embedded resources
+//! (`{"type": "resource", "resource": {"text": ...}}`). `structuredContent` is left whole (cutting it would break its
+//! schema); the message size limit bounds it.
 
 use serde_json::{Value, json};
 
@@ -19,13 +23,17 @@ pub(crate) fn post_process(result: &mut Value, output_schema: Option<&Value>, sp
 
 fn truncate_text(result: &mut Value, max_chars: usize) {
     let Some(content) = result.get_mut("content").and_then(Value::as_array_mut) else { return };
-    let total: usize = content.iter().filter_map(text_of).map(|text| text.chars().count()).sum();
+    let total: usize = content
+        .iter_mut()
+        .filter_map(text_slot)
+        .filter_map(|text| text.as_str().map(|text| text.chars().count()))
+        .sum();
     if total <= max_chars {
         return;
     }
     let mut budget = max_chars;
-    for item in content.iter_mut() {
-        let Some(text) = item.get("text").and_then(Value::as_str) else { continue };
+    for slot in content.iter_mut().filter_map(text_slot) {
+        let Some(text) = slot.as_str() else { continue };
         let length = text.chars().count();
         if length <= budget {
             budget -= length;
@@ -33,7 +41,7 @@ fn truncate_text(result: &mut Value, max_chars: usize) {
         }
         let kept: String = text.chars().take(budget).collect();
         budget = 0;
-        item["text"] = Value::String(kept);
+        *slot = Value::String(kept);
     }
     content.push(json!({
         "type": "text",
@@ -48,8 +56,13 @@ fn truncate_text(result: &mut Value, max_chars: usize) {
     }
 }
 
-fn text_of(item: &Value) -> Option<&str> {
-    (item.get("type").and_then(Value::as_str) == Some("text")).then(|| item.get("text").and_then(Value::as_str))?
+/// The text the model reads in one content item: a `text` item's text, or an embedded resource's text.
+fn text_slot(item: &mut Value) -> Option<&mut Value> {
+    match item.get("type").and_then(Value::as_str) {
+        Some("text") => item.get_mut("text"),
+        Some("resource") => item.get_mut("resource").and_then(|resource| resource.get_mut("text")),
+        _ => None,
+    }
 }
 
 fn strip_undeclared(result: &mut Value, output_schema: Option<&Value>) {
@@ -74,6 +87,19 @@ mod tests {
         assert_eq!(result["content"][1]["text"].as_str().map(str::len), Some(10));
         assert!(result["content"][2]["text"].as_str().is_some_and(|text| text.contains("Ask for less")));
         assert_eq!(result["_meta"][TRUNCATED_KEY], json!({"originalChars": 60, "keptChars": 40}));
+    }
+
+    #[test]
+    fn embedded_resource_text_counts_and_is_cut_and_other_items_are_left_alone() {
+        let image = json!({"type": "image", "data": "x".repeat(50), "mimeType": "image/png"});
+        let resource = json!({"type": "resource", "resource": {"uri": "file:///a", "text": "r".repeat(30)}});
+        let mut result = json!({"content": [{"type": "text", "text": "t".repeat(20)}, resource, image.clone()]});
+        post_process(&mut result, None, &ResultSpec { max_text_chars: 25, strip_undeclared_structured: false });
+        assert_eq!(result["content"][0]["text"].as_str().map(str::len), Some(20));
+        assert_eq!(result["content"][1]["resource"]["text"].as_str().map(str::len), Some(5));
+        assert_eq!(result["content"][1]["resource"]["uri"], "file:///a");
+        assert_eq!(result["content"][2], image, "binary data is not text");
+        assert_eq!(result["_meta"][TRUNCATED_KEY], json!({"originalChars": 50, "keptChars": 25}));
     }
 
     #[test]
