@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod faults;
+mod http_upstream;
 mod infer;
 mod inspect;
 mod lint;
