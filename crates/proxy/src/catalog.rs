@@ -249,13 +249,8 @@ fn trust_level(spec: &UpstreamSpec, fingerprint: &str, quarantined: bool) -> Tru
 }
 
 /// Rewrites one tool for clients: exposed name, explicit hints, toolgate's `_meta` record. `upstream` and
-/// `original_name` are left for the caller to fill in.
-pub(crate) fn expose_tool(tool: &ToolDefinition, name: &str, spec: &UpstreamSpec) -> ExposedTool {
-    expose_definition(tool, name, spec, false)
-}
-
-/// [`expose_tool`] for a definition that may be quarantined: then its hints are resolved as untrusted and the
-/// `_meta` record says `"quarantined": true`.
+/// `original_name` are left for the caller to fill in. A quarantined definition's hints are resolved as untrusted
+/// and its `_meta` record says `"quarantined": true`.
 pub(crate) fn expose_definition(
     tool: &ToolDefinition,
     name: &str,

@@ -17,7 +17,7 @@ use toolgate_core::policy::{CallFacts, CompiledPolicy};
 use toolgate_core::{HintOverrides, ToolDefinition, assess_tool};
 use toolgate_store::{InventoryAccess, InventoryFinding, InventoryState, InventoryTool, Store, ToolRisk};
 
-use crate::catalog::{Catalog, ExposedTool, META_KEY, UpstreamListing, expose_tool};
+use crate::catalog::{Catalog, ExposedTool, META_KEY, UpstreamListing, expose_definition};
 use crate::naming::exposed_name;
 use crate::pipeline::decide_with;
 use crate::session::Caller;
@@ -116,7 +116,8 @@ fn inventory_tool(
         }
         Some(exposed) => (Arc::clone(exposed), InventoryState::Visible, None),
         None => {
-            let exposed = Arc::new(expose_tool(tool, &name, spec));
+            // Not in the catalog: shown as it would be exposed, untrusted when its definition waits for review.
+            let exposed = Arc::new(expose_definition(tool, &name, spec, quarantined));
             if quarantined {
                 (
                     exposed,

@@ -204,7 +204,7 @@ fn supports(session: &SessionShared, method: &str, params: Option<&Value>) -> bo
     match method {
         "elicitation/create" => {
             let url_mode = params.and_then(|params| params.get("mode")).and_then(Value::as_str) == Some("url");
-            session.declares("elicitation") && (!url_mode || session.declares_url_elicitation())
+            if url_mode { session.declares_url_elicitation() } else { session.declares_form_elicitation() }
         }
         "sampling/createMessage" => session.declares("sampling"),
         "roots/list" => session.declares("roots"),

@@ -498,16 +498,12 @@ async fn an_upstream_that_withdraws_its_elicitation_is_relayed_and_the_late_answ
     let response = client.call(json!("q"), "faulty_ask_then_cancel", json!({"delayMs": 300})).await;
     assert_eq!(text_of(&response), "withdrew the question");
 
-    // The client saw the question under toolgate's id, then its cancellation with the same id.
+    // The client saw the question under toolgate's id, then its cancellation with the same id (which may come
+    // after the tool's answer: the two travel separately).
     let question = client.elicitations.first().cloned().expect("the question reached the client");
     let ours = question["id"].clone();
     assert!(ours.as_str().is_some_and(|id| id.starts_with("toolgate-")), "toolgate's own id: {question}");
-    client.drain();
-    let cancelled = client.all.iter().any(|bound| {
-        matches!(bound, ClientBound::Related { message, .. } | ClientBound::Unsolicited(message)
-            if message["method"] == "notifications/cancelled" && message["params"]["requestId"] == ours)
-    });
-    assert!(cancelled, "the client is told the question was withdrawn: {}", client.everything());
+    wait_for_cancel_of(&mut client, &ours).await;
 
     // An answer after the cancel is dropped: the upstream never reads a response to its withdrawn request.
     client.session.deliver(json!({"jsonrpc": "2.0", "id": ours, "result": {"action": "accept", "content": {}}}));
@@ -519,14 +515,8 @@ async fn an_upstream_that_withdraws_its_elicitation_is_relayed_and_the_late_answ
     // Withdrawn at once (before toolgate could relay it): never answered either, and never left open at the client.
     let quick = client.call(json!("quick"), "faulty_ask_then_cancel", json!({"delayMs": 0})).await;
     assert_eq!(text_of(&quick), "withdrew the question");
-    client.drain();
-    for question in client.elicitations.iter().skip(1) {
-        let id = &question["id"];
-        let withdrawn = client.all.iter().any(|bound| {
-            matches!(bound, ClientBound::Related { message, .. } | ClientBound::Unsolicited(message)
-                if message["method"] == "notifications/cancelled" && message["params"]["requestId"] == *id)
-        });
-        assert!(withdrawn, "a relayed question was not withdrawn: {}", client.everything());
+    for question in client.elicitations.clone().iter().skip(1) {
+        wait_for_cancel_of(&mut client, &question["id"]).await;
     }
     let answered = log.entries().iter().any(|entry| entry.get("result").is_some() || entry.get("error").is_some());
     assert!(!answered, "the upstream got an answer to a withdrawn question: {:?}", log.entries());
@@ -546,6 +536,23 @@ async fn a_result_beyond_the_text_limit_reaches_the_client_cut_flagged_and_expla
     assert!(notice.contains("Ask for less"), "the model is told how to ask for less: {notice}");
     assert_eq!(result["_meta"]["toolgate/truncated"], json!({"originalChars": 1024 * 1024, "keptChars": limit}));
     gateway.shutdown().await;
+}
+
+/// Waits (within the hang guard) until the client has received `notifications/cancelled` for its request `id`.
+async fn wait_for_cancel_of(client: &mut Client, id: &Value) {
+    let cancelled = |client: &Client| {
+        client.all.iter().any(|bound| {
+            matches!(bound, ClientBound::Related { message, .. } | ClientBound::Unsolicited(message)
+                if message["method"] == "notifications/cancelled" && message["params"]["requestId"] == *id)
+        })
+    };
+    while !cancelled(client) {
+        assert!(
+            client.receive_one(GUARD).await,
+            "the client is never told {id} was withdrawn: {}",
+            client.everything()
+        );
+    }
 }
 
 /// How many `tools/call` of `tool` the fixture has read.
