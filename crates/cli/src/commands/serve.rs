@@ -1,6 +1,7 @@
 //! `toolgate serve`: build a gateway spec from the command line (or the embedded defaults), start the upstreams,
-//! and serve clients on stdio or Streamable HTTP until stdin closes or a signal arrives. On SIGHUP the config file
-//! is read again: the policy and the console's users are replaced, each only if the new one is valid.
+//! and serve clients on stdio or Streamable HTTP (after a wait of a few seconds at most for the upstreams) until
+//! stdin closes or a signal arrives. On SIGHUP the config file is read again: the policy and the console's users
+//! are replaced, each only if the new one is valid.
 //!
 //! The only commands spawned are the one given after `--` and, for the embedded defaults, toolgate's own
 //! `demo-server`.
@@ -24,6 +25,11 @@ use crate::cli::{PolicyChoice, ServeArgs};
 
 /// The port the embedded defaults try first.
 const DEFAULT_PORT: u16 = 8765;
+
+/// How long a start waits for the upstreams before it serves clients: long enough that upstreams which start quickly
+/// are in a client's first `tools/list`, short enough that one which never answers `initialize` holds nobody up
+/// (its `initialize_timeout_seconds` may be minutes). An upstream ready later is announced with `list_changed`.
+const START_WAIT: Duration = Duration::from_secs(5);
 
 pub(crate) async fn run(args: ServeArgs) -> Result<Outcome> {
     let (mut spec, console) = match &args.config {
@@ -106,7 +112,7 @@ pub(crate) async fn serve_spec(
             Reload { gateway: gateway.clone(), console: console.clone(), callers: spec.guardrails.callers.clone() };
         tokio::spawn(reload_on_hangup(reload, path));
     }
-    gateway.wait_settled(Duration::from_secs(30)).await;
+    gateway.wait_settled(START_WAIT).await;
     for upstream in gateway.status().upstreams {
         tracing::info!(upstream = %upstream.name, status = ?upstream.status, "upstream status");
     }

@@ -9,6 +9,8 @@
 //!   call that was answered.
 //! - [`reload`]: SIGHUP reloads the policy (a newly hidden tool leaves the listing) and the console's users (an added
 //!   user logs in, a removed user's session ends); a broken file keeps the running policy and users.
+//! - [`start`]: an upstream that never answers `initialize` does not hold up the listener: a client is answered at
+//!   once and sees the fast upstream's tools.
 //! - [`python`]: a destructive call confirmed by elicitation, declined by elicitation, and approved through
 //!   `toolgate approvals approve` while a client without elicitation waits.
 //!
@@ -21,4 +23,5 @@ mod inventory;
 mod listener;
 mod python;
 mod reload;
+mod start;
 mod support;
