@@ -126,9 +126,14 @@ impl SessionShared {
         let _ = self.outbox.send(ClientBound::Response { request_id, message }).await;
     }
 
-    /// Sends a message that belongs to the client request `request_id`.
-    pub(crate) async fn send_related(&self, request_id: Value, message: Value) {
-        let _ = self.outbox.send(ClientBound::Related { request_id, message }).await;
+    /// Sends a message that belongs to the client request `request_id`, or on its own without one (waits when the
+    /// client is slow).
+    async fn send_for(&self, request_id: Option<Value>, message: Value) {
+        let bound = match request_id {
+            Some(request_id) => ClientBound::Related { request_id, message },
+            None => ClientBound::Unsolicited(message),
+        };
+        let _ = self.outbox.send(bound).await;
     }
 
     /// Queues a notification that belongs to the client request `request_id` (progress, log lines) without
@@ -156,14 +161,15 @@ impl SessionShared {
         params: Option<Value>,
         timeout: std::time::Duration,
     ) -> Option<Value> {
-        self.ask_client_until(request_id, method, params, timeout, &CancellationToken::new()).await
+        self.ask_client_until(Some(request_id), method, params, timeout, &CancellationToken::new()).await
     }
 
     /// [`SessionShared::ask_client`] that gives up when `cancel` fires: the client is told with
-    /// `notifications/cancelled` for toolgate's id of the request, and its late answer is dropped.
+    /// `notifications/cancelled` for toolgate's id of the request, and its late answer is dropped. Without a
+    /// `request_id` the request is sent on its own (for HTTP clients: on the GET stream).
     pub(crate) async fn ask_client_until(
         &self,
-        request_id: Value,
+        request_id: Option<Value>,
         method: &str,
         params: Option<Value>,
         timeout: std::time::Duration,
@@ -178,13 +184,13 @@ impl SessionShared {
         if let Some(params) = params {
             message["params"] = params;
         }
-        self.send_related(request_id.clone(), message).await;
+        self.send_for(request_id.clone(), message).await;
         let answer = tokio::select! {
             () = self.closed.cancelled() => None,
             () = cancel.cancelled() => {
                 let params = json!({"requestId": our_id, "reason": "the server cancelled its request"});
                 let notice = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params});
-                self.send_related(request_id, notice).await;
+                self.send_for(request_id, notice).await;
                 None
             }
             answer = tokio::time::timeout(timeout, receiver) => answer.ok().and_then(Result::ok),

@@ -129,13 +129,18 @@ pub(crate) fn on_request(
     let params = message.get("params").cloned();
     let relay = match method.as_str() {
         "ping" => Err(Reply::Result(json!({}))),
-        _ => match owner(&gateway, upstream, related) {
-            None if method == "roots/list" => Err(Reply::Result(json!({"roots": []}))),
+        _ => match owner(&gateway, upstream, related).map(|route| (route.session, Some(route.client_request_id))) {
+            // Outside any call (after initialize, or after the client's roots/list_changed): the roots of the only
+            // client, when there is exactly one (a stdio client, say); with several there is no one answer.
+            None if method == "roots/list" => match sole_session(&gateway) {
+                Some(session) if session.declares("roots") => Ok((session, None)),
+                _ => Err(Reply::Result(json!({"roots": []}))),
+            },
             None => {
                 let text = format!("toolgate cannot tell which client this {method} is for; it was not relayed");
                 Err(Reply::Error(codes::INTERNAL_ERROR, text))
             }
-            Some(route) if !supports(&route.session, &method, params.as_ref()) => {
+            Some((session, _)) if !supports(&session, &method, params.as_ref()) => {
                 if method == "roots/list" {
                     Err(Reply::Result(json!({"roots": []})))
                 } else {
@@ -143,23 +148,23 @@ pub(crate) fn on_request(
                     Err(Reply::Error(codes::METHOD_NOT_FOUND, text))
                 }
             }
-            Some(route) => {
-                let cancel = CancellationToken::new();
-                let key = (upstream, id_key(responder.request_id()));
-                if let Ok(mut relayed) = route.session.relayed.lock() {
-                    relayed.insert(key.clone(), cancel.clone());
-                }
-                Ok((route, cancel, key))
-            }
+            Some(target) => Ok(target),
         },
     };
+    let relay = relay.map(|(session, client_request_id)| {
+        let cancel = CancellationToken::new();
+        let key = (upstream, id_key(responder.request_id()));
+        if let Ok(mut relayed) = session.relayed.lock() {
+            relayed.insert(key.clone(), cancel.clone());
+        }
+        (session, client_request_id, cancel, key)
+    });
     async move {
-        let (route, cancel, key) = match relay {
+        let (session, client_request_id, cancel, key) = match relay {
             Ok(relay) => relay,
             Err(Reply::Result(result)) => return responder.respond(result).await,
             Err(Reply::Error(code, text)) => return responder.respond_error(code, &text).await,
         };
-        let session = &route.session;
         if cancel.is_cancelled() {
             // Withdrawn before it could be relayed: the client never sees it.
             if let Ok(mut relayed) = session.relayed.lock() {
@@ -167,9 +172,7 @@ pub(crate) fn on_request(
             }
             return;
         }
-        let answer = session
-            .ask_client_until(route.client_request_id.clone(), &method, params, CLIENT_ANSWER_TIMEOUT, &cancel)
-            .await;
+        let answer = session.ask_client_until(client_request_id, &method, params, CLIENT_ANSWER_TIMEOUT, &cancel).await;
         if let Ok(mut relayed) = session.relayed.lock() {
             relayed.remove(&key);
         }
@@ -191,6 +194,13 @@ pub(crate) fn on_request(
             }
         }
     }
+}
+
+/// The only initialized session, when there is exactly one.
+fn sole_session(gateway: &GatewayInner) -> Option<Arc<SessionShared>> {
+    let mut sessions = gateway.sessions().into_iter().filter(|session| session.is_initialized());
+    let first = sessions.next()?;
+    sessions.next().is_none().then_some(first)
 }
 
 /// toolgate's own answer to an upstream request it does not relay.

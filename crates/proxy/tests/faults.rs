@@ -538,6 +538,37 @@ async fn a_result_beyond_the_text_limit_reaches_the_client_cut_flagged_and_expla
     gateway.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roots_asked_outside_a_call_come_from_the_only_client_and_from_nobody_when_there_are_several() {
+    let (log, gateway) = logged_tool_faults(GUARD).await;
+    let roots = json!({"roots": {"listChanged": true}});
+    let mut client = Client::connect_declaring(&gateway, support::Elicit::None, roots.clone()).await;
+
+    // The client's roots changed: the upstream asks again, outside any call, and the only client answers.
+    client.session.deliver(json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}));
+    let request = loop {
+        let asked = client.stash.iter().find_map(|bound| match bound {
+            ClientBound::Unsolicited(message) if message["method"] == "roots/list" => Some(message.clone()),
+            _ => None,
+        });
+        if let Some(request) = asked {
+            break request;
+        }
+        assert!(client.receive_one(GUARD).await, "roots/list never reached the client: {}", client.everything());
+    };
+    let mine = json!({"roots": [{"uri": "file:///work/project", "name": "project"}]});
+    client.session.deliver(json!({"jsonrpc": "2.0", "id": request["id"], "result": mine}));
+    let answer = log.wait_for("the client's roots", |entry| entry["id"] == "roots-1").await;
+    assert_eq!(answer["result"], mine, "the upstream gets the client's roots");
+
+    // With two clients there is no single answer: the upstream is told of no roots, and neither client is asked.
+    let other = Client::connect_declaring(&gateway, support::Elicit::None, roots).await;
+    other.session.deliver(json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}));
+    let answer = log.wait_for("an answer with two clients", |entry| entry["id"] == "roots-2").await;
+    assert_eq!(answer["result"], json!({"roots": []}));
+    gateway.shutdown().await;
+}
+
 /// Waits (within the hang guard) until the client has received `notifications/cancelled` for its request `id`.
 async fn wait_for_cancel_of(client: &mut Client, id: &Value) {
     let cancelled = |client: &Client| {

@@ -44,10 +44,15 @@ impl Client {
 
     /// Opens a session that answers elicitation as `elicit` says, and runs the initialize handshake.
     pub(crate) async fn connect_with(gateway: &Gateway, elicit: Elicit) -> Client {
+        let capabilities = if elicit == Elicit::None { json!({}) } else { json!({"elicitation": {"form": {}}}) };
+        Client::connect_declaring(gateway, elicit, capabilities).await
+    }
+
+    /// Opens a session that declares `capabilities` (and answers elicitation as `elicit` says).
+    pub(crate) async fn connect_declaring(gateway: &Gateway, elicit: Elicit, capabilities: Value) -> Client {
         let (session, receiver) = gateway.open_session(TransportKind::Stdio, Caller::anonymous());
         let mut client =
             Client { session, receiver, elicit, stash: Vec::new(), all: Vec::new(), elicitations: Vec::new() };
-        let capabilities = if elicit == Elicit::None { json!({}) } else { json!({"elicitation": {"form": {}}}) };
         let params =
             json!({"protocolVersion": "2025-11-25", "capabilities": capabilities, "clientInfo": {"name": "tests"}});
         let response = client.request(json!("init"), "initialize", params).await;
