@@ -125,10 +125,8 @@ async fn call_until_it_succeeds(client: &Connection, within: Duration) -> Result
     }
 }
 
-/// The upstream restarts at once: the new process answers the old session id with 404, and the gateway starts a
-/// new session instead of failing every call from then on.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn calls_succeed_again_after_the_http_upstream_restarts() {
+/// The fixture over HTTP on a free port, `toolgate serve` in front of it, and a client whose first call went through.
+async fn serving() -> (u16, Guard, Gateway, Connection) {
     let port = crate::inspect::free_port();
     let fixture = start_fixture(port);
     let gateway = Gateway::start(port);
@@ -136,6 +134,14 @@ async fn calls_succeed_again_after_the_http_upstream_restarts() {
     if let Err(failure) = call_until_it_succeeds(&client, Duration::from_secs(30)).await {
         panic!("the first call failed: {failure}\ntoolgate log:\n{}", gateway.log());
     }
+    (port, fixture, gateway, client)
+}
+
+/// The upstream restarts at once: the new process answers the old session id with 404, and the gateway starts a
+/// new session instead of failing every call from then on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_succeed_again_after_the_http_upstream_restarts() {
+    let (port, fixture, gateway, client) = serving().await;
 
     drop(fixture);
     let _fixture = start_fixture(port);
@@ -154,13 +160,7 @@ async fn calls_succeed_again_after_the_http_upstream_restarts() {
 /// reason, and once it is back the gateway reconnects by itself.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_http_upstream_that_went_away_is_down_with_its_reason_until_it_returns() {
-    let port = crate::inspect::free_port();
-    let fixture = start_fixture(port);
-    let gateway = Gateway::start(port);
-    let client = gateway.client().await;
-    if let Err(failure) = call_until_it_succeeds(&client, Duration::from_secs(30)).await {
-        panic!("the first call failed: {failure}\ntoolgate log:\n{}", gateway.log());
-    }
+    let (port, fixture, gateway, client) = serving().await;
 
     drop(fixture);
     let started = Instant::now();

@@ -77,8 +77,7 @@ async fn an_approval_is_single_use_bound_to_its_arguments_and_cannot_be_forged_i
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn through_the_gateway_an_approval_is_neither_replayed_nor_reused_nor_forged_by_the_client() {
     let log = FixtureLog::new();
-    let harness =
-        Harness::start(vec![rug("rug", &log, TrustLevel::Untrusted)], standard(Duration::from_secs(60))).await;
+    let harness = Harness::untrusted_rug(&log).await;
     let person = harness.other_handle().await;
     let mut client = harness.client(Elicit::None).await;
     let (a, b) = (json!({"scope": "a"}), json!({"scope": "b"}));
@@ -170,8 +169,7 @@ async fn through_the_gateway_an_approval_is_neither_replayed_nor_reused_nor_forg
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_approval_id_ever_reaches_the_client() {
     let log = FixtureLog::new();
-    let harness =
-        Harness::start(vec![rug("rug", &log, TrustLevel::Untrusted)], standard(Duration::from_secs(60))).await;
+    let harness = Harness::untrusted_rug(&log).await;
     let person = harness.other_handle().await;
     let mut queued = harness.client(Elicit::None).await;
     let mut asked = harness.client(Elicit::Accept).await;
@@ -221,8 +219,7 @@ impl Client {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_elicitation_a_call_waits_in_the_queue_and_is_let_through_denied_or_timed_out() {
     let log = FixtureLog::new();
-    let harness =
-        Harness::start(vec![rug("rug", &log, TrustLevel::Untrusted)], standard(Duration::from_secs(60))).await;
+    let harness = Harness::untrusted_rug(&log).await;
     let person = harness.other_handle().await;
     let mut client = harness.client(Elicit::None).await;
 
@@ -365,8 +362,7 @@ async fn an_elicitation_accepted_after_the_definition_changed_runs_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_a_client_that_declared_form_elicitation_is_asked_with_a_form() {
     let log = FixtureLog::new();
-    let harness =
-        Harness::start(vec![rug("rug", &log, TrustLevel::Untrusted)], standard(Duration::from_secs(60))).await;
+    let harness = Harness::untrusted_rug(&log).await;
     let person = harness.other_handle().await;
     // 2025-11-25: `{}` means form (as before modes existed); `url` alone means the client cannot show a form.
     let cases = [

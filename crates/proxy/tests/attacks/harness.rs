@@ -44,6 +44,12 @@ impl Harness {
         Store::open(self.state.path()).await.unwrap()
     }
 
+    /// The usual setup: one untrusted `rug-pull` upstream named `rug`, logging to `log`, under the standard policy
+    /// with a minute for confirmations.
+    pub(crate) async fn untrusted_rug(log: &FixtureLog) -> Harness {
+        Harness::start(vec![rug("rug", log, TrustLevel::Untrusted)], standard(Duration::from_secs(60))).await
+    }
+
     pub(crate) async fn client(&self, elicitation: Elicit) -> Client {
         Client::connect_with(&self.gateway, elicitation).await
     }
