@@ -38,6 +38,14 @@ pub enum StoreError {
         /// The driver's error.
         source: sqlx::Error,
     },
+    /// The lock that serializes opening the database between processes could not be taken.
+    #[error("cannot lock {path} to open the store: {source}")]
+    MigrationLock {
+        /// The lock file beside the database.
+        path: PathBuf,
+        /// The IO error.
+        source: std::io::Error,
+    },
     /// The schema could not be brought up to date.
     #[error("cannot migrate store schema: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),

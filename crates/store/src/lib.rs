@@ -167,8 +167,10 @@ impl Store {
             .synchronous(synchronous)
             .busy_timeout(options.busy_timeout)
             .foreign_keys(true);
+        let opening = migrations::OpenLock::take(path).await?;
         let pool = SqlitePoolOptions::new().max_connections(4).connect_with(connect).await.map_err(open_error)?;
         migrations::run(&pool).await?;
+        drop(opening);
         let backend = Backend::Sqlite(pool);
         // Every process recovers what crashed gateways journaled, so `toolgate audit` sees every forwarded call.
         audit::recover_journals(&backend, path).await?;

@@ -5,6 +5,7 @@
 //! PostgreSQL will get its own list beside this one.
 
 use std::borrow::Cow;
+use std::path::{Path, PathBuf};
 
 use sqlx::SqlSafeStr as _;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
@@ -20,7 +21,36 @@ const SQLITE: &[(i64, &str, &str)] = &[
     (5, "inventory access", include_str!("../migrations/sqlite/0005_inventory_access.sql")),
 ];
 
-/// Brings a SQLite database up to the latest schema.
+/// Serializes opening a database between processes: held while the first connections switch the database to WAL
+/// and the schema is brought up to date.
+///
+/// sqlx's migrator checks what is applied and then applies the rest, in separate steps, and switching a new
+/// database to WAL needs it alone: two processes opening a fresh state directory at once (a gateway and `toolgate
+/// approvals`, say) would both create the tables, or find it locked, and one would fail. An exclusive advisory lock
+/// on `<database>.lock`, released when the file closes (so a crashed holder never blocks the next), makes the
+/// second wait and then find nothing to do.
+pub(crate) struct OpenLock {
+    _file: std::fs::File,
+}
+
+impl OpenLock {
+    /// Waits for the lock beside `database`.
+    pub(crate) async fn take(database: &Path) -> Result<OpenLock, StoreError> {
+        let mut path = database.as_os_str().to_owned();
+        path.push(".lock");
+        let path = PathBuf::from(path);
+        let lock_error = |source| StoreError::MigrationLock { path: path.clone(), source };
+        let file =
+            std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(lock_error)?;
+        let file = tokio::task::spawn_blocking(move || file.lock().map(|()| file))
+            .await
+            .map_err(|error| lock_error(std::io::Error::other(error)))?
+            .map_err(lock_error)?;
+        Ok(OpenLock { _file: file })
+    }
+}
+
+/// Brings a SQLite database up to the latest schema (under an [`OpenLock`]).
 pub(crate) async fn run(pool: &SqlitePool) -> Result<(), StoreError> {
     let migrations = SQLITE
         .iter()

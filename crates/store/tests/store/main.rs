@@ -8,5 +8,6 @@ mod approvals;
 mod audit;
 mod crash;
 mod journal;
+mod open;
 mod pins;
 mod support;
