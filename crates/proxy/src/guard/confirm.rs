@@ -304,12 +304,32 @@ fn lapsed(
 }
 
 /// A short, readable summary of the arguments for a person (never used to bind the approval).
+/// The arguments as a person reads them: whole up to [`SUMMARY_CHARS`], else cut with a count of what is not shown,
+/// so a long harmless start cannot hide what follows without the person being told.
 fn summarize(arguments: &Value) -> String {
     let text = serde_json::to_string(arguments).unwrap_or_default();
-    if text.chars().count() <= SUMMARY_CHARS {
+    let total = text.chars().count();
+    if total <= SUMMARY_CHARS {
         return text;
     }
-    let mut short: String = text.chars().take(SUMMARY_CHARS).collect();
-    short.push('…');
-    short
+    let short: String = text.chars().take(SUMMARY_CHARS).collect();
+    format!("{short}… [{} more characters not shown; approving approves all of them]", total - SUMMARY_CHARS)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_long_argument_summary_says_how_much_it_does_not_show() {
+        let short = json!({"path": "notes/a.txt"});
+        assert_eq!(summarize(&short), r#"{"path":"notes/a.txt"}"#);
+        let long = json!({"text": format!("{}rm -rf /", "harmless ".repeat(100))});
+        let summary = summarize(&long);
+        let hidden = serde_json::to_string(&long).map(|text| text.chars().count()).unwrap_or_default() - SUMMARY_CHARS;
+        assert!(summary.ends_with(&format!("… [{hidden} more characters not shown; approving approves all of them]")));
+        assert!(!summary.contains("rm -rf"), "the cut part is not shown, but its size is: {summary}");
+    }
 }
