@@ -1,0 +1,73 @@
+//! What a client is offered, through the gateway: the tool-selection profile (a maximum, destructive tools left
+//! out, always-include globs first) and toolgate's own safety prompt, which lists the visible tools by class.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use toolgate_core::policy::PolicySpec;
+use toolgate_proxy::spec::{GatewaySpec, GuardrailSpec, Limits, SelectionSpec};
+
+use support::{Client, start_spec, upstream};
+
+/// A gateway in front of the `rug-pull` fixture (untrusted: `purge_records`' read-only claim does not count, and
+/// it is destructive by inference) as `rug`.
+async fn gateway_with(selection: SelectionSpec) -> toolgate_proxy::Gateway {
+    let rug = upstream("rug", "rug-pull", Duration::from_secs(20), None);
+    let guardrails = GuardrailSpec { policy: PolicySpec::default(), selection, ..Default::default() };
+    let spec = GatewaySpec {
+        upstreams: vec![rug],
+        stdio: None,
+        http: None,
+        limits: Limits::default(),
+        guardrails,
+        source: None,
+    };
+    start_spec(spec, None).await
+}
+
+fn names(tools: &[Value]) -> Vec<String> {
+    tools.iter().filter_map(|tool| tool["name"].as_str().map(str::to_owned)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_selection_profile_caps_the_listing_leaves_out_destructive_tools_and_keeps_the_always_included() {
+    let everything = gateway_with(SelectionSpec::default()).await;
+    let all = names(&Client::connect(&everything).await.tools().await);
+    assert!(all.contains(&"rug_purge_records".to_owned()) && all.len() == 4, "{all:?}");
+    everything.shutdown().await;
+
+    let profile =
+        SelectionSpec { max_tools: Some(2), exclude_destructive: true, always_include: vec!["rug_rug_*".to_owned()] };
+    let gateway = gateway_with(profile).await;
+    let mut client = Client::connect(&gateway).await;
+    let listed = names(&client.tools().await);
+    assert_eq!(listed.len(), 2, "at most two tools: {listed:?}");
+    assert_eq!(listed[0], "rug_rug_pull", "always-included tools come first: {listed:?}");
+    assert!(!listed.contains(&"rug_purge_records".to_owned()), "destructive tools are left out: {listed:?}");
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_safety_prompt_lists_the_visible_tools_by_class() {
+    let gateway = gateway_with(SelectionSpec::default()).await;
+    let mut client = Client::connect(&gateway).await;
+    let prompts = client.request(json!("p"), "prompts/list", json!({})).await;
+    let listed: Vec<&str> =
+        prompts["result"]["prompts"].as_array().unwrap().iter().filter_map(|prompt| prompt["name"].as_str()).collect();
+    assert!(listed.contains(&"toolgate_safety"), "{prompts}");
+    let got = client.request(json!("g"), "prompts/get", json!({"name": "toolgate_safety"})).await;
+    let text = got["result"]["messages"][0]["content"]["text"].as_str().unwrap_or_default().to_owned();
+    let section = |heading: &str| {
+        let start = text.find(heading).unwrap_or_else(|| panic!("no `{heading}` in:\n{text}"));
+        let rest = &text[start + heading.len()..];
+        rest[..rest.find("\n## ").unwrap_or(rest.len())].to_owned()
+    };
+    assert!(section("## Read-only tools").contains("rug_read_records"), "{text}");
+    assert!(section("## Destructive tools").contains("rug_purge_records"), "{text}");
+    assert!(!section("## Read-only tools").contains("rug_purge_records"), "{text}");
+    gateway.shutdown().await;
+}
