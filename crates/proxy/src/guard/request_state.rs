@@ -4,10 +4,11 @@
 //! integrity-protected (the client, and the model behind it, must not be able to forge or alter it) and must not
 //! be replayable beyond its binding.
 //!
-//! A sealed state binds the tool's fingerprint, the digest of the exact arguments, the session and an expiry,
-//! authenticated with HMAC-SHA-256 under a per-gateway key. Opening checks the tag in constant time, the expiry
-//! and the binding; single use is enforced by the caller (the approval store). Pure functions; the key and the
-//! clock come in as arguments.
+//! A sealed state binds the tool's fingerprint, the digest of the exact arguments, the session, an expiry and a
+//! nonce (the approval's id), authenticated with HMAC-SHA-256 under a per-gateway key. Opening checks the tag in
+//! constant time, the expiry and the call, and hands back the nonce: the caller consumes it once in the approval
+//! store, so a state replayed for the same call finds its approval used. Pure functions; the key, the nonce and
+//! the clock come in as arguments.
 
 use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
@@ -24,6 +25,8 @@ pub struct ConfirmationBinding {
     pub args_digest: String,
     /// Unix seconds after which the state is refused.
     pub expires_at: u64,
+    /// Names this question once (the approval's id): what single use is enforced on.
+    pub nonce: String,
 }
 
 /// Why a request state was refused.
@@ -50,8 +53,15 @@ pub fn seal(key: &[u8], binding: &ConfirmationBinding) -> String {
     format!("{}.{}", hex(&payload), hex(&tag))
 }
 
-/// Opens a sealed state for `expected` at time `now` (Unix seconds).
-pub fn open(key: &[u8], sealed: &str, expected: &ConfirmationBinding, now: u64) -> Result<(), RequestStateError> {
+/// Opens a sealed state for the call `expected` describes (its session, tool fingerprint and argument digest; its
+/// expiry and nonce are not compared) at time `now` (Unix seconds), and returns the sealed binding, whose `nonce`
+/// the caller must consume exactly once.
+pub fn open(
+    key: &[u8],
+    sealed: &str,
+    expected: &ConfirmationBinding,
+    now: u64,
+) -> Result<ConfirmationBinding, RequestStateError> {
     let (payload_hex, tag_hex) = sealed.split_once('.').ok_or(RequestStateError::Malformed)?;
     let payload = unhex(payload_hex).ok_or(RequestStateError::Malformed)?;
     let given = unhex(tag_hex).ok_or(RequestStateError::Malformed)?;
@@ -65,7 +75,7 @@ pub fn open(key: &[u8], sealed: &str, expected: &ConfirmationBinding, now: u64) 
     let same_call = binding.session == expected.session
         && binding.tool_fingerprint == expected.tool_fingerprint
         && binding.args_digest == expected.args_digest;
-    if same_call { Ok(()) } else { Err(RequestStateError::WrongCall) }
+    if same_call { Ok(binding) } else { Err(RequestStateError::WrongCall) }
 }
 
 fn mac(key: &[u8]) -> Hmac<Sha256> {
@@ -101,13 +111,21 @@ mod tests {
             tool_fingerprint: "sha256:aa".into(),
             args_digest: "sha256:bb".into(),
             expires_at: 1_000,
+            nonce: "approval-1".into(),
         }
     }
 
     #[test]
-    fn a_sealed_state_opens_only_for_its_call_before_expiry() {
+    fn a_sealed_state_opens_only_for_its_call_before_expiry_and_names_its_nonce() {
         let sealed = seal(b"key", &binding());
-        assert_eq!(open(b"key", &sealed, &binding(), 999), Ok(()));
+        assert_eq!(open(b"key", &sealed, &binding(), 999).map(|opened| opened.nonce), Ok("approval-1".to_owned()));
+        // The caller knows the call, not the nonce: only the call is compared.
+        let asked = ConfirmationBinding { nonce: String::new(), expires_at: 0, ..binding() };
+        assert_eq!(open(b"key", &sealed, &asked, 999), Ok(binding()));
+        // Two questions about the same call are told apart by their nonces.
+        let second = seal(b"key", &ConfirmationBinding { nonce: "approval-2".into(), ..binding() });
+        assert_ne!(second, sealed);
+        assert_eq!(open(b"key", &second, &asked, 999).map(|opened| opened.nonce), Ok("approval-2".to_owned()));
         assert_eq!(open(b"key", &sealed, &binding(), 1_001), Err(RequestStateError::Expired));
         let other_args = ConfirmationBinding { args_digest: "sha256:cc".into(), ..binding() };
         assert_eq!(open(b"key", &sealed, &other_args, 999), Err(RequestStateError::WrongCall));
