@@ -586,6 +586,26 @@ async fn wait_for_cancel_of(client: &mut Client, id: &Value) {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_an_upstream_that_ignores_its_stdin_and_sigterm_ends_with_sigkill() {
+    let log = FixtureLog::new();
+    let spec = upstream("stubborn", "stubborn", SHORT, Some(&log.path));
+    let options = toolgate_upstream::ConnectOptions { name: "stubborn".into(), ..Default::default() };
+    let connection = toolgate_upstream::Connection::connect(&spec.endpoint, options).await.unwrap();
+    let started = log.wait_for("the fixture's pid", |entry| entry.get("pid").is_some()).await;
+    let pid = started["pid"].as_u64().unwrap();
+
+    // close: stdin first, then SIGTERM, then SIGKILL, each after a grace period; it returns once the child is gone.
+    connection.close().await;
+    let steps: Vec<Value> = log
+        .entries()
+        .into_iter()
+        .filter(|entry| entry.get("stdin").is_some() || entry.get("signal").is_some())
+        .collect();
+    assert_eq!(steps, [json!({"stdin": "closed"}), json!({"signal": "SIGTERM"})], "the polite steps came first");
+    assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "the stubborn child {pid} is gone");
+}
+
 /// How many `tools/call` of `tool` the fixture has read.
 fn calls_of(log: &FixtureLog, tool: &str) -> usize {
     log.entries().iter().filter(|entry| entry["method"] == "tools/call" && entry["params"]["name"] == tool).count()

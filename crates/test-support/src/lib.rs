@@ -117,6 +117,7 @@ pub const MISBEHAVE_MODES: &[&str] = &[
     "crash-mid-call",
     "crash-once",
     "open-world-error",
+    "stubborn",
     "stderr-noise",
     "tool-faults",
     "lossless",
