@@ -50,6 +50,11 @@ impl Harness {
         Harness::start(vec![rug("rug", log, TrustLevel::Untrusted)], standard(Duration::from_secs(60))).await
     }
 
+    /// A person pins `fingerprint` as `tool`'s definition from another process (`toolgate pins approve`).
+    pub(crate) async fn approve_pin(&self, upstream: &str, tool: &str, fingerprint: &str) {
+        self.other_handle().await.pins().approve_pending(upstream, tool, fingerprint, "tester").await.unwrap();
+    }
+
     pub(crate) async fn client(&self, elicitation: Elicit) -> Client {
         Client::connect_with(&self.gateway, elicitation).await
     }

@@ -135,12 +135,7 @@ async fn a_rug_pull_through_list_changed_is_quarantined_until_approved_and_tight
     assert_eq!(pending.proposed.definition["annotations"]["readOnlyHint"], json!(true));
 
     // A person approves the change; once the upstream lists again the tool is back, as approved.
-    let reviewer = harness.other_handle().await;
-    reviewer
-        .pins()
-        .approve_pending("rug", "update_record", &pending.proposed.fingerprint.whole, "tester")
-        .await
-        .unwrap();
+    harness.approve_pin("rug", "update_record", &pending.proposed.fingerprint.whole).await;
     client.call(json!("relist"), "rug_rug_pull", json!({"change": "none"})).await;
     let tools =
         wait_tools(&mut client, "update_record back", |tools| names(tools).contains(&"rug_update_record")).await;
@@ -223,12 +218,7 @@ async fn with_quarantine_confirm_a_rug_pulled_tool_stays_listed_untrusted_and_ev
 
     // Once a person pins the new definition, it is believed as pinned definitions are.
     let pending = harness.store.pins().pending("rug", "update_record").await.unwrap().expect("pending");
-    let reviewer = harness.other_handle().await;
-    reviewer
-        .pins()
-        .approve_pending("rug", "update_record", &pending.proposed.fingerprint.whole, "tester")
-        .await
-        .unwrap();
+    harness.approve_pin("rug", "update_record", &pending.proposed.fingerprint.whole).await;
     let tools = wait_tools(&mut unasked, "update_record pinned", |tools| {
         tools.iter().any(|tool| tool["name"] == "rug_update_record" && tool["_meta"][META_KEY]["quarantined"].is_null())
     })
@@ -267,12 +257,7 @@ async fn in_read_only_mode_a_rug_pulled_tool_that_newly_claims_read_only_stays_h
     assert_eq!(fixture_called(&log, "update_record"), 0, "the write never reached the upstream");
 
     // A person pins the new definition: from then on it is believed, and read-only tools are listed.
-    let reviewer = harness.other_handle().await;
-    reviewer
-        .pins()
-        .approve_pending("rug", "update_record", &pending.proposed.fingerprint.whole, "tester")
-        .await
-        .unwrap();
+    harness.approve_pin("rug", "update_record", &pending.proposed.fingerprint.whole).await;
     wait_tools(&mut client, "update_record pinned", |tools| names(tools).contains(&"rug_update_record")).await;
 }
 
@@ -328,12 +313,7 @@ async fn an_approved_pin_change_is_released_without_waiting_for_another_listing(
     wait_tools(&mut client, "update_record quarantined", |tools| !names(tools).contains(&"rug_update_record")).await;
     let pending = harness.store.pins().pending("rug", "update_record").await.unwrap().expect("pending");
     // `toolgate pins approve` from another process; the upstream does not list again.
-    let reviewer = harness.other_handle().await;
-    reviewer
-        .pins()
-        .approve_pending("rug", "update_record", &pending.proposed.fingerprint.whole, "tester")
-        .await
-        .unwrap();
+    harness.approve_pin("rug", "update_record", &pending.proposed.fingerprint.whole).await;
     wait_tools(&mut client, "update_record released by the approval", |tools| {
         names(tools).contains(&"rug_update_record")
     })
