@@ -1,5 +1,6 @@
 //! What a client is offered, through the gateway: the tool-selection profile (a maximum, destructive tools left
-//! out, always-include globs first) and toolgate's own safety prompt, which lists the visible tools by class.
+//! out, always-include globs first), toolgate's own safety prompt, which lists the visible tools by class, and
+//! visibility by the caller's scopes.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -11,13 +12,18 @@ use serde_json::{Value, json};
 use toolgate_core::policy::PolicySpec;
 use toolgate_proxy::spec::{GatewaySpec, GuardrailSpec, Limits, SelectionSpec};
 
-use support::{Client, start_spec, upstream};
+use support::{Client, Elicit, start_spec, upstream};
+use toolgate_proxy::session::Caller;
 
 /// A gateway in front of the `rug-pull` fixture (untrusted: `purge_records`' read-only claim does not count, and
 /// it is destructive by inference) as `rug`.
 async fn gateway_with(selection: SelectionSpec) -> toolgate_proxy::Gateway {
+    gateway_with_policy(PolicySpec::default(), selection).await
+}
+
+async fn gateway_with_policy(policy: PolicySpec, selection: SelectionSpec) -> toolgate_proxy::Gateway {
     let rug = upstream("rug", "rug-pull", Duration::from_secs(20), None);
-    let guardrails = GuardrailSpec { policy: PolicySpec::default(), selection, ..Default::default() };
+    let guardrails = GuardrailSpec { policy, selection, ..Default::default() };
     let spec = GatewaySpec {
         upstreams: vec![rug],
         stdio: None,
@@ -69,5 +75,38 @@ async fn the_safety_prompt_lists_the_visible_tools_by_class() {
     assert!(section("## Read-only tools").contains("rug_read_records"), "{text}");
     assert!(section("## Destructive tools").contains("rug_purge_records"), "{text}");
     assert!(!section("## Read-only tools").contains("rug_purge_records"), "{text}");
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_hidden_from_callers_without_a_scope_is_listed_and_callable_only_with_it() {
+    let policy: PolicySpec = serde_json::from_value(json!({"rule": [
+        {"id": "admins-only", "effect": "hide", "match": {"destructive": true, "missing_scopes": "admin"}}
+    ]}))
+    .unwrap();
+    let gateway = gateway_with_policy(policy, SelectionSpec::default()).await;
+    let caller = |name: &str, scopes: &[&str]| Caller {
+        name: name.into(),
+        scopes: scopes.iter().map(|s| (*s).to_owned()).collect(),
+    };
+    let mut admin =
+        Client::connect_as(&gateway, caller("ops", &["admin"]), Elicit::Decline, json!({"elicitation": {}})).await;
+    let mut agent =
+        Client::connect_as(&gateway, caller("agent", &["read"]), Elicit::Decline, json!({"elicitation": {}})).await;
+
+    assert!(names(&admin.tools().await).contains(&"rug_purge_records".to_owned()));
+    let seen_by_agent = names(&agent.tools().await);
+    assert!(!seen_by_agent.contains(&"rug_purge_records".to_owned()), "{seen_by_agent:?}");
+    assert!(seen_by_agent.contains(&"rug_read_records".to_owned()), "other tools stay: {seen_by_agent:?}");
+
+    // Calling it without the scope looks exactly like calling a tool that does not exist; nobody is asked.
+    let hidden = agent.call(json!(1), "rug_purge_records", json!({})).await;
+    let unknown = agent.call(json!(2), "rug_no_such_tool", json!({})).await;
+    assert_eq!(hidden["result"]["content"][0]["text"], "Unknown tool: rug_purge_records");
+    assert_eq!(unknown["result"]["content"][0]["text"], "Unknown tool: rug_no_such_tool");
+    assert!(agent.elicitations.is_empty());
+    // With it, the call goes to a person (destructive: confirm), who declines here.
+    let asked = admin.call(json!(3), "rug_purge_records", json!({})).await;
+    assert_eq!(admin.elicitations.len(), 1, "the admin's person was asked: {asked}");
     gateway.shutdown().await;
 }

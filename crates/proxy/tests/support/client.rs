@@ -50,7 +50,12 @@ impl Client {
 
     /// Opens a session that declares `capabilities` (and answers elicitation as `elicit` says).
     pub(crate) async fn connect_declaring(gateway: &Gateway, elicit: Elicit, capabilities: Value) -> Client {
-        let (session, receiver) = gateway.open_session(TransportKind::Stdio, Caller::anonymous());
+        Client::connect_as(gateway, Caller::anonymous(), elicit, capabilities).await
+    }
+
+    /// Opens a session for `caller` (its name and scopes, as a transport would authenticate it).
+    pub(crate) async fn connect_as(gateway: &Gateway, caller: Caller, elicit: Elicit, capabilities: Value) -> Client {
+        let (session, receiver) = gateway.open_session(TransportKind::Stdio, caller);
         let mut client =
             Client { session, receiver, elicit, stash: Vec::new(), all: Vec::new(), elicitations: Vec::new() };
         let params =
