@@ -71,4 +71,9 @@ fn stderr_noise_does_not_disturb_the_session() {
     let run = toolgate_against(&["inspect", "--json"], &misbehave("stderr-noise"));
     assert_eq!(run.code, Some(0), "{run:?}");
     assert!(!json_stdout(&run)["tools"].as_array().unwrap().is_empty());
+    // With -v the upstream's stderr reaches toolgate's log, each line tagged with the upstream it came from.
+    let verbose = toolgate_against(&["-v", "inspect", "--json"], &misbehave("stderr-noise"));
+    assert_eq!(verbose.code, Some(0), "{verbose:?}");
+    let tagged = verbose.stderr.lines().find(|line| line.contains("diagnostic noise")).unwrap_or_default();
+    assert!(tagged.ends_with("upstream=python3"), "an upstream's stderr line carries its name: {tagged:?}");
 }
