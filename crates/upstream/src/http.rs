@@ -63,6 +63,9 @@ struct Shared {
     ending: AtomicBool,
     /// Fired when the connection shuts down or the transport ends it: stops the GET stream.
     stopped: CancellationToken,
+    /// The id of the last event the GET stream carried, sent back as `Last-Event-ID` when it is reopened so a
+    /// server that keeps its events can replay what was sent in between.
+    last_event_id: Mutex<Option<String>>,
 }
 
 /// Posts a request from the caller's task (one spawned POST) instead of queueing it for the dispatcher, once the
@@ -134,6 +137,7 @@ pub(crate) fn start(
         unreachable_posts: AtomicU32::new(0),
         ending: AtomicBool::new(false),
         stopped: shutdown.child_token(),
+        last_event_id: Mutex::new(None),
     });
     let ready = Arc::new(AtomicBool::new(false));
     let dispatcher_shared = Arc::clone(&shared);
@@ -312,7 +316,7 @@ async fn exchange(shared: &Shared, message: &Value, related: Option<&Value>) -> 
         move |error: reqwest::Error| UpstreamError::Connect { url: url.clone(), reason: error.to_string() };
     let (body, seen) = limited(response.bytes_stream().map_err(body_error), shared.max_message_bytes);
     if content_type.starts_with("text/event-stream") {
-        read_event_stream(shared, body, seen, related, &mut 0).await?;
+        read_event_stream(shared, body, seen, related, &mut 0, None).await?;
     } else {
         read_json_body(shared, body, related).await?;
     }
@@ -375,6 +379,7 @@ async fn read_event_stream<S>(
     seen: Arc<AtomicUsize>,
     related: Option<&Value>,
     delivered: &mut usize,
+    last_event_id: Option<&Mutex<Option<String>>>,
 ) -> Result<(), UpstreamError>
 where
     S: Stream<Item = Result<Bytes, UpstreamError>>,
@@ -390,6 +395,12 @@ where
         })?;
         // Each event may use the whole limit; the count restarts at every event boundary.
         seen.store(0, Ordering::Relaxed);
+        // Priming events (no data) carry an id too: they are where a resumed stream starts.
+        if let (Some(last), Some(id)) = (last_event_id, event.id.as_ref().filter(|id| !id.is_empty()))
+            && let Ok(mut last) = last.lock()
+        {
+            *last = Some(id.clone());
+        }
         let Some(data) = event.data.filter(|data| !data.trim().is_empty()) else { continue };
         let value: Value = serde_json::from_str(&data)
             .map_err(|error| UpstreamError::Protocol(format!("an SSE event is not JSON: {error}")))?;
@@ -483,7 +494,11 @@ async fn wait_before_reopening(shared: &Shared, failures: u32) {
 
 /// Opens the GET stream once and reads it until it ends.
 async fn open_server_stream(shared: &Shared) -> StreamOutcome {
-    let (request, carries_session) = request_builder(shared, reqwest::Method::GET);
+    let (mut request, carries_session) = request_builder(shared, reqwest::Method::GET);
+    let resume = shared.last_event_id.lock().ok().and_then(|last| last.clone());
+    if let Some(last) = resume {
+        request = request.header("last-event-id", last);
+    }
     let response = match request.header(ACCEPT, "text/event-stream").send().await {
         Ok(response) => response,
         Err(error) => return StreamOutcome::Unreachable(unreachable_reason(&error)),
@@ -505,7 +520,7 @@ async fn open_server_stream(shared: &Shared) -> StreamOutcome {
         .map_err(move |error| UpstreamError::Connect { url: url.clone(), reason: error.to_string() });
     let (body, seen) = limited(body, shared.max_message_bytes);
     let mut delivered = 0;
-    let outcome = read_event_stream(shared, body, seen, None, &mut delivered).await;
+    let outcome = read_event_stream(shared, body, seen, None, &mut delivered, Some(&shared.last_event_id)).await;
     if delivered > 0 || opened.elapsed() >= GET_STREAM_SETTLED_AFTER {
         if let Err(error) = outcome {
             tracing::debug!(upstream = %shared.name, %error, "the GET stream ended with an error");

@@ -22,14 +22,17 @@ pub(super) struct Request {
     pub(super) id: Value,
     /// The `Mcp-Session-Id` header, when sent.
     pub(super) session: Option<String>,
+    /// The `Last-Event-ID` header, when sent.
+    pub(super) last_event_id: Option<String>,
 }
 
 /// What the server answers.
 pub(super) enum Reply {
     /// A JSON body (or none, when `Null`) with this status, and `Mcp-Session-Id` when given.
     Json { status: u16, body: Value, session: Option<&'static str> },
-    /// An SSE stream with these messages; `hold_open` keeps it open until the server stops.
-    Events { messages: Vec<Value>, hold_open: bool },
+    /// An SSE stream with these messages, the event ids `first_id`, `first_id + 1`, ...; `hold_open` keeps it
+    /// open until the server stops.
+    Events { messages: Vec<Value>, hold_open: bool, first_id: u64 },
     /// No answer: the request waits until the server stops.
     Silence,
 }
@@ -129,7 +132,7 @@ async fn serve_connection(
         if stream.read_line(&mut request_line).await? == 0 {
             return Ok(());
         }
-        let (mut length, mut session) = (0, None);
+        let (mut length, mut session, mut last_event_id) = (0, None, None);
         loop {
             let mut header = String::new();
             stream.read_line(&mut header).await?;
@@ -142,6 +145,8 @@ async fn serve_connection(
                     length = value.trim().parse().unwrap_or(0);
                 } else if name.eq_ignore_ascii_case("mcp-session-id") {
                     session = Some(value.trim().to_owned());
+                } else if name.eq_ignore_ascii_case("last-event-id") {
+                    last_event_id = Some(value.trim().to_owned());
                 }
             }
         }
@@ -153,6 +158,7 @@ async fn serve_connection(
             method: message["method"].as_str().unwrap_or_default().to_owned(),
             id: message.get("id").cloned().unwrap_or(Value::Null),
             session,
+            last_event_id,
         };
         if let Ok(mut seen) = seen.lock() {
             seen.push(format!("{} {}", request.verb, request.method).trim_end().to_owned());
@@ -169,12 +175,12 @@ async fn serve_connection(
                 writer.write_all(head.as_bytes()).await?;
                 writer.write_all(body.as_bytes()).await?;
             }
-            Reply::Events { messages, hold_open } => {
+            Reply::Events { messages, hold_open, first_id } => {
                 // No length: the body ends when the connection closes.
                 let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
                 writer.write_all(head.as_bytes()).await?;
-                for message in messages {
-                    writer.write_all(format!("data: {message}\n\n").as_bytes()).await?;
+                for (id, message) in (first_id..).zip(messages) {
+                    writer.write_all(format!("id: {id}\ndata: {message}\n\n").as_bytes()).await?;
                 }
                 writer.flush().await?;
                 if hold_open {

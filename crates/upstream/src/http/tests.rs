@@ -238,6 +238,7 @@ async fn the_get_stream_is_reopened_for_as_long_as_it_delivers() -> TestResult {
             "GET" => Reply::Events {
                 messages: vec![json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})],
                 hold_open: false,
+                first_id: 1,
             },
             _ => Reply::result(request, json!({"tools": []})),
         })
@@ -252,6 +253,36 @@ async fn the_get_stream_is_reopened_for_as_long_as_it_delivers() -> TestResult {
     Ok(())
 }
 
+/// A reopened GET stream says where the last one stopped (`Last-Event-ID`), so a server that keeps its events can
+/// replay what it sent in between; the first opening says nothing.
+#[tokio::test]
+async fn a_reopened_get_stream_resumes_after_the_last_event_it_carried() -> TestResult {
+    let resumed_from: Arc<Mutex<Vec<Option<String>>>> = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::clone(&resumed_from);
+    let server = TestServer::start(move |request| {
+        handshake(request).unwrap_or_else(|| match request.verb.as_str() {
+            "GET" => {
+                let mut seen = record.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                seen.push(request.last_event_id.clone());
+                // Each stream carries two events, numbered on from the last one, then ends.
+                let first_id = 1 + 2 * u64::try_from(seen.len() - 1).unwrap_or(0);
+                let message = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+                Reply::Events { messages: vec![message.clone(), message], hold_open: false, first_id }
+            }
+            _ => Reply::result(request, json!({"tools": []})),
+        })
+    })
+    .await?;
+    let (connection, _recorder) = connect(&server).await?;
+    let reopened =
+        eventually(Duration::from_secs(20), || resumed_from.lock().map(|seen| seen.len() >= 3).unwrap_or(false)).await;
+    connection.close().await;
+    let seen = resumed_from.lock().map(|seen| seen.clone()).unwrap_or_default();
+    assert!(reopened, "the GET stream was not reopened twice: {seen:?}");
+    assert_eq!(seen[..3], [None, Some("2".to_owned()), Some("4".to_owned())], "{seen:?}");
+    Ok(())
+}
+
 /// The server goes away while the GET stream is open: the stream cannot be reopened, and after
 /// `GET_STREAM_ATTEMPTS` tries the connection ends (no request needed to notice), instead of server-initiated
 /// messages stopping silently.
@@ -259,7 +290,7 @@ async fn the_get_stream_is_reopened_for_as_long_as_it_delivers() -> TestResult {
 async fn a_get_stream_that_cannot_be_reopened_ends_the_connection() -> TestResult {
     let server = TestServer::start(|request| {
         handshake(request).unwrap_or_else(|| match request.verb.as_str() {
-            "GET" => Reply::Events { messages: Vec::new(), hold_open: true },
+            "GET" => Reply::Events { messages: Vec::new(), hold_open: true, first_id: 1 },
             _ => Reply::result(request, json!({"tools": []})),
         })
     })
