@@ -79,11 +79,10 @@ pub(crate) struct DirectPoster {
 }
 
 impl DirectPoster {
-    /// Posts `request`, or gives it back when it must go through the queue (not initialized yet, shut down, or not a
-    /// request).
+    /// Posts `request` (a JSON-RPC request: the connection's only caller, `begin_request`, passes nothing else), or
+    /// gives it back when it must go through the queue (not initialized yet, or shut down).
     pub(crate) fn post(&self, request: Value) -> Result<(), Value> {
-        let queued = !self.ready.load(Ordering::Acquire) || self.stop.is_cancelled();
-        if queued || !matches!(classify(&request), MessageKind::Request { .. }) {
+        if !self.ready.load(Ordering::Acquire) || self.stop.is_cancelled() {
             return Err(request);
         }
         tokio::spawn(post_message(Arc::clone(&self.shared), request));
