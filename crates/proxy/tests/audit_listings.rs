@@ -16,10 +16,10 @@ use serde_json::{Value, json};
 use toolgate_core::policy::PolicySpec;
 use toolgate_core::trust::TrustLevel;
 use toolgate_proxy::Gateway;
-use toolgate_proxy::spec::{GatewaySpec, GuardrailSpec, Limits};
+use toolgate_proxy::spec::GuardrailSpec;
 use toolgate_store::{AuditFilter, AuditKind, AuditRow, Store};
 
-use support::{Client, GUARD, start_spec, upstream};
+use support::{Client, GUARD, start_guarded, upstream};
 
 /// Long enough for several of the gateway's once-a-second quarantine re-checks.
 const SEVERAL_RECHECKS: Duration = Duration::from_secs(4);
@@ -30,16 +30,9 @@ async fn start(trust: TrustLevel) -> (Gateway, Store, tempfile::TempDir) {
     let store = Store::open(state.path()).await.unwrap();
     let mut rug = upstream("rug", "rug-pull", Duration::from_secs(20), None);
     rug.trust.level = trust;
-    let spec = GatewaySpec {
-        upstreams: vec![rug],
-        stdio: None,
-        http: None,
-        limits: Limits::default(),
-        // Every call allowed: the test calls the control tool `rug_pull`, which no person is there to confirm.
-        guardrails: GuardrailSpec { policy: PolicySpec::permissive(), ..GuardrailSpec::default() },
-        source: None,
-    };
-    let gateway = start_spec(spec, Some(store.clone())).await;
+    // Every call allowed: the test calls the control tool `rug_pull`, which no person is there to confirm.
+    let guardrails = GuardrailSpec { policy: PolicySpec::permissive(), ..GuardrailSpec::default() };
+    let gateway = start_guarded(vec![rug], guardrails, Some(store.clone())).await;
     (gateway, store, state)
 }
 

@@ -632,15 +632,7 @@ async fn a_read_is_retried_after_its_upstream_crashed_and_a_write_or_a_timed_out
         retries: toolgate_proxy::spec::RetrySpec { max_attempts: 10, initial_backoff: Duration::from_millis(100) },
         ..Default::default()
     };
-    let spec = toolgate_proxy::spec::GatewaySpec {
-        upstreams: vec![once, slow],
-        stdio: None,
-        http: None,
-        limits: Limits::default(),
-        guardrails,
-        source: None,
-    };
-    let gateway = support::start_spec(spec, None).await;
+    let gateway = support::start_guarded(vec![once, slow], guardrails, None).await;
     let mut client = Client::connect(&gateway).await;
 
     // The first call crashes the upstream; the read is tried again once it is back, and answered.

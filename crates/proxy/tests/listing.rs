@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolgate_core::policy::PolicySpec;
-use toolgate_proxy::spec::{GatewaySpec, GuardrailSpec, Limits, SelectionSpec};
+use toolgate_proxy::spec::{GuardrailSpec, SelectionSpec};
 
-use support::{Client, Elicit, start_spec, upstream};
+use support::{Client, Elicit, start_guarded, upstream};
 use toolgate_proxy::session::Caller;
 
 /// A gateway in front of the `rug-pull` fixture (untrusted: `purge_records`' read-only claim does not count, and
@@ -23,16 +23,7 @@ async fn gateway_with(selection: SelectionSpec) -> toolgate_proxy::Gateway {
 
 async fn gateway_with_policy(policy: PolicySpec, selection: SelectionSpec) -> toolgate_proxy::Gateway {
     let rug = upstream("rug", "rug-pull", Duration::from_secs(20), None);
-    let guardrails = GuardrailSpec { policy, selection, ..Default::default() };
-    let spec = GatewaySpec {
-        upstreams: vec![rug],
-        stdio: None,
-        http: None,
-        limits: Limits::default(),
-        guardrails,
-        source: None,
-    };
-    start_spec(spec, None).await
+    start_guarded(vec![rug], GuardrailSpec { policy, selection, ..Default::default() }, None).await
 }
 
 fn names(tools: &[Value]) -> Vec<String> {

@@ -8,9 +8,9 @@ mod support;
 
 use serde_json::json;
 use toolgate_core::policy::PolicySpec;
-use toolgate_proxy::spec::{GatewaySpec, GuardrailSpec, Limits};
+use toolgate_proxy::spec::GuardrailSpec;
 
-use support::{Client, Elicit, FixtureLog, GUARD, start_spec, text_of, tool_error, upstream};
+use support::{Client, Elicit, FixtureLog, GUARD, start_guarded, text_of, tool_error, upstream};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_open_world_error_answer_taints_the_session_and_its_next_open_world_write_needs_a_person() {
@@ -21,17 +21,8 @@ async fn an_open_world_error_answer_taints_the_session_and_its_next_open_world_w
     ]}))
     .unwrap();
     assert!(policy.session_taint, "taint is on by default");
-    let guardrails = GuardrailSpec { policy, ..Default::default() };
     let web = upstream("web", "open-world-error", GUARD, Some(&log.path));
-    let spec = GatewaySpec {
-        upstreams: vec![web],
-        stdio: None,
-        http: None,
-        limits: Limits::default(),
-        guardrails,
-        source: None,
-    };
-    let gateway = start_spec(spec, None).await;
+    let gateway = start_guarded(vec![web], GuardrailSpec { policy, ..Default::default() }, None).await;
     let posts = || log.entries().iter().filter(|entry| entry["params"]["name"] == "post_message").count();
 
     // A session that has seen nothing from outside may post: the rule allows it.

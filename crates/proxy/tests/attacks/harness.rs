@@ -10,11 +10,11 @@ use toolgate_core::policy::PolicySpec;
 use toolgate_core::trust::TrustLevel;
 use toolgate_proxy::Gateway;
 use toolgate_proxy::session::{Caller, ClientBound, ClientSession, SessionFactory, TransportKind};
-use toolgate_proxy::spec::{ConfirmationSpec, GatewaySpec, GuardrailSpec, Limits, UpstreamSpec};
+use toolgate_proxy::spec::{ConfirmationSpec, GuardrailSpec, UpstreamSpec};
 use toolgate_store::{ApprovalRecord, AuditFilter, Store, digest_arguments};
 
 pub(crate) use crate::support::{Client, Elicit};
-use crate::support::{FixtureLog, GUARD, start_spec, upstream};
+use crate::support::{FixtureLog, GUARD, start_guarded, upstream};
 
 /// The meta key toolgate adds to every tool definition.
 pub(crate) const META_KEY: &str = "toolgate/annotations";
@@ -61,8 +61,7 @@ impl Harness {
 }
 
 pub(crate) async fn start_gateway(upstreams: Vec<UpstreamSpec>, guardrails: GuardrailSpec, store: &Store) -> Gateway {
-    let spec = GatewaySpec { upstreams, stdio: None, http: None, limits: Limits::default(), guardrails, source: None };
-    start_spec(spec, Some(store.clone())).await
+    start_guarded(upstreams, guardrails, Some(store.clone())).await
 }
 
 /// Guardrails with the standard policy and a confirmation timeout of `timeout`.

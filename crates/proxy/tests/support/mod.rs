@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolgate_proxy::Gateway;
-use toolgate_proxy::spec::{GatewaySpec, Limits, Prefix, UpstreamSpec};
+use toolgate_proxy::spec::{GatewaySpec, GuardrailSpec, Limits, Prefix, UpstreamSpec};
 use toolgate_proxy::upstreams::UpstreamStatus;
 use toolgate_upstream::Endpoint;
 
@@ -47,12 +47,20 @@ pub(crate) fn upstream(name: &str, mode: &str, request_timeout: Duration, log: O
 
 /// Starts a gateway for `upstreams` (permissive policy, no store) and waits until every one of them is ready.
 pub(crate) async fn start(upstreams: Vec<UpstreamSpec>, limits: Limits) -> Gateway {
-    let guardrails = toolgate_proxy::spec::GuardrailSpec {
-        policy: toolgate_core::policy::PolicySpec::permissive(),
-        ..Default::default()
-    };
+    let guardrails = GuardrailSpec { policy: toolgate_core::policy::PolicySpec::permissive(), ..Default::default() };
     let spec = GatewaySpec { upstreams, stdio: None, http: None, limits, guardrails, source: None };
     start_spec(spec, None).await
+}
+
+/// Starts a gateway for `upstreams` under `guardrails` (default limits, no listener), with `store` when given, and
+/// waits until every upstream is ready.
+pub(crate) async fn start_guarded(
+    upstreams: Vec<UpstreamSpec>,
+    guardrails: GuardrailSpec,
+    store: Option<toolgate_store::Store>,
+) -> Gateway {
+    let spec = GatewaySpec { upstreams, stdio: None, http: None, limits: Limits::default(), guardrails, source: None };
+    start_spec(spec, store).await
 }
 
 /// Starts a gateway for `spec`, with `store` when given, and waits until every upstream is ready.
