@@ -3,10 +3,13 @@
 //!
 //! Needs Debian's `chromium` (`.ci/run` installs it); like every peer, a missing browser fails the test.
 
-use std::path::Path;
-use std::time::{Duration, SystemTime};
+#[path = "common/approvals.rs"]
+mod common;
 
-use toolgate_store::{ApprovalId, PendingApproval, Store};
+use std::path::Path;
+use std::time::Duration;
+
+use toolgate_store::Store;
 use toolgate_web::ConsoleConfig;
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -21,25 +24,7 @@ async fn chromium_renders_the_pending_approvals_after_login() -> TestResult {
     );
     let dir = tempfile::tempdir()?;
     let store = Store::open(&dir.path().join("state")).await?;
-    let id = ApprovalId::generate();
-    let now = SystemTime::now();
-    store
-        .approvals()
-        .create(&PendingApproval {
-            id: id.clone(),
-            session: "s1".into(),
-            upstream: "files".into(),
-            tool: "delete_file".into(),
-            title: "Delete file".into(),
-            action: "delete a file".into(),
-            risk: Some(toolgate_store::ToolRisk { level: 4, category: "destructive".into() }),
-            args_summary: "{\"path\":\"/tmp/report.txt\"}".into(),
-            tool_fingerprint: "sha256:aa".into(),
-            args_digest: "sha256:bb".into(),
-            created: now,
-            expires: now + Duration::from_secs(600),
-        })
-        .await?;
+    let id = common::pending_approval(&store, "delete_file", "Delete file", "{\"path\":\"/tmp/report.txt\"}").await?;
     let config = ConsoleConfig::loopback()?;
     let login = config.login_path();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;

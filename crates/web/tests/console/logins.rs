@@ -8,7 +8,7 @@
 use toolgate_store::ApprovalState;
 use toolgate_web::ConsoleUser;
 
-use super::{ALICE, Console, Reply, TOKEN, TestResult, csrf_of, pending, request, start, state};
+use super::{ALICE, Console, Reply, TOKEN, TestResult, csrf_of, decide_approval, pending, request, start, state};
 
 /// Bob's console token, configured only after a replacement.
 const BOB: &str = "bob-0a1b2c3d4e5f60718293a4b5c6d7e8f9";
@@ -110,9 +110,7 @@ async fn replacing_the_users_changes_who_can_log_in_and_ends_removed_sessions() 
     );
     // Alice's session ended: her next request, a decision included, is not logged in.
     assert_eq!(page_status(&console, &alice).await?, 401);
-    let target = format!("/console/approvals/{id}/approve");
-    let reply =
-        request(console.address, "POST", &target, std::slice::from_ref(&alice), &format!("csrf={csrf}")).await?;
+    let reply = decide_approval(&console, &alice, &csrf, &id, "approve").await?;
     assert_eq!(reply.status, 401);
     assert_eq!(state(&console.store, &id).await?, ApprovalState::Pending);
     assert_eq!(post_token(&console, ALICE).await?.status, 401, "her token opens nothing now");

@@ -5,6 +5,8 @@
 //! - [`tools`]: the tools page: quarantined definitions, pin decisions, and the inventory of every tool.
 //! - [`logins`]: the failed-login limit per address, and users replaced while the console serves.
 
+#[path = "../common/approvals.rs"]
+mod approvals_fixture;
 mod audit;
 mod logins;
 mod tools;
@@ -14,7 +16,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::json;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use toolgate_store::{ApprovalId, ApprovalState, ApprovalWait, PendingApproval, Store};
+use toolgate_store::{ApprovalId, ApprovalState, ApprovalWait, Store};
 use toolgate_web::ConsoleConfig;
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -77,6 +79,18 @@ async fn request(
     request_from(IpAddr::V4(Ipv4Addr::LOCALHOST), address, method, target, extra, body).await
 }
 
+/// Posts the console's own decision form for approval `id` (`approve` or `deny`) with the session's CSRF token.
+async fn decide_approval(
+    console: &Console,
+    cookie: &str,
+    csrf: &str,
+    id: &ApprovalId,
+    decision: &str,
+) -> Result<Reply, Box<dyn std::error::Error>> {
+    let target = format!("/console/approvals/{id}/{decision}");
+    request(console.address, "POST", &target, &[cookie.to_owned()], &format!("csrf={csrf}")).await
+}
+
 /// [`request`] from the local address `source` (on Linux all of 127.0.0.0/8 is loopback).
 async fn request_from(
     source: IpAddr,
@@ -134,26 +148,7 @@ fn csrf_of(page: &str) -> Result<String, Box<dyn std::error::Error>> {
 }
 
 async fn pending(store: &Store, tool: &str) -> Result<ApprovalId, Box<dyn std::error::Error>> {
-    let id = ApprovalId::generate();
-    let now = SystemTime::now();
-    store
-        .approvals()
-        .create(&PendingApproval {
-            id: id.clone(),
-            session: "s1".into(),
-            upstream: "files".into(),
-            tool: tool.into(),
-            title: "Delete <file>".into(),
-            action: "delete a file".into(),
-            risk: Some(toolgate_store::ToolRisk { level: 4, category: "destructive".into() }),
-            args_summary: "{\"path\":\"/tmp/x\"}".into(),
-            tool_fingerprint: "sha256:aa".into(),
-            args_digest: "sha256:bb".into(),
-            created: now,
-            expires: now + Duration::from_secs(600),
-        })
-        .await?;
-    Ok(id)
+    approvals_fixture::pending_approval(store, tool, "Delete <file>", "{\"path\":\"/tmp/x\"}").await
 }
 
 async fn state(store: &Store, id: &ApprovalId) -> Result<ApprovalState, Box<dyn std::error::Error>> {
@@ -220,38 +215,17 @@ async fn the_form_approves_and_denies_in_the_store() -> TestResult {
     assert!(!page.body.contains("<script>"), "no inline script");
     let csrf = csrf_of(&page.body)?;
 
-    let reply = request(
-        console.address,
-        "POST",
-        &format!("/console/approvals/{approve}/approve"),
-        std::slice::from_ref(&cookie),
-        &format!("csrf={csrf}"),
-    )
-    .await?;
+    let reply = decide_approval(&console, &cookie, &csrf, &approve, "approve").await?;
     assert_eq!(reply.status, 303, "{}", reply.body);
     assert_eq!(
         console.store.approvals().wait(&approve, Duration::from_secs(1)).await?,
         ApprovalWait::Approved { by: "console".into() }
     );
-    let reply = request(
-        console.address,
-        "POST",
-        &format!("/console/approvals/{deny}/deny"),
-        std::slice::from_ref(&cookie),
-        &format!("csrf={csrf}"),
-    )
-    .await?;
+    let reply = decide_approval(&console, &cookie, &csrf, &deny, "deny").await?;
     assert_eq!(reply.status, 303);
     assert_eq!(state(&console.store, &deny).await?, ApprovalState::Denied);
     // Deciding twice is a conflict, and the first decision stands.
-    let reply = request(
-        console.address,
-        "POST",
-        &format!("/console/approvals/{approve}/deny"),
-        std::slice::from_ref(&cookie),
-        &format!("csrf={csrf}"),
-    )
-    .await?;
+    let reply = decide_approval(&console, &cookie, &csrf, &approve, "deny").await?;
     assert_eq!(reply.status, 409);
     assert_eq!(state(&console.store, &approve).await?, ApprovalState::Approved);
     // Each decision is an audit row naming who decided; the refused second try is not.
@@ -458,9 +432,7 @@ async fn a_configured_user_logs_in_with_the_form_and_decides_under_their_name() 
     let cookie = format!("Cookie: {}", cookie.split(';').next().unwrap_or_default());
     let page = request(console.address, "GET", "/console", std::slice::from_ref(&cookie), "").await?;
     let csrf = csrf_of(&page.body)?;
-    let reply =
-        request(console.address, "POST", &format!("/console/approvals/{id}/deny"), &[cookie], &format!("csrf={csrf}"))
-            .await?;
+    let reply = decide_approval(&console, &cookie, &csrf, &id, "deny").await?;
     assert_eq!(reply.status, 303);
     assert_eq!(
         console.store.approvals().wait(&id, Duration::from_secs(1)).await?,
