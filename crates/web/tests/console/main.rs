@@ -139,6 +139,12 @@ async fn login(console: &Console) -> Result<String, Box<dyn std::error::Error>> 
     Ok(format!("Cookie: {pair}"))
 }
 
+/// The CSRF token of the session behind `cookie`, from the approvals page's forms.
+async fn csrf_for(console: &Console, cookie: &str) -> Result<String, Box<dyn std::error::Error>> {
+    let page = request(console.address, "GET", "/console", &[cookie.to_owned()], "").await?;
+    csrf_of(&page.body)
+}
+
 /// The CSRF token in the page's forms.
 fn csrf_of(page: &str) -> Result<String, Box<dyn std::error::Error>> {
     let marker = "name=\"csrf\" value=\"";
@@ -272,8 +278,7 @@ async fn another_origin_or_host_is_forbidden() -> TestResult {
     let console = start().await?;
     let id = pending(&console.store, "delete_file").await?;
     let cookie = login(&console).await?;
-    let page = request(console.address, "GET", "/console", std::slice::from_ref(&cookie), "").await?;
-    let csrf = csrf_of(&page.body)?;
+    let csrf = csrf_for(&console, &cookie).await?;
     let target = format!("/console/approvals/{id}/approve");
     let evil = [cookie.clone(), "Origin: http://evil.example".to_owned()];
     let reply = request(console.address, "POST", &target, &evil, &format!("csrf={csrf}")).await?;
@@ -305,8 +310,7 @@ async fn get_never_changes_state() -> TestResult {
     let (_, changed) = tools::rug_pull(&console.store).await?;
     let pin_form = format!("upstream=files&tool=delete_file&fingerprint={}", changed.fingerprint.whole);
     let cookie = login(&console).await?;
-    let page = request(console.address, "GET", "/console", std::slice::from_ref(&cookie), "").await?;
-    let csrf = csrf_of(&page.body)?;
+    let csrf = csrf_for(&console, &cookie).await?;
     for target in [
         format!("/console/approvals/{id}/approve"),
         format!("/console/approvals/{id}/approve?csrf={csrf}"),
@@ -430,8 +434,7 @@ async fn a_configured_user_logs_in_with_the_form_and_decides_under_their_name() 
     let cookie = reply.header("set-cookie").ok_or("no cookie")?;
     assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
     let cookie = format!("Cookie: {}", cookie.split(';').next().unwrap_or_default());
-    let page = request(console.address, "GET", "/console", std::slice::from_ref(&cookie), "").await?;
-    let csrf = csrf_of(&page.body)?;
+    let csrf = csrf_for(&console, &cookie).await?;
     let reply = decide_approval(&console, &cookie, &csrf, &id, "deny").await?;
     assert_eq!(reply.status, 303);
     assert_eq!(
