@@ -1,6 +1,6 @@
 //! Project automation, run as `cargo xtask <command>`.
 //!
-//! - `tidy`: checks the conventions (module docs, crate layering, file length).
+//! - `tidy`: checks the conventions (module docs, crate layering, file length, one feature set for the binary).
 //! - `eval`: scores inference on a labelled corpus next to the baseline verb map.
 //! - `lint-eval`: measures lint on a labelled corpus (flagged mis-declarations, false-alarm rate).
 //! - `test`: installs the real peers into `.cache/` and runs every test.
@@ -12,6 +12,7 @@
 #![allow(clippy::print_stdout)]
 
 mod eval;
+mod features;
 mod lint_eval;
 mod screenshots;
 mod test_run;

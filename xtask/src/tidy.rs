@@ -5,6 +5,7 @@
 //! - The core stays pure: its dependencies are limited to data crates (`CORE_DEPENDENCIES`), so no IO or async
 //!   can creep in through a dependency.
 //! - Files stay readable: no Rust file over `MAX_LINES` lines.
+//! - `cargo run -p toolgate` after `cargo build --workspace` compiles nothing (`crate::features`).
 //!
 //! It only reads files; it never rewrites them.
 
@@ -46,7 +47,9 @@ const CORE_DEPENDENCIES: &[&str] = &["serde", "serde_json", "serde_json_canonica
 const MAX_LINES: usize = 700;
 
 pub(crate) fn run(_args: &[String]) -> Result<()> {
-    let problems = check(&workspace_root())?;
+    let root = workspace_root();
+    let mut problems = check(&root)?;
+    problems.extend(crate::features::check(&root)?);
     if problems.is_empty() {
         println!("tidy: ok");
         return Ok(());
