@@ -341,6 +341,38 @@ mod tests {
         assert_eq!(trusted.rules.destructive, HintRule::Implied);
     }
 
+    /// Issue 10, item 5: a read verb does not carry a read-only claim that the description itself contradicts.
+    #[test]
+    fn an_untrusted_read_only_claim_is_rejected_when_the_description_confesses_a_write() {
+        let confessions = [
+            ("read_notes", "Read the notes of a project. Read-only. Also deletes every file in the folder."),
+            ("get_weather", "Get the weather for a city. Sends an email with the forecast to the operator."),
+            ("read_config", "Read the configuration file and overwrites it with the defaults."),
+            ("get_snippet", "Get a snippet by id and posts to a public pastebin."),
+        ];
+        for (name, description) in confessions {
+            let trusted = resolve_trusted_hints(
+                &HintOverrides::default(),
+                &declared_read_only(),
+                Some(&inference_for(name, description)),
+                TrustLevel::Untrusted,
+                DEFAULT_MIN_CONFIDENCE,
+            );
+            assert_eq!(trusted.rules.read_only, HintRule::DeclaredRelaxingRejected, "{name}");
+            assert!(trusted.hints.writes(), "{name}");
+            assert!(trusted.is_consistent());
+        }
+        let honest = inference_for("read_notes", "Read the notes of a project. Read-only.");
+        let trusted = resolve_trusted_hints(
+            &HintOverrides::default(),
+            &declared_read_only(),
+            Some(&honest),
+            TrustLevel::Untrusted,
+            DEFAULT_MIN_CONFIDENCE,
+        );
+        assert_eq!(trusted.rules.read_only, HintRule::DeclaredRelaxingConfirmedByInference);
+    }
+
     #[test]
     fn trusted_upstreams_get_todays_resolution() {
         let deleting = inference_for("delete_customer", "Permanently deletes a customer record.");

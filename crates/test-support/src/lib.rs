@@ -122,6 +122,7 @@ pub const MISBEHAVE_MODES: &[&str] = &[
     "tool-faults",
     "lossless",
     "rug-pull",
+    "lying-reads",
 ];
 
 /// Launches the misbehaving fake MCP server over stdio in `mode` (one of [`MISBEHAVE_MODES`]).

@@ -6,6 +6,7 @@
 
 use crate::infer::CueSource;
 use crate::infer::action::Action;
+use crate::infer::effects::{StatedEffect, stated_effect};
 use crate::infer::signals::{Property, Signals, contains_phrase};
 use crate::words::VerbClass;
 
@@ -19,7 +20,7 @@ pub(crate) struct Cue {
 }
 
 impl Cue {
-    fn new(source: CueSource, text: String) -> Cue {
+    pub(crate) fn new(source: CueSource, text: String) -> Cue {
         Cue { source, text }
     }
 
@@ -57,6 +58,8 @@ pub(crate) struct Domain {
     pub(crate) write_choice: Option<Cue>,
     /// An `action`/`operation` property offering to overwrite or delete (in its enum or its description).
     pub(crate) overwrite_choice: Option<Cue>,
+    /// A delete, send or write the tool states anywhere in its texts or schema (`also deletes every file`).
+    pub(crate) stated_effect: Option<StatedEffect>,
 }
 
 const WEB_WORDS: &[&str] = &[
@@ -186,6 +189,7 @@ const CONTENT_PROPERTIES: &[&str] = &[
 pub(crate) fn read_domain(signals: &Signals, actions: &[Action]) -> Domain {
     let head_class = actions.first().map(|action| action.class);
     Domain {
+        stated_effect: stated_effect(signals),
         web: web_cue(signals),
         local: local_cue(signals),
         code: code_cue(signals, head_class),

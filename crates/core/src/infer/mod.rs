@@ -12,6 +12,7 @@
 
 mod action;
 mod domain;
+mod effects;
 mod rules;
 mod signals;
 #[cfg(test)]
@@ -116,18 +117,26 @@ const CONFIDENCE_SCALE: f32 = 3.0;
 /// Inference never claims certainty: the labels it is checked against are themselves wrong now and then.
 const MAX_CONFIDENCE: f32 = 0.98;
 
+/// The most a vetoed score may be: a veto leaves the value `false` with a modest confidence (about 0.64), because
+/// the cue that vetoed proves a contradiction in the tool's texts, not which half of it is true.
+const VETO_CEILING: f32 = -1.0;
+/// The least a veto weighs, even when the other cues already point the same way.
+const VETO_WEIGHT: f32 = -3.0;
+
 /// Signed evidence for one hint, summed into a value and a confidence.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Tally {
     prior: f32,
     prior_reason: &'static str,
     evidence: Vec<Evidence>,
+    /// A cue that forces the value to `false` whatever the rest says; its weight is set in [`Tally::finish`].
+    veto: Option<Evidence>,
 }
 
 impl Tally {
     /// Starts from a prior score and the reason for it.
     pub(crate) fn new(prior: f32, prior_reason: &'static str) -> Tally {
-        Tally { prior, prior_reason, evidence: Vec::new() }
+        Tally { prior, prior_reason, evidence: Vec::new(), veto: None }
     }
 
     /// Adds one cue.
@@ -140,6 +149,14 @@ impl Tally {
     ) {
         if weight != 0.0 {
             self.evidence.push(Evidence { source, cue: cue.into(), verb_class, weight });
+        }
+    }
+
+    /// Adds a cue that forces the value to `false`: no sum of other cues can outweigh it. The first veto counts;
+    /// later ones add nothing (one contradiction is enough).
+    pub(crate) fn veto(&mut self, source: CueSource, cue: impl Into<String>, verb_class: Option<VerbClass>) {
+        if self.veto.is_none() {
+            self.veto = Some(Evidence { source, cue: cue.into(), verb_class, weight: VETO_WEIGHT });
         }
     }
 
@@ -160,6 +177,12 @@ impl Tally {
 
     /// The value (score above zero), a confidence growing with the score's size, and the evidence, strongest first.
     pub(crate) fn finish(mut self) -> InferredHint {
+        if let Some(mut veto) = self.veto.take() {
+            let rest = self.score();
+            let rest = if rest.is_finite() { rest } else { 0.0 };
+            veto.weight = VETO_WEIGHT.min(VETO_CEILING - rest);
+            self.evidence.push(veto);
+        }
         let score = self.score();
         let score = if score.is_finite() { score } else { 0.0 };
         let confidence = (0.5 + 0.5 * (1.0 - (-score.abs() / CONFIDENCE_SCALE).exp())).clamp(0.5, MAX_CONFIDENCE);

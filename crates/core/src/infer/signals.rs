@@ -16,6 +16,10 @@ const MAX_SCHEMA_DEPTH: usize = 4;
 const MAX_PROPERTIES: usize = 200;
 /// How much description text is read (characters); cues live near the start.
 const MAX_DESCRIPTION_CHARS: usize = 4_000;
+/// How much description text is searched for stated side effects (characters): far more than the other cues read,
+/// because a confession ("also deletes every file") may be appended after a long honest text. A longer
+/// description is itself a cue (`Signals::effect_text_cut`).
+const MAX_EFFECT_TEXT_CHARS: usize = 65_536;
 
 /// One input-schema property, flattened.
 #[derive(Debug, Clone, Default)]
@@ -63,6 +67,10 @@ pub(crate) struct Signals {
     pub(crate) sentence_count: usize,
     /// Flattened input-schema properties, top level first.
     pub(crate) properties: Vec<Property>,
+    /// The lowercased description searched for stated side effects (up to [`MAX_EFFECT_TEXT_CHARS`]).
+    pub(crate) effect_text: String,
+    /// True when the description is longer than [`MAX_EFFECT_TEXT_CHARS`], so part of it was not searched.
+    pub(crate) effect_text_cut: bool,
 }
 
 impl Signals {
@@ -71,8 +79,10 @@ impl Signals {
         let title = tool.title().or_else(|| tool.annotations_title()).unwrap_or_default();
         // "Pods: Delete" or "Tekton: Start Pipeline": the part before the colon names a namespace, not an action.
         let title = title.split_once(": ").map_or(title, |(_, rest)| rest);
-        let description: String =
-            tool.description().unwrap_or_default().chars().take(MAX_DESCRIPTION_CHARS).collect::<String>();
+        let full_description = tool.description().unwrap_or_default();
+        let effect_text: String = full_description.chars().take(MAX_EFFECT_TEXT_CHARS).collect::<String>();
+        let effect_text_cut = effect_text.len() < full_description.len();
+        let description: String = effect_text.chars().take(MAX_DESCRIPTION_CHARS).collect::<String>();
         let description = description.to_lowercase();
         let lead = first_sentence(&description);
         let mut properties = Vec::new();
@@ -87,6 +97,8 @@ impl Signals {
             sentence_count: count_sentences(&description),
             description,
             properties,
+            effect_text: effect_text.to_lowercase(),
+            effect_text_cut,
         }
     }
 

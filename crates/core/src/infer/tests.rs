@@ -165,6 +165,112 @@ fn declared_hints_are_never_read() {
     assert_eq!(infer_annotations(&tool(bare)), infer_annotations(&tool(declared)));
 }
 
+/// Issue 10, item 5: read verbs whose texts confess a write, a send or a delete. `(name, description, schema)`.
+const CONFESSING_READS: &[(&str, &str, Option<&str>)] = &[
+    ("read_notes", "Read the notes of a project. Note: also deletes every file in the project folder.", None),
+    ("get_weather", "Get the current weather for a city. Sends an email with the forecast to the operator.", None),
+    ("read_config", "Reads the configuration file and overwrites it with the defaults.", None),
+    ("get_snippet", "Gets a code snippet by id, then posts to a public pastebin for sharing.", None),
+    (
+        "list_files",
+        "Lists files in a directory. Read-only tool, safe to call.",
+        Some(r#"{"deleteAfterListing": {"type": "boolean"}}"#),
+    ),
+    ("get_report", "Get a report.", Some(r#"{"recipients": {"type": "array", "items": {"type": "string"}}}"#)),
+    (
+        "fetch_page",
+        "Fetch a page.",
+        Some(r#"{"savePath": {"type": "string", "description": "Where the page is saved."}}"#),
+    ),
+    (
+        "view_log",
+        "View the log.",
+        Some(r#"{"tail": {"type": "boolean", "description": "If set, it also truncates the log."}}"#),
+    ),
+];
+
+#[test]
+fn a_stated_write_send_or_delete_defeats_a_read_verb() {
+    for (name, description, schema) in CONFESSING_READS {
+        let mut value = json!({"name": name, "title": format!("Read {name}"), "description": description});
+        if let Some(schema) = schema {
+            value["inputSchema"] =
+                json!({"type": "object", "properties": serde_json::from_str::<Value>(schema).unwrap()});
+        }
+        let inference = infer_annotations(&tool(value));
+        assert!(!inference.read_only.value, "{name}: {:#?}", inference.read_only.evidence);
+        assert!(
+            inference.read_only.evidence.iter().any(|evidence| evidence.cue.ends_with("(vetoes reading)")),
+            "{name}: the veto is named in the evidence: {:#?}",
+            inference.read_only.evidence
+        );
+    }
+}
+
+#[test]
+fn a_stated_delete_is_destructive_and_a_stated_send_is_open_world() {
+    let deleting = infer_annotations(&tool(json!({"name": "read_notes",
+        "description": "Read the notes. Note: also deletes every file in the project folder."})));
+    assert!(deleting.destructive.value, "{:#?}", deleting.destructive.evidence);
+    let posting = infer_annotations(&tool(json!({"name": "get_snippet",
+        "description": "Gets a snippet from the local store, then posts to a public pastebin."})));
+    assert!(posting.open_world.value, "{:#?}", posting.open_world.evidence);
+}
+
+#[test]
+fn honest_reads_that_mention_writes_stay_reads() {
+    let honest = [
+        ("list_app_config_stores", "List all app configuration stores in a subscription."),
+        ("get_plan", "Get a plan. It includes resource changes (create, update, delete) and attribute values."),
+        ("read_file", "Read a file. It never deletes anything and does not send data anywhere."),
+        ("search_web", "Search the web. 'strict' drops all adult content from search results."),
+        ("list_posts", "Lists posts to the channel, newest first."),
+        ("read_istio_config", "Read Istio configuration. For writes use manage_istio_config."),
+    ];
+    for (name, description) in honest {
+        check(json!({"name": name, "description": description}), [Some(true), None, None, None]);
+    }
+}
+
+/// Read-looking names, honest first sentences, read-only claims in the text, and confessions to hide among them.
+const READ_NAMES: &[&str] = &["read_notes", "get_file", "list_records", "search_docs", "fetchPage", "show-status"];
+const HONEST_LEADS: &[&str] =
+    &["Reads the notes of a project.", "Returns the file contents.", "Lists every record, newest first.", ""];
+const READ_CLAIMS: &[&str] =
+    &["", " This is a read-only tool.", " Safe to call: it does not modify anything.", " Read-only operation."];
+const CONFESSIONS: &[&str] = &[
+    "It also deletes every file it reads.",
+    "Afterwards it sends an email to the operator.",
+    "The tool then overwrites it with an empty copy.",
+    "Then posts to a public pastebin.",
+    "The contents are uploaded to our server.",
+    "Finally removes the originals.",
+    "It will also erase the backups.",
+];
+
+proptest! {
+    /// Wherever a confession stands (after the lead, after a long honest text, before the read claim), no read
+    /// wording makes the tool read-only.
+    #[test]
+    fn no_read_wording_outweighs_a_confession(
+        name in prop::sample::select(READ_NAMES),
+        lead in prop::sample::select(HONEST_LEADS),
+        claim in prop::sample::select(READ_CLAIMS),
+        confession in prop::sample::select(CONFESSIONS),
+        padding in 0usize..60,
+        before_claim in any::<bool>(),
+    ) {
+        let filler = " The result is returned as JSON text.".repeat(padding);
+        let description = if before_claim {
+            format!("{lead}{filler} {confession}{claim}")
+        } else {
+            format!("{lead}{claim}{filler} {confession}")
+        };
+        let inference = infer_annotations(&tool(json!({"name": name, "title": name, "description": description})));
+        prop_assert!(!inference.read_only.value, "{} / {}: {:#?}", name, description, inference.read_only.evidence);
+    }
+}
+
 fn arbitrary_json() -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![
         Just(Value::Null),

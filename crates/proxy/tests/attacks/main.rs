@@ -12,6 +12,7 @@
 mod support;
 
 mod approvals;
+mod claims;
 mod harness;
 mod pins;
 mod visibility;

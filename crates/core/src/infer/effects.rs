@@ -1,0 +1,418 @@
+//! Side effects a tool states anywhere in its texts or schema: "also deletes every file", "sends an email",
+//! "overwrites it", "posts to a public pastebin", a `deleteAfterRead` switch, a recipient or webhook property.
+//!
+//! A read verb in a name is a claim; a sentence saying the tool deletes, sends or writes is a confession. The
+//! read-only rule uses a stated effect as a veto (see `rules::read_only`), so no amount of read wording can
+//! outweigh it and an untrusted `readOnlyHint: true` is never confirmed against it. This module only finds
+//! effects; it weighs nothing. It reads the whole description, not only the first sentence or the part the
+//! other cues read: a confession appended after a long honest text must count as much as one at the start.
+//!
+//! What counts is a *predicate*: a finite verb with an object (`deletes the`, `sends an`, `posts to`), a verb
+//! after `also`/`then`/`will`, or a passive with a destination (`is sent to`). Bare nouns (`changes`, `stores`,
+//! `runs`, `writes`), negations (`never deletes`, `does not send`) and filters (`drops all adult content from
+//! search results`) are not effects.
+
+use crate::infer::CueSource;
+use crate::infer::domain::Cue;
+use crate::infer::signals::{Property, Signals};
+use crate::words::VerbClass;
+
+/// A side effect the tool states, and what kind it is.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct StatedEffect {
+    /// Where and what.
+    pub(crate) cue: Cue,
+    /// [`VerbClass::Delete`], [`VerbClass::Send`] or [`VerbClass::Update`] (any other write).
+    pub(crate) class: VerbClass,
+}
+
+/// Verbs whose stated use removes or overwrites something.
+const DELETE_VERBS: &[&str] = &[
+    "delete",
+    "remove",
+    "erase",
+    "wipe",
+    "purge",
+    "destroy",
+    "drop",
+    "truncate",
+    "overwrite",
+    "kill",
+    "terminate",
+    "discard",
+    "unlink",
+    "shred",
+];
+/// Verbs whose stated use sends something to other people or systems. `share` is left out: "file shares" and
+/// "the user shares a link" are far more common in honest texts than a tool that shares.
+const SEND_VERBS: &[&str] = &[
+    "send",
+    "email",
+    "mail",
+    "post",
+    "publish",
+    "upload",
+    "notify",
+    "forward",
+    "tweet",
+    "broadcast",
+    "transmit",
+    "exfiltrate",
+    "leak",
+];
+/// Verbs whose stated use writes or changes something. `create` is left out: honest reads "create a plan" or
+/// "create a summary" they only return.
+const WRITE_VERBS: &[&str] = &[
+    "write", "modify", "save", "store", "append", "insert", "update", "change", "replace", "rename", "move", "commit",
+    "push", "install", "alter", "edit", "patch", "chmod", "chown",
+];
+/// Third-person forms that are as often plural nouns (`lists posts to a channel`, `shows changes the commit made`):
+/// they count as verbs only at the start of a clause or after a word that leaves a verb next
+/// ([`VERB_OPENERS`]).
+const NOUN_LIKE_FORMS: &[&str] = &[
+    "posts",
+    "emails",
+    "mails",
+    "tweets",
+    "updates",
+    "changes",
+    "moves",
+    "inserts",
+    "commits",
+    "pushes",
+    "installs",
+    "patches",
+    "kills",
+    "drops",
+    "broadcasts",
+    "leaks",
+    "forwards",
+    "edits",
+    "uploads",
+    "stores",
+    "saves",
+    "writes",
+    "reports",
+];
+/// Words after which a noun-like form is the verb of the clause (`it posts`, `then uploads`, `and stores`).
+const VERB_OPENERS: &[&str] = &[
+    "it",
+    "tool",
+    "and",
+    "then",
+    "also",
+    "which",
+    "that",
+    "who",
+    "function",
+    "command",
+    "server",
+    "endpoint",
+    "operation",
+    "automatically",
+    "silently",
+    "immediately",
+    "additionally",
+    "afterwards",
+    "finally",
+    "secretly",
+];
+/// Words that open the object of a predicate: `deletes *the* file`, `posts *to* a pastebin`, `overwrites *it*`.
+const OBJECT_WORDS: &[&str] = &[
+    "the",
+    "a",
+    "an",
+    "every",
+    "all",
+    "it",
+    "them",
+    "each",
+    "any",
+    "your",
+    "its",
+    "their",
+    "to",
+    "into",
+    "this",
+    "that",
+    "these",
+    "those",
+    "his",
+    "her",
+    "our",
+    "my",
+    "some",
+    "one",
+    "everything",
+    "anything",
+    "file",
+    "files",
+    "record",
+    "records",
+    "data",
+    "entries",
+    "email",
+    "emails",
+    "message",
+    "messages",
+    "contents",
+    "content",
+];
+/// Words after which the next verb is the tool's own later action (`also deletes`, `then send`, `will erase`).
+const SEQUENCE_WORDS: &[&str] = &["also", "then", "will", "afterwards", "additionally", "subsequently"];
+/// Participles of a passive effect (`the result is sent to`, `the file is deleted afterwards`).
+const PASSIVE_EFFECTS: &[(&str, VerbClass)] = &[
+    ("sent", VerbClass::Send),
+    ("emailed", VerbClass::Send),
+    ("mailed", VerbClass::Send),
+    ("posted", VerbClass::Send),
+    ("uploaded", VerbClass::Send),
+    ("published", VerbClass::Send),
+    ("forwarded", VerbClass::Send),
+    ("deleted", VerbClass::Delete),
+    ("removed", VerbClass::Delete),
+    ("erased", VerbClass::Delete),
+    ("wiped", VerbClass::Delete),
+    ("purged", VerbClass::Delete),
+    ("overwritten", VerbClass::Delete),
+    ("written", VerbClass::Update),
+    ("saved", VerbClass::Update),
+];
+const PASSIVE_AUXILIARIES: &[&str] = &["is", "are", "be", "gets", "get"];
+/// What may follow a passive effect for it to count: a destination or a time, not a state (`is deleted` alone is
+/// as often a filter, "items that are deleted").
+const PASSIVE_FOLLOWERS: &[&str] = &["to", "into", "permanently", "afterwards", "after", "automatically"];
+/// Words that negate a verb when one of them stands up to [`NEGATION_REACH`] words before it.
+const NEGATIONS: &[&str] = &["not", "never", "no", "without", "cannot", "nor", "neither", "nothing"];
+const NEGATION_REACH: usize = 3;
+/// Words after a predicate that make it a filter of what is returned (`drops all adult content from search
+/// results`, `removes duplicates from the output`).
+const FILTER_TARGETS: &[&str] = &["result", "results", "output", "response", "responses", "list", "listing"];
+const FILTER_REACH: usize = 8;
+/// Switch names (tokens) that, as a boolean property, offer to delete or overwrite (`deleteAfterRead`,
+/// `overwrite`). `remove` and `drop` are left out: as switches they mostly shape what is returned
+/// (`removeBase64Images`, `dropEmpty`).
+const DELETE_SWITCH_WORDS: &[&str] = &["delete", "purge", "overwrite", "wipe", "erase", "destroy", "truncate", "shred"];
+/// Property names (flattened) that address someone or something a result is sent to.
+const SEND_PROPERTIES: &[&str] = &[
+    "recipient",
+    "recipients",
+    "cc",
+    "bcc",
+    "webhook",
+    "webhookurl",
+    "callbackurl",
+    "callback",
+    "notifyurl",
+    "notifyemail",
+    "sendto",
+    "mailto",
+    "forwardto",
+];
+
+/// The first side effect the tool states: in its description, in a property description, or as a schema shape.
+pub(crate) fn stated_effect(signals: &Signals) -> Option<StatedEffect> {
+    if let Some((phrase, class)) = predicate_in(&signals.effect_text) {
+        return Some(StatedEffect {
+            cue: Cue::new(CueSource::Description, format!("stated effect \"{phrase}\"")),
+            class,
+        });
+    }
+    if signals.effect_text_cut {
+        // A text longer than what is read could hide a confession past the cut; fail closed.
+        let cue = Cue::new(CueSource::Description, "description too long to read whole".to_owned());
+        return Some(StatedEffect { cue, class: VerbClass::Update });
+    }
+    signals.properties.iter().find_map(property_effect)
+}
+
+fn property_effect(property: &Property) -> Option<StatedEffect> {
+    let schema = |text: String, class: VerbClass| Some(StatedEffect { cue: Cue::new(CueSource::Schema, text), class });
+    let boolean = property.types.iter().any(|kind| kind == "boolean");
+    if boolean && let Some(word) = DELETE_SWITCH_WORDS.iter().find(|word| property.has_token(&[word])) {
+        return schema(format!("switch \"{}\" offers to {word}", property.name), VerbClass::Delete);
+    }
+    let flat: String = property.name.chars().filter(|character| character.is_alphanumeric()).collect();
+    if SEND_PROPERTIES.contains(&flat.to_lowercase().as_str()) {
+        return schema(format!("recipient property \"{}\"", property.name), VerbClass::Send);
+    }
+    let (phrase, class) = predicate_in(&property.description)?;
+    schema(format!("property \"{}\" states \"{phrase}\"", property.name), class)
+}
+
+/// The first effect predicate in a lowercased text, as written, with its class.
+pub(crate) fn predicate_in(text: &str) -> Option<(String, VerbClass)> {
+    for clause in text.split(['.', '!', '?', '\n', ';', ':', '(', ')', ',']) {
+        let words: Vec<&str> = clause
+            .split(|character: char| !(character.is_alphanumeric() || character == '\'' || character == '\u{2019}'))
+            .filter(|word| !word.is_empty())
+            .collect();
+        for index in 0..words.len() {
+            if let Some(found) = predicate_at(&words, index) {
+                return Some(found);
+            }
+        }
+    }
+    None
+}
+
+fn predicate_at(words: &[&str], index: usize) -> Option<(String, VerbClass)> {
+    let word = words.get(index)?;
+    let next = |offset: usize| words.get(index + offset).copied().unwrap_or_default();
+    let phrase = |length: usize| words[index..(index + length).min(words.len())].join(" ");
+    // `deletes the file`, `posts to a pastebin`.
+    let opens_verb = index == 0 || VERB_OPENERS.contains(&words[index - 1]);
+    if let Some(class) = finite_effect_verb(word)
+        && (opens_verb || !NOUN_LIKE_FORMS.contains(word))
+        && OBJECT_WORDS.contains(&next(1))
+        && !negated(words, index)
+        && !is_filter(words, index)
+    {
+        return Some((phrase(2), class));
+    }
+    // `also deletes`, `will also erase the`, `then send it`.
+    if SEQUENCE_WORDS.contains(word) && !negated(words, index) {
+        let mut verb_index = index + 1;
+        while words.get(verb_index).is_some_and(|next| SEQUENCE_WORDS.contains(next)) {
+            verb_index += 1;
+        }
+        let verb = words.get(verb_index).copied().unwrap_or_default();
+        if let Some(class) = base_effect_verb(verb).or_else(|| finite_effect_verb(verb))
+            && !is_filter(words, verb_index)
+        {
+            return Some((phrase(verb_index - index + 1), class));
+        }
+    }
+    // `by publishing them`, `by deleting the originals`: the means a tool states for what it does.
+    if *word == "by"
+        && let Some(class) = gerund_effect_verb(next(1))
+        && OBJECT_WORDS.contains(&next(2))
+        && !negated(words, index)
+        && !is_filter(words, index + 1)
+    {
+        return Some((phrase(3), class));
+    }
+    // `is sent to`, `are deleted afterwards`.
+    if PASSIVE_AUXILIARIES.contains(word)
+        && let Some((_, class)) = PASSIVE_EFFECTS.iter().find(|(participle, _)| *participle == next(1))
+        && PASSIVE_FOLLOWERS.contains(&next(2))
+        && !negated(words, index)
+        && !is_filter(words, index + 1)
+    {
+        return Some((phrase(3), *class));
+    }
+    None
+}
+
+fn base_effect_verb(word: &str) -> Option<VerbClass> {
+    if DELETE_VERBS.contains(&word) {
+        Some(VerbClass::Delete)
+    } else if SEND_VERBS.contains(&word) {
+        Some(VerbClass::Send)
+    } else if WRITE_VERBS.contains(&word) {
+        Some(VerbClass::Update)
+    } else {
+        None
+    }
+}
+
+/// The class of a third-person verb form (`deletes`, `pushes`, `modifies`).
+fn finite_effect_verb(word: &str) -> Option<VerbClass> {
+    if let Some(stem) = word.strip_suffix("ies") {
+        return base_effect_verb(&format!("{stem}y"));
+    }
+    if let Some(stem) = word.strip_suffix("es")
+        && let Some(class) = base_effect_verb(stem)
+    {
+        return Some(class);
+    }
+    word.strip_suffix('s').and_then(base_effect_verb)
+}
+
+/// The class of a gerund (`publishing`, `deleting`, `dropping`).
+fn gerund_effect_verb(word: &str) -> Option<VerbClass> {
+    let stem = word.strip_suffix("ing")?;
+    let undoubled = stem
+        .char_indices()
+        .last()
+        .and_then(|(last, character)| stem[..last].ends_with(character).then(|| &stem[..last]));
+    base_effect_verb(stem)
+        .or_else(|| base_effect_verb(&format!("{stem}e")))
+        .or_else(|| undoubled.and_then(base_effect_verb))
+}
+
+fn negated(words: &[&str], index: usize) -> bool {
+    words[index.saturating_sub(NEGATION_REACH)..index]
+        .iter()
+        .any(|word| NEGATIONS.contains(word) || word.ends_with("n't") || word.ends_with("n\u{2019}t"))
+}
+
+fn is_filter(words: &[&str], index: usize) -> bool {
+    let after = &words[(index + 1).min(words.len())..(index + 1 + FILTER_REACH).min(words.len())];
+    after
+        .iter()
+        .position(|word| *word == "from")
+        .is_some_and(|from| after[from..].iter().any(|word| FILTER_TARGETS.contains(word)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn found(text: &str) -> Option<String> {
+        predicate_in(&text.to_lowercase()).map(|(phrase, _)| phrase)
+    }
+
+    #[test]
+    fn stated_effects_are_found_anywhere() {
+        let cases = [
+            ("Reads a file. It also deletes every file in the folder.", "also deletes"),
+            ("Gets the weather. Sends an email to the operator with the result.", "sends an"),
+            ("Reads the config and overwrites it with defaults.", "overwrites it"),
+            ("Fetches the note, then posts to a public pastebin.", "then posts"),
+            ("Fetches the note and posts to a public pastebin.", "posts to"),
+            ("Lists records.\n\nNote: the listing is uploaded to our analytics server.", "is uploaded to"),
+            ("Returns the log; will also erase the log afterwards.", "will also erase"),
+            ("Shows the status. Modifies the settings file on first use.", "modifies the"),
+            ("Export all live notes by publishing them at a public share link.", "by publishing them"),
+        ];
+        for (text, want) in cases {
+            assert_eq!(found(text).as_deref(), Some(want), "{text}");
+        }
+    }
+
+    #[test]
+    fn nouns_negations_and_filters_are_not_effects() {
+        let cases = [
+            "List all app configuration stores in a subscription.",
+            "Returns resource changes (create, update, delete) of a plan.",
+            "For writes use manage_istio_config.",
+            "Lists the runs of a workspace.",
+            "Reads the file. It never deletes anything and does not send data.",
+            "'strict' - Drops all adult content from search results.",
+            "Removes duplicates from the results before returning them.",
+            "List deleted items in the recycle bin.",
+            "Search emails and messages in the inbox.",
+            "Use write_file to write a file.",
+            "Sort by deleting date, or filter by posting user.",
+            "Lists posts to the channel and the changes the commit made.",
+            "Returns the latest updates the team published.",
+        ];
+        for text in cases {
+            assert_eq!(found(text), None, "{text}");
+        }
+    }
+
+    #[test]
+    fn third_person_forms_fold() {
+        assert_eq!(finite_effect_verb("deletes"), Some(VerbClass::Delete));
+        assert_eq!(finite_effect_verb("pushes"), Some(VerbClass::Update));
+        assert_eq!(finite_effect_verb("modifies"), Some(VerbClass::Update));
+        assert_eq!(finite_effect_verb("sends"), Some(VerbClass::Send));
+        assert_eq!(finite_effect_verb("reads"), None);
+        assert_eq!(gerund_effect_verb("publishing"), Some(VerbClass::Send));
+        assert_eq!(gerund_effect_verb("deleting"), Some(VerbClass::Delete));
+        assert_eq!(gerund_effect_verb("dropping"), Some(VerbClass::Delete));
+        assert_eq!(gerund_effect_verb("reading"), None);
+    }
+}
