@@ -2,13 +2,17 @@
 //! the same run with the same client.
 //!
 //! `toolgate-bench upstream [--http ADDR]` is a minimal, fast MCP server with one `echo` tool; `toolgate-bench run`
-//! starts upstreams and toolgates, drives them with one async client, and prints a table (or JSON with `--json`).
+//! starts upstreams and toolgates, drives them with one async client, and prints a table (or JSON with `--json`);
+//! `toolgate-bench crash` kills a loaded toolgate with SIGKILL round after round and counts the audit rows kept;
+//! `toolgate-bench soak` offers a steady rate for minutes and reads toolgate's memory and latency as it goes.
 //! See docs/benchmarks.md for what each scenario measures and the figures from the project's machine.
 
 mod client;
+mod crash;
 mod procs;
 mod report;
 mod scenario;
+mod soak;
 mod upstream;
 
 use std::io::Write;
@@ -42,6 +46,57 @@ enum Command {
     },
     /// Run the scenarios, direct and through toolgate, and print the results.
     Run(RunArgs),
+    /// Kill a loaded toolgate with SIGKILL round after round, then check that every answered call has its audit row.
+    Crash(CrashArgs),
+    /// Offer a steady call rate for minutes and read toolgate's memory and latency every few seconds.
+    Soak(SoakArgs),
+}
+
+#[derive(Debug, Clone, clap::Args)]
+struct SoakArgs {
+    /// The toolgate binary (default: `toolgate` next to this binary, else on PATH).
+    #[arg(long, value_name = "PATH")]
+    toolgate: Option<PathBuf>,
+    /// Calls per second offered, in all.
+    #[arg(long, value_name = "N", default_value_t = 200)]
+    rate: u64,
+    /// How long the load lasts.
+    #[arg(long, value_name = "S", default_value_t = 600)]
+    seconds: u64,
+    /// HTTP sessions sharing the rate.
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    sessions: usize,
+    /// Stdio upstreams behind toolgate.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    upstreams: usize,
+    /// Seconds between memory and latency readings.
+    #[arg(long, value_name = "S", default_value_t = 30)]
+    sample_seconds: u64,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+struct CrashArgs {
+    /// The toolgate binary (default: `toolgate` next to this binary, else on PATH).
+    #[arg(long, value_name = "PATH")]
+    toolgate: Option<PathBuf>,
+    /// HTTP clients calling all the time.
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    clients: usize,
+    /// How many times toolgate is killed.
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    rounds: usize,
+    /// Milliseconds of load before each kill.
+    #[arg(long, value_name = "MS", default_value_t = 3000)]
+    round_ms: u64,
+    /// Stdio upstreams behind toolgate.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    upstreams: usize,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -102,6 +157,47 @@ fn main() -> Result<(), BoxError> {
     match cli.command {
         Command::Upstream { http: None } => upstream::serve_stdio(),
         Command::Upstream { http: Some(addr) } => runtime()?.block_on(upstream::serve_http(addr)),
+        Command::Crash(args) => {
+            let bench = std::env::current_exe()?;
+            let plan = crash::CrashPlan {
+                toolgate: toolgate_binary(&bench, args.toolgate.clone()),
+                bench,
+                clients: args.clients,
+                rounds: args.rounds,
+                round: std::time::Duration::from_millis(args.round_ms),
+                upstreams: args.upstreams,
+            };
+            let report = runtime()?.block_on(crash::run(&plan))?;
+            let mut stdout = std::io::stdout().lock();
+            if args.json {
+                serde_json::to_writer_pretty(&mut stdout, &report)?;
+                writeln!(stdout)?;
+            } else {
+                write!(stdout, "{}", report.text())?;
+            }
+            Ok(())
+        }
+        Command::Soak(args) => {
+            let bench = std::env::current_exe()?;
+            let plan = soak::SoakPlan {
+                toolgate: toolgate_binary(&bench, args.toolgate.clone()),
+                bench,
+                rate: args.rate,
+                duration: std::time::Duration::from_secs(args.seconds),
+                sessions: args.sessions,
+                upstreams: args.upstreams,
+                sample: std::time::Duration::from_secs(args.sample_seconds),
+            };
+            let report = runtime()?.block_on(soak::run(&plan))?;
+            let mut stdout = std::io::stdout().lock();
+            if args.json {
+                serde_json::to_writer_pretty(&mut stdout, &report)?;
+                writeln!(stdout)?;
+            } else {
+                write!(stdout, "{}", report.text())?;
+            }
+            Ok(())
+        }
         Command::Run(args) => {
             let report = runtime()?.block_on(run(args.clone()))?;
             let mut stdout = std::io::stdout().lock();
@@ -122,13 +218,7 @@ fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
 
 async fn run(args: RunArgs) -> Result<Report, BoxError> {
     let bench = std::env::current_exe()?;
-    let toolgate = match args.toolgate {
-        Some(path) => path,
-        None => {
-            let sibling = bench.with_file_name("toolgate");
-            if sibling.exists() { sibling } else { PathBuf::from("toolgate") }
-        }
-    };
+    let toolgate = toolgate_binary(&bench, args.toolgate);
     if args.calls == 0 || args.in_flight.contains(&0) || args.sessions == 0 || args.session_in_flight == 0 {
         return Err("--calls, --in-flight, --sessions and --session-in-flight must be at least 1".into());
     }
@@ -177,6 +267,14 @@ async fn run(args: RunArgs) -> Result<Report, BoxError> {
     report.compare();
     report.meta.load_average_at_end = load_average();
     Ok(report)
+}
+
+/// The toolgate to measure: the one given, else `toolgate` next to this binary, else on PATH.
+fn toolgate_binary(bench: &std::path::Path, given: Option<PathBuf>) -> PathBuf {
+    given.unwrap_or_else(|| {
+        let sibling = bench.with_file_name("toolgate");
+        if sibling.exists() { sibling } else { PathBuf::from("toolgate") }
+    })
 }
 
 fn load_average() -> String {

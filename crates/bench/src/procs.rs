@@ -49,6 +49,11 @@ impl Proc {
         }
     }
 
+    /// Kills the process at once (SIGKILL: a crash, not a stop) and reaps it.
+    pub(crate) async fn kill(mut self) {
+        let _ = self.child.kill().await;
+    }
+
     /// Waits for the process to exit on its own (after its stdin closed), killing it after the grace period.
     pub(crate) async fn finish(mut self) {
         if tokio::time::timeout(STOP_GRACE, self.child.wait()).await.is_err() {
@@ -98,13 +103,18 @@ impl Drop for Scratch {
 }
 
 fn command(program: &Path, args: &[String], log: Option<&Path>) -> Result<Command, BoxError> {
+    let state = Scratch::dir().join(format!("state-{}", STATE_DIRS.fetch_add(1, Ordering::Relaxed)));
+    command_in(program, args, log, &state)
+}
+
+/// Like [`command`], with the state directory chosen by the caller (a run that restarts toolgate on its own state).
+fn command_in(program: &Path, args: &[String], log: Option<&Path>, state: &Path) -> Result<Command, BoxError> {
     let mut command = Command::new(program);
     command.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).kill_on_drop(true);
     // toolgate's default log level, whatever the caller's environment says: the run measures relaying, not logging.
     command.env("TOOLGATE_LOG", "warn");
-    // A fresh state directory (audit log, approvals, pins) per process, inside the run's scratch directory: a run
-    // must not write its calls into the user's audit log, nor depend on what is already there.
-    let state = Scratch::dir().join(format!("state-{}", STATE_DIRS.fetch_add(1, Ordering::Relaxed)));
+    // A state directory (audit log, approvals, pins) inside the run's scratch directory: a run must not write its
+    // calls into the user's audit log, nor depend on what is already there.
     command.env("TOOLGATE_STATE_DIR", state);
     match log {
         Some(path) => command.stderr(Stdio::from(std::fs::File::create(path)?)),
@@ -158,10 +168,32 @@ pub(crate) async fn spawn_listening(
     addr: SocketAddr,
     log: PathBuf,
 ) -> Result<Proc, BoxError> {
-    let child = command(toolgate, args, Some(&log))?
-        .stdout(Stdio::null())
-        .spawn()
-        .map_err(|error| format!("cannot run {}: {error}", toolgate.display()))?;
+    let command = command(toolgate, args, Some(&log))?;
+    wait_listening(command, label, toolgate, addr, log).await
+}
+
+/// [`spawn_listening`] on a given state directory.
+pub(crate) async fn spawn_listening_in(
+    label: &str,
+    toolgate: &Path,
+    args: &[String],
+    addr: SocketAddr,
+    log: PathBuf,
+    state: &Path,
+) -> Result<Proc, BoxError> {
+    let command = command_in(toolgate, args, Some(&log), state)?;
+    wait_listening(command, label, toolgate, addr, log).await
+}
+
+async fn wait_listening(
+    mut command: Command,
+    label: &str,
+    toolgate: &Path,
+    addr: SocketAddr,
+    log: PathBuf,
+) -> Result<Proc, BoxError> {
+    let child =
+        command.stdout(Stdio::null()).spawn().map_err(|error| format!("cannot run {}: {error}", toolgate.display()))?;
     let mut proc = Proc { child, label: label.to_owned(), log: Some(log) };
     let started = Instant::now();
     loop {

@@ -400,7 +400,7 @@ async fn supports_config(toolgate: &Path) -> bool {
 }
 
 /// A gateway config with `upstreams` stdio upstreams and an HTTP listener on `addr`.
-fn config_text(bench: &Path, upstreams: usize, addr: SocketAddr) -> Result<String, BoxError> {
+pub(crate) fn config_text(bench: &Path, upstreams: usize, addr: SocketAddr) -> Result<String, BoxError> {
     let command = serde_json::to_string(&bench.to_string_lossy())?;
     let mut text = String::new();
     for n in 1..=upstreams {
