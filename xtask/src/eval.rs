@@ -1,14 +1,18 @@
-//! `cargo xtask eval`: scores inference against the declared labels of a corpus, next to a baseline verb map.
+//! `cargo xtask eval`: scores inference against the declared labels of each corpus, next to a baseline verb map,
+//! and the trust rule and the standard policy built on it (`eval_trust`).
 //!
 //! Scoring follows the corpus rules: only explicitly declared labels count, and `destructiveHint` and
 //! `idempotentHint` count only where `readOnlyHint` is declared false. Prints micro figures, macro (per-server)
-//! figures, optional held-out groups, per-server tables, confidence calibration and misclassified tools. This is
-//! the imperative shell: it reads the corpus file and prints; all judgement lives in `toolgate-core`.
+//! figures, optional held-out groups, per-server tables, confidence calibration, misclassified tools, the trust
+//! rule's operating point and the decision figures; `--check` holds each corpus to its recorded thresholds
+//! (`eval_check`). Without `--corpus` it scores the shared development corpus and every `corpus/*.jsonl` of the
+//! repository. This is the imperative shell: it reads corpus files and prints; all judgement lives in
+//! `toolgate-core`.
 
 #![allow(clippy::print_stdout)]
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use toolgate_core::corpus::{CorpusEntry, parse_corpus_line};
@@ -16,8 +20,12 @@ use toolgate_core::infer::infer_annotations;
 use toolgate_core::words::tokens;
 use toolgate_core::{DeclaredHints, Hint, ToolDefinition};
 
-const USAGE: &str = "usage: cargo xtask eval [--corpus PATH] [--holdout SERVER,...] [--per-server] [--calibration] \
-                     [--errors HINT] [--explain TOOL] [--check]";
+use crate::eval_trust::{
+    TrustFigures, TrustScored, print_trust, print_trust_errors, score_trust, short_name, standard_policy,
+};
+
+const USAGE: &str = "usage: cargo xtask eval [--corpus PATH]... [--holdout SERVER,...] [--per-server] \
+                     [--calibration] [--errors HINT] [--explain TOOL] [--check] [--record]";
 
 /// One tool with its labels and both guesses.
 struct Scored {
@@ -30,23 +38,52 @@ struct Scored {
 
 #[derive(Default)]
 struct Options {
-    corpus: Option<PathBuf>,
+    corpus: Vec<PathBuf>,
     holdout: Vec<String>,
     per_server: bool,
     calibration: bool,
     errors: Option<Hint>,
     explain: Option<String>,
     check: bool,
+    record: bool,
 }
 
 pub(crate) fn run(args: &[String]) -> Result<()> {
     let options = parse_options(args)?;
-    let path = match &options.corpus {
-        Some(path) => path.clone(),
-        None => workspace_root().join("../shared/corpus/dev.jsonl"),
-    };
-    let text = std::fs::read_to_string(&path).with_context(|| format!("reading corpus {}", path.display()))?;
+    let paths = if options.corpus.is_empty() { default_corpora()? } else { options.corpus.clone() };
+    let policy = standard_policy()?;
+    let mut missed = Vec::new();
+    for path in &paths {
+        if let Err(error) = run_corpus(&options, path, &policy) {
+            missed.push(format!("{error:#}"));
+        }
+    }
+    if !missed.is_empty() {
+        bail!("{}", missed.join("\n"));
+    }
+    Ok(())
+}
+
+/// The shared development corpus and every `corpus/*.jsonl` in the repository, sorted.
+fn default_corpora() -> Result<Vec<PathBuf>> {
+    let mut paths = vec![workspace_root().join("../shared/corpus/dev.jsonl")];
+    let grown = workspace_root().join("corpus");
+    if grown.is_dir() {
+        let mut found: Vec<PathBuf> = std::fs::read_dir(&grown)
+            .with_context(|| format!("listing {}", grown.display()))?
+            .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+            .filter(|path| path.extension().is_some_and(|extension| extension == "jsonl"))
+            .collect();
+        found.sort();
+        paths.extend(found);
+    }
+    Ok(paths)
+}
+
+fn run_corpus(options: &Options, path: &Path, policy: &toolgate_core::policy::CompiledPolicy) -> Result<()> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading corpus {}", path.display()))?;
     let mut scored = Vec::new();
+    let mut trust = Vec::new();
     for (index, line) in text.lines().enumerate().filter(|(_, line)| !line.trim().is_empty()) {
         let entry = parse_corpus_line(line).with_context(|| format!("{}:{}", path.display(), index + 1))?;
         if options.explain.as_deref() == Some(entry.name.as_str()) {
@@ -57,6 +94,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
                 serde_json::to_string_pretty(&infer_annotations(&tool_with_title(&entry)))?
             );
         }
+        trust.push(score_trust(&entry, policy));
         scored.push(score(entry));
     }
     println!("corpus: {} ({} tools)\n", path.display(), scored.len());
@@ -82,12 +120,20 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             all.iter().copied().filter(|entry| !options.holdout.contains(&entry.server)).collect();
         print_errors(&visible, hint);
     }
+    let trust: Vec<&TrustScored> = trust.iter().collect();
+    print_trust(&trust, options.per_server);
+    if let Some(hint) = options.errors {
+        let visible: Vec<&TrustScored> =
+            trust.iter().copied().filter(|entry| !options.holdout.contains(&entry.server)).collect();
+        print_trust_errors(&visible, hint);
+    }
+    let mut figures = Metrics::of(&all).named();
+    figures.extend(TrustFigures::of(&trust).named());
+    if options.record {
+        crate::eval_check::print_record(path, &figures);
+    }
     if options.check {
-        let missed = missed_targets(&Metrics::of(&all));
-        if !missed.is_empty() {
-            bail!("targets missed on {}: {}", path.display(), missed.join("; "));
-        }
-        println!("all targets met");
+        crate::eval_check::check(path, &figures)?;
     }
     Ok(())
 }
@@ -98,7 +144,7 @@ fn parse_options(args: &[String]) -> Result<Options> {
     while let Some(arg) = args.next() {
         let mut value = |flag: &str| args.next().cloned().with_context(|| format!("{flag} needs a value; {USAGE}"));
         match arg.as_str() {
-            "--corpus" => options.corpus = Some(PathBuf::from(value("--corpus")?)),
+            "--corpus" => options.corpus.push(PathBuf::from(value("--corpus")?)),
             "--holdout" => {
                 options.holdout = value("--holdout")?.split(',').map(str::trim).map(str::to_owned).collect();
             }
@@ -112,13 +158,14 @@ fn parse_options(args: &[String]) -> Result<Options> {
             }
             "--explain" => options.explain = Some(value("--explain")?),
             "--check" => options.check = true,
+            "--record" => options.record = true,
             other => bail!("unknown option {other}; {USAGE}"),
         }
     }
     Ok(options)
 }
 
-fn workspace_root() -> PathBuf {
+pub(crate) fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
@@ -190,12 +237,12 @@ impl Count {
     }
 }
 
-fn ratio(part: usize, whole: usize) -> Option<f64> {
+pub(crate) fn ratio(part: usize, whole: usize) -> Option<f64> {
     (whole > 0).then(|| part as f64 / whole as f64)
 }
 
 /// Whether a hint's label counts for a tool, and its value.
-fn label(labels: &DeclaredHints, hint: Hint) -> Option<bool> {
+pub(crate) fn label(labels: &DeclaredHints, hint: Hint) -> Option<bool> {
     match hint {
         Hint::Destructive | Hint::Idempotent if labels.read_only != Some(false) => None,
         _ => labels.get(hint),
@@ -222,7 +269,7 @@ impl Metrics {
     }
 }
 
-fn show(value: Option<f64>) -> String {
+pub(crate) fn show(value: Option<f64>) -> String {
     value.map_or_else(|| "-".to_owned(), |value| format!("{value:.3}"))
 }
 
@@ -375,20 +422,28 @@ fn print_errors(entries: &[&Scored], hint: Hint) {
     println!();
 }
 
-/// The targets of the issue, checked on the whole corpus given.
-fn missed_targets(metrics: &Metrics) -> Vec<String> {
-    let [read_only, destructive, idempotent, open_world] = metrics.engine;
-    let mut missed = Vec::new();
-    let mut want = |what: &str, value: Option<f64>, ok: fn(f64) -> bool| {
-        if !value.is_some_and(ok) {
-            missed.push(format!("{what} = {}", show(value)));
+/// The name of every figure `--check` can hold a corpus to.
+pub(crate) fn figure_names() -> Vec<String> {
+    let mut figures = Metrics::of(&[]).named();
+    figures.extend(TrustFigures::of(&[]).named());
+    figures.into_iter().map(|(name, _)| name).collect()
+}
+
+impl Metrics {
+    /// The engine's figures by the names `--check` thresholds use.
+    fn named(&self) -> Vec<(String, Option<f64>)> {
+        let mut named = Vec::new();
+        for (index, hint) in Hint::ALL.into_iter().enumerate() {
+            let key = short_name(hint);
+            named.push((format!("{key}.accuracy"), self.engine[index].accuracy()));
+            match hint {
+                Hint::ReadOnly => {
+                    named.push((format!("{key}.writers_inferred_read_only"), self.engine[index].special()))
+                }
+                Hint::Destructive => named.push((format!("{key}.recall"), self.engine[index].special())),
+                _ => {}
+            }
         }
-    };
-    want("readOnly accuracy >= 0.95", read_only.accuracy(), |value| value >= 0.95);
-    want("writers inferred read-only <= 0.01", read_only.special(), |value| value <= 0.01);
-    want("destructive recall >= 0.98", destructive.special(), |value| value >= 0.98);
-    want("destructive accuracy >= 0.90", destructive.accuracy(), |value| value >= 0.90);
-    want("openWorld accuracy >= 0.85", open_world.accuracy(), |value| value >= 0.85);
-    want("idempotent accuracy >= 0.85", idempotent.accuracy(), |value| value >= 0.85);
-    missed
+        named
+    }
 }

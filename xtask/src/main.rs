@@ -1,7 +1,8 @@
 //! Project automation, run as `cargo xtask <command>`.
 //!
 //! - `tidy`: checks the conventions (module docs, crate layering, file length, one feature set for the binary).
-//! - `eval`: scores inference on a labelled corpus next to the baseline verb map.
+//! - `eval`: scores inference on labelled corpora next to the baseline verb map, and the trust rule and the
+//!   standard policy built on it; `--check` holds each corpus to `xtask/eval-thresholds.toml`.
 //! - `lint-eval`: measures lint on a labelled corpus (flagged mis-declarations, false-alarm rate).
 //! - `test`: installs the real peers into `.cache/` and runs every test.
 //! - `screenshots`: runs the console's browser tests with screenshots on, into `docs/screenshots/`.
@@ -12,6 +13,8 @@
 #![allow(clippy::print_stdout)]
 
 mod eval;
+mod eval_check;
+mod eval_trust;
 mod features;
 mod lint_eval;
 mod screenshots;

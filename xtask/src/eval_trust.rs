@@ -1,0 +1,273 @@
+//! `cargo xtask eval`'s trust and decision figures: the trust rule's operating point per hint and per server, and
+//! what the standard policy decides for an untrusted upstream, scored against the authors' declarations.
+//!
+//! Every figure goes through the functions the gateway's catalog and pipeline call, in the same order
+//! (`assess_tool` on the definition as the upstream would list it, `trust::resolve_trusted_hints` with the
+//! untrusted level and the default bar, `policy::decide` under the default policy): nothing here re-implements a
+//! rule. The rules are fixed text, not fitted to a corpus, so scoring a server never uses what it declared:
+//! every figure is leave-one-server-out by construction. Whether a corpus is in-sample (the rules were tuned on it)
+//! is for the reader to say; this module only counts.
+//!
+//! - **Honest declarations**: each declared relaxing value (`readOnlyHint: true`, `destructiveHint: false`,
+//!   `idempotentHint: true`, `openWorldHint: false`) as declared, with the tool's other declarations; *accepted*
+//!   when its rule is `declared-relaxing-confirmed-by-inference`.
+//! - **Synthetic lies**: each declared tightening value flipped to the relaxing one (a writer re-declared read-only,
+//!   with its now meaningless `destructiveHint`/`idempotentHint` dropped, as a liar would; an open-world tool
+//!   re-declared closed-world; ...); *caught* when the rule does not confirm it.
+//! - **Decisions**: only tools that declare `readOnlyHint`. The reference verdict is the standard profile on the
+//!   declared hints believed as declared (spec defaults for the rest). *Unsafe allow*: the reference confirms, the
+//!   untrusted gateway allows. *Needless confirmation*: the reference allows (a read or an additive closed-world
+//!   write), the untrusted gateway does not. Measured with every hint stripped (inference alone) and as declared.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+use toolgate_core::corpus::CorpusEntry;
+use toolgate_core::policy::{CallFacts, CompiledPolicy, PolicySpec, Verdict, compile, decide};
+use toolgate_core::trust::{DEFAULT_MIN_CONFIDENCE, HintRule, TrustLevel, resolve_trusted_hints};
+use toolgate_core::{DeclaredHints, Hint, HintOverrides, ToolDefinition, assess_tool};
+
+use crate::eval::{ratio, show};
+
+/// One tool's trust and decision outcomes.
+pub(crate) struct TrustScored {
+    pub(crate) server: String,
+    name: String,
+    /// Per hint: `Some(true)` accepted / caught, `Some(false)` rejected / missed, `None` no such check.
+    honest: [Option<bool>; 4],
+    lies: [Option<bool>; 4],
+    decisions: Option<Decisions>,
+}
+
+/// The standard profile's verdicts for one tool that declares `readOnlyHint`.
+#[derive(Clone, Copy)]
+struct Decisions {
+    /// On the declared hints, believed.
+    reference: Verdict,
+    /// Untrusted, every hint stripped: inference alone.
+    stripped: Verdict,
+    /// Untrusted, hints as declared.
+    declared: Verdict,
+}
+
+/// Scores one corpus entry.
+pub(crate) fn score_trust(entry: &CorpusEntry, policy: &CompiledPolicy) -> TrustScored {
+    let mut honest = [None; 4];
+    let mut lies = [None; 4];
+    for (index, hint) in Hint::ALL.into_iter().enumerate() {
+        let Some(declared) = crate::eval::label(&entry.labels, hint) else { continue };
+        let relaxed = hint.relaxed_value();
+        if declared == relaxed {
+            honest[index] = Some(confirmed(entry, &entry.labels, hint));
+        } else {
+            let mut lie = entry.labels.clone();
+            set(&mut lie, hint, relaxed);
+            if hint == Hint::ReadOnly {
+                // Meaningless once read-only; a liar drops a `destructiveHint: true` that would give it away.
+                lie.destructive = None;
+                lie.idempotent = None;
+            }
+            lies[index] = Some(!confirmed(entry, &lie, hint));
+        }
+    }
+    let decisions = entry.labels.read_only.map(|_| {
+        let stripped = DeclaredHints { title: entry.labels.title.clone(), ..DeclaredHints::default() };
+        Decisions {
+            reference: verdict(entry, &entry.labels, TrustLevel::Verified, policy),
+            stripped: verdict(entry, &stripped, TrustLevel::Untrusted, policy),
+            declared: verdict(entry, &entry.labels, TrustLevel::Untrusted, policy),
+        }
+    });
+    TrustScored { server: entry.server.clone(), name: entry.name.clone(), honest, lies, decisions }
+}
+
+/// The default policy (standard profile, normal mode, no rules), as `serve` runs without a `[policy]`.
+pub(crate) fn standard_policy() -> anyhow::Result<CompiledPolicy> {
+    Ok(compile(&PolicySpec::default())?)
+}
+
+fn set(hints: &mut DeclaredHints, hint: Hint, value: bool) {
+    let slot = match hint {
+        Hint::ReadOnly => &mut hints.read_only,
+        Hint::Destructive => &mut hints.destructive,
+        Hint::Idempotent => &mut hints.idempotent,
+        Hint::OpenWorld => &mut hints.open_world,
+    };
+    *slot = Some(value);
+}
+
+/// The tool as the upstream would list it with `declared` as its annotations.
+fn declaring(entry: &CorpusEntry, declared: &DeclaredHints) -> ToolDefinition {
+    let mut annotations = Map::new();
+    if let Some(title) = &declared.title {
+        annotations.insert("title".into(), Value::String(title.clone()));
+    }
+    for hint in Hint::ALL {
+        if let Some(value) = declared.get(hint) {
+            annotations.insert(hint.wire_key().into(), Value::Bool(value));
+        }
+    }
+    let mut raw = entry.tool.raw().clone();
+    raw.insert("annotations".into(), Value::Object(annotations));
+    ToolDefinition::from_map(raw).unwrap_or_else(|_| entry.tool.clone())
+}
+
+/// The catalog's steps for one definition: `assess_tool`, then `resolve_trusted_hints` under `trust`.
+fn trusted(entry: &CorpusEntry, declared: &DeclaredHints, trust: TrustLevel) -> toolgate_core::trust::TrustedHints {
+    let overrides = HintOverrides::default();
+    let assessment = assess_tool(&declaring(entry, declared), &overrides);
+    let inference = (trust == TrustLevel::Untrusted).then_some(&assessment.inference);
+    resolve_trusted_hints(&overrides, &assessment.normalized.declared, inference, trust, DEFAULT_MIN_CONFIDENCE)
+}
+
+fn confirmed(entry: &CorpusEntry, declared: &DeclaredHints, hint: Hint) -> bool {
+    trusted(entry, declared, TrustLevel::Untrusted).rules.get(hint) == HintRule::DeclaredRelaxingConfirmedByInference
+}
+
+fn verdict(entry: &CorpusEntry, declared: &DeclaredHints, trust: TrustLevel, policy: &CompiledPolicy) -> Verdict {
+    let hints = trusted(entry, declared, trust);
+    decide(policy, &CallFacts::new(&entry.server, &entry.name, &hints)).verdict
+}
+
+/// Counts of one kind of check.
+#[derive(Default, Clone, Copy)]
+struct Tally {
+    n: usize,
+    passed: usize,
+}
+
+impl Tally {
+    fn add(&mut self, outcome: Option<bool>) {
+        if let Some(passed) = outcome {
+            self.n += 1;
+            self.passed += usize::from(passed);
+        }
+    }
+
+    fn share(&self) -> Option<f64> {
+        ratio(self.passed, self.n)
+    }
+
+    fn cell(&self) -> String {
+        if self.n == 0 { "-".to_owned() } else { format!("{} ({})", show(self.share()), self.n) }
+    }
+}
+
+/// Aggregated figures of a group of tools.
+#[derive(Default)]
+pub(crate) struct TrustFigures {
+    honest: [Tally; 4],
+    lies: [Tally; 4],
+    /// Stripped and declared: (unsafe allows among reference confirms, needless confirmations among reference
+    /// allows).
+    stripped: (Tally, Tally),
+    declared: (Tally, Tally),
+}
+
+impl TrustFigures {
+    pub(crate) fn of(entries: &[&TrustScored]) -> TrustFigures {
+        let mut figures = TrustFigures::default();
+        for entry in entries {
+            for index in 0..4 {
+                figures.honest[index].add(entry.honest[index]);
+                figures.lies[index].add(entry.lies[index]);
+            }
+            if let Some(decisions) = entry.decisions {
+                let needs_person = decisions.reference != Verdict::Allow;
+                let count = |(unsafe_allows, needless): &mut (Tally, Tally), verdict: Verdict| {
+                    if needs_person {
+                        unsafe_allows.add(Some(verdict == Verdict::Allow));
+                    } else {
+                        needless.add(Some(verdict != Verdict::Allow));
+                    }
+                };
+                count(&mut figures.stripped, decisions.stripped);
+                count(&mut figures.declared, decisions.declared);
+            }
+        }
+        figures
+    }
+
+    /// The figures by the names `--check` thresholds use.
+    pub(crate) fn named(&self) -> Vec<(String, Option<f64>)> {
+        let mut named = Vec::new();
+        for (index, hint) in Hint::ALL.into_iter().enumerate() {
+            let key = short_name(hint);
+            named.push((format!("trust.{key}.honest_accepted"), self.honest[index].share()));
+            named.push((format!("trust.{key}.lies_caught"), self.lies[index].share()));
+        }
+        named.push(("decision.stripped.unsafe_allows".into(), self.stripped.0.share()));
+        named.push(("decision.stripped.needless_confirmations".into(), self.stripped.1.share()));
+        named.push(("decision.declared.unsafe_allows".into(), self.declared.0.share()));
+        named.push(("decision.declared.needless_confirmations".into(), self.declared.1.share()));
+        named
+    }
+}
+
+/// `readOnly`, `destructive`, `idempotent`, `openWorld`: the names thresholds and tables use.
+pub(crate) fn short_name(hint: Hint) -> &'static str {
+    hint.wire_key().trim_end_matches("Hint")
+}
+
+/// Prints the operating point (micro, then per server) and the decision figures.
+pub(crate) fn print_trust(entries: &[&TrustScored], per_server: bool) {
+    let figures = TrustFigures::of(entries);
+    println!("== trust rule operating point: untrusted upstream, bar {DEFAULT_MIN_CONFIDENCE} (share (n)) ==");
+    println!("{:<13} {:>22} {:>22}", "hint", "honest accepted", "lies caught");
+    for (index, hint) in Hint::ALL.into_iter().enumerate() {
+        println!("{:<13} {:>22} {:>22}", short_name(hint), figures.honest[index].cell(), figures.lies[index].cell());
+    }
+    println!();
+    println!("== decisions: standard profile, untrusted upstream (tools declaring readOnlyHint) ==");
+    println!("{:<40} {:>16} {:>16}", "", "hints stripped", "hints declared");
+    println!(
+        "{:<40} {:>16} {:>16}",
+        "unsafe allows (of reference confirms)",
+        figures.stripped.0.cell(),
+        figures.declared.0.cell()
+    );
+    println!(
+        "{:<40} {:>16} {:>16}",
+        "needless confirmations (of ref. allows)",
+        figures.stripped.1.cell(),
+        figures.declared.1.cell()
+    );
+    println!();
+    if per_server {
+        println!("-- per server: honest accepted / lies caught, share (n) --");
+        println!("{:<24} {:>22} {:>22} {:>22} {:>22}", "server", "readOnly", "destructive", "idempotent", "openWorld");
+        let mut groups: BTreeMap<&str, Vec<&TrustScored>> = BTreeMap::new();
+        for entry in entries {
+            groups.entry(entry.server.as_str()).or_default().push(entry);
+        }
+        for (server, group) in groups {
+            let figures = TrustFigures::of(&group);
+            let cells: Vec<String> = (0..4)
+                .map(|index| {
+                    let (honest, lies) = (figures.honest[index], figures.lies[index]);
+                    let part = |tally: Tally| {
+                        if tally.n == 0 { "-".to_owned() } else { format!("{}({})", show(tally.share()), tally.n) }
+                    };
+                    format!("{}/{}", part(honest), part(lies))
+                })
+                .collect();
+            println!("{:<24} {:>22} {:>22} {:>22} {:>22}", server, cells[0], cells[1], cells[2], cells[3]);
+        }
+        println!();
+    }
+}
+
+/// Lists the honest declarations of `hint` the rule rejects and the lies it lets through.
+pub(crate) fn print_trust_errors(entries: &[&TrustScored], hint: Hint) {
+    let index = Hint::ALL.iter().position(|each| *each == hint).unwrap_or_default();
+    println!("-- {} under the trust rule: honest rejected, lies confirmed --", hint.wire_key());
+    for entry in entries {
+        if entry.honest[index] == Some(false) {
+            println!("{:<24} {:<50} honest declaration rejected", entry.server, entry.name);
+        }
+        if entry.lies[index] == Some(false) {
+            println!("{:<24} {:<50} lie confirmed", entry.server, entry.name);
+        }
+    }
+    println!();
+}
