@@ -422,7 +422,8 @@ fn print_errors(entries: &[&Scored], hint: Hint) {
     println!();
 }
 
-/// The name of every figure `--check` can hold a corpus to.
+/// The name of every figure `--check` can hold a corpus to (the thresholds test checks the file against it).
+#[cfg(test)]
 pub(crate) fn figure_names() -> Vec<String> {
     let mut figures = Metrics::of(&[]).named();
     figures.extend(TrustFigures::of(&[]).named());
