@@ -28,11 +28,12 @@ const USAGE: &str = "usage: cargo xtask eval [--corpus PATH]... [--holdout SERVE
                      [--calibration] [--errors HINT] [--explain TOOL] [--check] [--record]";
 
 /// One tool with its labels and both guesses.
-struct Scored {
-    server: String,
+pub(crate) struct Scored {
+    pub(crate) server: String,
     name: String,
-    labels: DeclaredHints,
-    engine: [(bool, f32); 4],
+    pub(crate) labels: DeclaredHints,
+    /// Per hint: the inferred value and its confidence.
+    pub(crate) engine: [(bool, f32); 4],
     baseline: [bool; 4],
 }
 
@@ -114,6 +115,7 @@ fn run_corpus(options: &Options, path: &Path, policy: &toolgate_core::policy::Co
     if options.calibration {
         print_calibration(&all);
     }
+    crate::eval_convention::print_convention(&all);
     if let Some(hint) = options.errors {
         // While tuning, only the tuning servers' errors are shown: the held-out ones stay unseen.
         let visible: Vec<&Scored> =

@@ -14,6 +14,7 @@
 
 mod eval;
 mod eval_check;
+mod eval_convention;
 mod eval_trust;
 mod features;
 mod lint_eval;
