@@ -5,15 +5,20 @@
 //! arrives after its request timed out or was cancelled is dropped. Server-initiated messages go to the event sink
 //! given in [`ConnectOptions::events`], or are answered conservatively here. When the transport ends, every pending
 //! request fails with the same error, which says why. A `Connection` is shared (`&self` everywhere).
+//!
+//! A server that stops keeping up must not hold its callers: at most [`ConnectOptions::max_in_flight`] requests wait
+//! for answers at once (one more is refused at once with [`UpstreamError::Saturated`]); queueing a request for the
+//! transport counts against the request's own time ([`Connection::begin_request_within`]); and a cancellation
+//! notice is only ever queued when there is room, never waited for (a full queue drops it and counts the drop).
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -81,6 +86,14 @@ struct Shared {
     pending: Arc<PendingResponses>,
     ended: Mutex<Option<UpstreamError>>,
     diagnostics: Arc<Diagnostics>,
+    /// One permit per request that may wait for its answer ([`ConnectOptions::max_in_flight`]).
+    in_flight: Arc<Semaphore>,
+    max_in_flight: usize,
+    /// Set by the first refusal for saturation and cleared by the next accepted request, so each episode is
+    /// logged once rather than once per refused call.
+    saturated: AtomicBool,
+    /// `notifications/cancelled` dropped because the transport's queue was full.
+    cancels_dropped: AtomicU64,
 }
 
 impl Shared {
@@ -97,12 +110,30 @@ impl Shared {
     }
 }
 
+/// A request registered in the pending map whose message is not queued yet: dropped (the caller gave up while
+/// waiting for room in the queue), it takes its entry back, so nothing waits for an answer to a message never sent.
+struct Registration<'a> {
+    shared: &'a Shared,
+    id: u64,
+    armed: bool,
+}
+
+impl Drop for Registration<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.shared.take_pending(self.id);
+        }
+    }
+}
+
 /// A request sent to the server whose response has not been awaited yet.
 #[derive(Debug)]
 pub struct PendingRequest {
     id: u64,
     method: String,
     receiver: oneshot::Receiver<Result<Value, UpstreamError>>,
+    /// Its place among the requests in flight, given back when the request is answered, times out or is dropped.
+    _permit: OwnedSemaphorePermit,
 }
 
 impl PendingRequest {
@@ -134,7 +165,16 @@ impl Connection {
             Endpoint::Http { .. } => http::start(endpoint, &options, Arc::clone(&pending))?,
         };
         let Transport { outbound, inbound, diagnostics, negotiated_version, shutdown, closer, direct } = transport;
-        let shared = Arc::new(Shared { pending, ended: Mutex::new(None), diagnostics: Arc::clone(&diagnostics) });
+        let max_in_flight = options.max_in_flight.max(1);
+        let shared = Arc::new(Shared {
+            pending,
+            ended: Mutex::new(None),
+            diagnostics: Arc::clone(&diagnostics),
+            in_flight: Arc::new(Semaphore::new(max_in_flight)),
+            max_in_flight,
+            saturated: AtomicBool::new(false),
+            cancels_dropped: AtomicU64::new(0),
+        });
         let router = Router {
             outbound: outbound.downgrade(),
             shared: Arc::clone(&shared),
@@ -178,8 +218,9 @@ impl Connection {
             "capabilities": self.options.capabilities,
             "clientInfo": self.options.client_info,
         });
-        let pending = self.begin_request("initialize", Some(params)).await?;
-        let result = into_result(self.wait(pending, self.options.initialize_timeout).await?)?;
+        let deadline = Instant::now() + self.options.initialize_timeout;
+        let pending = self.begin_request_within("initialize", Some(params), self.options.initialize_timeout).await?;
+        let result = into_result(self.wait(pending, deadline.saturating_duration_since(Instant::now())).await?)?;
         let protocol_version = result
             .get("protocolVersion")
             .and_then(Value::as_str)
@@ -211,80 +252,150 @@ impl Connection {
         self.shared.ended()
     }
 
-    /// Sends a request and waits for its result (the `result` member), within the request timeout.
+    /// Sends a request and waits for its result (the `result` member), within the request timeout (queueing the
+    /// request included).
     ///
     /// A JSON-RPC error answer becomes [`UpstreamError::Rpc`].
     pub async fn request(&self, method: &str, params: Option<Value>) -> Result<Value, UpstreamError> {
-        let pending = self.begin_request(method, params).await?;
-        into_result(self.wait(pending, self.options.request_timeout).await?)
+        let timeout = self.options.request_timeout;
+        let deadline = Instant::now() + timeout;
+        let pending = self.begin_request_within(method, params, timeout).await?;
+        into_result(self.wait(pending, deadline.saturating_duration_since(Instant::now())).await?)
     }
 
-    /// Sends a request and returns at once; [`Connection::wait`] gets the whole response message.
+    /// Sends a request and returns once it is on its way, waiting for room in the transport's queue at most the
+    /// request timeout; [`Connection::wait`] gets the whole response message.
     pub async fn begin_request(&self, method: &str, params: Option<Value>) -> Result<PendingRequest, UpstreamError> {
+        self.begin_request_within(method, params, self.options.request_timeout).await
+    }
+
+    /// Sends a request and returns once it is on its way; [`Connection::wait`] gets the whole response message.
+    ///
+    /// Refused at once with [`UpstreamError::Saturated`] when [`ConnectOptions::max_in_flight`] requests already
+    /// wait for answers. Waits for room in the transport's queue at most `within` (a server that stops reading
+    /// fills it), then fails with [`UpstreamError::SendTimeout`]: the request was not sent. Dropping the future
+    /// while it waits sends nothing and leaves nothing behind.
+    pub async fn begin_request_within(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        within: Duration,
+    ) -> Result<PendingRequest, UpstreamError> {
         if let Some(error) = self.shared.ended() {
             return Err(error);
         }
+        let permit = self.take_in_flight_permit()?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (sender, receiver) = oneshot::channel();
         self.shared.pending.insert(id, sender);
+        let mut registration = Registration { shared: &self.shared, id, armed: true };
         // The router may have ended the connection (and failed every pending request) since the check above: this
-        // request would then wait for its timeout, so it is taken back and refused with the reason.
+        // request would then wait for its timeout, so it is taken back (by the registration) and refused.
         if let Some(error) = self.shared.ended() {
-            self.shared.take_pending(id);
             return Err(error);
         }
+        let pending = |registration: &mut Registration<'_>, receiver, permit| {
+            registration.armed = false;
+            PendingRequest { id, method: method.to_owned(), receiver, _permit: permit }
+        };
         let mut request = jsonrpc::request(id, method, params);
         if let Some(direct) = &self.direct {
             match direct.post(request) {
-                Ok(()) => return Ok(PendingRequest { id, method: method.to_owned(), receiver }),
+                Ok(()) => return Ok(pending(&mut registration, receiver, permit)),
                 Err(queued) => request = queued,
             }
         }
-        if self.outbound.send(request).await.is_err() {
-            self.shared.take_pending(id);
-            return Err(self.shared.ended_or_stopped());
+        match tokio::time::timeout(within, self.outbound.send(request)).await {
+            Ok(Ok(())) => Ok(pending(&mut registration, receiver, permit)),
+            Ok(Err(_)) => Err(self.shared.ended_or_stopped()),
+            Err(_) => Err(UpstreamError::SendTimeout { method: method.to_owned(), after: within }),
         }
-        Ok(PendingRequest { id, method: method.to_owned(), receiver })
+    }
+
+    /// A place among the requests in flight, or the refusal that says the connection is saturated. The first
+    /// refusal of an episode is logged as a warning, and the first request accepted after it as its end.
+    fn take_in_flight_permit(&self) -> Result<OwnedSemaphorePermit, UpstreamError> {
+        let shared = &self.shared;
+        match Arc::clone(&shared.in_flight).try_acquire_owned() {
+            Ok(permit) => {
+                if shared.saturated.load(Ordering::Relaxed) && shared.saturated.swap(false, Ordering::Relaxed) {
+                    tracing::info!(upstream = %self.options.name, "upstream accepts requests again");
+                }
+                Ok(permit)
+            }
+            Err(_) => {
+                let limit = shared.max_in_flight;
+                if !shared.saturated.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        upstream = %self.options.name,
+                        max_in_flight = limit,
+                        "upstream saturated: every place for a request in flight is taken; refusing more at once"
+                    );
+                }
+                Err(UpstreamError::Saturated { limit })
+            }
+        }
+    }
+
+    /// Requests waiting for their answers now.
+    pub fn in_flight(&self) -> usize {
+        self.shared.max_in_flight.saturating_sub(self.shared.in_flight.available_permits())
+    }
+
+    /// The most requests that may wait for their answers at once.
+    pub fn max_in_flight(&self) -> usize {
+        self.shared.max_in_flight
+    }
+
+    /// `notifications/cancelled` dropped since the connection opened because the transport's queue was full.
+    pub fn cancel_notices_dropped(&self) -> u64 {
+        self.shared.cancels_dropped.load(Ordering::Relaxed)
     }
 
     /// Waits for the response to a request (the whole message: `result` or `error`), within `timeout`.
     ///
     /// On timeout the request is cancelled upstream and a late response is dropped.
     pub async fn wait(&self, pending: PendingRequest, timeout: Duration) -> Result<Value, UpstreamError> {
-        let PendingRequest { id, method, receiver } = pending;
+        let PendingRequest { id, method, receiver, _permit } = pending;
         match tokio::time::timeout(timeout, receiver).await {
             Ok(Ok(outcome)) => outcome,
             // The sender went away: either the connection ended, or the request was cancelled (its entry taken).
             Ok(Err(_)) => Err(self.shared.ended().unwrap_or(UpstreamError::Cancelled)),
             Err(_) => {
-                self.cancel(id, "toolgate: request timed out").await;
+                self.cancel_soon(id, "toolgate: request timed out");
                 Err(UpstreamError::Timeout { method, after: timeout, diagnostics: self.shared.diagnostics.describe() })
             }
         }
     }
 
-    /// Cancels a pending request: `notifications/cancelled` goes upstream and a late response is dropped.
+    /// Cancels a pending request: `notifications/cancelled` goes upstream (when there is room) and a late
+    /// response is dropped. Never waits; see [`Connection::cancel_soon`].
     pub async fn cancel(&self, id: u64, reason: &str) {
-        if self.shared.take_pending(id).is_some() {
-            let params = json!({"requestId": id, "reason": reason});
-            let _ = self.outbound.send(jsonrpc::notification("notifications/cancelled", Some(params))).await;
-        }
+        self.cancel_soon(id, reason);
     }
 
     /// Cancels a pending request without waiting: the pending entry is taken at once (so a late response is
-    /// dropped and a second cancel is a no-op) and `notifications/cancelled` is queued. Returns whether the request
-    /// was still pending.
+    /// dropped and a second cancel is a no-op) and `notifications/cancelled` is queued if the transport's queue has
+    /// room. A full queue means the server is not reading what it is sent, so the notice could not reach it soon
+    /// anyway: it is dropped and counted ([`Connection::cancel_notices_dropped`]) rather than waited for, which
+    /// would hold the caller (or a task per notice) until the server reads again. Returns whether the request was
+    /// still pending.
     pub fn cancel_soon(&self, id: u64, reason: &str) -> bool {
         if self.shared.take_pending(id).is_none() {
             return false;
         }
         let params = json!({"requestId": id, "reason": reason});
         let message = jsonrpc::notification("notifications/cancelled", Some(params));
-        if let Err(mpsc::error::TrySendError::Full(message)) = self.outbound.try_send(message) {
-            let outbound = self.outbound.clone();
-            tokio::spawn(async move {
-                let _ = outbound.send(message).await;
-            });
+        if let Err(mpsc::error::TrySendError::Full(_)) = self.outbound.try_send(message) {
+            let dropped = self.shared.cancels_dropped.fetch_add(1, Ordering::Relaxed) + 1;
+            // One warning per 1,000 drops at most: under a hung server every timed-out call drops one.
+            if dropped % 1000 == 1 {
+                tracing::warn!(
+                    upstream = %self.options.name,
+                    dropped,
+                    "notifications/cancelled dropped: the upstream is not reading its input"
+                );
+            }
         }
         true
     }

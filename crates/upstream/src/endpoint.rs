@@ -84,7 +84,14 @@ pub struct ConnectOptions {
     pub capabilities: Value,
     /// Where server-initiated notifications and requests go; `None` answers them conservatively.
     pub events: Option<Arc<dyn EventSink>>,
+    /// Most requests waiting for their answers at once; one more is refused at once
+    /// ([`crate::UpstreamError::Saturated`]) rather than queued behind a server that does not keep up.
+    pub max_in_flight: usize,
 }
+
+/// The default [`ConnectOptions::max_in_flight`]: above what a busy gateway sends one healthy server (the
+/// benchmark's 64 sessions with 4 calls each), and small enough that a hung server holds a bounded number of callers.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 512;
 
 impl Default for ConnectOptions {
     fn default() -> Self {
@@ -98,6 +105,7 @@ impl Default for ConnectOptions {
             client_info: json!({"name": "toolgate", "version": env!("CARGO_PKG_VERSION")}),
             capabilities: json!({}),
             events: None,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
         }
     }
 }
@@ -112,6 +120,7 @@ impl std::fmt::Debug for ConnectOptions {
             .field("max_message_bytes", &self.max_message_bytes)
             .field("protocol_version", &self.protocol_version)
             .field("events", &self.events.is_some())
+            .field("max_in_flight", &self.max_in_flight)
             .finish_non_exhaustive()
     }
 }

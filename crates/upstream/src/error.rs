@@ -89,6 +89,22 @@ pub enum UpstreamError {
     /// The request was cancelled by toolgate ([`crate::Connection::cancel_soon`]); its answer is dropped.
     #[error("the request was cancelled")]
     Cancelled,
+    /// The connection already has its most requests in flight ([`crate::ConnectOptions::max_in_flight`]); this
+    /// one was refused at once and never sent.
+    #[error("{limit} requests are already in flight, the most allowed (`max_in_flight`); this one was not sent")]
+    Saturated {
+        /// The limit that was reached.
+        limit: usize,
+    },
+    /// The request could not even be queued for sending within its time: the server is not reading what it is
+    /// sent (a stopped or hung process). It was never sent.
+    #[error("`{method}` could not be sent within {}: the server is not reading its input", format_duration(*after))]
+    SendTimeout {
+        /// The request's method.
+        method: String,
+        /// The time that passed.
+        after: Duration,
+    },
 }
 
 impl UpstreamError {
@@ -101,6 +117,8 @@ impl UpstreamError {
             UpstreamError::InvalidEndpoint(_) | UpstreamError::Cancelled => FaultSide::Local,
             UpstreamError::Closed { .. }
             | UpstreamError::Timeout { .. }
+            | UpstreamError::Saturated { .. }
+            | UpstreamError::SendTimeout { .. }
             | UpstreamError::MessageTooLarge { .. }
             | UpstreamError::Protocol(_)
             | UpstreamError::Rpc { .. }
@@ -110,7 +128,8 @@ impl UpstreamError {
 
     /// True when the request may not have reached the server, or the server may not have acted on it.
     ///
-    /// Whether a retry is *safe* also depends on the tool's hints; that is the caller's decision.
+    /// Whether a retry is *safe* also depends on the tool's hints; that is the caller's decision. A saturated
+    /// connection is not transient in this sense: retrying at once would only add to the load it refused.
     pub fn is_transient(&self) -> bool {
         matches!(self, UpstreamError::Connect { .. } | UpstreamError::Timeout { .. } | UpstreamError::Closed { .. })
     }

@@ -30,6 +30,6 @@ mod stdio;
 mod transport;
 
 pub use connection::{Connection, InitializeOutcome, ListKind, PendingRequest, into_result};
-pub use endpoint::{ConnectOptions, Endpoint, SUPPORTED_PROTOCOL_VERSIONS};
+pub use endpoint::{ConnectOptions, DEFAULT_MAX_IN_FLIGHT, Endpoint, SUPPORTED_PROTOCOL_VERSIONS};
 pub use error::{FaultSide, UpstreamError};
 pub use events::{EventSink, Responder};
