@@ -47,6 +47,7 @@ pub(crate) struct RawUpstream {
     pub(crate) prefix: Option<Spanned<PrefixSetting>>,
     pub(crate) timeout_seconds: Option<Spanned<u64>>,
     pub(crate) initialize_timeout_seconds: Option<Spanned<u64>>,
+    pub(crate) max_in_flight: Option<Spanned<u64>>,
     pub(crate) trust: Option<Spanned<TrustLevel>>,
     pub(crate) min_confidence: Option<Spanned<f64>>,
     pub(crate) manifest: Option<Spanned<RawManifest>>,

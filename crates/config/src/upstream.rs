@@ -20,6 +20,9 @@ use crate::rules;
 /// Longest accepted timeout (a day).
 const MAX_TIMEOUT_SECONDS: u64 = 24 * 60 * 60;
 
+/// Largest accepted `max_in_flight`: far beyond any server's concurrency, still a bound.
+const MAX_IN_FLIGHT: u64 = 65_536;
+
 /// Longest tool name an override may name (the MCP limit).
 const MAX_TOOL_NAME_CHARS: usize = 128;
 
@@ -54,14 +57,23 @@ pub(crate) fn lower_upstream(
     let request_timeout = lower_timeout(raw.timeout_seconds.as_ref(), defaults.request_timeout, &label, cx);
     let initialize_timeout =
         lower_timeout(raw.initialize_timeout_seconds.as_ref(), defaults.initialize_timeout, &label, cx);
+    let max_in_flight = lower_max_in_flight(raw.max_in_flight.as_ref(), defaults.max_in_flight, &label, cx);
     let trust = crate::trust::lower_trust(&raw, &label, cx);
     let overrides = lower_overrides(raw.tools.unwrap_or_default(), &label, cx);
 
     if cx.problem_count() > problems_before {
         return None;
     }
-    let spec =
-        UpstreamSpec { name, endpoint: endpoint?, prefix, overrides, initialize_timeout, request_timeout, trust };
+    let spec = UpstreamSpec {
+        name,
+        endpoint: endpoint?,
+        prefix,
+        overrides,
+        initialize_timeout,
+        request_timeout,
+        max_in_flight,
+        trust,
+    };
     Some(LoweredUpstream { spec, bearer_token_env, prefix_offset })
 }
 
@@ -268,6 +280,15 @@ fn lower_timeout(value: Option<&Spanned<u64>>, default: Duration, label: &str, c
         cx.error(value.span().start, format!("{label}: timeout must be between 1 and {MAX_TIMEOUT_SECONDS} seconds"));
     }
     Duration::from_secs(seconds)
+}
+
+fn lower_max_in_flight(value: Option<&Spanned<u64>>, default: usize, label: &str, cx: &mut Context<'_>) -> usize {
+    let Some(value) = value else { return default };
+    let count = *value.get_ref();
+    if !(1..=MAX_IN_FLIGHT).contains(&count) {
+        cx.error(value.span().start, format!("{label}: `max_in_flight` must be between 1 and {MAX_IN_FLIGHT}"));
+    }
+    usize::try_from(count).unwrap_or(default)
 }
 
 fn lower_overrides(

@@ -6,7 +6,7 @@
 //! response must be sent (the request was cancelled).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
@@ -324,8 +324,9 @@ pub(crate) async fn forward(
 ///
 /// Registers the route (so progress, logs and server requests find their way back, and a client cancel reaches
 /// the upstream) and removes it afterwards. `None` when the client cancelled; `Err` with a message saying which
-/// upstream failed and how. The answer is waited for `within` (what is left of a call's time), else the upstream's
-/// request timeout.
+/// upstream failed and how. The request is queued and its answer waited for `within` (what is left of a call's
+/// time), else the upstream's request timeout: a server that stops reading holds a caller no longer than that, and
+/// a saturated one (`max_in_flight` requests waiting) refuses at once.
 #[allow(clippy::too_many_arguments, reason = "the request's whole context; a struct for one call site adds nothing")]
 pub(crate) async fn send_upstream(
     gateway: &Arc<GatewayInner>,
@@ -347,18 +348,32 @@ pub(crate) async fn send_upstream(
         };
         return Some(Err(UpstreamError::Closed { detail: format!("not connected: {reason}") }));
     };
+    let within = within.unwrap_or(runtime.spec.request_timeout);
+    let deadline = Instant::now() + within;
     let (params, progress_token) = map_progress_token(gateway, session, id, params);
-    let pending = match connection.begin_request(method, Some(params)).await {
+    // Removes the routes however this function ends (refusal, response, timeout, cancellation, or the task dropped).
+    let mut routes = RouteGuard { gateway, upstream, upstream_id: None, progress_token };
+    // Queueing counts against the call's time and yields to the client's cancel: a server that stopped reading
+    // fills its queue, and a caller must not wait behind it past its own deadline.
+    let begun = tokio::select! {
+        () = cancel.cancelled() => return None,
+        begun = connection.begin_request_within(method, Some(params), within) => begun,
+    };
+    let pending = match begun {
         Ok(pending) => pending,
-        Err(error) => return Some(Err(error)),
+        Err(error) => {
+            if let UpstreamError::Saturated { .. } = error {
+                gateway.metrics.count_saturated(upstream);
+            }
+            return Some(Err(error));
+        }
     };
     let upstream_id = pending.id();
     if let Ok(mut calls) = gateway.calls.lock() {
         calls
             .insert((upstream, upstream_id), CallRoute { session: Arc::clone(session), client_request_id: id.clone() });
     }
-    // Removes the routes however this function ends (response, timeout, cancellation, or the task dropped).
-    let _routes = RouteGuard { gateway, upstream, upstream_id, progress_token };
+    routes.upstream_id = Some(upstream_id);
     if let Ok(mut inflight) = session.inflight.lock()
         && let Some(request) = inflight.get_mut(&id_key(id))
     {
@@ -370,7 +385,7 @@ pub(crate) async fn send_upstream(
             connection.cancel_soon(upstream_id, "the client cancelled the request or closed its session");
             None
         }
-        response = connection.wait(pending, within.unwrap_or(runtime.spec.request_timeout)) => Some(response),
+        response = connection.wait(pending, deadline.saturating_duration_since(Instant::now())) => Some(response),
     };
     match outcome? {
         Ok(response) => Some(Ok(response)),
@@ -384,14 +399,15 @@ pub(crate) async fn send_upstream(
 struct RouteGuard<'a> {
     gateway: &'a GatewayInner,
     upstream: usize,
-    upstream_id: u64,
+    /// Set once the request is sent (and its call route registered).
+    upstream_id: Option<u64>,
     progress_token: Option<String>,
 }
 
 impl Drop for RouteGuard<'_> {
     fn drop(&mut self) {
-        if let Ok(mut calls) = self.gateway.calls.lock() {
-            calls.remove(&(self.upstream, self.upstream_id));
+        if let (Some(upstream_id), Ok(mut calls)) = (self.upstream_id, self.gateway.calls.lock()) {
+            calls.remove(&(self.upstream, upstream_id));
         }
         if let (Some(token), Ok(mut progress)) = (self.progress_token.take(), self.gateway.progress.lock()) {
             progress.remove(&token);

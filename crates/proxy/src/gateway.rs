@@ -66,6 +66,8 @@ pub(crate) struct GatewayInner {
     inventory: crate::inventory::InventoryPublisher,
     /// Prometheus counters and histograms (`GET /metrics`).
     pub(crate) metrics: crate::metrics::GatewayMetrics,
+    /// Each upstream's last listed tools, so a call during its reconnect is told so (`pipeline::call_tool`).
+    pub(crate) known_tools: crate::known_tools::KnownTools,
 }
 
 /// The running gateway (cheap to clone).
@@ -130,6 +132,7 @@ impl Gateway {
                 store,
                 inventory: Default::default(),
                 metrics,
+                known_tools: Default::default(),
             }),
         })
     }
@@ -259,6 +262,7 @@ impl GatewayInner {
         if let Ok(mut current) = self.catalog.write() {
             *current = Arc::clone(&catalog);
         }
+        self.known_tools.remember(&catalog, &self.upstreams);
         self.publish_inventory(listings, catalog, context.quarantined);
     }
 
@@ -472,6 +476,7 @@ async fn run_upstream(gateway: Arc<GatewayInner>, index: usize) {
                     "upstream went down; reconnecting with backoff"
                 );
                 runtime.mark_down(reason, attempts);
+                gateway.metrics.count_disconnect(index);
                 gateway.rebuild_catalog();
                 gateway.notify_list_changed(&[ListKind::Tools, ListKind::Prompts, ListKind::Resources]);
             }

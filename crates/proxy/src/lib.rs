@@ -14,6 +14,7 @@ pub mod downstream;
 mod gateway;
 pub mod guard;
 mod inventory;
+mod known_tools;
 pub mod metrics;
 pub mod naming;
 mod pipeline;

@@ -13,7 +13,7 @@ use axum::extract::{Request, State};
 use axum::http::header::{ALLOW, CONTENT_TYPE};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use metrics::{Histogram, Key, Label, Metadata, Recorder};
+use metrics::{Counter, Histogram, Key, Label, Metadata, Recorder};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
 use toolgate_core::decision::Verdict;
 
@@ -37,6 +37,16 @@ pub const AUDIT_REJECTED: &str = "toolgate_audit_rejected_total";
 pub const AUDIT_FAILED: &str = "toolgate_audit_failed_total";
 /// Audit rows committed.
 pub const AUDIT_WRITTEN: &str = "toolgate_audit_written_total";
+/// Requests refused at once because the upstream already had `max_in_flight` requests waiting, by `upstream`.
+pub const UPSTREAM_SATURATED: &str = "toolgate_upstream_saturated_total";
+/// Requests waiting for the upstream's answers now, by `upstream`.
+pub const UPSTREAM_IN_FLIGHT: &str = "toolgate_upstream_in_flight";
+/// Times the upstream's connection ended after it was ready (a crash, a closed session), by `upstream`: a scrape
+/// that misses a short down window still sees the count move.
+pub const UPSTREAM_DISCONNECTS: &str = "toolgate_upstream_disconnects_total";
+/// `notifications/cancelled` not sent because the upstream was not reading its input, by `upstream`, since its
+/// current connection opened.
+pub const UPSTREAM_CANCELS_DROPPED: &str = "toolgate_upstream_cancel_notices_dropped_total";
 
 /// Latency buckets in seconds: a relayed call costs well under a millisecond; tools may take a minute.
 const LATENCY_BUCKETS: [f64; 15] =
@@ -53,6 +63,8 @@ pub(crate) enum Outcome {
     IsError,
     /// A JSON-RPC error from the upstream.
     JsonRpcError,
+    /// Not sent: the tool's upstream is down and reconnecting (the client gets an `isError` result saying so).
+    UpstreamUnavailable,
 }
 
 impl Outcome {
@@ -67,11 +79,12 @@ impl Outcome {
         }
     }
 
-    fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Outcome::Ok => "ok",
             Outcome::IsError => "is_error",
             Outcome::JsonRpcError => "jsonrpc_error",
+            Outcome::UpstreamUnavailable => "upstream_unavailable",
         }
     }
 }
@@ -91,6 +104,10 @@ pub(crate) struct GatewayMetrics {
     handle: PrometheusHandle,
     /// Per upstream index, the latency histogram.
     latency: Vec<Histogram>,
+    /// Per upstream index, refusals for saturation and ended connections (registered up front, so they read 0
+    /// before anything happened rather than being absent).
+    saturated: Vec<Counter>,
+    disconnects: Vec<Counter>,
 }
 
 impl GatewayMetrics {
@@ -104,13 +121,31 @@ impl GatewayMetrics {
         let recorder = builder.build_recorder();
         let handle = recorder.handle();
         describe(&recorder);
-        let latency = upstreams
-            .map(|name| {
-                let key = Key::from_parts(CALL_DURATION, vec![Label::new("upstream", name.to_owned())]);
-                recorder.register_histogram(&key, &METADATA)
-            })
-            .collect();
-        GatewayMetrics { recorder, handle, latency }
+        let names: Vec<&str> = upstreams.collect();
+        let key = |name: &'static str, upstream: &str| {
+            Key::from_parts(name, vec![Label::new("upstream", upstream.to_owned())])
+        };
+        let latency =
+            names.iter().map(|name| recorder.register_histogram(&key(CALL_DURATION, name), &METADATA)).collect();
+        let saturated =
+            names.iter().map(|name| recorder.register_counter(&key(UPSTREAM_SATURATED, name), &METADATA)).collect();
+        let disconnects =
+            names.iter().map(|name| recorder.register_counter(&key(UPSTREAM_DISCONNECTS, name), &METADATA)).collect();
+        GatewayMetrics { recorder, handle, latency, saturated, disconnects }
+    }
+
+    /// Counts a request refused because upstream `index` had `max_in_flight` requests waiting.
+    pub(crate) fn count_saturated(&self, index: usize) {
+        if let Some(counter) = self.saturated.get(index) {
+            counter.increment(1);
+        }
+    }
+
+    /// Counts the end of upstream `index`'s connection after it was ready.
+    pub(crate) fn count_disconnect(&self, index: usize) {
+        if let Some(counter) = self.disconnects.get(index) {
+            counter.increment(1);
+        }
     }
 
     /// Counts one tools/call that reached a verdict.
@@ -144,7 +179,7 @@ impl GatewayMetrics {
 }
 
 fn describe(recorder: &PrometheusRecorder) {
-    let help: [(&'static str, &'static str); 8] = [
+    let help: [(&'static str, &'static str); 12] = [
         (TOOL_CALLS, "Tool calls by upstream, tool, verdict and outcome."),
         (CALL_DURATION, "Seconds from forwarding a permitted call upstream to its answer, by upstream."),
         (UPSTREAM_UP, "1 when the upstream is connected and listed, 0 otherwise."),
@@ -153,6 +188,10 @@ fn describe(recorder: &PrometheusRecorder) {
         (AUDIT_REJECTED, "Audit entries refused because the queue was full."),
         (AUDIT_FAILED, "Audit entries that could not be written after retrying."),
         (AUDIT_WRITTEN, "Audit rows committed since the store was opened."),
+        (UPSTREAM_SATURATED, "Requests refused at once because the upstream had max_in_flight requests waiting."),
+        (UPSTREAM_IN_FLIGHT, "Requests waiting for the upstream's answers."),
+        (UPSTREAM_DISCONNECTS, "Times the upstream's connection ended after it was ready."),
+        (UPSTREAM_CANCELS_DROPPED, "Cancellation notices dropped because the upstream was not reading its input."),
     ];
     for (name, text) in help {
         // The kind is irrelevant to the exporter's descriptions; one call describes any kind.
@@ -169,6 +208,14 @@ impl Gateway {
             let up = matches!(runtime.status(), UpstreamStatus::Ready { .. });
             let labels = vec![Label::new("upstream", runtime.spec.name.clone())];
             metrics.gauge(UPSTREAM_UP, labels, if up { 1.0 } else { 0.0 });
+            let connection = runtime.connection();
+            let in_flight = connection.as_ref().map_or(0, |connection| connection.in_flight());
+            let labels = vec![Label::new("upstream", runtime.spec.name.clone())];
+            metrics.gauge(UPSTREAM_IN_FLIGHT, labels, in_flight as f64);
+            let dropped = connection.as_ref().map_or(0, |connection| connection.cancel_notices_dropped());
+            let key =
+                Key::from_parts(UPSTREAM_CANCELS_DROPPED, vec![Label::new("upstream", runtime.spec.name.clone())]);
+            metrics.recorder.register_counter(&key, &METADATA).absolute(dropped);
         }
         if let Some(store) = &inner.store {
             let stats = store.audit().stats();

@@ -2,7 +2,9 @@
 //!
 //! 1. [`resolve`]: the exposed name becomes a route (upstream, original name) and the tool's effective hints;
 //!    unknown or hidden names get the same `isError` result ("Unknown tool: NAME"), as the TypeScript and Python
-//!    SDKs answer an unknown tool, so a hidden tool cannot be told from a missing one.
+//!    SDKs answer an unknown tool, so a hidden tool cannot be told from a missing one. A tool whose upstream is
+//!    down and reconnecting (`known_tools`) is decided like a listed one and then answered "upstream NAME is
+//!    reconnecting (attempt N)", audited and counted (outcome `upstream_unavailable`).
 //! 2. [`decide`]: the policy's [`Decision`] (rules, mode, session taint, quarantine). Allow yields a [`Permitted`]
 //!    call; confirm asks a person first (`guard::confirm`); deny is an `isError` result; hide looks unknown.
 //! 3. [`forward`]: the permitted call goes upstream under the original name, with toolgate's progress token and
@@ -65,15 +67,51 @@ pub(crate) enum Forwarded {
     Failed(String),
 }
 
+/// A name phase 1 did not find in the catalog, with the client's `params` given back.
+pub(crate) struct Unresolved {
+    name: String,
+    params: Value,
+}
+
+impl Unresolved {
+    /// What a client is told about a name that is missing or hidden.
+    fn unknown_tool(&self) -> String {
+        format!("Unknown tool: {}", self.name)
+    }
+}
+
 /// Phase 1: finds the tool the client named, as this session may see it.
-pub(crate) fn resolve(gateway: &GatewayInner, session: &SessionShared, params: Value) -> Result<ResolvedCall, String> {
+pub(crate) fn resolve(
+    gateway: &GatewayInner,
+    session: &SessionShared,
+    params: Value,
+) -> Result<ResolvedCall, Unresolved> {
     let name = params.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
     let catalog = gateway.catalog();
-    let visible =
-        catalog.tool(&name).filter(|tool| !tool.task_required && (!tool.app_only || session.declares_apps())).cloned();
-    match visible {
+    match catalog.tool(&name).filter(|tool| visible_to(tool, session)).cloned() {
         Some(tool) => Ok(ResolvedCall { tool, params }),
-        None => Err(format!("Unknown tool: {name}")),
+        None => Err(Unresolved { name, params }),
+    }
+}
+
+/// The session's filters on a tool: task-required tools are never called here, app-only ones only by MCP Apps
+/// clients.
+fn visible_to(tool: &ExposedTool, session: &SessionShared) -> bool {
+    !tool.task_required && (!tool.app_only || session.declares_apps())
+}
+
+/// Phase 1 for a name the catalog does not know: the tool as its upstream last listed it, when that upstream is
+/// down and reconnecting now and the session could see it, with the reconnect attempt.
+fn resolve_reconnecting(
+    gateway: &GatewayInner,
+    session: &SessionShared,
+    unresolved: Unresolved,
+) -> Result<(ResolvedCall, u32), Unresolved> {
+    match gateway.known_tools.reconnecting(&unresolved.name, &gateway.upstreams) {
+        Some((tool, attempt)) if visible_to(&tool, session) => {
+            Ok((ResolvedCall { tool, params: unresolved.params }, attempt))
+        }
+        _ => Err(unresolved),
     }
 }
 
@@ -163,7 +201,13 @@ pub(crate) async fn forward(
 }
 
 fn upstream_failure(upstream: &str, error: &UpstreamError) -> String {
-    format!("upstream `{upstream}` failed: {error}")
+    match error {
+        UpstreamError::Saturated { limit } => format!(
+            "upstream `{upstream}` is saturated: {limit} calls are already in flight, its `max_in_flight` limit; this \
+             call was not sent, retry later"
+        ),
+        _ => format!("upstream `{upstream}` failed: {error}"),
+    }
 }
 
 /// Phase 4: the client's response for what the upstream did: results post-processed (truncation, undeclared
@@ -243,15 +287,25 @@ pub(crate) async fn call_tool(
     if params.get("name").and_then(Value::as_str).is_none() {
         return Some(jsonrpc::error_response(id, codes::INVALID_PARAMS, "tools/call needs a string `name`"));
     }
-    let resolved = match resolve(gateway, session, params) {
-        Ok(resolved) => resolved,
-        Err(message) => return Some(tool_error(id, &message)),
+    let (resolved, reconnecting) = match resolve(gateway, session, params) {
+        Ok(resolved) => (resolved, None),
+        Err(unresolved) => match resolve_reconnecting(gateway, session, unresolved) {
+            Ok((resolved, attempt)) => (resolved, Some(attempt)),
+            Err(unresolved) => return Some(tool_error(id, &unresolved.unknown_tool())),
+        },
     };
     let decision = decide(gateway, session, &resolved);
     let span = tracing::Span::current();
     span.record("tool", resolved.tool.exposed_name.as_str());
     span.record("upstream", resolved.tool.upstream_name.as_str());
     span.record("verdict", decision.verdict.as_str());
+    // A call the policy would let through (or put to a person) cannot be made while its upstream reconnects: say
+    // so now, rather than "Unknown tool" or a question to a person about a call that cannot run.
+    if let Some(attempt) = reconnecting
+        && matches!(decision.verdict, Verdict::Allow | Verdict::Confirm)
+    {
+        return Some(unavailable(gateway, session, id, &resolved, &decision, attempt, started));
+    }
     // An allowed call's decision travels in its `call` row; every other verdict gets a row of its own here.
     if decision.verdict != Verdict::Allow {
         audit::record(gateway, audit::decision_entry(session, &resolved.tool, &decision, &resolved.arguments()));
@@ -311,6 +365,38 @@ pub(crate) async fn call_tool(
     let response = post_process(gateway, &permitted.call.tool, id, forwarded);
     record(gateway, session, &permitted, audit_row, &response, from_upstream, started.elapsed());
     Some(response)
+}
+
+/// The answer to a call whose upstream is down and reconnecting: an `isError` result naming the upstream and the
+/// attempt, one `decision` audit row with the verdict and outcome `upstream_unavailable`, and the call counted with
+/// that outcome.
+fn unavailable(
+    gateway: &GatewayInner,
+    session: &SessionShared,
+    id: &Value,
+    call: &ResolvedCall,
+    decision: &Decision,
+    attempt: u32,
+    started: Instant,
+) -> Value {
+    let tool = &call.tool;
+    let mut entry = audit::decision_entry(session, tool, decision, &call.arguments());
+    entry.outcome = Some(Outcome::UpstreamUnavailable.label().to_owned());
+    entry.duration_us = Some(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX));
+    audit::record(gateway, entry);
+    gateway.metrics.count_call(
+        &tool.upstream_name,
+        &tool.original_name,
+        decision.verdict,
+        Outcome::UpstreamUnavailable,
+    );
+    tracing::Span::current().record("outcome", Outcome::UpstreamUnavailable.label());
+    tracing::debug!(session = %session.id, tool = %tool.original_name, upstream = %tool.upstream_name, attempt,
+        "tools/call while the upstream reconnects");
+    tool_error(
+        id,
+        &format!("toolgate: upstream `{}` is reconnecting (attempt {attempt}); retry later", tool.upstream_name),
+    )
 }
 
 /// Counts a call that ended before reaching its upstream (its client gets an `isError` result).

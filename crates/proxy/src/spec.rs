@@ -68,8 +68,11 @@ pub struct UpstreamSpec {
     pub overrides: BTreeMap<String, HintOverrides>,
     /// Time allowed for `initialize`.
     pub initialize_timeout: Duration,
-    /// Time allowed for each request (a `tools/call` included).
+    /// Time allowed for each request (a `tools/call` included), queueing it for the upstream included.
     pub request_timeout: Duration,
+    /// Most requests waiting for its answers at once; one more is refused at once with an error naming the
+    /// upstream and the limit (`toolgate_upstream::DEFAULT_MAX_IN_FLIGHT` by default).
+    pub max_in_flight: usize,
     /// How far its declared hints are believed.
     pub trust: UpstreamTrust,
 }
@@ -86,6 +89,7 @@ impl UpstreamSpec {
             overrides: BTreeMap::new(),
             initialize_timeout: Duration::from_secs(1),
             request_timeout: Duration::from_secs(1),
+            max_in_flight: toolgate_upstream::DEFAULT_MAX_IN_FLIGHT,
             trust: UpstreamTrust::default(),
         }
     }

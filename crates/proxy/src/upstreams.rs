@@ -116,6 +116,7 @@ impl UpstreamRuntime {
             name: self.spec.name.clone(),
             initialize_timeout: self.spec.initialize_timeout,
             request_timeout: self.spec.request_timeout,
+            max_in_flight: self.spec.max_in_flight,
             max_message_bytes,
             capabilities: relayed_client_capabilities(),
             events: Some(events),

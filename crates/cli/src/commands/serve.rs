@@ -318,6 +318,7 @@ fn spec_from_args(args: &ServeArgs) -> Result<GatewaySpec> {
         overrides: Default::default(),
         initialize_timeout: Duration::from_secs(30),
         request_timeout: timeout,
+        max_in_flight: toolgate_upstream::DEFAULT_MAX_IN_FLIGHT,
         trust: UpstreamTrust::default(),
     };
     let listen = args.listen.or(embedded_defaults.then(|| std::net::SocketAddr::from(([127, 0, 0, 1], DEFAULT_PORT))));

@@ -148,6 +148,13 @@ fn timeouts_default_to_the_connection_defaults() {
 }
 
 #[test]
+fn max_in_flight_defaults_to_the_connection_default() {
+    let spec = parse(&format!("{TWO}max_in_flight = 8\n"));
+    assert_eq!(spec.upstreams[0].max_in_flight, toolgate_upstream::DEFAULT_MAX_IN_FLIGHT);
+    assert_eq!(spec.upstreams[1].max_in_flight, 8);
+}
+
+#[test]
 fn tool_overrides_are_lowered_field_by_field() {
     let spec = parse(&format!(
         "{ONE}[upstream.tools.git_status]\nreadOnlyHint = true\n[upstream.tools.\"git.reset\"]\n\

@@ -41,6 +41,7 @@ pub(crate) fn upstream(name: &str, mode: &str, request_timeout: Duration, log: O
         overrides: Default::default(),
         initialize_timeout: Duration::from_secs(20),
         request_timeout,
+        max_in_flight: toolgate_upstream::DEFAULT_MAX_IN_FLIGHT,
         trust: Default::default(),
     }
 }
