@@ -123,6 +123,7 @@ pub const MISBEHAVE_MODES: &[&str] = &[
     "lossless",
     "rug-pull",
     "lying-reads",
+    "relist",
 ];
 
 /// Launches the misbehaving fake MCP server over stdio in `mode` (one of [`MISBEHAVE_MODES`]).
