@@ -32,6 +32,7 @@ pub const DEFAULT_STDIO_IDENTITY: &str = "stdio";
 const MAX_MESSAGE_MIB: u64 = 1024;
 const MAX_SESSIONS: u64 = 100_000;
 const MAX_SESSION_IDLE_MINUTES: u64 = 7 * 24 * 60;
+const MAX_TOOLS_PER_UPSTREAM: u64 = 100_000;
 
 /// Where problems and warnings accumulate while lowering, and what lowering may consult.
 pub(crate) struct Context<'a> {
@@ -263,6 +264,7 @@ fn lower_limits(raw: Option<Spanned<RawLimits>>, cx: &mut Context<'_>) -> Limits
     let max_message_mib = bounded(raw.max_message_mib, "max_message_mib", MAX_MESSAGE_MIB);
     let max_sessions = bounded(raw.max_sessions, "max_sessions", MAX_SESSIONS);
     let idle_minutes = bounded(raw.session_idle_minutes, "session_idle_minutes", MAX_SESSION_IDLE_MINUTES);
+    let max_tools = bounded(raw.max_tools_per_upstream, "max_tools_per_upstream", MAX_TOOLS_PER_UPSTREAM);
     Limits {
         max_message_bytes: max_message_mib
             .and_then(|mib| usize::try_from(mib * 1024 * 1024).ok())
@@ -271,5 +273,8 @@ fn lower_limits(raw: Option<Spanned<RawLimits>>, cx: &mut Context<'_>) -> Limits
         session_idle_timeout: idle_minutes
             .map(|minutes| Duration::from_secs(minutes * 60))
             .unwrap_or(defaults.session_idle_timeout),
+        max_tools_per_upstream: max_tools
+            .and_then(|count| usize::try_from(count).ok())
+            .unwrap_or(defaults.max_tools_per_upstream),
     }
 }

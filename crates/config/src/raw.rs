@@ -133,4 +133,5 @@ pub(crate) struct RawLimits {
     pub(crate) max_message_mib: Option<Spanned<u64>>,
     pub(crate) max_sessions: Option<Spanned<u64>>,
     pub(crate) session_idle_minutes: Option<Spanned<u64>>,
+    pub(crate) max_tools_per_upstream: Option<Spanned<u64>>,
 }

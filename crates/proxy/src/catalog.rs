@@ -11,7 +11,7 @@
 //! whatever the upstream's trust: nobody reviewed it, so its declared hints may only tighten. Trusting it would let
 //! a rug pull relax its own hints past read-only mode or a deny rule.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
@@ -27,7 +27,7 @@ use crate::uri_template::UriTemplate;
 pub const META_KEY: &str = "toolgate/annotations";
 
 /// What one upstream listed, raw.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct UpstreamListing {
     /// `tools/list` items.
     pub tools: Vec<Value>,
@@ -37,6 +37,67 @@ pub struct UpstreamListing {
     pub resources: Vec<Value>,
     /// `resources/templates/list` items.
     pub templates: Vec<Value>,
+}
+
+/// One upstream's listing with the outcome of its pin check: stored, read and built into a catalog as one value,
+/// so a catalog is never built from a listing other than the one that was checked.
+#[derive(Debug, Clone, Default)]
+pub struct CheckedListing {
+    /// What the upstream listed (its tools cut to the configured maximum).
+    pub listing: Arc<UpstreamListing>,
+    /// Each listed tool's fingerprint by its original name, computed once when the listing was checked.
+    pub fingerprints: HashMap<String, String>,
+    /// For a pinned upstream, the fingerprint of each tool's approved pin that the listed definition matched when it
+    /// was checked (by original name); `None` for an upstream that is not pinned.
+    pub approved: Option<HashMap<String, String>>,
+    /// Tools the upstream listed beyond the configured maximum, dropped.
+    pub dropped_tools: usize,
+}
+
+impl CheckedListing {
+    /// A listing of an upstream that is not pinned (nothing to check).
+    pub fn unpinned(listing: UpstreamListing) -> CheckedListing {
+        CheckedListing { listing: Arc::new(listing), ..CheckedListing::default() }
+    }
+
+    /// A pinned upstream's listing whose every tool is its approved pin, for the unit tests of what is built from
+    /// a catalog.
+    #[cfg(test)]
+    pub(crate) fn pinned_as_listed(listing: UpstreamListing) -> CheckedListing {
+        let fingerprints: HashMap<String, String> = listing
+            .tools
+            .iter()
+            .filter_map(|raw| ToolDefinition::from_value(raw.clone()).ok())
+            .filter_map(|tool| {
+                let fingerprint = toolgate_core::fingerprint::fingerprint_tool(&tool).ok()?;
+                Some((tool.name().to_owned(), fingerprint.whole))
+            })
+            .collect();
+        CheckedListing {
+            listing: Arc::new(listing),
+            approved: Some(fingerprints.clone()),
+            fingerprints,
+            dropped_tools: 0,
+        }
+    }
+
+    /// Whether the definition of `name` with this fingerprint waits for a person: on a pinned upstream, every
+    /// definition that is not the approved pin of its name (a new tool, a changed one, one listed after the check).
+    pub fn quarantines(&self, name: &str, fingerprint: &str) -> bool {
+        self.approved.as_ref().is_some_and(|approved| approved.get(name).is_none_or(|pinned| pinned != fingerprint))
+    }
+
+    /// The original names of the listed tools that wait for a person, sorted.
+    pub fn quarantined_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .fingerprints
+            .iter()
+            .filter(|(name, fingerprint)| self.quarantines(name, fingerprint))
+            .map(|(name, _)| name.clone())
+            .collect();
+        names.sort();
+        names
+    }
 }
 
 /// A tool as clients see it, with its route.
@@ -96,30 +157,37 @@ pub struct Catalog {
 }
 
 impl Catalog {
-    /// Builds the catalog from each upstream's listing (`None` for an upstream that is not connected).
+    /// Builds the catalog from each upstream's listing (`None` for an upstream that is not connected), none of them
+    /// checked against pins (a pinned upstream's tools are then all quarantined: nothing says they were reviewed).
     pub fn build(specs: &[UpstreamSpec], listings: &[Option<Arc<UpstreamListing>>]) -> Catalog {
-        Self::build_with(specs, listings, &CatalogContext::default())
+        let checked: Vec<Option<Arc<CheckedListing>>> = listings
+            .iter()
+            .map(|listing| {
+                listing.as_ref().map(|listing| {
+                    Arc::new(CheckedListing { listing: Arc::clone(listing), ..CheckedListing::default() })
+                })
+            })
+            .collect();
+        Self::build_with(specs, &checked, &CatalogContext::default())
     }
 
-    /// Like [`Catalog::build`], with what the gateway knows beyond the listings.
+    /// Builds the catalog from each upstream's checked listing, with what the gateway knows beyond the listings.
+    ///
+    /// Quarantine is decided here, per tool, from the fingerprint of the definition being exposed against the pin
+    /// its listing was checked with: a definition nobody checked cannot be exposed as reviewed, whatever raced.
     pub fn build_with(
         specs: &[UpstreamSpec],
-        listings: &[Option<Arc<UpstreamListing>>],
+        listings: &[Option<Arc<CheckedListing>>],
         context: &CatalogContext,
     ) -> Catalog {
         let resource_servers = &context.resource_servers;
         let mut catalog = Catalog { resource_servers: resource_servers.to_vec(), ..Catalog::default() };
         let mut owners: HashMap<String, usize> = HashMap::new();
-        for (upstream, (spec, listing)) in specs.iter().zip(listings).enumerate() {
-            let Some(listing) = listing else { continue };
-            let quarantined = context.quarantined.get(&upstream);
+        for (upstream, (spec, checked)) in specs.iter().zip(listings).enumerate() {
+            let Some(checked) = checked else { continue };
+            let listing = &checked.listing;
             for raw in &listing.tools {
-                let name = raw.get("name").and_then(Value::as_str).unwrap_or_default();
-                let is_quarantined = quarantined.is_some_and(|names| names.contains(name));
-                if is_quarantined && context.quarantine == Quarantine::Hide {
-                    continue;
-                }
-                catalog.add_tool(upstream, spec, raw, &mut owners, specs, is_quarantined);
+                catalog.add_tool(upstream, spec, raw, &mut owners, specs, checked, context.quarantine);
             }
             for raw in &listing.prompts {
                 catalog.add_prompt(upstream, spec, raw, specs);
@@ -139,6 +207,7 @@ impl Catalog {
         catalog
     }
 
+    #[allow(clippy::too_many_arguments, reason = "the build's loop state, passed down once")]
     fn add_tool(
         &mut self,
         upstream: usize,
@@ -146,7 +215,8 @@ impl Catalog {
         raw: &Value,
         owners: &mut HashMap<String, usize>,
         specs: &[UpstreamSpec],
-        quarantined: bool,
+        checked: &CheckedListing,
+        quarantine: Quarantine,
     ) {
         let tool = match ToolDefinition::from_value(raw.clone()) {
             Ok(tool) => tool,
@@ -157,6 +227,16 @@ impl Catalog {
         };
         let original_name = tool.name().to_owned();
         let name = exposed_name(&spec.prefix, &original_name);
+        // Exposed as reviewed first (the common case costs one assessment); a definition whose fingerprint is not
+        // its approved pin's is exposed again as quarantined, or left out. A pinned upstream whose listing carries
+        // no pin check at all has nothing approved.
+        let mut exposed = expose_definition(&tool, &name, spec, false);
+        if is_quarantined(spec, checked, &original_name, &exposed.fingerprint) {
+            if quarantine == Quarantine::Hide {
+                return;
+            }
+            exposed = expose_definition(&tool, &name, spec, true);
+        }
         if let Some(owner) = owners.get(&name) {
             let owner_name = specs.get(*owner).map(|owner| owner.name.as_str()).unwrap_or_default();
             self.collisions.push(format!(
@@ -167,7 +247,6 @@ impl Catalog {
             return;
         }
         owners.insert(name.clone(), upstream);
-        let exposed = expose_definition(&tool, &name, spec, quarantined);
         self.tool_index.insert(name, self.tools.len());
         self.tools.push(Arc::new(ExposedTool { upstream, original_name, ..exposed }));
     }
@@ -231,6 +310,14 @@ impl Catalog {
                 _ => None,
             })
     }
+}
+
+/// Whether the definition of `name` with this fingerprint, listed in `checked` by the upstream `spec`, waits for a
+/// person: on a pinned upstream, every definition that is not its name's approved pin, and every tool of a listing
+/// that was never checked against the pins.
+pub(crate) fn is_quarantined(spec: &UpstreamSpec, checked: &CheckedListing, name: &str, fingerprint: &str) -> bool {
+    let unchecked = spec.trust.level == TrustLevel::Pinned && checked.approved.is_none();
+    unchecked || checked.quarantines(name, fingerprint)
 }
 
 /// The trust level a tool of this upstream gets: a quarantined definition (nobody reviewed it) is untrusted; a
@@ -342,8 +429,6 @@ pub(crate) fn expose_definition(
 pub struct CatalogContext {
     /// Upstreams that declared the resources capability (unlisted URIs go to the only one).
     pub resource_servers: Vec<usize>,
-    /// Per upstream index, the original names of tools whose definition waits for a person's approval.
-    pub quarantined: HashMap<usize, HashSet<String>>,
     /// What a quarantined tool looks like.
     pub quarantine: Quarantine,
 }
@@ -366,6 +451,29 @@ mod tests {
     fn listing(tools: Value) -> Option<Arc<UpstreamListing>> {
         let tools = tools.as_array().cloned().unwrap_or_default();
         Some(Arc::new(UpstreamListing { tools, ..UpstreamListing::default() }))
+    }
+
+    fn fingerprint(tool: &Value) -> String {
+        let tool = ToolDefinition::from_value(tool.clone()).unwrap_or_else(|error| unreachable!("{error}"));
+        toolgate_core::fingerprint::fingerprint_tool(&tool).map(|fingerprint| fingerprint.whole).unwrap_or_default()
+    }
+
+    /// A pinned upstream's listing of `tools`, checked with `approved` as the approved definitions.
+    fn checked(tools: &Value, approved: &[Value]) -> Option<Arc<CheckedListing>> {
+        let tools = tools.as_array().cloned().unwrap_or_default();
+        let name = |tool: &Value| tool["name"].as_str().unwrap_or_default().to_owned();
+        Some(Arc::new(CheckedListing {
+            fingerprints: tools.iter().map(|tool| (name(tool), fingerprint(tool))).collect(),
+            approved: Some(approved.iter().map(|tool| (name(tool), fingerprint(tool))).collect()),
+            listing: Arc::new(UpstreamListing { tools, ..UpstreamListing::default() }),
+            dropped_tools: 0,
+        }))
+    }
+
+    fn pinned(name: &str) -> UpstreamSpec {
+        let mut spec = spec(name, Prefix::None, BTreeMap::new());
+        spec.trust.level = TrustLevel::Pinned;
+        spec
     }
 
     #[test]
@@ -400,14 +508,38 @@ mod tests {
 
     #[test]
     fn a_pinned_upstream_s_declarations_win() {
-        let mut pinned = spec("notes", Prefix::None, BTreeMap::new());
-        pinned.trust.level = TrustLevel::Pinned;
         let tools = json!([{"name": "purge", "description": "Deletes every note.", "inputSchema": {"type": "object"},
                             "annotations": {"readOnlyHint": true}}]);
-        let catalog = Catalog::build(&[pinned], &[listing(tools)]);
+        let approved = tools.as_array().cloned().unwrap_or_default();
+        let catalog =
+            Catalog::build_with(&[pinned("notes")], &[checked(&tools, &approved)], &CatalogContext::default());
         let exposed = catalog.tool("purge").map(|tool| tool.definition.clone()).unwrap_or_default();
         assert_eq!(exposed["annotations"]["readOnlyHint"], true);
         assert_eq!(exposed["_meta"][META_KEY]["rules"]["readOnlyHint"], "declared-trusted");
+        // The same listing never checked against the pins: nothing in it was reviewed.
+        assert!(Catalog::build(&[pinned("notes")], &[listing(tools)]).tool("purge").is_none());
+    }
+
+    #[test]
+    fn a_definition_other_than_the_one_approved_for_its_name_is_quarantined_when_the_catalog_is_built() {
+        // The pin check approved `update` as it was; the listing being built holds a relaxed definition under the
+        // same name (listed after the check). It is quarantined, not exposed as reviewed.
+        let reviewed = json!({"name": "update", "description": "Update one note.", "inputSchema": {"type": "object"},
+                              "annotations": {"readOnlyHint": false}});
+        let mut relaxed = reviewed.clone();
+        relaxed["annotations"]["readOnlyHint"] = json!(true);
+        let context = CatalogContext { quarantine: Quarantine::ConfirmOnly, ..CatalogContext::default() };
+        let raced = checked(&json!([relaxed.clone()]), std::slice::from_ref(&reviewed));
+        let catalog = Catalog::build_with(&[pinned("notes")], &[raced], &context);
+        let update = catalog.tool("update").cloned().unwrap_or_else(|| unreachable!("listed under confirm"));
+        assert!(update.quarantined && !update.hints.read_only.value, "{:?}", update.definition);
+        assert_eq!(update.definition["_meta"][META_KEY]["trust"], "untrusted");
+        let hidden = Catalog::build_with(
+            &[pinned("notes")],
+            &[checked(&json!([relaxed]), &[reviewed])],
+            &CatalogContext::default(),
+        );
+        assert!(hidden.tool("update").is_none(), "hidden by default");
     }
 
     #[test]
@@ -426,32 +558,26 @@ mod tests {
     #[test]
     fn quarantined_tools_are_hidden_or_marked() {
         let tools = json!([{"name": "changed", "inputSchema": {"type": "object"}}, {"name": "same", "inputSchema": {"type": "object"}}]);
-        let specs = [spec("notes", Prefix::None, BTreeMap::new())];
+        let specs = [pinned("notes")];
+        let approved = [tools[1].clone()];
         let mut context = CatalogContext::default();
-        context.quarantined.insert(0, HashSet::from(["changed".to_owned()]));
-        let hidden = Catalog::build_with(&specs, &[listing(tools.clone())], &context);
+        let hidden = Catalog::build_with(&specs, &[checked(&tools, &approved)], &context);
         assert!(hidden.tool("changed").is_none() && hidden.tool("same").is_some());
         context.quarantine = Quarantine::ConfirmOnly;
-        let marked = Catalog::build_with(&specs, &[listing(tools)], &context);
+        let marked = Catalog::build_with(&specs, &[checked(&tools, &approved)], &context);
         assert!(marked.tool("changed").is_some_and(|tool| tool.quarantined));
         assert!(marked.tool("same").is_some_and(|tool| !tool.quarantined));
     }
 
     #[test]
     fn a_quarantined_definition_of_a_pinned_upstream_is_not_believed() {
-        let mut pinned = spec("notes", Prefix::None, BTreeMap::new());
-        pinned.trust.level = TrustLevel::Pinned;
         let definition = |name: &str| {
             json!({"name": name, "description": "Deletes every note.", "inputSchema": {"type": "object"},
                    "annotations": {"readOnlyHint": true, "openWorldHint": true}})
         };
         let tools = json!([definition("reviewed"), definition("changed")]);
-        let context = CatalogContext {
-            quarantined: HashMap::from([(0, HashSet::from(["changed".to_owned()]))]),
-            quarantine: Quarantine::ConfirmOnly,
-            ..CatalogContext::default()
-        };
-        let catalog = Catalog::build_with(&[pinned], &[listing(tools)], &context);
+        let context = CatalogContext { quarantine: Quarantine::ConfirmOnly, ..CatalogContext::default() };
+        let catalog = Catalog::build_with(&[pinned("notes")], &[checked(&tools, &[definition("reviewed")])], &context);
         let exposed = |name: &str| catalog.tool(name).cloned().unwrap_or_else(|| unreachable!("{name} is listed"));
 
         let reviewed = exposed("reviewed");

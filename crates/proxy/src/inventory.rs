@@ -9,7 +9,6 @@
 //! rebuilds come faster than writes. A failed write is logged, never retried or surfaced to a client. An upstream
 //! that is down is not rewritten: the console keeps showing its last listing; one removed from the config is dropped.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
@@ -17,18 +16,17 @@ use toolgate_core::policy::{CallFacts, CompiledPolicy};
 use toolgate_core::{HintOverrides, ToolDefinition, assess_tool};
 use toolgate_store::{InventoryAccess, InventoryFinding, InventoryState, InventoryTool, Store, ToolRisk};
 
-use crate::catalog::{Catalog, ExposedTool, META_KEY, UpstreamListing, expose_definition};
+use crate::catalog::{Catalog, CheckedListing, ExposedTool, META_KEY, expose_definition, is_quarantined};
 use crate::naming::exposed_name;
 use crate::pipeline::decide_with;
 use crate::session::Caller;
 use crate::spec::UpstreamSpec;
 
-/// What one inventory is computed from: a catalog and the listings and quarantine it was built from.
+/// What one inventory is computed from: a catalog and the checked listings it was built from.
 pub(crate) struct InventoryInputs {
     pub(crate) specs: Vec<UpstreamSpec>,
-    pub(crate) listings: Vec<Option<Arc<UpstreamListing>>>,
+    pub(crate) listings: Vec<Option<Arc<CheckedListing>>>,
     pub(crate) catalog: Arc<Catalog>,
-    pub(crate) quarantined: HashMap<usize, HashSet<String>>,
     /// The policy in force.
     pub(crate) policy: Arc<CompiledPolicy>,
     /// Every identity a session can have.
@@ -77,16 +75,17 @@ impl InventoryPublisher {
 /// Every connected upstream's tools, in listing order, with what the console shows about each.
 pub(crate) fn inventory(inputs: &InventoryInputs) -> Vec<(String, Vec<InventoryTool>)> {
     let mut upstreams = Vec::new();
-    for (index, (spec, listing)) in inputs.specs.iter().zip(&inputs.listings).enumerate() {
-        let Some(listing) = listing else { continue };
-        let quarantined = inputs.quarantined.get(&index);
-        let tools = listing
+    for (index, (spec, checked)) in inputs.specs.iter().zip(&inputs.listings).enumerate() {
+        let Some(checked) = checked else { continue };
+        let tools = checked
+            .listing
             .tools
             .iter()
             .filter_map(|raw| ToolDefinition::from_value(raw.clone()).ok())
             .map(|tool| {
-                let is_quarantined = quarantined.is_some_and(|names| names.contains(tool.name()));
-                inventory_tool(index, spec, &tool, inputs, is_quarantined)
+                let fingerprint = checked.fingerprints.get(tool.name()).map(String::as_str).unwrap_or_default();
+                let quarantined = is_quarantined(spec, checked, tool.name(), fingerprint);
+                inventory_tool(index, spec, &tool, inputs, quarantined)
             })
             .collect();
         upstreams.push((spec.name.clone(), tools));
@@ -192,13 +191,15 @@ fn record(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
 
     use serde_json::json;
     use toolgate_core::decision::Verdict;
+    use toolgate_core::fingerprint::fingerprint_tool;
     use toolgate_core::policy::{PolicySpec, compile};
 
     use super::*;
-    use crate::catalog::CatalogContext;
+    use crate::catalog::{CatalogContext, UpstreamListing};
     use crate::spec::Quarantine;
 
     fn spec(name: &str) -> UpstreamSpec {
@@ -214,17 +215,31 @@ mod tests {
             {"name": "changed", "inputSchema": {"type": "object"}}
         ]);
         let files = json!([{"name": "search", "inputSchema": {"type": "object"}}]);
-        let listing = |tools: Value| {
-            Some(Arc::new(UpstreamListing {
-                tools: tools.as_array().cloned().unwrap_or_default(),
-                ..Default::default()
+        // `notes` is pinned: each tool but `changed` is listed as approved.
+        let checked = |tools: Value, approved: &[&str]| {
+            let tools = tools.as_array().cloned().unwrap_or_default();
+            let fingerprints: HashMap<String, String> = tools
+                .iter()
+                .filter_map(|raw| ToolDefinition::from_value(raw.clone()).ok())
+                .filter_map(|tool| Some((tool.name().to_owned(), fingerprint_tool(&tool).ok()?.whole)))
+                .collect();
+            let approved = fingerprints.iter().filter(|(name, _)| approved.contains(&name.as_str()));
+            Some(Arc::new(CheckedListing {
+                approved: Some(approved.map(|(name, fingerprint)| (name.clone(), fingerprint.clone())).collect()),
+                fingerprints,
+                listing: Arc::new(UpstreamListing { tools, ..Default::default() }),
+                dropped_tools: 0,
             }))
         };
-        let specs = vec![spec("notes"), spec("files"), spec("down")];
-        let listings = vec![listing(notes), listing(files), None];
-        let quarantined = HashMap::from([(0, HashSet::from(["changed".to_owned()]))]);
-        let context =
-            CatalogContext { quarantined: quarantined.clone(), quarantine: Quarantine::Hide, ..Default::default() };
+        let unpinned = |tools: Value| {
+            let tools = tools.as_array().cloned().unwrap_or_default();
+            Some(Arc::new(CheckedListing::unpinned(UpstreamListing { tools, ..Default::default() })))
+        };
+        let mut notes_spec = spec("notes");
+        notes_spec.trust.level = toolgate_core::trust::TrustLevel::Pinned;
+        let specs = vec![notes_spec, spec("files"), spec("down")];
+        let listings = vec![checked(notes, &["delete_note", "search"]), unpinned(files), None];
+        let context = CatalogContext { quarantine: Quarantine::Hide, ..Default::default() };
         let catalog = Arc::new(Catalog::build_with(&specs, &listings, &context));
         // Destructive tools need `admin`: hidden from a caller without it, confirmed for one with it.
         let policy: PolicySpec = serde_json::from_value(json!({"rule": [
@@ -236,7 +251,7 @@ mod tests {
             Caller { name: "ops".into(), scopes: vec!["admin".into()] },
             Caller { name: "agent".into(), scopes: Vec::new() },
         ];
-        let upstreams = inventory(&InventoryInputs { specs, listings, catalog, quarantined, policy, identities });
+        let upstreams = inventory(&InventoryInputs { specs, listings, catalog, policy, identities });
 
         let names: Vec<&str> = upstreams.iter().map(|(name, _)| name.as_str()).collect();
         assert_eq!(names, ["notes", "files"], "an upstream that is down is not rewritten");

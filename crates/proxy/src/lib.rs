@@ -15,6 +15,7 @@ mod gateway;
 pub mod guard;
 mod inventory;
 mod known_tools;
+mod lifecycle;
 pub mod metrics;
 pub mod naming;
 mod pipeline;

@@ -47,6 +47,10 @@ pub const UPSTREAM_DISCONNECTS: &str = "toolgate_upstream_disconnects_total";
 /// `notifications/cancelled` not sent because the upstream was not reading its input, by `upstream`, since its
 /// current connection opened.
 pub const UPSTREAM_CANCELS_DROPPED: &str = "toolgate_upstream_cancel_notices_dropped_total";
+/// Re-listings after an upstream's `list_changed` (bursts are coalesced), by `upstream`.
+pub const RELISTS: &str = "toolgate_upstream_relists_total";
+/// Tools the upstream's last listing had beyond `limits.max_tools_per_upstream`, dropped, by `upstream`.
+pub const TOOLS_DROPPED: &str = "toolgate_upstream_tools_dropped";
 
 /// Latency buckets in seconds: a relayed call costs well under a millisecond; tools may take a minute.
 const LATENCY_BUCKETS: [f64; 15] =
@@ -169,6 +173,12 @@ impl GatewayMetrics {
         }
     }
 
+    /// Counts one re-listing of `upstream`.
+    pub(crate) fn count_relist(&self, upstream: &str) {
+        let key = Key::from_parts(RELISTS, vec![Label::new("upstream", upstream.to_owned())]);
+        self.recorder.register_counter(&key, &METADATA).increment(1);
+    }
+
     fn gauge(&self, name: &'static str, labels: Vec<Label>, value: f64) {
         self.recorder.register_gauge(&Key::from_parts(name, labels), &METADATA).set(value);
     }
@@ -179,7 +189,7 @@ impl GatewayMetrics {
 }
 
 fn describe(recorder: &PrometheusRecorder) {
-    let help: [(&'static str, &'static str); 12] = [
+    let help: [(&'static str, &'static str); 14] = [
         (TOOL_CALLS, "Tool calls by upstream, tool, verdict and outcome."),
         (CALL_DURATION, "Seconds from forwarding a permitted call upstream to its answer, by upstream."),
         (UPSTREAM_UP, "1 when the upstream is connected and listed, 0 otherwise."),
@@ -192,6 +202,8 @@ fn describe(recorder: &PrometheusRecorder) {
         (UPSTREAM_IN_FLIGHT, "Requests waiting for the upstream's answers."),
         (UPSTREAM_DISCONNECTS, "Times the upstream's connection ended after it was ready."),
         (UPSTREAM_CANCELS_DROPPED, "Cancellation notices dropped because the upstream was not reading its input."),
+        (RELISTS, "Re-listings after an upstream's list_changed (bursts coalesced), by upstream."),
+        (TOOLS_DROPPED, "Tools beyond limits.max_tools_per_upstream dropped from the upstream's last listing."),
     ];
     for (name, text) in help {
         // The kind is irrelevant to the exporter's descriptions; one call describes any kind.
@@ -211,7 +223,9 @@ impl Gateway {
             let connection = runtime.connection();
             let in_flight = connection.as_ref().map_or(0, |connection| connection.in_flight());
             let labels = vec![Label::new("upstream", runtime.spec.name.clone())];
-            metrics.gauge(UPSTREAM_IN_FLIGHT, labels, in_flight as f64);
+            metrics.gauge(UPSTREAM_IN_FLIGHT, labels.clone(), in_flight as f64);
+            let tools_dropped = runtime.checked_listing().map_or(0, |listing| listing.dropped_tools);
+            metrics.gauge(TOOLS_DROPPED, labels, tools_dropped as f64);
             let dropped = connection.as_ref().map_or(0, |connection| connection.cancel_notices_dropped());
             let key =
                 Key::from_parts(UPSTREAM_CANCELS_DROPPED, vec![Label::new("upstream", runtime.spec.name.clone())]);

@@ -16,7 +16,7 @@ use toolgate_upstream::jsonrpc::codes;
 use toolgate_upstream::{ListKind, Responder};
 
 use crate::client::{SessionShared, id_key};
-use crate::gateway::{CallRoute, GatewayInner, refresh_listing};
+use crate::gateway::{CallRoute, GatewayInner};
 
 /// How long a client may take to answer an elicitation or sampling request.
 const CLIENT_ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
@@ -48,15 +48,10 @@ pub(crate) fn on_notification(gateway: &Arc<GatewayInner>, upstream: usize, mess
                 }
             }
         }
-        "notifications/tools/list_changed" => {
-            tokio::spawn(refresh_listing(Arc::clone(gateway), upstream, ListKind::Tools));
-        }
-        "notifications/prompts/list_changed" => {
-            tokio::spawn(refresh_listing(Arc::clone(gateway), upstream, ListKind::Prompts));
-        }
-        "notifications/resources/list_changed" => {
-            tokio::spawn(refresh_listing(Arc::clone(gateway), upstream, ListKind::Resources));
-        }
+        // The upstream's run task re-lists (coalescing bursts); see `lifecycle::run`.
+        "notifications/tools/list_changed" => gateway.list_changed(upstream, ListKind::Tools),
+        "notifications/prompts/list_changed" => gateway.list_changed(upstream, ListKind::Prompts),
+        "notifications/resources/list_changed" => gateway.list_changed(upstream, ListKind::Resources),
         _ => tracing::debug!(upstream, %method, "ignoring an upstream notification"),
     }
 }

@@ -290,7 +290,7 @@ pub struct HttpListenerSpec {
     pub allowed_hosts: Vec<String>,
 }
 
-/// Limits that apply to every session.
+/// Limits that apply to every session and every upstream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
     /// Largest message accepted from a client or an upstream, in bytes.
@@ -299,6 +299,9 @@ pub struct Limits {
     pub max_sessions: usize,
     /// An HTTP session unused for this long is closed.
     pub session_idle_timeout: Duration,
+    /// Most tools served from one upstream; the rest of its listing is dropped (logged, in its status and in
+    /// `toolgate_upstream_tools_dropped`). Each tool costs memory in the catalog and the inventory.
+    pub max_tools_per_upstream: usize,
 }
 
 impl Default for Limits {
@@ -307,6 +310,7 @@ impl Default for Limits {
             max_message_bytes: 16 * 1024 * 1024,
             max_sessions: 1024,
             session_idle_timeout: Duration::from_secs(30 * 60),
+            max_tools_per_upstream: 1000,
         }
     }
 }

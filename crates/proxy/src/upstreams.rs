@@ -1,17 +1,20 @@
 //! Running the upstreams: connect in parallel, list what each offers, react to their events, and reconnect with
 //! backoff when one dies. One failing upstream never stops the others: its tools are absent and its status says why.
 //!
-//! Each upstream has one long-lived connection shared by every client session. This module owns connection
-//! lifecycles only; routing of what an upstream sends is the gateway's ([`crate::relay`]).
+//! Each upstream has one long-lived connection shared by every client session, and one run task
+//! ([`crate::lifecycle`]) that alone writes its connection and listing. What others want re-listed is asked of that
+//! task through [`ListingRequests`], which holds at most one pending request per kind, so a burst of `list_changed`
+//! costs a re-listing or two, not one each. Routing of what an upstream sends is the gateway's.
 
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::{Value, json};
+use tokio::sync::Notify;
 use toolgate_upstream::{ConnectOptions, Connection, EventSink, ListKind, UpstreamError};
 
-use crate::catalog::UpstreamListing;
+use crate::catalog::{CheckedListing, UpstreamListing};
 use crate::spec::UpstreamSpec;
 
 /// The capabilities toolgate declares to upstreams: everything it can relay to a client.
@@ -36,8 +39,11 @@ pub enum UpstreamStatus {
         server: String,
         /// The negotiated protocol version.
         protocol_version: String,
-        /// How many tools it lists.
+        /// How many tools it lists (at most the configured maximum).
         tools: usize,
+        /// Why it is not served whole (tools beyond the configured maximum were dropped), if so.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        warning: Option<String>,
     },
     /// Not connected; the gateway retries after a delay.
     Down {
@@ -55,11 +61,13 @@ pub struct UpstreamRuntime {
     /// Its configuration.
     pub spec: UpstreamSpec,
     state: RwLock<State>,
+    /// What its run task is asked to re-list or re-check.
+    pub(crate) requests: ListingRequests,
 }
 
 struct State {
     connection: Option<Arc<Connection>>,
-    listing: Option<Arc<UpstreamListing>>,
+    listing: Option<Arc<CheckedListing>>,
     status: UpstreamStatus,
 }
 
@@ -70,6 +78,7 @@ impl UpstreamRuntime {
             index,
             spec,
             state: RwLock::new(State { connection: None, listing: None, status: UpstreamStatus::Starting }),
+            requests: ListingRequests::default(),
         }
     }
 
@@ -80,6 +89,11 @@ impl UpstreamRuntime {
 
     /// The last complete listing, when ready.
     pub fn listing(&self) -> Option<Arc<UpstreamListing>> {
+        self.checked_listing().map(|checked| Arc::clone(&checked.listing))
+    }
+
+    /// The last complete listing with its pin check, when ready: the only input a catalog is built from.
+    pub fn checked_listing(&self) -> Option<Arc<CheckedListing>> {
         self.state.read().ok().and_then(|state| state.listing.clone())
     }
 
@@ -88,30 +102,47 @@ impl UpstreamRuntime {
         self.state.read().map(|state| state.status.clone()).unwrap_or(UpstreamStatus::Starting)
     }
 
-    fn set(&self, connection: Option<Arc<Connection>>, listing: Option<Arc<UpstreamListing>>, status: UpstreamStatus) {
+    /// Publishes a new connection with its first checked listing (the run task's, once checked).
+    pub(crate) fn set_ready(&self, connection: Arc<Connection>, listing: Arc<CheckedListing>) {
+        let outcome = connection.initialize_outcome();
+        let server = format!(
+            "{} {}",
+            outcome.server_info.get("name").and_then(Value::as_str).unwrap_or("(unnamed)"),
+            outcome.server_info.get("version").and_then(Value::as_str).unwrap_or("")
+        )
+        .trim()
+        .to_owned();
+        let status = UpstreamStatus::Ready {
+            server,
+            protocol_version: outcome.protocol_version.clone(),
+            tools: listing.listing.tools.len(),
+            warning: dropped_warning(&listing),
+        };
         if let Ok(mut state) = self.state.write() {
-            state.connection = connection;
-            state.listing = listing;
+            state.connection = Some(connection);
+            state.listing = Some(listing);
             state.status = status;
         }
     }
 
-    /// Replaces the listing after a `list_changed`, keeping the connection.
-    pub fn replace_listing(&self, listing: Arc<UpstreamListing>) {
+    /// Replaces the listing after a re-listing or a re-check, keeping the connection (the run task's only).
+    pub(crate) fn replace_listing(&self, listing: Arc<CheckedListing>) {
         if let Ok(mut state) = self.state.write() {
-            if let UpstreamStatus::Ready { tools, .. } = &mut state.status {
-                *tools = listing.tools.len();
+            if let UpstreamStatus::Ready { tools, warning, .. } = &mut state.status {
+                *tools = listing.listing.tools.len();
+                *warning = dropped_warning(&listing);
             }
             state.listing = Some(listing);
         }
     }
 
-    /// Connects and lists; what the upstream sends on its own goes to `events`.
+    /// Connects and lists; what the upstream sends on its own goes to `events`. Nothing is published: the run task
+    /// checks the listing first ([`UpstreamRuntime::set_ready`]).
     pub async fn connect(
         &self,
         max_message_bytes: usize,
         events: Arc<dyn EventSink>,
-    ) -> Result<Arc<Connection>, UpstreamError> {
+    ) -> Result<(Arc<Connection>, UpstreamListing), UpstreamError> {
         let options = ConnectOptions {
             name: self.spec.name.clone(),
             initialize_timeout: self.spec.initialize_timeout,
@@ -124,23 +155,7 @@ impl UpstreamRuntime {
         };
         let connection = Arc::new(Connection::connect(&self.spec.endpoint, options).await?);
         match list_everything(&connection).await {
-            Ok(listing) => {
-                let outcome = connection.initialize_outcome();
-                let server = format!(
-                    "{} {}",
-                    outcome.server_info.get("name").and_then(Value::as_str).unwrap_or("(unnamed)"),
-                    outcome.server_info.get("version").and_then(Value::as_str).unwrap_or("")
-                )
-                .trim()
-                .to_owned();
-                let status = UpstreamStatus::Ready {
-                    server,
-                    protocol_version: outcome.protocol_version.clone(),
-                    tools: listing.tools.len(),
-                };
-                self.set(Some(Arc::clone(&connection)), Some(Arc::new(listing)), status);
-                Ok(connection)
-            }
+            Ok(listing) => Ok((connection, listing)),
             Err(error) => {
                 connection.close().await;
                 Err(error)
@@ -150,7 +165,104 @@ impl UpstreamRuntime {
 
     /// Marks the upstream down.
     pub fn mark_down(&self, reason: String, attempts: u32) {
-        self.set(None, None, UpstreamStatus::Down { reason, attempts });
+        if let Ok(mut state) = self.state.write() {
+            state.connection = None;
+            state.listing = None;
+            state.status = UpstreamStatus::Down { reason, attempts };
+        }
+    }
+}
+
+fn dropped_warning(listing: &CheckedListing) -> Option<String> {
+    (listing.dropped_tools > 0).then(|| {
+        format!(
+            "{} more tools than limits.max_tools_per_upstream ({}) were dropped",
+            listing.dropped_tools,
+            listing.listing.tools.len()
+        )
+    })
+}
+
+/// What an upstream's run task is asked to do besides keeping its connection: re-list some kinds after the
+/// upstream's `list_changed`, or check its listing against the pins again. At most one request per kind waits, so
+/// any burst costs at most the re-listing in flight and one more.
+#[derive(Default)]
+pub(crate) struct ListingRequests {
+    pending: Mutex<Requested>,
+    wake: Notify,
+}
+
+/// The requests waiting for an upstream's run task.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Requested {
+    /// Re-list tools.
+    pub(crate) tools: bool,
+    /// Re-list prompts.
+    pub(crate) prompts: bool,
+    /// Re-list resources and resource templates.
+    pub(crate) resources: bool,
+    /// Check the tools against the pins again (a person may have decided).
+    pub(crate) recheck: bool,
+}
+
+impl Requested {
+    /// The kinds to list again, in listing order.
+    pub(crate) fn kinds(self) -> Vec<ListKind> {
+        let mut kinds = Vec::new();
+        if self.tools {
+            kinds.push(ListKind::Tools);
+        }
+        if self.prompts {
+            kinds.push(ListKind::Prompts);
+        }
+        if self.resources {
+            kinds.extend([ListKind::Resources, ListKind::ResourceTemplates]);
+        }
+        kinds
+    }
+}
+
+impl ListingRequests {
+    /// The upstream said a list of this kind changed.
+    pub(crate) fn list_changed(&self, kind: ListKind) {
+        self.update(|requested| match kind {
+            ListKind::Tools => requested.tools = true,
+            ListKind::Prompts => requested.prompts = true,
+            ListKind::Resources | ListKind::ResourceTemplates => requested.resources = true,
+        });
+    }
+
+    /// A person's pin decision may have changed what is quarantined.
+    pub(crate) fn recheck(&self) {
+        self.update(|requested| requested.recheck = true);
+    }
+
+    fn update(&self, change: impl FnOnce(&mut Requested)) {
+        if let Ok(mut pending) = self.pending.lock() {
+            change(&mut pending);
+        }
+        // Stores a permit when the run task is busy, so a request made meanwhile is never missed.
+        self.wake.notify_one();
+    }
+
+    /// Forgets what was requested: a fresh connection lists everything anyway.
+    pub(crate) fn clear(&self) {
+        self.take();
+    }
+
+    fn take(&self) -> Requested {
+        self.pending.lock().map(|mut pending| std::mem::take(&mut *pending)).unwrap_or_default()
+    }
+
+    /// Waits for requests and takes every one waiting.
+    pub(crate) async fn next(&self) -> Requested {
+        loop {
+            let requested = self.take();
+            if requested != Requested::default() {
+                return requested;
+            }
+            self.wake.notified().await;
+        }
     }
 }
 
@@ -166,15 +278,17 @@ pub async fn list_everything(connection: &Connection) -> Result<UpstreamListing,
     Ok(listing)
 }
 
-/// Lists one kind again (after `list_changed`).
+/// Lists `kinds` again into a copy of `listing` (after `list_changed`).
 pub async fn relist(
     connection: &Connection,
     listing: &UpstreamListing,
-    kind: ListKind,
+    kinds: &[ListKind],
 ) -> Result<UpstreamListing, UpstreamError> {
     let mut updated = listing.clone();
-    if has_capability(connection, kind) {
-        *listing_slot(&mut updated, kind) = connection.list_all(kind).await?;
+    for kind in kinds {
+        if has_capability(connection, *kind) {
+            *listing_slot(&mut updated, *kind) = connection.list_all(*kind).await?;
+        }
     }
     Ok(updated)
 }

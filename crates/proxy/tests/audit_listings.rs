@@ -1,5 +1,6 @@
-//! The audit log's `listing` rows: every tools listing of every upstream has exactly one (at start, after
-//! `list_changed`, after a reconnect), whatever its trust, with the tool count and each tool's fingerprint; the
+//! The audit log's `listing` rows: every tools listing of every upstream has exactly one (at start, after a
+//! `list_changed` that changed it, after a reconnect), whatever its trust, with the tool count and each tool's
+//! fingerprint; the
 //! gateway's periodic re-check of a quarantine adds a row only when the quarantine changed, so a tool waiting for a
 //! person does not flood the log.
 //!

@@ -47,13 +47,19 @@ pub(crate) fn run(args: StatusArgs) -> Result<Outcome> {
 fn upstream_line(upstream: &Value) -> String {
     let field = |key: &str| upstream.get(key).and_then(Value::as_str).unwrap_or_default();
     match field("state") {
-        "ready" => format!(
-            "{}: ready ({}, protocol {}, {} tool(s))",
-            field("name"),
-            field("server"),
-            field("protocol_version"),
-            upstream.get("tools").and_then(Value::as_u64).unwrap_or(0)
-        ),
+        "ready" => {
+            let line = format!(
+                "{}: ready ({}, protocol {}, {} tool(s))",
+                field("name"),
+                field("server"),
+                field("protocol_version"),
+                upstream.get("tools").and_then(Value::as_u64).unwrap_or(0)
+            );
+            match upstream.get("warning").and_then(Value::as_str) {
+                Some(warning) => format!("{line}; {warning}"),
+                None => line,
+            }
+        }
         "down" => format!(
             "{}: DOWN after {} attempt(s): {}",
             field("name"),

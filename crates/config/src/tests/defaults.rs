@@ -80,7 +80,7 @@ fn listeners_and_limits_are_lowered() {
     let spec = parse(&format!(
         "{ONE}[listen.stdio]\n[listen.http]\nbind = \"localhost:9000\"\npath = \"/gw\"\n\
          allowed_origins = [\"https://app.example.com\"]\nallowed_hosts = [\"gw.internal:9000\"]\n\
-         [limits]\nmax_message_mib = 4\nmax_sessions = 8\nsession_idle_minutes = 5\n"
+         [limits]\nmax_message_mib = 4\nmax_sessions = 8\nsession_idle_minutes = 5\nmax_tools_per_upstream = 50\n"
     ));
     let http = spec.http.unwrap();
     assert_eq!(http.bind.to_string(), "127.0.0.1:9000");
@@ -90,7 +90,12 @@ fn listeners_and_limits_are_lowered() {
     assert_eq!(spec.stdio.unwrap().identity, "stdio");
     assert_eq!(
         spec.limits,
-        Limits { max_message_bytes: 4 * 1024 * 1024, max_sessions: 8, session_idle_timeout: Duration::from_secs(300) }
+        Limits {
+            max_message_bytes: 4 * 1024 * 1024,
+            max_sessions: 8,
+            session_idle_timeout: Duration::from_secs(300),
+            max_tools_per_upstream: 50,
+        }
     );
 }
 

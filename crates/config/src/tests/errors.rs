@@ -54,7 +54,7 @@ fn unknown_keys_are_errors() {
     check_error(
         "[[upstream]]\nname = \"a\"\ncommand = \"x\"\n[limits]\nmax_message_bytes = 1\n",
         "gateway.toml:5:1: [limits]: unknown key `max_message_bytes` (expected one of max_message_mib, max_sessions, \
-         session_idle_minutes)",
+         session_idle_minutes, max_tools_per_upstream)",
     );
 }
 

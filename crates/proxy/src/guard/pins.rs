@@ -1,12 +1,15 @@
 //! Pinning: for an upstream with `trust = "pinned"`, every listed tool is compared with the definition a person
 //! approved. A match is trusted; a change that only tightens hints is accepted and recorded; anything else (a hint
 //! loosened, a description, title or schema edited, a new tool) is quarantined until a person approves it with
-//! `toolgate pins approve`. The gateway runs it on every listing (at start, after `list_changed`, after a
+//! `toolgate pins approve`. The upstream's run task runs it on every listing (at start, after `list_changed`, after a
 //! reconnect) and, while tools wait in quarantine, again every second to see a person's decision. It writes pins and
-//! pending changes, never audit rows: the gateway's `listing` row carries the outcome, so a re-check that changes
-//! nothing leaves no trace.
+//! pending changes, never audit rows: the `listing` row carries the outcome, so a re-check that changes nothing
+//! leaves no trace.
+//!
+//! Its outcome is the fingerprint each approved tool was approved with, never a list of names to hide: the catalog
+//! compares every definition it exposes with it, so a definition listed after this check is never taken as reviewed.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
 use serde_json::Value;
 use toolgate_core::normalize::normalize_annotations;
@@ -23,34 +26,36 @@ const TIGHTENING: &str = "toolgate (tightening only)";
 /// What comparing one listing with the pins concluded.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct PinCheck {
-    /// The original names of the listed tools that must stay quarantined.
-    pub(crate) quarantined: HashSet<String>,
+    /// For a pinned upstream, each listed tool whose definition is its approved pin (by original name), with that
+    /// definition's fingerprint; every other tool waits for a person. `None` for an upstream that is not pinned.
+    pub(crate) approved: Option<HashMap<String, String>>,
     /// Tools whose change only tightened hints, pinned by this check.
     pub(crate) accepted_tightening: Vec<String>,
 }
 
-/// Compares a listing with the pins: the tools that must stay quarantined and the tightenings accepted; nothing for
-/// upstreams that are not pinned. Fails closed: when the store cannot be read, every tool of the pinned upstream is
-/// quarantined.
+/// Compares a listing with the pins: the tools approved as listed and the tightenings accepted; nothing for
+/// upstreams that are not pinned. Fails closed: a tool whose pin cannot be read is not approved, and without a
+/// store no tool of a pinned upstream is.
 pub(crate) async fn check_pins(gateway: &GatewayInner, index: usize, listing: &UpstreamListing) -> PinCheck {
     let Some(spec) = gateway.spec.upstreams.get(index) else { return PinCheck::default() };
     if spec.trust.level != TrustLevel::Pinned {
         return PinCheck::default();
     }
-    let names = || listing.tools.iter().filter_map(|tool| tool.get("name").and_then(Value::as_str)).map(str::to_owned);
     let Some(store) = &gateway.store else {
         tracing::error!(upstream = %spec.name, "a pinned upstream needs the state store; all its tools are quarantined");
-        return PinCheck { quarantined: names().collect(), accepted_tightening: Vec::new() };
+        return PinCheck { approved: Some(HashMap::new()), accepted_tightening: Vec::new() };
     };
     let pins = store.pins();
-    let mut quarantined = HashSet::new();
+    let mut approved = HashMap::new();
     let mut accepted = Vec::new();
     for raw in &listing.tools {
         let Ok(tool) = ToolDefinition::from_value(raw.clone()) else { continue };
         let name = tool.name().to_owned();
         let declared = normalize_annotations(&tool).declared;
         let effective = resolve_hints(&HintOverrides::default(), &declared, None);
-        let outcome = match ToolSnapshot::new(&spec.name, &tool, &effective) {
+        let snapshot = ToolSnapshot::new(&spec.name, &tool, &effective);
+        let fingerprint = snapshot.as_ref().map(|snapshot| snapshot.fingerprint.whole.clone()).unwrap_or_default();
+        let outcome = match snapshot {
             Ok(snapshot) => match pins.observe(&snapshot).await {
                 Ok(PinObservation::Matches(_)) => Ok(true),
                 Ok(PinObservation::Unpinned) => pins.propose_new(&snapshot).await.map(|_| false),
@@ -74,17 +79,16 @@ pub(crate) async fn check_pins(gateway: &GatewayInner, index: usize, listing: &U
             Err(error) => Err(error),
         };
         match outcome {
-            Ok(true) => {}
-            Ok(false) => {
-                quarantined.insert(name);
+            Ok(true) => {
+                approved.insert(name, fingerprint);
             }
+            Ok(false) => {}
             Err(error) => {
                 tracing::error!(upstream = %spec.name, tool = %name, %error, "pin check failed; the tool is quarantined");
-                quarantined.insert(name);
             }
         }
     }
-    PinCheck { quarantined, accepted_tightening: accepted }
+    PinCheck { approved: Some(approved), accepted_tightening: accepted }
 }
 
 /// True when the only changes are hints moved towards caution (not read-only, destructive, not idempotent,

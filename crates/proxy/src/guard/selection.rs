@@ -27,7 +27,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::catalog::{Catalog, UpstreamListing};
+    use crate::catalog::{Catalog, CatalogContext, CheckedListing, UpstreamListing};
     use crate::spec::UpstreamSpec;
 
     fn catalog() -> Catalog {
@@ -39,7 +39,8 @@ mod tests {
         };
         let tools =
             vec![tool("add_note", false), tool("delete_note", true), tool("tag_note", false), tool("purge", true)];
-        Catalog::build(&[spec], &[Some(Arc::new(UpstreamListing { tools, ..UpstreamListing::default() }))])
+        let listing = CheckedListing::pinned_as_listed(UpstreamListing { tools, ..UpstreamListing::default() });
+        Catalog::build_with(&[spec], &[Some(Arc::new(listing))], &CatalogContext::default())
     }
 
     fn names(tools: &[Arc<ExposedTool>]) -> Vec<&str> {

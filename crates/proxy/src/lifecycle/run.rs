@@ -1,0 +1,208 @@
+//! One task per upstream: connect, check and publish the listing, serve re-listing requests, reconnect with
+//! backoff when the connection ends.
+//!
+//! The task is the only writer of its upstream's connection and listing. A `list_changed` from the upstream (and a
+//! re-check after a person's pin decision) is a request to it ([`crate::upstreams::ListingRequests`]), served one at
+//! a time from the listing it published last: a tools change and a prompts change announced together both land, a
+//! request from a connection that has ended is answered by the next connection's full listing, and a burst costs
+//! the re-listing in flight and one more. It must not decide calls or touch sessions beyond telling them a list
+//! changed.
+
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::oneshot;
+use toolgate_upstream::{Connection, EventSink, ListKind, Responder, UpstreamError};
+
+use crate::catalog::CheckedListing;
+use crate::gateway::GatewayInner;
+use crate::lifecycle::listing::{self, ListingTrigger};
+use crate::upstreams::{Requested, UpstreamRuntime, attempts_after_disconnect, backoff, relist};
+
+/// How often quarantined tools are checked against the store for a person's decision.
+const QUARANTINE_POLL: Duration = Duration::from_secs(1);
+
+/// Routes what one upstream sends on its own (see [`crate::routing`]) and tells its run task when it ends.
+struct UpstreamSink {
+    gateway: Weak<GatewayInner>,
+    index: usize,
+    ended: Mutex<Option<oneshot::Sender<String>>>,
+}
+
+impl EventSink for UpstreamSink {
+    fn notification(&self, message: Value, related: Option<u64>) {
+        if let Some(gateway) = self.gateway.upgrade() {
+            crate::routing::on_notification(&gateway, self.index, message, related);
+        }
+    }
+
+    fn request(&self, message: Value, related: Option<u64>, responder: Responder) {
+        if let Some(gateway) = self.gateway.upgrade() {
+            tokio::spawn(crate::routing::on_request(gateway, self.index, message, related, responder));
+        }
+    }
+
+    fn ended(&self, error: UpstreamError) {
+        if let Some(sender) = self.ended.lock().ok().and_then(|mut ended| ended.take()) {
+            let _ = sender.send(error.to_string());
+        }
+    }
+}
+
+/// One upstream's life: connect, list, check, publish, serve re-listing requests, and reconnect with backoff when
+/// the connection ends. The backoff starts again only after a connection that stayed up
+/// ([`attempts_after_disconnect`]), so a crash loop slows down.
+pub(crate) async fn run_upstream(gateway: Arc<GatewayInner>, index: usize) {
+    let Some(runtime) = gateway.upstreams.get(index).cloned() else { return };
+    let mut attempts: u32 = 0;
+    let mut settled = false;
+    let mut trigger = ListingTrigger::Start;
+    loop {
+        let (ended_sender, mut ended) = oneshot::channel();
+        let sink =
+            Arc::new(UpstreamSink { gateway: Arc::downgrade(&gateway), index, ended: Mutex::new(Some(ended_sender)) });
+        // What was asked of the last connection, this one's full listing answers; what this one announces while it
+        // is being listed stays asked.
+        runtime.requests.clear();
+        let connected = tokio::select! {
+            () = gateway.shutdown.cancelled() => return,
+            connected = runtime.connect(gateway.spec.limits.max_message_bytes, sink) => connected,
+        };
+        match connected {
+            Ok((connection, mut listed)) => {
+                let connected_at = tokio::time::Instant::now();
+                let max_tools = gateway.spec.limits.max_tools_per_upstream;
+                let dropped = listing::cap_tools(&runtime.spec.name, &mut listed, max_tools);
+                let checked = listing::check(&gateway, index, Arc::new(listed), dropped, None).await;
+                let trigger = std::mem::replace(&mut trigger, ListingTrigger::Reconnect);
+                listing::record(&gateway, &runtime.spec.name, trigger, None, &checked);
+                runtime.set_ready(Arc::clone(&connection), Arc::new(checked.listing));
+                tracing::info!(upstream = %runtime.spec.name, status = ?runtime.status(), "upstream ready");
+                gateway.rebuild_catalog();
+                gateway.notify_list_changed(&[ListKind::Tools, ListKind::Prompts, ListKind::Resources]);
+                if !std::mem::replace(&mut settled, true) {
+                    gateway.mark_settled();
+                }
+                let ended = serve_requests(&gateway, &runtime, &connection, &mut ended).await;
+                connection.close().await;
+                let Some(reason) = ended else { return };
+                attempts = attempts_after_disconnect(attempts, connected_at.elapsed());
+                tracing::warn!(
+                    upstream = %runtime.spec.name,
+                    %reason,
+                    attempts,
+                    "upstream went down; reconnecting with backoff"
+                );
+                runtime.mark_down(reason, attempts);
+                gateway.metrics.count_disconnect(index);
+                gateway.rebuild_catalog();
+                gateway.notify_list_changed(&[ListKind::Tools, ListKind::Prompts, ListKind::Resources]);
+            }
+            Err(error) => {
+                attempts = attempts.saturating_add(1);
+                tracing::warn!(upstream = %runtime.spec.name, %error, attempts, "upstream failed to start");
+                runtime.mark_down(error.to_string(), attempts);
+                if !std::mem::replace(&mut settled, true) {
+                    gateway.mark_settled();
+                }
+            }
+        }
+        tokio::select! {
+            () = gateway.shutdown.cancelled() => return,
+            () = tokio::time::sleep(backoff(attempts)) => {}
+        }
+    }
+}
+
+/// Serves re-listing requests on `connection` until it ends (`Some(reason)`) or the gateway shuts down (`None`).
+async fn serve_requests(
+    gateway: &GatewayInner,
+    runtime: &UpstreamRuntime,
+    connection: &Connection,
+    ended: &mut oneshot::Receiver<String>,
+) -> Option<String> {
+    let stopped = |reason: Result<String, oneshot::error::RecvError>| {
+        Some(reason.unwrap_or_else(|_| "the connection stopped".to_owned()))
+    };
+    loop {
+        let requested = tokio::select! {
+            () = gateway.shutdown.cancelled() => return None,
+            reason = &mut *ended => return stopped(reason),
+            requested = runtime.requests.next() => requested,
+        };
+        tokio::select! {
+            () = gateway.shutdown.cancelled() => return None,
+            reason = &mut *ended => return stopped(reason),
+            () = serve(gateway, runtime, connection, requested) => {}
+        }
+    }
+}
+
+/// Re-lists what was requested into a copy of the published listing, checks it, records it, and publishes it with
+/// a rebuilt catalog when anything a catalog depends on changed. Sessions hear of every kind re-listed (the upstream
+/// said it changed), and of the tools after a re-check only when the quarantine changed.
+async fn serve(gateway: &GatewayInner, runtime: &UpstreamRuntime, connection: &Connection, requested: Requested) {
+    let Some(current) = runtime.checked_listing() else { return };
+    let name = &runtime.spec.name;
+    let kinds = requested.kinds();
+    let (listed, dropped) = if kinds.is_empty() {
+        (Arc::clone(&current.listing), current.dropped_tools)
+    } else {
+        gateway.metrics.count_relist(name);
+        let mut listed = match relist(connection, &current.listing, &kinds).await {
+            Ok(listed) => listed,
+            Err(error) => {
+                // The connection is likely ending; its successor lists everything.
+                tracing::warn!(upstream = %name, %error, "re-listing after list_changed failed");
+                return;
+            }
+        };
+        let dropped = if requested.tools {
+            listing::cap_tools(name, &mut listed, gateway.spec.limits.max_tools_per_upstream)
+        } else {
+            current.dropped_tools
+        };
+        (Arc::new(listed), dropped)
+    };
+    let checked = if requested.tools || requested.recheck {
+        let checked = listing::check(gateway, runtime.index, listed, dropped, Some(&current)).await;
+        let trigger = if requested.tools { ListingTrigger::ListChanged } else { ListingTrigger::Recheck };
+        listing::record(gateway, name, trigger, Some(&current), &checked);
+        checked.listing
+    } else {
+        CheckedListing { listing: listed, ..(*current).clone() }
+    };
+    let changed = listing::differs(&current, &checked);
+    if changed {
+        runtime.replace_listing(Arc::new(checked));
+        gateway.rebuild_catalog();
+    }
+    let mut notify = Vec::new();
+    if requested.tools || (requested.recheck && changed) {
+        notify.push(ListKind::Tools);
+    }
+    if requested.prompts {
+        notify.push(ListKind::Prompts);
+    }
+    if requested.resources {
+        notify.push(ListKind::Resources);
+    }
+    gateway.notify_list_changed(&notify);
+}
+
+/// Asks the run task of every upstream with quarantined tools to check them against the store again, once a
+/// second: `toolgate pins approve` decides from another process. A re-check that changes nothing writes nothing.
+pub(crate) async fn watch_quarantine(gateway: Arc<GatewayInner>) {
+    loop {
+        tokio::select! {
+            () = gateway.shutdown.cancelled() => return,
+            () = tokio::time::sleep(QUARANTINE_POLL) => {}
+        }
+        for runtime in &gateway.upstreams {
+            if runtime.checked_listing().is_some_and(|checked| !checked.quarantined_names().is_empty()) {
+                runtime.requests.recheck();
+            }
+        }
+    }
+}
