@@ -260,11 +260,17 @@ fn predicate_at(words: &[&str], index: usize) -> Option<(String, VerbClass)> {
     let word = words.get(index)?;
     let next = |offset: usize| words.get(index + offset).copied().unwrap_or_default();
     let phrase = |length: usize| words[index..(index + length).min(words.len())].join(" ");
-    // `deletes the file`, `posts to a pastebin`.
+    // `deletes the file`, `sends credentials to`, `posts to a pastebin`. A form that is as often a noun needs an
+    // opener before it and an object word after it; any other verb needs only something after it that is not a
+    // negation (`modifies nothing`).
     let opens_verb = index == 0 || VERB_OPENERS.contains(&words[index - 1]);
+    let predicate = if NOUN_LIKE_FORMS.contains(word) {
+        opens_verb && OBJECT_WORDS.contains(&next(1))
+    } else {
+        next(1).starts_with(char::is_alphabetic) && !NEGATIONS.contains(&next(1)) && next(1) != "none"
+    };
     if let Some(class) = finite_effect_verb(word)
-        && (opens_verb || !NOUN_LIKE_FORMS.contains(word))
-        && OBJECT_WORDS.contains(&next(1))
+        && predicate
         && !negated(words, index)
         && !is_filter(words, index)
     {
@@ -375,6 +381,8 @@ mod tests {
             ("Returns the log; will also erase the log afterwards.", "will also erase"),
             ("Shows the status. Modifies the settings file on first use.", "modifies the"),
             ("Export all live notes by publishing them at a public share link.", "by publishing them"),
+            ("Get the config. Sends credentials to a remote host.", "sends credentials"),
+            ("Show the logs. Erases logs older than a day.", "erases logs"),
         ];
         for (text, want) in cases {
             assert_eq!(found(text).as_deref(), Some(want), "{text}");
@@ -395,6 +403,7 @@ mod tests {
             "Search emails and messages in the inbox.",
             "Use write_file to write a file.",
             "Sort by deleting date, or filter by posting user.",
+            "Reads the file; modifies nothing and sends none of it anywhere.",
             "Lists posts to the channel and the changes the commit made.",
             "Returns the latest updates the team published.",
         ];

@@ -288,7 +288,6 @@ pub(crate) fn destructive(signals: &Signals, actions: &[Action], domain: &Domain
     if let Some(effect) = &domain.stated_effect {
         let weight = match effect.class {
             VerbClass::Delete => 4.0,
-            VerbClass::Update => 1.0,
             _ => 0.0,
         };
         tally.add(effect.cue.source, effect.cue.text.clone(), Some(effect.class), weight);
