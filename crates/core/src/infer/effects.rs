@@ -61,10 +61,10 @@ const SEND_VERBS: &[&str] = &[
     "leak",
 ];
 /// Verbs whose stated use writes or changes something. `create` is left out: honest reads "create a plan" or
-/// "create a summary" they only return.
+/// "create a summary" they only return; so is `replace`, mostly figurative ("replaces the manual chain of ...").
 const WRITE_VERBS: &[&str] = &[
-    "write", "modify", "save", "store", "append", "insert", "update", "change", "replace", "rename", "move", "commit",
-    "push", "install", "alter", "edit", "patch", "chmod", "chown",
+    "write", "modify", "save", "store", "append", "insert", "update", "change", "rename", "move", "commit", "push",
+    "install", "alter", "edit", "patch", "chmod", "chown",
 ];
 /// Third-person forms that are as often plural nouns (`lists posts to a channel`, `shows changes the commit made`):
 /// they count as verbs only at the start of a clause or after a word that leaves a verb next
@@ -101,8 +101,6 @@ const VERB_OPENERS: &[&str] = &[
     "and",
     "then",
     "also",
-    "which",
-    "that",
     "who",
     "function",
     "command",
@@ -182,6 +180,14 @@ const PASSIVE_AUXILIARIES: &[&str] = &["is", "are", "be", "gets", "get"];
 /// What may follow a passive effect for it to count: a destination or a time, not a state (`is deleted` alone is
 /// as often a filter, "items that are deleted").
 const PASSIVE_FOLLOWERS: &[&str] = &["to", "into", "permanently", "afterwards", "after", "automatically"];
+/// Words that turn the next verb into a clause about the noun before them, not about the tool (`the release that
+/// publishes a series`), unless that noun is the tool itself (`a tool that deletes files`).
+const RELATIVIZERS: &[&str] = &["that", "which", "who", "whom", "whose"];
+const TOOL_NOUNS: &[&str] = &["tool", "function", "it", "command", "server", "endpoint", "operation", "call", "this"];
+/// `truncate` is an effect on storage (`truncates the table`), but as often a way to shorten what is returned
+/// (`truncates very large content with a marker`): it counts only with a storage object close after it.
+const TRUNCATED_STORES: &[&str] = &["table", "tables", "file", "files", "log", "logs", "database", "collection"];
+const TRUNCATE_REACH: usize = 3;
 /// Words that negate a verb when one of them stands up to [`NEGATION_REACH`] words before it.
 const NEGATIONS: &[&str] = &["not", "never", "no", "without", "cannot", "nor", "neither", "nothing"];
 const NEGATION_REACH: usize = 3;
@@ -271,6 +277,8 @@ fn predicate_at(words: &[&str], index: usize) -> Option<(String, VerbClass)> {
     };
     if let Some(class) = finite_effect_verb(word)
         && predicate
+        && !about_another_noun(words, index)
+        && (!word.starts_with("truncate") || truncates_storage(words, index))
         && !negated(words, index)
         && !is_filter(words, index)
     {
@@ -284,6 +292,7 @@ fn predicate_at(words: &[&str], index: usize) -> Option<(String, VerbClass)> {
         }
         let verb = words.get(verb_index).copied().unwrap_or_default();
         if let Some(class) = base_effect_verb(verb).or_else(|| finite_effect_verb(verb))
+            && (!verb.starts_with("truncate") || truncates_storage(words, verb_index))
             && !is_filter(words, verb_index)
         {
             return Some((phrase(verb_index - index + 1), class));
@@ -347,6 +356,17 @@ fn gerund_effect_verb(word: &str) -> Option<VerbClass> {
         .or_else(|| undoubled.and_then(base_effect_verb))
 }
 
+/// True when the verb at `index` opens a relative clause about a noun other than the tool.
+fn about_another_noun(words: &[&str], index: usize) -> bool {
+    index >= 2 && RELATIVIZERS.contains(&words[index - 1]) && !TOOL_NOUNS.contains(&words[index - 2])
+}
+
+fn truncates_storage(words: &[&str], index: usize) -> bool {
+    words[(index + 1).min(words.len())..(index + 1 + TRUNCATE_REACH).min(words.len())]
+        .iter()
+        .any(|word| TRUNCATED_STORES.contains(word))
+}
+
 fn negated(words: &[&str], index: usize) -> bool {
     words[index.saturating_sub(NEGATION_REACH)..index]
         .iter()
@@ -382,6 +402,8 @@ mod tests {
             ("Shows the status. Modifies the settings file on first use.", "modifies the"),
             ("Export all live notes by publishing them at a public share link.", "by publishing them"),
             ("Get the config. Sends credentials to a remote host.", "sends credentials"),
+            ("A tool that deletes every file it reads.", "deletes every"),
+            ("Shows the log, then truncates the log file.", "then truncates"),
             ("Show the logs. Erases logs older than a day.", "erases logs"),
         ];
         for (text, want) in cases {
@@ -404,6 +426,11 @@ mod tests {
             "Use write_file to write a file.",
             "Sort by deleting date, or filter by posting user.",
             "Reads the file; modifies nothing and sends none of it anywhere.",
+            "Which stores to read. Defaults to local storage.",
+            "Get the release that publishes a series.",
+            "Refuses binary files and truncates very large content with a marker.",
+            "Returns the page, then truncates long output.",
+            "Replaces the manual chain of search, details and distance calls.",
             "Lists posts to the channel and the changes the commit made.",
             "Returns the latest updates the team published.",
         ];
