@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 use toolgate_core::policy::PolicySpec;
 use toolgate_proxy::Gateway;
 use toolgate_proxy::session::{Caller, ClientBound, ClientSession, SessionFactory, TransportKind};
-use toolgate_proxy::spec::{GuardrailSpec, Limits, UpstreamSpec};
+use toolgate_proxy::spec::{GuardrailSpec, Limits, Prefix, UpstreamSpec};
 use toolgate_proxy::upstreams::UpstreamStatus;
 use toolgate_store::{AuditFilter, Store};
 
@@ -75,6 +75,45 @@ impl OpenLoopSession {
 
     fn send(&self, id: Value, method: &str, params: Value) {
         self.session.deliver(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+    }
+}
+
+/// The test process's open file descriptors (the gateway runs in it: each socket toward an upstream is one).
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+/// The conformance fixture serving Streamable HTTP on a free port, killed when dropped, and its MCP URL.
+struct HttpFixture {
+    child: std::process::Child,
+    url: String,
+}
+
+impl HttpFixture {
+    fn start() -> HttpFixture {
+        use std::io::BufRead;
+        let mut command = toolgate_test_support::fixture_http(0).command();
+        command.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null());
+        let mut child = command.stderr(std::process::Stdio::piped()).spawn().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (sender, receiver) = std::sync::mpsc::channel();
+        // Reads stderr to its end, so the fixture never blocks on a full pipe; the first URL goes to the test.
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(url) = line.split_whitespace().find(|word| word.starts_with("http://")) {
+                    let _ = sender.send(url.to_owned());
+                }
+            }
+        });
+        let url = receiver.recv_timeout(GUARD).expect("the HTTP fixture says where it listens");
+        HttpFixture { child, url }
+    }
+}
+
+impl Drop for HttpFixture {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -253,5 +292,65 @@ async fn issue_17_a_call_during_a_reconnect_is_told_so_audited_and_counted() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(text_of(&client.call(json!(4), "flaky_echo", json!({"text": "back"})).await), "back");
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_17_a_stopped_http_upstream_holds_neither_callers_nor_sockets_past_their_time() {
+    // Eight calls at a time for a second each: 4 s of load would leave some 30 POSTs hanging if they outlived
+    // their calls.
+    const LIMIT: usize = 8;
+    const HTTP_TIMEOUT: Duration = Duration::from_secs(1);
+    let fixture = HttpFixture::start();
+    let remote = UpstreamSpec {
+        name: "remote".into(),
+        endpoint: toolgate_upstream::Endpoint::http(fixture.url.clone()),
+        prefix: Prefix::With("remote".into()),
+        overrides: Default::default(),
+        initialize_timeout: GUARD,
+        request_timeout: HTTP_TIMEOUT,
+        max_in_flight: LIMIT,
+        trust: Default::default(),
+    };
+    let gateway = start(vec![remote], Limits::default()).await;
+    let mut client = OpenLoopSession::open(&gateway).await;
+    client.send(json!("first"), "tools/call", json!({"name": "remote_test_simple_text", "arguments": {}}));
+    let (first, _) = tokio::time::timeout(GUARD, client.arrivals.recv()).await.unwrap().unwrap();
+    assert!(first["result"]["isError"] != json!(true), "the fixture answers while running: {first}");
+    let fds_before = open_fds();
+
+    // Stopped, the server's kernel still accepts connections and takes the bytes; nothing ever answers.
+    signal(u64::from(fixture.child.id()), "STOP");
+    let mut sent = HashMap::new();
+    let mut next_tick = tokio::time::Instant::now();
+    for tick in 0..TICKS {
+        let id = format!("remote-{tick}");
+        sent.insert(id.clone(), Instant::now());
+        client.send(json!(id), "tools/call", json!({"name": "remote_test_simple_text", "arguments": {}}));
+        next_tick += TICK;
+        tokio::time::sleep_until(next_tick).await;
+    }
+    let mut late = Vec::new();
+    for _ in 0..sent.len() {
+        let (response, arrived) = tokio::time::timeout(GUARD, client.arrivals.recv()).await.unwrap().unwrap();
+        let took = arrived - sent[response["id"].as_str().unwrap()];
+        if took > HTTP_TIMEOUT + SLACK {
+            late.push(format!("{}: {took:?}", response["id"]));
+        }
+        assert!(tool_error(&response).contains("upstream `remote`"), "{response}");
+    }
+    assert!(late.is_empty(), "{} calls outlived their timeout by more than {SLACK:?}: {late:?}", late.len());
+    // Every POST ended with its call: a few sockets may still be closing, but not one per call sent.
+    let deadline = tokio::time::Instant::now() + GUARD;
+    while open_fds() > fds_before + LIMIT + 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} descriptors open after {} calls to a stopped server ({fds_before} before)",
+            open_fds(),
+            sent.len()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    signal(u64::from(fixture.child.id()), "CONT");
     gateway.shutdown().await;
 }

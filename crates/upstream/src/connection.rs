@@ -300,7 +300,7 @@ impl Connection {
         };
         let mut request = jsonrpc::request(id, method, params);
         if let Some(direct) = &self.direct {
-            match direct.post(request) {
+            match direct.post(request, within) {
                 Ok(()) => return Ok(pending(&mut registration, receiver, permit)),
                 Err(queued) => request = queued,
             }

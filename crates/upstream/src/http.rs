@@ -9,6 +9,10 @@
 //! The transport ends the connection itself (`Inbound::Ended`, so the runner starts a new session) when the server
 //! no longer knows the session (404 to a message carrying its id), when [`UNREACHABLE_POSTS_TO_END`] POSTs in a row
 //! get no HTTP answer at all, and when the GET stream cannot be reopened; it never retries a request itself.
+//!
+//! No POST outlives the time anyone waits for it: a request's POST ends with the request's own time (its waiter is
+//! then answered with the timeout), and a notification or response is given the request timeout to be taken. A
+//! server that accepts connections and never answers would otherwise keep a socket and a task per call forever.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -79,13 +83,13 @@ pub(crate) struct DirectPoster {
 }
 
 impl DirectPoster {
-    /// Posts `request` (a JSON-RPC request: the connection's only caller, `begin_request`, passes nothing else), or
-    /// gives it back when it must go through the queue (not initialized yet, or shut down).
-    pub(crate) fn post(&self, request: Value) -> Result<(), Value> {
+    /// Posts `request` (a JSON-RPC request: the connection's only caller, `begin_request`, passes nothing else)
+    /// for at most `within`, or gives it back when it must go through the queue (not initialized yet, or shut down).
+    pub(crate) fn post(&self, request: Value, within: Duration) -> Result<(), Value> {
         if !self.ready.load(Ordering::Acquire) || self.stop.is_cancelled() {
             return Err(request);
         }
-        tokio::spawn(post_message(Arc::clone(&self.shared), request));
+        tokio::spawn(post_request_within(Arc::clone(&self.shared), request, within));
         Ok(())
     }
 }
@@ -119,6 +123,7 @@ pub(crate) fn start(
         header_map.insert(name, value);
     }
     let (outbound_sender, mut outbound_receiver) = mpsc::channel::<Value>(64);
+    let (request_timeout, initialize_timeout) = (options.request_timeout, options.initialize_timeout);
     let (inbound_sender, inbound_receiver) = mpsc::channel::<Inbound>(64);
     let negotiated_version = Arc::new(OnceLock::new());
     let shutdown = CancellationToken::new();
@@ -159,11 +164,20 @@ pub(crate) fn start(
             let kind = classify(&message);
             let runs_concurrently = matches!(kind, MessageKind::Request { method, .. } if method != "initialize");
             let opens_stream = matches!(kind, MessageKind::Notification { method: "notifications/initialized" });
-            let post = post_message(Arc::clone(&dispatcher_shared), message);
+            let is_initialize = matches!(kind, MessageKind::Request { method: "initialize", .. });
             if runs_concurrently {
-                tokio::spawn(post);
+                tokio::spawn(post_request_within(Arc::clone(&dispatcher_shared), message, request_timeout));
             } else {
-                post.await;
+                // A server that never acknowledges must not hold every later message: each gets the time a
+                // request would (initialize its own), then the dispatcher moves on.
+                let within = if is_initialize { initialize_timeout } else { request_timeout };
+                let post = post_message(Arc::clone(&dispatcher_shared), message);
+                if tokio::time::timeout(within, post).await.is_err() {
+                    tracing::warn!(
+                        upstream = %dispatcher_shared.name,
+                        "the upstream did not take a message within {within:?}; dropped"
+                    );
+                }
             }
             if opens_stream {
                 tokio::spawn(listen_for_server_messages(Arc::clone(&dispatcher_shared)));
@@ -195,6 +209,18 @@ enum PostFailure {
 impl From<UpstreamError> for PostFailure {
     fn from(error: UpstreamError) -> Self {
         PostFailure::Failed(error)
+    }
+}
+
+/// Posts a request for at most `within`: past it nobody waits for the answer, so the POST (and its connection) is
+/// dropped and a waiter still registered hears of the timeout at once.
+async fn post_request_within(shared: Arc<Shared>, request: Value, within: Duration) {
+    let id = request.get("id").and_then(Value::as_u64);
+    let method = request.get("method").and_then(Value::as_str).unwrap_or_default().to_owned();
+    if tokio::time::timeout(within, post_message(Arc::clone(&shared), request)).await.is_err()
+        && let Some(sender) = id.and_then(|id| shared.pending.take(id))
+    {
+        let _ = sender.send(Err(UpstreamError::Timeout { method, after: within, diagnostics: String::new() }));
     }
 }
 
