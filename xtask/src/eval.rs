@@ -132,10 +132,10 @@ fn run_corpus(options: &Options, path: &Path, policy: &toolgate_core::policy::Co
     let mut figures = Metrics::of(&all).named();
     figures.extend(TrustFigures::of(&trust).named());
     if options.record {
-        crate::eval_check::print_record(path, &figures);
+        crate::eval_check::print_record(path, scored.len(), &figures);
     }
     if options.check {
-        crate::eval_check::check(path, &figures)?;
+        crate::eval_check::check(path, scored.len(), &figures)?;
     }
     Ok(())
 }
