@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
-use toolgate_core::policy::PolicySpec;
+use toolgate_core::decision::Verdict;
+use toolgate_core::policy::{MatchSpec, PolicySpec, RuleSpec};
 use toolgate_proxy::Gateway;
 use toolgate_proxy::session::{Caller, ClientBound, ClientSession, SessionFactory, TransportKind};
 use toolgate_proxy::spec::{GuardrailSpec, Limits, Prefix, UpstreamSpec};
@@ -248,7 +249,16 @@ async fn issue_17_a_call_during_a_reconnect_is_told_so_audited_and_counted() {
     if let toolgate_upstream::Endpoint::Stdio { env, .. } = &mut flaky.endpoint {
         env.push(("MISBEHAVE_STATE".into(), marker.path().to_string_lossy().into_owned()));
     }
-    let guardrails = GuardrailSpec { policy: PolicySpec::permissive(), ..GuardrailSpec::default() };
+    // `log` is hidden: during the reconnect it must stay as unknown as it was while the upstream was up.
+    let hide_log = RuleSpec {
+        id: None,
+        effect: Verdict::Hide,
+        matches: MatchSpec { tool: Some(vec!["log".into()]), ..MatchSpec::default() },
+        reason: None,
+    };
+    let mut policy = PolicySpec::permissive();
+    policy.rules.insert(0, hide_log);
+    let guardrails = GuardrailSpec { policy, ..GuardrailSpec::default() };
     let gateway = start_guarded(vec![flaky], guardrails, Some(store.clone())).await;
     let mut client = Client::connect(&gateway).await;
     assert_eq!(text_of(&client.call(json!(1), "flaky_echo", json!({"text": "up"})).await), "up");
@@ -265,9 +275,11 @@ async fn issue_17_a_call_during_a_reconnect_is_told_so_audited_and_counted() {
     let text = tool_error(&client.call(json!(2), "flaky_echo", json!({"text": "during"})).await);
     assert!(text.contains("upstream `flaky` is reconnecting (attempt "), "{text}");
     assert!(text.ends_with("); retry later"), "{text}");
-    // A name the upstream never listed is still unknown.
+    // A name the upstream never listed is still unknown, and so is the hidden tool.
     let unknown = tool_error(&client.call(json!(3), "flaky_nothing", json!({})).await);
     assert_eq!(unknown, "Unknown tool: flaky_nothing");
+    let hidden = tool_error(&client.call(json!("hidden"), "flaky_log", json!({"text": "x"})).await);
+    assert_eq!(hidden, "Unknown tool: flaky_log");
 
     let metrics = gateway.render_metrics().await;
     let counted = "toolgate_tool_calls_total{upstream=\"flaky\",tool=\"echo\",verdict=\"allow\",\
