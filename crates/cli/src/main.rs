@@ -5,6 +5,7 @@
 
 mod cli;
 mod commands;
+mod descriptors;
 mod render;
 mod report;
 mod state;

@@ -33,6 +33,9 @@ const MAX_MESSAGE_MIB: u64 = 1024;
 const MAX_SESSIONS: u64 = 100_000;
 const MAX_SESSION_IDLE_MINUTES: u64 = 7 * 24 * 60;
 const MAX_TOOLS_PER_UPSTREAM: u64 = 100_000;
+const MAX_CONNECTIONS: u64 = 1_000_000;
+const MAX_HEADER_READ_TIMEOUT_SECONDS: u64 = 3600;
+const MAX_PENDING_APPROVALS: u64 = 10_000;
 
 /// Where problems and warnings accumulate while lowering, and what lowering may consult.
 pub(crate) struct Context<'a> {
@@ -96,7 +99,7 @@ pub(crate) fn lower(raw: RawConfig, origin: &Path, cx: &mut Context<'_>) -> Opti
                        get `[listen.stdio]` `scopes`";
         cx.warn(first_caller_offset, message);
     }
-    let limits = lower_limits(raw.limits, cx);
+    let limits = lower_limits(raw.limits, !guardrails.callers.is_empty(), cx);
     if !cx.problems.is_empty() {
         return None;
     }
@@ -248,9 +251,14 @@ fn lower_stdio_listener(raw: Spanned<RawStdioListener>, cx: &mut Context<'_>) ->
     StdioListenerSpec { identity: identity.into_inner(), scopes }
 }
 
-fn lower_limits(raw: Option<Spanned<RawLimits>>, cx: &mut Context<'_>) -> Limits {
+/// `[limits]`. Without `max_sessions_per_caller`, one caller may hold a quarter of `max_sessions` when callers are
+/// configured (so one of them cannot lock the others out), and all of them otherwise (the only caller is everyone).
+fn lower_limits(raw: Option<Spanned<RawLimits>>, has_callers: bool, cx: &mut Context<'_>) -> Limits {
     let defaults = Limits::default();
-    let Some(raw) = raw else { return defaults };
+    let Some(raw) = raw else {
+        let per_caller = default_per_caller(defaults.max_sessions, has_callers);
+        return Limits { max_sessions_per_caller: per_caller, ..defaults };
+    };
     let raw = raw.into_inner();
     let mut bounded = |value: Option<Spanned<u64>>, key: &str, max: u64| -> Option<u64> {
         let value = value?;
@@ -261,20 +269,40 @@ fn lower_limits(raw: Option<Spanned<RawLimits>>, cx: &mut Context<'_>) -> Limits
             None
         }
     };
+    let count =
+        |value: Option<u64>, default: usize| value.and_then(|count| usize::try_from(count).ok()).unwrap_or(default);
     let max_message_mib = bounded(raw.max_message_mib, "max_message_mib", MAX_MESSAGE_MIB);
     let max_sessions = bounded(raw.max_sessions, "max_sessions", MAX_SESSIONS);
     let idle_minutes = bounded(raw.session_idle_minutes, "session_idle_minutes", MAX_SESSION_IDLE_MINUTES);
     let max_tools = bounded(raw.max_tools_per_upstream, "max_tools_per_upstream", MAX_TOOLS_PER_UPSTREAM);
+    let per_caller = bounded(raw.max_sessions_per_caller, "max_sessions_per_caller", MAX_SESSIONS);
+    let max_connections = bounded(raw.max_connections, "max_connections", MAX_CONNECTIONS);
+    let header_seconds =
+        bounded(raw.header_read_timeout_seconds, "header_read_timeout_seconds", MAX_HEADER_READ_TIMEOUT_SECONDS);
+    let pending_session =
+        bounded(raw.max_pending_approvals_per_session, "max_pending_approvals_per_session", MAX_PENDING_APPROVALS);
+    let pending_caller =
+        bounded(raw.max_pending_approvals_per_caller, "max_pending_approvals_per_caller", MAX_PENDING_APPROVALS);
+    let max_sessions = count(max_sessions, defaults.max_sessions);
     Limits {
         max_message_bytes: max_message_mib
             .and_then(|mib| usize::try_from(mib * 1024 * 1024).ok())
             .unwrap_or(defaults.max_message_bytes),
-        max_sessions: max_sessions.and_then(|count| usize::try_from(count).ok()).unwrap_or(defaults.max_sessions),
+        max_sessions,
+        max_sessions_per_caller: count(per_caller, default_per_caller(max_sessions, has_callers)),
         session_idle_timeout: idle_minutes
             .map(|minutes| Duration::from_secs(minutes * 60))
             .unwrap_or(defaults.session_idle_timeout),
         max_tools_per_upstream: max_tools
             .and_then(|count| usize::try_from(count).ok())
             .unwrap_or(defaults.max_tools_per_upstream),
+        max_connections: count(max_connections, defaults.max_connections),
+        header_read_timeout: header_seconds.map(Duration::from_secs).unwrap_or(defaults.header_read_timeout),
+        max_pending_approvals_per_session: count(pending_session, defaults.max_pending_approvals_per_session),
+        max_pending_approvals_per_caller: count(pending_caller, defaults.max_pending_approvals_per_caller),
     }
+}
+
+fn default_per_caller(max_sessions: usize, has_callers: bool) -> usize {
+    if has_callers { (max_sessions / 4).max(1) } else { max_sessions }
 }

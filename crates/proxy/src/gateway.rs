@@ -215,6 +215,10 @@ impl SessionFactory for Gateway {
         tracing::info!(session = %shared.id, ?transport, "client session opened");
         (Box::new(GatewaySession::new(Arc::clone(&self.inner), shared)), receiver)
     }
+
+    fn count_refusal(&self, refusal: crate::session::Refusal) {
+        self.inner.metrics.count_refusal(refusal);
+    }
 }
 
 /// Why a gateway could not be built.

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{Request, State};
-use axum::http::header::{ALLOW, CONTENT_TYPE};
+use axum::http::header::{ALLOW, CONTENT_TYPE, WWW_AUTHENTICATE};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use metrics::{Counter, Histogram, Key, Label, Metadata, Recorder};
@@ -18,6 +18,7 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle, 
 use toolgate_core::decision::Verdict;
 
 use crate::Gateway;
+use crate::session::Refusal;
 use crate::spec::HttpListenerSpec;
 use crate::upstreams::UpstreamStatus;
 
@@ -51,6 +52,10 @@ pub const UPSTREAM_CANCELS_DROPPED: &str = "toolgate_upstream_cancel_notices_dro
 pub const RELISTS: &str = "toolgate_upstream_relists_total";
 /// Tools the upstream's last listing had beyond `limits.max_tools_per_upstream`, dropped, by `upstream`.
 pub const TOOLS_DROPPED: &str = "toolgate_upstream_tools_dropped";
+/// HTTP sessions refused, by `reason` (`per_caller`, `total`).
+pub const SESSIONS_REFUSED: &str = "toolgate_sessions_refused_total";
+/// HTTP connections refused, by `reason` (`connection_limit`, `fd_limit`).
+pub const CONNECTIONS_REFUSED: &str = "toolgate_connections_refused_total";
 
 /// Latency buckets in seconds: a relayed call costs well under a millisecond; tools may take a minute.
 const LATENCY_BUCKETS: [f64; 15] =
@@ -166,6 +171,16 @@ impl GatewayMetrics {
         self.recorder.register_counter(&key, &METADATA).increment(1);
     }
 
+    /// Counts a session or connection the HTTP listener turned away.
+    pub(crate) fn count_refusal(&self, refusal: Refusal) {
+        let name = match refusal {
+            Refusal::SessionsPerCaller | Refusal::SessionsTotal => SESSIONS_REFUSED,
+            Refusal::ConnectionLimit | Refusal::DescriptorLimit => CONNECTIONS_REFUSED,
+        };
+        let key = Key::from_parts(name, vec![Label::from_static_parts("reason", refusal.label())]);
+        self.recorder.register_counter(&key, &METADATA).increment(1);
+    }
+
     /// Records how long upstream `index` took to answer a relayed call.
     pub(crate) fn observe_relay(&self, index: usize, elapsed: Duration) {
         if let Some(histogram) = self.latency.get(index) {
@@ -189,7 +204,7 @@ impl GatewayMetrics {
 }
 
 fn describe(recorder: &PrometheusRecorder) {
-    let help: [(&'static str, &'static str); 14] = [
+    let help: [(&'static str, &'static str); 16] = [
         (TOOL_CALLS, "Tool calls by upstream, tool, verdict and outcome."),
         (CALL_DURATION, "Seconds from forwarding a permitted call upstream to its answer, by upstream."),
         (UPSTREAM_UP, "1 when the upstream is connected and listed, 0 otherwise."),
@@ -204,6 +219,8 @@ fn describe(recorder: &PrometheusRecorder) {
         (UPSTREAM_CANCELS_DROPPED, "Cancellation notices dropped because the upstream was not reading its input."),
         (RELISTS, "Re-listings after an upstream's list_changed (bursts coalesced), by upstream."),
         (TOOLS_DROPPED, "Tools beyond limits.max_tools_per_upstream dropped from the upstream's last listing."),
+        (SESSIONS_REFUSED, "HTTP sessions refused at a session limit, by reason (per_caller, total)."),
+        (CONNECTIONS_REFUSED, "HTTP connections refused, by reason (connection_limit, fd_limit)."),
     ];
     for (name, text) in help {
         // The kind is irrelevant to the exporter's descriptions; one call describes any kind.
@@ -246,7 +263,8 @@ impl Gateway {
     }
 }
 
-/// `GET /metrics` for `gateway`, under the listener's `Host`/`Origin` rules (403 otherwise); other methods get 405.
+/// `GET /metrics` for `gateway`, under the listener's `Host`/`Origin` rules (403 otherwise) and, when callers are
+/// configured, with a caller's token (401 otherwise); other methods get 405.
 /// Merge it into the MCP router (which only answers its own path).
 /// When the MCP endpoint itself is at `/metrics`, the endpoint wins and this router is empty.
 pub fn router(gateway: Gateway, spec: &HttpListenerSpec) -> Router {
@@ -265,6 +283,17 @@ async fn serve_metrics(State(state): State<Arc<(Gateway, HttpListenerSpec)>>, re
     }
     if request.method() != axum::http::Method::GET {
         return (StatusCode::METHOD_NOT_ALLOWED, [(ALLOW, "GET")], "method not allowed: use GET\n").into_response();
+    }
+    // Callers, sessions refused, tool names and upstreams are the operator's business: with callers configured the
+    // listener is meant to be reached by others, so a scrape needs a caller's token like the MCP endpoint.
+    let callers = &gateway.inner.spec.guardrails.callers;
+    if !crate::downstream::http::is_authenticated(request.headers(), callers) {
+        return (
+            StatusCode::UNAUTHORIZED,
+            [(WWW_AUTHENTICATE, "Bearer realm=\"toolgate\"")],
+            "unauthorized: send `Authorization: Bearer <token>` of a configured caller\n",
+        )
+            .into_response();
     }
     let body = gateway.render_metrics().await;
     (StatusCode::OK, [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body).into_response()

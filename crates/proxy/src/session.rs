@@ -72,6 +72,31 @@ impl Caller {
     }
 }
 
+/// Why a transport turned a client away before any session could handle it (counted by the gateway's metrics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Refusal {
+    /// The caller already had `max_sessions_per_caller` sessions, none of them idle.
+    SessionsPerCaller,
+    /// The listener already had `max_sessions` sessions, none of them idle long enough to evict.
+    SessionsTotal,
+    /// The listener already had `max_connections` connections open.
+    ConnectionLimit,
+    /// The process ran out of file descriptors while accepting a connection.
+    DescriptorLimit,
+}
+
+impl Refusal {
+    /// The metric label of this refusal.
+    pub fn label(self) -> &'static str {
+        match self {
+            Refusal::SessionsPerCaller => "per_caller",
+            Refusal::SessionsTotal => "total",
+            Refusal::ConnectionLimit => "connection_limit",
+            Refusal::DescriptorLimit => "fd_limit",
+        }
+    }
+}
+
 /// Opens sessions; the gateway implements it, and transport tests may use a small fake.
 pub trait SessionFactory: Send + Sync + 'static {
     /// Opens a new session for an authenticated caller and returns it with the receiver of everything it will
@@ -81,4 +106,9 @@ pub trait SessionFactory: Send + Sync + 'static {
         transport: TransportKind,
         caller: Caller,
     ) -> (Box<dyn ClientSession>, mpsc::Receiver<ClientBound>);
+
+    /// Counts a client the transport turned away; a fake factory may ignore it.
+    fn count_refusal(&self, refusal: Refusal) {
+        let _ = refusal;
+    }
 }

@@ -297,11 +297,24 @@ pub struct Limits {
     pub max_message_bytes: usize,
     /// Most concurrent client sessions (HTTP).
     pub max_sessions: usize,
+    /// Most concurrent HTTP sessions of one caller; when reached, that caller's least recently used idle session
+    /// is closed to make room, and without an idle one the new session is refused.
+    pub max_sessions_per_caller: usize,
     /// An HTTP session unused for this long is closed.
     pub session_idle_timeout: Duration,
     /// Most tools served from one upstream; the rest of its listing is dropped (logged, in its status and in
     /// `toolgate_upstream_tools_dropped`). Each tool costs memory in the catalog and the inventory.
     pub max_tools_per_upstream: usize,
+    /// Most concurrent HTTP connections; more are answered 503 and closed (`serve` lowers it to what the file
+    /// descriptor limit allows).
+    pub max_connections: usize,
+    /// A connection must send a request's headers within this long (also how long an idle keep-alive connection
+    /// is kept).
+    pub header_read_timeout: Duration,
+    /// Most approvals one session may have waiting for a person; beyond it a call needing one is refused.
+    pub max_pending_approvals_per_session: usize,
+    /// Most approvals one caller may have waiting for a person, over all its sessions.
+    pub max_pending_approvals_per_caller: usize,
 }
 
 impl Default for Limits {
@@ -309,8 +322,13 @@ impl Default for Limits {
         Limits {
             max_message_bytes: 16 * 1024 * 1024,
             max_sessions: 1024,
+            max_sessions_per_caller: 1024,
             session_idle_timeout: Duration::from_secs(30 * 60),
             max_tools_per_upstream: 1000,
+            max_connections: 4096,
+            header_read_timeout: Duration::from_secs(10),
+            max_pending_approvals_per_session: 16,
+            max_pending_approvals_per_caller: 64,
         }
     }
 }

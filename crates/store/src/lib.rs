@@ -46,6 +46,7 @@ mod decisions;
 mod error;
 mod inventory;
 mod migrations;
+mod permissions;
 mod pins;
 mod time;
 
@@ -71,6 +72,7 @@ pub use audit::{
 pub use decisions::{PIN_DECISION_KIND, PinDecision};
 pub use error::{AuditQueueError, StoreError};
 pub use inventory::{InventoryAccess, InventoryFinding, InventoryState, InventoryTool};
+pub use permissions::create_state_dir;
 pub use pins::{PendingPinChange, PinObservation, PinStore, PinnedTool, ToolSnapshot};
 pub use time::{format_rfc3339, parse_age, parse_rfc3339};
 
@@ -145,8 +147,7 @@ pub struct Store {
 impl Store {
     /// Opens `<state_dir>/toolgate.db` with default options, creating the directory and the database as needed.
     pub async fn open(state_dir: &Path) -> Result<Store, StoreError> {
-        std::fs::create_dir_all(state_dir)
-            .map_err(|source| StoreError::StateDir { path: state_dir.to_path_buf(), source })?;
+        create_state_dir(state_dir)?;
         Store::open_file(&state_dir.join(DATABASE_FILE), StoreOptions::default()).await
     }
 
@@ -167,6 +168,10 @@ impl Store {
             .synchronous(synchronous)
             .busy_timeout(options.busy_timeout)
             .foreign_keys(true);
+        // Before SQLite creates anything: its WAL and shared-memory files take the database's mode.
+        permissions::create_database(path)?;
+        let companions = permissions::companions(path);
+        permissions::tighten(std::iter::once(path).chain(companions.iter().map(PathBuf::as_path)));
         let opening = migrations::OpenLock::take(path).await?;
         let pool = SqlitePoolOptions::new().max_connections(4).connect_with(connect).await.map_err(open_error)?;
         migrations::run(&pool).await?;
@@ -179,6 +184,8 @@ impl Store {
         } else {
             None
         };
+        // Files SQLite made while the pool opened (a WAL beside an older, looser database, say).
+        permissions::tighten(companions.iter().map(PathBuf::as_path));
         let audit = AuditWriter::spawn(
             backend.clone(),
             options.redaction,

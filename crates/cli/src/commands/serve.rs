@@ -67,12 +67,14 @@ fn verify_manifests(spec: &mut GatewaySpec) -> Result<()> {
 /// audit log, pins and approvals there, and reloading the policy and the console's users from `config` on SIGHUP.
 /// `console_users` may log in to the console with their own tokens until a reload replaces them.
 pub(crate) async fn serve_spec(
-    spec: GatewaySpec,
+    mut spec: GatewaySpec,
     console_users: Vec<ConsoleUser>,
     state: PathBuf,
     config: Option<PathBuf>,
 ) -> Result<Outcome> {
-    std::fs::create_dir_all(&state)
+    size_from_descriptors(&mut spec);
+    // Owner only: the state holds arguments, approvals and the audit trail.
+    toolgate_store::create_state_dir(&state)
         .with_context(|| format!("cannot create the state directory {}", state.display()))?;
     let options = toolgate_store::StoreOptions {
         // The gateway journals the row written before each call is forwarded (fast, and it survives a crash of
@@ -157,6 +159,31 @@ pub(crate) async fn serve_spec(
         tracing::error!(%error, "the audit log could not be flushed at shutdown");
     }
     result.map(|()| Outcome::Clean)
+}
+
+/// Raises the open-files limit and lowers the HTTP limits to what it allows, saying what is in force.
+fn size_from_descriptors(spec: &mut GatewaySpec) {
+    let Some(descriptors) = crate::descriptors::raise_soft_limit() else { return };
+    let configured = spec.limits.clone();
+    let lowered = crate::descriptors::fit_limits(&mut spec.limits, descriptors.now, spec.upstreams.len());
+    let limits = &spec.limits;
+    if lowered {
+        tracing::warn!(
+            open_files = descriptors.now,
+            configured_connections = configured.max_connections,
+            configured_sessions = configured.max_sessions,
+            "the open-files limit is too low for the configured [limits]; lowered them (raise the hard limit, \
+             `ulimit -Hn`, to serve more)"
+        );
+    }
+    tracing::info!(
+        open_files_before = descriptors.before,
+        open_files = descriptors.now,
+        max_connections = limits.max_connections,
+        max_sessions = limits.max_sessions,
+        max_sessions_per_caller = limits.max_sessions_per_caller,
+        "file descriptors sized"
+    );
 }
 
 /// What a SIGHUP replaces, and the callers the console's users are checked against.
@@ -291,11 +318,17 @@ async fn serve_http(
     eprintln!("toolgate: serving MCP on {url}");
     lock(listeners).push(url);
     eprintln!("toolgate: console at http://{address}{}", console.login_path());
+    let gateway_for_refusals = gateway.clone();
     let router = toolgate_proxy::downstream::http::router(factory, http, limits, callers)
         // `/metrics` (Prometheus), under the same Host/Origin rules as the MCP endpoint.
         .merge(toolgate_proxy::metrics::router(gateway, http))
         .merge(console.router());
-    toolgate_proxy::downstream::http::serve(listener, router, shutdown_signal())
+    let counter = gateway_for_refusals;
+    let options = toolgate_proxy::downstream::http::ServeOptions {
+        on_refusal: Some(Arc::new(move |refusal| counter.count_refusal(refusal))),
+        ..toolgate_proxy::downstream::http::ServeOptions::from_limits(limits)
+    };
+    toolgate_proxy::downstream::http::serve_with(listener, router, shutdown_signal(), options)
         .await
         .context("the HTTP listener failed")
 }

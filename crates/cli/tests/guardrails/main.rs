@@ -4,6 +4,9 @@
 //!
 //! - [`listener`]: DNS rebinding (foreign `Host` or `Origin`: 403) and callers (no or a wrong token: 401; another
 //!   caller's session id: 404).
+//! - [`limits`]: sessions per caller (idle ones make room first, then a 503 naming the limit), the header-read
+//!   timeout, connections past the open-files limit refused with 503, `/metrics` behind a caller's token, private
+//!   state files.
 //! - [`inventory`]: after start the store holds every demo tool with hints, sources, risk and lint findings.
 //! - [`crash`]: `kill -9` in the middle of a burst of calls leaves an intact audit chain with a `call` row for every
 //!   call that was answered.
@@ -20,6 +23,7 @@
 
 mod crash;
 mod inventory;
+mod limits;
 mod listener;
 mod python;
 mod reload;

@@ -70,6 +70,22 @@ impl Serve {
     pub(crate) fn start(setup: &Setup, env: &[(&str, &str)]) -> Serve {
         let mut command = Command::new(toolgate_binary());
         command.args(["serve", "--config"]).arg(&setup.config).arg("--state-dir").arg(setup.state());
+        Serve::spawn(command, env)
+    }
+
+    /// Like [`Serve::start`], but through `sh -c 'PRELUDE; exec toolgate serve ...'` (a `ulimit`, say).
+    pub(crate) fn start_after(prelude: &str, setup: &Setup, env: &[(&str, &str)]) -> Serve {
+        let mut command = Command::new("sh");
+        command
+            .arg("-c")
+            .arg(format!("{prelude} && exec \"$0\" serve --config \"$1\" --state-dir \"$2\""))
+            .arg(toolgate_binary())
+            .arg(&setup.config)
+            .arg(setup.state());
+        Serve::spawn(command, env)
+    }
+
+    fn spawn(mut command: Command, env: &[(&str, &str)]) -> Serve {
         command.env_remove("TOOLGATE_STATE_DIR").env("TOOLGATE_LOG", "info").env("NO_COLOR", "1");
         for (key, value) in env {
             command.env(key, value);

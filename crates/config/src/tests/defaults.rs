@@ -95,6 +95,8 @@ fn listeners_and_limits_are_lowered() {
             max_sessions: 8,
             session_idle_timeout: Duration::from_secs(300),
             max_tools_per_upstream: 50,
+            max_sessions_per_caller: 8,
+            ..Limits::default()
         }
     );
 }

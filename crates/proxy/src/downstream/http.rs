@@ -12,15 +12,20 @@
 //! disconnects as cancelling its request.
 //!
 //! Layout: `checks` (headers and rejections), `message` (body framing), `session_table` (sessions and
-//! their demultiplexer tasks), `sse` (event-stream bodies).
+//! their demultiplexer tasks), `sse` (event-stream bodies), `listener` (the accept loop: connection cap,
+//! header-read timeout, refusals when descriptors run out), `warning` (rate-limited warnings).
 
 mod auth;
 mod checks;
+mod listener;
 mod message;
 mod session_table;
 mod sse;
+mod warning;
 
-use std::future::{Future, IntoFuture};
+pub use self::listener::{RefusalHook, ServeOptions};
+
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,7 +35,6 @@ use axum::http::header::CONTENT_TYPE;
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::serve::ListenerExt;
 use axum::{Extension, Router};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -66,6 +70,12 @@ pub(crate) fn check_host_and_origin(
     checks::check_host_and_origin(headers, uri, spec).is_ok()
 }
 
+/// True when the request authenticates as a configured caller, or when no callers are configured (for other
+/// routes on the same listener, such as `/metrics`).
+pub(crate) fn is_authenticated(headers: &axum::http::HeaderMap, callers: &[CallerSpec]) -> bool {
+    auth::authenticate(headers, callers).is_ok()
+}
+
 /// Fired by [`serve`] when the server stops: streams end and sessions close.
 #[derive(Clone)]
 struct Shutdown(CancellationToken);
@@ -80,7 +90,7 @@ pub fn router(
 ) -> Router {
     let endpoint = Endpoint {
         spec: Arc::new(spec.clone()),
-        sessions: Arc::new(SessionTable::new(factory, limits.max_sessions, limits.session_idle_timeout)),
+        sessions: Arc::new(SessionTable::new(factory, limits)),
         max_message_bytes: limits.max_message_bytes,
         callers: Arc::new(callers.to_vec()),
     };
@@ -89,39 +99,31 @@ pub fn router(
 
 /// Serves `router` on `listener` until `shutdown` completes; then open SSE streams end, sessions close, and
 /// connections get a short grace period to finish. Requests carry their peer address as `ConnectInfo<SocketAddr>`.
+/// Connections are bounded and timed as [`Limits::default`] says; [`serve_with`] takes other options.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     router: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    serve_with(listener, router, shutdown, ServeOptions::from_limits(&Limits::default())).await
+}
+
+/// [`serve`] with a connection cap, header-read timeout and refusal hook of the caller's choosing.
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    options: ServeOptions,
+) -> std::io::Result<()> {
     let token = CancellationToken::new();
     let router = router.layer(Extension(Shutdown(token.clone())));
     let signal_token = token.clone();
-    let signal = async move {
+    tokio::spawn(async move {
         shutdown.await;
         signal_token.cancel();
-    };
-    // Without TCP_NODELAY, an SSE answer written as several small events meets delayed ACKs: ~40 ms per request.
-    let listener = listener.tap_io(|stream| {
-        if let Err(error) = stream.set_nodelay(true) {
-            debug!(%error, "could not set TCP_NODELAY");
-        }
     });
-    // Each request carries its connection's peer address (`ConnectInfo<SocketAddr>`) for the routes that key on it
-    // (the console's failed-login limit); nothing here reads it.
-    let service = router.into_make_service_with_connect_info::<std::net::SocketAddr>();
-    let server = axum::serve(listener, service).with_graceful_shutdown(signal).into_future();
-    let grace = async {
-        token.cancelled().await;
-        tokio::time::sleep(SHUTDOWN_GRACE).await;
-    };
-    tokio::select! {
-        result = server => result,
-        () = grace => {
-            debug!("stopped waiting for open connections after the shutdown grace period");
-            Ok(())
-        }
-    }
+    listener::accept_loop(listener, router, token, options, SHUTDOWN_GRACE).await;
+    Ok(())
 }
 
 async fn handle(State(endpoint): State<Endpoint>, request: Request) -> Response {

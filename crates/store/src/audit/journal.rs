@@ -178,9 +178,8 @@ impl Journal {
 }
 
 fn open_append(path: &Path) -> Result<File, StoreError> {
-    OpenOptions::new()
-        .create(true)
-        .append(true)
+    // Owner only: a journal line holds what the audit row holds.
+    crate::permissions::private(OpenOptions::new().create(true).append(true))
         .open(path)
         .map_err(|source| StoreError::Journal { path: path.to_path_buf(), source })
 }

@@ -44,11 +44,13 @@ pub(super) struct Rejection {
     pub(super) allow: Option<&'static str>,
     /// Send a `WWW-Authenticate: Bearer` challenge (on 401).
     pub(super) challenge: bool,
+    /// Send `Retry-After` with this many seconds (on 503).
+    pub(super) retry_after: Option<u64>,
 }
 
 impl Rejection {
     pub(super) fn new(status: StatusCode, code: i64, message: impl Into<String>) -> Self {
-        Rejection { status, code, message: message.into(), allow: None, challenge: false }
+        Rejection { status, code, message: message.into(), allow: None, challenge: false, retry_after: None }
     }
 
     pub(super) fn method_not_allowed() -> Self {
@@ -68,6 +70,9 @@ impl IntoResponse for Rejection {
         let mut response = (self.status, [(CONTENT_TYPE, "application/json")], body).into_response();
         if let Some(allow) = self.allow {
             response.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));
+        }
+        if let Some(seconds) = self.retry_after {
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
         if self.challenge {
             response

@@ -1,6 +1,7 @@
 //! The HTTP sessions of one endpoint and the task per session that routes what the gateway sends.
 //!
-//! [`SessionTable`] opens sessions through the [`SessionFactory`] (bounded by `max_sessions`), finds them by
+//! [`SessionTable`] opens sessions through the [`SessionFactory`] (bounded by `max_sessions` and
+//! `max_sessions_per_caller`, making room by closing the least recently used idle session), finds them by
 //! `Mcp-Session-Id` and forgets them when closed. Each session runs one demultiplexer task over its
 //! `Receiver<ClientBound>`: `Response`/`Related` go to the POST waiting for that request id (a [`Pending`],
 //! registered before the request is delivered), `Unsolicited` goes to the GET stream or a small backlog. The same
@@ -20,7 +21,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use super::checks::{INTERNAL_ERROR, Rejection, TRANSPORT_ERROR};
-use crate::session::{Caller, ClientBound, ClientSession, SessionFactory, TransportKind};
+use super::warning::RateLimitedWarning;
+use crate::session::{Caller, ClientBound, ClientSession, Refusal, SessionFactory, TransportKind};
+use crate::spec::Limits;
 
 /// Messages buffered for one POST's answer before the demultiplexer waits for the client to read them.
 const REQUEST_CAPACITY: usize = 64;
@@ -31,6 +34,13 @@ const STREAM_CAPACITY: usize = 256;
 const BACKLOG_CAPACITY: usize = 64;
 /// Idle checks never run more often than this, whatever the configured timeout.
 const MIN_IDLE_TIMEOUT: Duration = Duration::from_secs(1);
+/// A full table closes another caller's idle session only once it has been unused this long (or the idle timeout,
+/// when shorter).
+const EVICTABLE_AFTER: Duration = Duration::from_secs(60);
+/// What a refused `initialize` is told to wait before trying again.
+const SESSION_RETRY_AFTER_SECONDS: u64 = 5;
+/// At most one warning per this interval about refused sessions; the rest are counted in the next one.
+const REFUSAL_WARNING_INTERVAL: Duration = Duration::from_secs(10);
 
 /// A message for the POST that sent request `request_id`.
 #[derive(Debug)]
@@ -49,62 +59,170 @@ pub(super) fn request_key(id: &Value) -> String {
 /// Every live session of one endpoint.
 pub(super) struct SessionTable {
     factory: Arc<dyn SessionFactory>,
-    sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
+    sessions: Mutex<Sessions>,
     max_sessions: usize,
+    max_per_caller: usize,
     idle_timeout: Duration,
+    refusal_warning: RateLimitedWarning,
+}
+
+/// The sessions by id, and how many each caller has open (so the per-caller check costs no scan).
+#[derive(Default)]
+struct Sessions {
+    by_id: HashMap<String, Arc<HttpSession>>,
+    per_caller: HashMap<String, usize>,
+}
+
+impl Sessions {
+    fn insert(&mut self, id: String, session: Arc<HttpSession>) {
+        *self.per_caller.entry(session.caller.clone()).or_default() += 1;
+        self.by_id.insert(id, session);
+    }
+
+    fn remove(&mut self, id: &str) -> Option<Arc<HttpSession>> {
+        let session = self.by_id.remove(id)?;
+        if let Some(count) = self.per_caller.get_mut(&session.caller) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                self.per_caller.remove(&session.caller);
+            }
+        }
+        Some(session)
+    }
+
+    fn count_of(&self, caller: &str) -> usize {
+        self.per_caller.get(caller).copied().unwrap_or(0)
+    }
+
+    /// The idle session (nothing in flight, no GET stream) unused longest among those `eligible` picks, if it has
+    /// been unused at least `min_idle`.
+    fn least_recently_used_idle(
+        &self,
+        eligible: impl Fn(&HttpSession) -> bool,
+        min_idle: Duration,
+    ) -> Option<Arc<HttpSession>> {
+        self.by_id
+            .values()
+            .filter(|session| eligible(session))
+            .filter_map(|session| session.idle_since().map(|since| (since, session)))
+            .filter(|(since, _)| since.elapsed() >= min_idle)
+            .min_by_key(|(since, _)| *since)
+            .map(|(_, session)| Arc::clone(session))
+    }
 }
 
 impl SessionTable {
-    pub(super) fn new(factory: Arc<dyn SessionFactory>, max_sessions: usize, idle_timeout: Duration) -> Self {
+    pub(super) fn new(factory: Arc<dyn SessionFactory>, limits: &Limits) -> Self {
         SessionTable {
             factory,
-            sessions: Mutex::new(HashMap::new()),
-            max_sessions,
-            idle_timeout: idle_timeout.max(MIN_IDLE_TIMEOUT),
+            sessions: Mutex::new(Sessions::default()),
+            max_sessions: limits.max_sessions.max(1),
+            max_per_caller: limits.max_sessions_per_caller.max(1),
+            idle_timeout: limits.session_idle_timeout.max(MIN_IDLE_TIMEOUT),
+            refusal_warning: RateLimitedWarning::new(REFUSAL_WARNING_INTERVAL),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<HttpSession>>> {
+    fn lock(&self) -> MutexGuard<'_, Sessions> {
         self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Opens a session and starts its demultiplexer; 503 when `max_sessions` are open. Must run inside a tokio
-    /// runtime. `shutdown` closes the session when the server stops.
+    /// Opens a session and starts its demultiplexer. When the caller is at `max_sessions_per_caller`, its least
+    /// recently used idle session is closed to make room; when the table is at `max_sessions`, the least recently
+    /// used session idle for [`EVICTABLE_AFTER`] is; with none to close, 503 naming the limit. Must run inside a
+    /// tokio runtime. `shutdown` closes the session when the server stops.
     pub(super) fn open(
         self: &Arc<Self>,
         shutdown: CancellationToken,
         caller: Caller,
     ) -> Result<Arc<HttpSession>, Rejection> {
         let mut sessions = self.lock();
-        if sessions.len() >= self.max_sessions {
-            debug!(max_sessions = self.max_sessions, "refused a new session: the session table is full");
-            return Err(Rejection::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                TRANSPORT_ERROR,
-                "service unavailable: too many sessions",
-            ));
+        let mut evicted = Vec::new();
+        if sessions.count_of(&caller.name) >= self.max_per_caller {
+            // The caller's own sessions only, whatever their age: a client that forgets to DELETE its sessions
+            // pays for it itself.
+            let own = |session: &HttpSession| session.caller == caller.name;
+            match sessions.least_recently_used_idle(own, Duration::ZERO) {
+                Some(oldest) => evicted.extend(sessions.remove(oldest.id())),
+                None => {
+                    drop(sessions);
+                    return Err(self.refuse(Refusal::SessionsPerCaller, &caller.name));
+                }
+            }
+        }
+        if sessions.by_id.len() >= self.max_sessions {
+            // Another caller's session goes only after a while unused, so a burst cannot push out sessions that
+            // are merely between two requests.
+            match sessions.least_recently_used_idle(|_| true, EVICTABLE_AFTER.min(self.idle_timeout)) {
+                Some(oldest) => evicted.extend(sessions.remove(oldest.id())),
+                None => {
+                    drop(sessions);
+                    for session in evicted {
+                        session.close();
+                    }
+                    return Err(self.refuse(Refusal::SessionsTotal, &caller.name));
+                }
+            }
         }
         // Under the table lock so two initializes cannot both take the last slot; open_session is synchronous.
         let caller_name = caller.name.clone();
         let (inner, receiver) = self.factory.open_session(TransportKind::Http, caller);
         let id = inner.id().to_owned();
         let usable = !id.is_empty() && id.bytes().all(|byte| (0x21..=0x7e).contains(&byte));
-        if !usable || sessions.contains_key(&id) {
+        if !usable || sessions.by_id.contains_key(&id) {
+            drop(sessions);
             warn!("the gateway issued an unusable or duplicate session id; session closed");
             inner.close();
+            for session in evicted {
+                session.close();
+            }
             return Err(Rejection::new(StatusCode::INTERNAL_SERVER_ERROR, INTERNAL_ERROR, "internal error"));
         }
         let session = Arc::new(HttpSession::new(inner, caller_name));
         sessions.insert(id, Arc::clone(&session));
         drop(sessions);
+        for old in evicted {
+            debug!(session = old.id(), caller = old.caller(), "closing the least recently used idle session");
+            old.close();
+        }
         debug!(session = session.id(), "session opened");
         tokio::spawn(demultiplex(Arc::downgrade(self), Arc::clone(&session), receiver, shutdown, self.idle_timeout));
         Ok(session)
     }
 
+    /// Counts and logs (rate-limited) a refused session, and the 503 that says which limit and how to raise it.
+    fn refuse(&self, refusal: Refusal, caller: &str) -> Rejection {
+        self.factory.count_refusal(refusal);
+        let message = match refusal {
+            Refusal::SessionsPerCaller => format!(
+                "service unavailable: caller `{caller}` has {} sessions open, the most one caller may have, and none \
+                 is idle (end unused sessions with DELETE, or raise [limits] max_sessions_per_caller)",
+                self.max_per_caller
+            ),
+            _ => format!(
+                "service unavailable: {} sessions are open, the most this server allows, and none is idle (raise \
+                 [limits] max_sessions)",
+                self.max_sessions
+            ),
+        };
+        self.refusal_warning.warn(|suppressed| {
+            warn!(
+                reason = refusal.label(),
+                caller,
+                max_sessions = self.max_sessions,
+                max_sessions_per_caller = self.max_per_caller,
+                suppressed,
+                "refused a new session: {message}"
+            );
+        });
+        let mut rejection = Rejection::new(StatusCode::SERVICE_UNAVAILABLE, TRANSPORT_ERROR, message);
+        rejection.retry_after = Some(SESSION_RETRY_AFTER_SECONDS);
+        rejection
+    }
+
     /// The live session with this id, marked as used now.
     pub(super) fn get(&self, id: &str) -> Option<Arc<HttpSession>> {
-        let session = self.lock().get(id).cloned()?;
+        let session = self.lock().by_id.get(id).cloned()?;
         if session.is_closed() {
             return None;
         }
@@ -116,7 +234,7 @@ impl SessionTable {
     pub(super) fn close(&self, session: &HttpSession) {
         session.close();
         let mut sessions = self.lock();
-        if sessions.get(session.id()).is_some_and(|known| std::ptr::eq(Arc::as_ptr(known), session)) {
+        if sessions.by_id.get(session.id()).is_some_and(|known| std::ptr::eq(Arc::as_ptr(known), session)) {
             sessions.remove(session.id());
         }
     }
@@ -261,6 +379,13 @@ impl HttpSession {
             return false;
         }
         state.last_used.elapsed() >= timeout
+    }
+
+    /// When the session was last used, if it is idle now (nothing in flight, no GET stream).
+    fn idle_since(&self) -> Option<Instant> {
+        let state = self.lock();
+        let busy = !state.waiters.is_empty() || state.stream.as_ref().is_some_and(|slot| !slot.sender.is_closed());
+        (!busy && !self.is_closed()).then_some(state.last_used)
     }
 
     fn idle_deadline(&self, timeout: Duration) -> Instant {
