@@ -67,6 +67,8 @@ pub(crate) struct GatewayInner {
     pub(crate) metrics: crate::metrics::GatewayMetrics,
     /// Each upstream's last listed tools, so a call during its reconnect is told so (`pipeline::call_tool`).
     pub(crate) known_tools: crate::known_tools::KnownTools,
+    /// Places in the approval queue per session and per caller.
+    pub(crate) approval_quota: Arc<crate::guard::approval_quota::ApprovalQuota>,
 }
 
 /// The running gateway (cheap to clone).
@@ -115,6 +117,7 @@ impl Gateway {
             .collect();
         let (settled, _) = watch::channel(0);
         let metrics = crate::metrics::GatewayMetrics::new(spec.upstreams.iter().map(|upstream| upstream.name.as_str()));
+        let approval_quota = Arc::new(crate::guard::approval_quota::ApprovalQuota::new(&spec.limits));
         Ok(Gateway {
             inner: Arc::new(GatewayInner {
                 spec,
@@ -132,6 +135,7 @@ impl Gateway {
                 inventory: Default::default(),
                 metrics,
                 known_tools: Default::default(),
+                approval_quota,
             }),
         })
     }

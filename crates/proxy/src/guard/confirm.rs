@@ -28,6 +28,7 @@ use toolgate_store::{ApprovalId, ApprovalWait, AuditKind, PendingApproval, diges
 use crate::catalog::ExposedTool;
 use crate::client::SessionShared;
 use crate::gateway::GatewayInner;
+use crate::guard::approval_quota::queue_full;
 use crate::guard::audit;
 use crate::pipeline::{call_facts, decide_with, resolve};
 use crate::spec::ConfirmVia;
@@ -172,6 +173,11 @@ async fn by_queue(
              available; it was not made"
                 .into(),
         ));
+    };
+    // Held while the call waits: past the cap, refused (and audited) rather than queued.
+    let _slot = match gateway.approval_quota.reserve(&session.id, &session.caller.name) {
+        Ok(slot) => slot,
+        Err(exceeded) => return Some(Confirmation::Refused(queue_full(gateway, session, tool, exceeded))),
     };
     let spec = &gateway.spec.guardrails.confirmation;
     let now = SystemTime::now();

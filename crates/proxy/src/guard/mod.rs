@@ -4,6 +4,7 @@
 //!
 //! Each module is one concern with one entry point; the pipeline (`crate::pipeline`) decides when each runs.
 
+pub(crate) mod approval_quota;
 pub(crate) mod audit;
 pub(crate) mod confirm;
 pub(crate) mod pins;

@@ -15,4 +15,5 @@ mod approvals;
 mod claims;
 mod harness;
 mod pins;
+mod queue_flood;
 mod visibility;
