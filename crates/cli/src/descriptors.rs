@@ -30,14 +30,14 @@ pub(crate) fn raise_soft_limit() -> Option<DescriptorLimit> {
     #[cfg(unix)]
     {
         use nix::sys::resource::{Resource, getrlimit, setrlimit};
-        let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).ok()?;
-        let (soft, hard) = (u64::from(soft), u64::from(hard));
+        // `rlim_t` is a u64 on Linux and macOS.
+        let (soft, hard): (u64, u64) = getrlimit(Resource::RLIMIT_NOFILE).ok()?;
         let target = hard.min(RAISE_CEILING).max(soft);
-        if target > soft {
-            if let Err(error) = setrlimit(Resource::RLIMIT_NOFILE, target as _, hard as _) {
-                tracing::warn!(%error, soft, hard, "could not raise the open-files limit");
-                return Some(DescriptorLimit { before: soft, now: soft });
-            }
+        if target > soft
+            && let Err(error) = setrlimit(Resource::RLIMIT_NOFILE, target, hard)
+        {
+            tracing::warn!(%error, soft, hard, "could not raise the open-files limit");
+            return Some(DescriptorLimit { before: soft, now: soft });
         }
         Some(DescriptorLimit { before: soft, now: target })
     }
