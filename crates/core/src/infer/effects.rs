@@ -285,7 +285,9 @@ fn predicate_at(words: &[&str], index: usize) -> Option<(String, VerbClass)> {
         return Some((phrase(2), class));
     }
     // `also deletes`, `will also erase the`, `then send it`.
-    if SEQUENCE_WORDS.contains(word) && !negated(words, index) {
+    // Not after `to`: "use stripped to also remove quoted replies" describes an option, it states nothing done.
+    let infinitive = index > 0 && words[index - 1] == "to";
+    if SEQUENCE_WORDS.contains(word) && !infinitive && !negated(words, index) {
         let mut verb_index = index + 1;
         while words.get(verb_index).is_some_and(|next| SEQUENCE_WORDS.contains(next)) {
             verb_index += 1;
@@ -431,6 +433,7 @@ mod tests {
             "Refuses binary files and truncates very large content with a marker.",
             "Returns the page, then truncates long output.",
             "Replaces the manual chain of search, details and distance calls.",
+            "Body format. Use stripped to also remove quoted replies.",
             "Lists posts to the channel and the changes the commit made.",
             "Returns the latest updates the team published.",
         ];
