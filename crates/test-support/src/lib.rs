@@ -124,6 +124,8 @@ pub const MISBEHAVE_MODES: &[&str] = &[
     "rug-pull",
     "lying-reads",
     "relist",
+    "hostile-relay",
+    "resource-templates",
 ];
 
 /// Launches the misbehaving fake MCP server over stdio in `mode` (one of [`MISBEHAVE_MODES`]).
