@@ -144,6 +144,21 @@ fn key_meaning(key: &str) -> KeyMeaning {
     }
 }
 
+/// The spec hint an annotation key stands for under any spelling toolgate reads (`readOnly`, `read_only_hint`,
+/// `ReadOnlyHint`, the spec key itself), or `None`. The relay uses it to remove other spellings that would
+/// contradict the hints it rewrote.
+pub fn hint_of_key(key: &str) -> Option<Hint> {
+    match key_meaning(key) {
+        KeyMeaning::Hint(hint) => Some(hint),
+        _ => None,
+    }
+}
+
+/// A boolean-ish value as toolgate reads a hint (`true`, `"yes"`, `1`), or `None` when it is no boolean at all.
+pub fn loose_bool(value: &Value) -> Option<bool> {
+    read_bool(value).ok().map(|(flag, _)| flag)
+}
+
 /// Parses `"true"`, `"False"`, `"yes"`, `"no"`, `"1"`, `"0"`, `"on"`, `"off"`.
 pub fn parse_loose_bool(text: &str) -> Option<bool> {
     match text.trim().to_ascii_lowercase().as_str() {
