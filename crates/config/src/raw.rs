@@ -30,7 +30,7 @@ pub(crate) const TOP_LEVEL_KEYS: [&str; 12] = [
 ];
 
 /// Keys of `[[upstream]]` people put at the top level; they get a friendlier error than a plain typo.
-pub(crate) const UPSTREAM_ONLY_KEYS: [&str; 3] = ["trust", "min_confidence", "manifest"];
+pub(crate) const UPSTREAM_ONLY_KEYS: [&str; 4] = ["trust", "min_confidence", "manifest", "open_world_content"];
 
 /// One `[[upstream]]` table.
 #[derive(Debug, Deserialize)]
@@ -51,6 +51,7 @@ pub(crate) struct RawUpstream {
     pub(crate) trust: Option<Spanned<TrustLevel>>,
     pub(crate) min_confidence: Option<Spanned<f64>>,
     pub(crate) manifest: Option<Spanned<RawManifest>>,
+    pub(crate) open_world_content: Option<Spanned<bool>>,
     pub(crate) tools: Option<BTreeMap<Spanned<String>, Spanned<RawToolOverride>>>,
 }
 

@@ -1,4 +1,5 @@
-//! An upstream's `trust`, `min_confidence` and `[upstream.manifest]`: how far its declared hints are believed.
+//! An upstream's `trust`, `min_confidence`, `[upstream.manifest]` and `open_world_content`: how far its declared
+//! hints are believed, and whether its prompts and resources count as content from outside.
 //!
 //! `untrusted` (the default) lets declarations only tighten unless inference agrees with at least
 //! `min_confidence`; `pinned` and `verified` believe them. `verified` needs a manifest signed by one of the listed
@@ -70,7 +71,8 @@ pub(crate) fn lower_trust(raw: &RawUpstream, label: &str, cx: &mut Context<'_>) 
         );
         cx.warn(trust.span().start, message);
     }
-    UpstreamTrust { level, min_confidence, manifest, ..UpstreamTrust::default() }
+    let open_world_content = raw.open_world_content.as_ref().map(|value| *value.get_ref());
+    UpstreamTrust { level, min_confidence, manifest, open_world_content, ..UpstreamTrust::default() }
 }
 
 fn lower_manifest(raw: &RawManifest, label: &str, cx: &mut Context<'_>) -> Option<ManifestSpec> {

@@ -5,7 +5,13 @@
 //! hold an `Arc<Catalog>` snapshot, so a call never sees half an update). Tool definitions are rewritten here and
 //! only here: the four hints are made explicit from the core's effective values, and provenance, risk, action
 //! phrase and fingerprint go under `_meta["toolgate/annotations"]`. Every other field of the definition survives
-//! byte for byte in meaning. Name collisions are resolved by configuration order and reported.
+//! byte for byte in meaning, except what would contradict that rewrite: `_meta` keys under `toolgate/` (only toolgate
+//! writes those) and other spellings of the four hints (`readOnly`, a top-level `readOnlyHint`, ...) whose value
+//! disagrees with the rewritten hint. Prompts, resources and templates lose their `toolgate/` `_meta` keys too.
+//!
+//! One precedence for every kind: configuration order. A tool or prompt name, a listed resource URI or a template
+//! belongs to the earliest upstream that offers it (a URI is the earlier upstream's whether it lists it or only a
+//! template of it matches); a later upstream's same item is hidden and the collision reported.
 //!
 //! A quarantined definition (changed since it was pinned, or new on a pinned upstream) is exposed as untrusted
 //! whatever the upstream's trust: nobody reviewed it, so its declared hints may only tighten. Trusting it would let
@@ -16,12 +22,14 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 use toolgate_core::facts::{ToolFacts, tool_facts};
+use toolgate_core::normalize::{hint_of_key, loose_bool};
 use toolgate_core::trust::{TrustLevel, TrustedHints, resolve_trusted_hints};
 use toolgate_core::{EffectiveHints, Hint, HintOverrides, HintSource, ToolDefinition, assess_tool};
 
+use crate::guard::results::remove_foreign_meta;
 use crate::naming::exposed_name;
+use crate::resource_index::ResourceIndex;
 use crate::spec::{Quarantine, UpstreamSpec};
-use crate::uri_template::UriTemplate;
 
 /// The `_meta` key under which toolgate puts what it knows about a tool.
 pub const META_KEY: &str = "toolgate/annotations";
@@ -146,11 +154,14 @@ pub struct ExposedPrompt {
 pub struct Catalog {
     tools: Vec<Arc<ExposedTool>>,
     tool_index: HashMap<String, usize>,
+    /// (upstream, the upstream's own name) → index in `tools`.
+    tool_origins: HashMap<(usize, String), usize>,
+    /// Per upstream index: whether its non-tool content (prompts, resources, completions) is open-world.
+    content_open_world: Vec<bool>,
     prompts: Vec<ExposedPrompt>,
     prompt_index: HashMap<String, usize>,
-    resources: Vec<(usize, Value)>,
-    resource_index: HashMap<String, usize>,
-    templates: Vec<(usize, Value, UriTemplate)>,
+    /// Listed resources and templates with their owners (configuration order wins).
+    resources: ResourceIndex,
     resource_servers: Vec<usize>,
     /// One line per name that lost a collision.
     pub collisions: Vec<String>,
@@ -184,24 +195,27 @@ impl Catalog {
         let mut catalog = Catalog { resource_servers: resource_servers.to_vec(), ..Catalog::default() };
         let mut owners: HashMap<String, usize> = HashMap::new();
         for (upstream, (spec, checked)) in specs.iter().zip(listings).enumerate() {
-            let Some(checked) = checked else { continue };
+            let Some(checked) = checked else {
+                catalog.content_open_world.push(spec.trust.open_world_content.unwrap_or(true));
+                continue;
+            };
             let listing = &checked.listing;
+            // Every tool exposed and closed-world: only then is the upstream's other content taken as closed-world
+            // (no tools, a hidden or an invalid one: nothing vouches for it).
+            let mut every_tool_closed = !listing.tools.is_empty();
             for raw in &listing.tools {
-                catalog.add_tool(upstream, spec, raw, &mut owners, specs, checked, context.quarantine);
+                let open_world = catalog.add_tool(upstream, spec, raw, &mut owners, specs, checked, context.quarantine);
+                every_tool_closed &= open_world == Some(false);
             }
+            catalog.content_open_world.push(spec.trust.open_world_content.unwrap_or(!every_tool_closed));
             for raw in &listing.prompts {
                 catalog.add_prompt(upstream, spec, raw, specs);
             }
             for raw in &listing.resources {
-                if let Some(uri) = raw.get("uri").and_then(Value::as_str) {
-                    catalog.resource_index.entry(uri.to_owned()).or_insert(upstream);
-                    catalog.resources.push((upstream, raw.clone()));
-                }
+                catalog.add_resource(upstream, raw, specs);
             }
             for raw in &listing.templates {
-                if let Some(template) = raw.get("uriTemplate").and_then(Value::as_str) {
-                    catalog.templates.push((upstream, raw.clone(), UriTemplate::parse(template)));
-                }
+                catalog.add_template(upstream, raw, specs);
             }
         }
         catalog
@@ -217,12 +231,12 @@ impl Catalog {
         specs: &[UpstreamSpec],
         checked: &CheckedListing,
         quarantine: Quarantine,
-    ) {
+    ) -> Option<bool> {
         let tool = match ToolDefinition::from_value(raw.clone()) {
             Ok(tool) => tool,
             Err(error) => {
                 tracing::warn!(upstream = %spec.name, %error, "skipping an invalid tool definition");
-                return;
+                return None;
             }
         };
         let original_name = tool.name().to_owned();
@@ -233,7 +247,7 @@ impl Catalog {
         let mut exposed = expose_definition(&tool, &name, spec, false);
         if is_quarantined(spec, checked, &original_name, &exposed.fingerprint) {
             if quarantine == Quarantine::Hide {
-                return;
+                return None;
             }
             exposed = expose_definition(&tool, &name, spec, true);
         }
@@ -244,11 +258,14 @@ impl Catalog {
                  the same name",
                 spec.name
             ));
-            return;
+            return None;
         }
         owners.insert(name.clone(), upstream);
+        let open_world = exposed.hints.open_world.value;
         self.tool_index.insert(name, self.tools.len());
+        self.tool_origins.insert((upstream, original_name.clone()), self.tools.len());
         self.tools.push(Arc::new(ExposedTool { upstream, original_name, ..exposed }));
+        Some(open_world)
     }
 
     fn add_prompt(&mut self, upstream: usize, spec: &UpstreamSpec, raw: &Value, specs: &[UpstreamSpec]) {
@@ -264,8 +281,38 @@ impl Catalog {
         }
         let mut definition = raw.clone();
         definition["name"] = Value::String(name.clone());
+        remove_foreign_meta(&mut definition);
         self.prompt_index.insert(name, self.prompts.len());
         self.prompts.push(ExposedPrompt { upstream, original_name: original_name.to_owned(), definition });
+    }
+
+    fn add_resource(&mut self, upstream: usize, raw: &Value, specs: &[UpstreamSpec]) {
+        if let Some(collision) = self.resources.add_resource(upstream, raw, specs) {
+            self.collisions.push(collision);
+        }
+    }
+
+    fn add_template(&mut self, upstream: usize, raw: &Value, specs: &[UpstreamSpec]) {
+        if let Some(collision) = self.resources.add_template(upstream, raw, specs) {
+            self.collisions.push(collision);
+        }
+    }
+
+    /// The upstream that declared a resource template with exactly this `uriTemplate` (the earliest one).
+    pub fn template_owner(&self, uri_template: &str) -> Option<usize> {
+        self.resources.template_owner(uri_template)
+    }
+
+    /// The tool `upstream` calls `original_name`, if the catalog exposes it.
+    pub fn tool_of(&self, upstream: usize, original_name: &str) -> Option<&Arc<ExposedTool>> {
+        self.tool_origins.get(&(upstream, original_name.to_owned())).and_then(|index| self.tools.get(*index))
+    }
+
+    /// Whether an upstream's prompts, resources and completions count as open-world content (they taint a session
+    /// that receives them): the upstream's `open_world_content` setting, else true unless it lists tools and every
+    /// one of them is exposed as closed-world. An unknown upstream counts as open-world.
+    pub fn content_open_world(&self, upstream: usize) -> bool {
+        self.content_open_world.get(upstream).copied().unwrap_or(true)
     }
 
     /// Every exposed tool, in configuration order then each upstream's order.
@@ -290,25 +337,22 @@ impl Catalog {
 
     /// Every listed resource, raw.
     pub fn resources(&self) -> impl Iterator<Item = &Value> {
-        self.resources.iter().map(|(_, raw)| raw)
+        self.resources.resources()
     }
 
     /// Every resource template, raw.
     pub fn templates(&self) -> impl Iterator<Item = &Value> {
-        self.templates.iter().map(|(_, raw, _)| raw)
+        self.resources.templates()
     }
 
-    /// The upstream that owns a resource URI: a listed resource first, then the first matching template, then
-    /// the only upstream that serves resources at all (servers accept URIs they do not list).
+    /// The upstream that owns a resource URI: the earliest upstream in configuration order that lists it or has a
+    /// template matching it, else the only upstream that serves resources at all (servers accept URIs they do not
+    /// list).
     pub fn resource_owner(&self, uri: &str) -> Option<usize> {
-        self.resource_index
-            .get(uri)
-            .copied()
-            .or_else(|| self.templates.iter().find(|(_, _, template)| template.matches(uri)).map(|(owner, ..)| *owner))
-            .or(match self.resource_servers.as_slice() {
-                [only] => Some(*only),
-                _ => None,
-            })
+        self.resources.owner(uri).or(match self.resource_servers.as_slice() {
+            [only] => Some(*only),
+            _ => None,
+        })
     }
 }
 
@@ -361,8 +405,10 @@ pub(crate) fn expose_definition(
     let facts = tool_facts(tool, &trusted.hints);
     let mut definition = tool.raw().clone();
     definition.insert("name".into(), Value::String(name.to_owned()));
+    remove_contradicting_spellings(&mut definition, &trusted.hints);
 
     let mut annotations = tool.annotations().cloned().unwrap_or_default();
+    remove_contradicting_spellings(&mut annotations, &trusted.hints);
     for hint in Hint::ALL {
         annotations.insert(hint.wire_key().into(), Value::Bool(trusted.hints.get(hint).value));
     }
@@ -402,6 +448,7 @@ pub(crate) fn expose_definition(
         record["upstreamName"] = Value::String(tool.name().to_owned());
     }
     let mut meta = tool.meta().cloned().unwrap_or_default();
+    meta.retain(|key, _| !key.starts_with(crate::guard::results::RESERVED_META_PREFIX));
     meta.insert(META_KEY.into(), record);
     definition.insert("_meta".into(), Value::Object(meta));
 
@@ -424,6 +471,17 @@ pub(crate) fn expose_definition(
     }
 }
 
+/// Removes from `object` (a tool definition or its `annotations`) every spelling of a hint that toolgate reads
+/// (`readOnly`, `destructive_hint`, a top-level `readOnlyHint`, ...) whose value is not the rewritten hint's: a
+/// client reading that spelling would otherwise see the upstream's claim instead of toolgate's. Agreeing spellings
+/// stay; the spec keys inside `annotations` are rewritten afterwards anyway.
+fn remove_contradicting_spellings(object: &mut Map<String, Value>, hints: &EffectiveHints) {
+    object.retain(|key, value| match hint_of_key(key) {
+        Some(hint) => loose_bool(value) == Some(hints.get(hint).value),
+        None => true,
+    });
+}
+
 /// What the gateway knows beyond the listings when it builds a catalog.
 #[derive(Debug, Clone, Default)]
 pub struct CatalogContext {
@@ -434,208 +492,4 @@ pub struct CatalogContext {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::collections::BTreeMap;
-
-    use serde_json::json;
-    use toolgate_core::DeclaredHints;
-    use toolgate_core::trust::HintRule;
-
-    use super::*;
-    use crate::spec::Prefix;
-
-    fn spec(name: &str, prefix: Prefix, overrides: BTreeMap<String, HintOverrides>) -> UpstreamSpec {
-        UpstreamSpec { prefix, overrides, ..UpstreamSpec::unstarted(name) }
-    }
-
-    fn listing(tools: Value) -> Option<Arc<UpstreamListing>> {
-        let tools = tools.as_array().cloned().unwrap_or_default();
-        Some(Arc::new(UpstreamListing { tools, ..UpstreamListing::default() }))
-    }
-
-    fn fingerprint(tool: &Value) -> String {
-        let tool = ToolDefinition::from_value(tool.clone()).unwrap_or_else(|error| unreachable!("{error}"));
-        toolgate_core::fingerprint::fingerprint_tool(&tool).map(|fingerprint| fingerprint.whole).unwrap_or_default()
-    }
-
-    /// A pinned upstream's listing of `tools`, checked with `approved` as the approved definitions.
-    fn checked(tools: &Value, approved: &[Value]) -> Option<Arc<CheckedListing>> {
-        let tools = tools.as_array().cloned().unwrap_or_default();
-        let name = |tool: &Value| tool["name"].as_str().unwrap_or_default().to_owned();
-        Some(Arc::new(CheckedListing {
-            fingerprints: tools.iter().map(|tool| (name(tool), fingerprint(tool))).collect(),
-            approved: Some(approved.iter().map(|tool| (name(tool), fingerprint(tool))).collect()),
-            listing: Arc::new(UpstreamListing { tools, ..UpstreamListing::default() }),
-            dropped_tools: 0,
-        }))
-    }
-
-    fn pinned(name: &str) -> UpstreamSpec {
-        let mut spec = spec(name, Prefix::None, BTreeMap::new());
-        spec.trust.level = TrustLevel::Pinned;
-        spec
-    }
-
-    #[test]
-    fn rewrites_hints_and_keeps_every_other_field() {
-        let tool = json!({
-            "name": "purge", "description": "Deletes every note.", "icons": [{"src": "data:,"}], "x-extra": 1,
-            "execution": {"taskSupport": "optional"},
-            "inputSchema": {"type": "object", "$defs": {"a": {"type": "string"}}, "properties": {"p": {"$ref": "#/$defs/a"}}},
-            "annotations": {"readOnlyHint": true, "x-vendorRisk": "high", "title": "Purge"},
-            "_meta": {"ui": {"resourceUri": "ui://x", "visibility": ["model", "app"]}}
-        });
-        let catalog =
-            Catalog::build(&[spec("notes", Prefix::None, BTreeMap::new())], &[listing(json!([tool.clone()]))]);
-        let exposed = catalog.tool("purge").map(|tool| tool.definition.clone()).unwrap_or_default();
-        for key in ["description", "icons", "x-extra", "execution", "inputSchema"] {
-            assert_eq!(exposed[key], tool[key], "{key} survives");
-        }
-        assert_eq!(exposed["annotations"]["x-vendorRisk"], "high");
-        assert_eq!(exposed["annotations"]["title"], "Purge");
-        for hint in Hint::ALL {
-            assert!(exposed["annotations"][hint.wire_key()].is_boolean(), "{} is explicit", hint.wire_key());
-        }
-        assert_eq!(exposed["_meta"]["ui"], tool["_meta"]["ui"]);
-        let record = &exposed["_meta"][META_KEY];
-        assert_eq!(record["upstream"], "notes");
-        // An untrusted upstream's relaxing declaration ("read-only" on a tool that deletes) does not count.
-        assert_eq!(exposed["annotations"]["readOnlyHint"], false);
-        assert_eq!(record["trust"], "untrusted");
-        assert_eq!(record["rules"]["readOnlyHint"], "declared-relaxing-rejected");
-        assert!(record["fingerprint"].as_str().is_some_and(|digest| digest.starts_with("sha256:")));
-    }
-
-    #[test]
-    fn a_pinned_upstream_s_declarations_win() {
-        let tools = json!([{"name": "purge", "description": "Deletes every note.", "inputSchema": {"type": "object"},
-                            "annotations": {"readOnlyHint": true}}]);
-        let approved = tools.as_array().cloned().unwrap_or_default();
-        let catalog =
-            Catalog::build_with(&[pinned("notes")], &[checked(&tools, &approved)], &CatalogContext::default());
-        let exposed = catalog.tool("purge").map(|tool| tool.definition.clone()).unwrap_or_default();
-        assert_eq!(exposed["annotations"]["readOnlyHint"], true);
-        assert_eq!(exposed["_meta"][META_KEY]["rules"]["readOnlyHint"], "declared-trusted");
-        // The same listing never checked against the pins: nothing in it was reviewed.
-        assert!(Catalog::build(&[pinned("notes")], &[listing(tools)]).tool("purge").is_none());
-    }
-
-    #[test]
-    fn a_definition_other_than_the_one_approved_for_its_name_is_quarantined_when_the_catalog_is_built() {
-        // The pin check approved `update` as it was; the listing being built holds a relaxed definition under the
-        // same name (listed after the check). It is quarantined, not exposed as reviewed.
-        let reviewed = json!({"name": "update", "description": "Update one note.", "inputSchema": {"type": "object"},
-                              "annotations": {"readOnlyHint": false}});
-        let mut relaxed = reviewed.clone();
-        relaxed["annotations"]["readOnlyHint"] = json!(true);
-        let context = CatalogContext { quarantine: Quarantine::ConfirmOnly, ..CatalogContext::default() };
-        let raced = checked(&json!([relaxed.clone()]), std::slice::from_ref(&reviewed));
-        let catalog = Catalog::build_with(&[pinned("notes")], &[raced], &context);
-        let update = catalog.tool("update").cloned().unwrap_or_else(|| unreachable!("listed under confirm"));
-        assert!(update.quarantined && !update.hints.read_only.value, "{:?}", update.definition);
-        assert_eq!(update.definition["_meta"][META_KEY]["trust"], "untrusted");
-        let hidden = Catalog::build_with(
-            &[pinned("notes")],
-            &[checked(&json!([relaxed]), &[reviewed])],
-            &CatalogContext::default(),
-        );
-        assert!(hidden.tool("update").is_none(), "hidden by default");
-    }
-
-    #[test]
-    fn a_verified_upstream_trusts_only_tools_in_its_manifest() {
-        let mut verified = spec("notes", Prefix::None, BTreeMap::new());
-        verified.trust.level = TrustLevel::Verified;
-        verified.trust.verified_fingerprints = Some(std::collections::BTreeSet::new());
-        let tools = json!([{"name": "purge", "description": "Deletes every note.", "inputSchema": {"type": "object"},
-                            "annotations": {"readOnlyHint": true}}]);
-        let catalog = Catalog::build(&[verified], &[listing(tools)]);
-        let exposed = catalog.tool("purge").map(|tool| tool.definition.clone()).unwrap_or_default();
-        assert_eq!(exposed["_meta"][META_KEY]["trust"], "untrusted", "not in the manifest");
-        assert_eq!(exposed["annotations"]["readOnlyHint"], false);
-    }
-
-    #[test]
-    fn quarantined_tools_are_hidden_or_marked() {
-        let tools = json!([{"name": "changed", "inputSchema": {"type": "object"}}, {"name": "same", "inputSchema": {"type": "object"}}]);
-        let specs = [pinned("notes")];
-        let approved = [tools[1].clone()];
-        let mut context = CatalogContext::default();
-        let hidden = Catalog::build_with(&specs, &[checked(&tools, &approved)], &context);
-        assert!(hidden.tool("changed").is_none() && hidden.tool("same").is_some());
-        context.quarantine = Quarantine::ConfirmOnly;
-        let marked = Catalog::build_with(&specs, &[checked(&tools, &approved)], &context);
-        assert!(marked.tool("changed").is_some_and(|tool| tool.quarantined));
-        assert!(marked.tool("same").is_some_and(|tool| !tool.quarantined));
-    }
-
-    #[test]
-    fn a_quarantined_definition_of_a_pinned_upstream_is_not_believed() {
-        let definition = |name: &str| {
-            json!({"name": name, "description": "Deletes every note.", "inputSchema": {"type": "object"},
-                   "annotations": {"readOnlyHint": true, "openWorldHint": true}})
-        };
-        let tools = json!([definition("reviewed"), definition("changed")]);
-        let context = CatalogContext { quarantine: Quarantine::ConfirmOnly, ..CatalogContext::default() };
-        let catalog = Catalog::build_with(&[pinned("notes")], &[checked(&tools, &[definition("reviewed")])], &context);
-        let exposed = |name: &str| catalog.tool(name).cloned().unwrap_or_else(|| unreachable!("{name} is listed"));
-
-        let reviewed = exposed("reviewed");
-        assert!(reviewed.hints.read_only.value && !reviewed.quarantined);
-        assert_eq!(reviewed.definition["_meta"][META_KEY]["trust"], "pinned");
-        assert!(reviewed.definition["_meta"][META_KEY].get("quarantined").is_none());
-
-        let changed = exposed("changed");
-        assert!(changed.quarantined);
-        // The relaxing claim is rejected, so the tool is not read-only and may destroy; the tightening one counts.
-        assert!(!changed.hints.read_only.value && changed.hints.may_destroy());
-        assert_eq!(changed.trusted.rules.read_only, HintRule::DeclaredRelaxingRejected);
-        assert_eq!(changed.trusted.rules.open_world, HintRule::DeclaredTightening);
-        let record = &changed.definition["_meta"][META_KEY];
-        assert_eq!((&record["trust"], &record["quarantined"]), (&json!("untrusted"), &json!(true)));
-        assert_eq!(changed.definition["annotations"]["readOnlyHint"], false);
-        assert_eq!(record["rules"]["readOnlyHint"], "declared-relaxing-rejected");
-    }
-
-    #[test]
-    fn overrides_win_and_prefixes_route_back() {
-        let overrides = BTreeMap::from([(
-            "delete_note".to_owned(),
-            DeclaredHints { read_only: Some(false), destructive: Some(true), ..DeclaredHints::default() },
-        )]);
-        let specs = [spec("notes", Prefix::With("notes".into()), overrides)];
-        let tools =
-            json!([{"name": "delete_note", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}]);
-        let catalog = Catalog::build(&specs, &[listing(tools)]);
-        let tool = catalog.tool("notes_delete_note").cloned();
-        let tool = tool.as_deref().map(|tool| (tool.original_name.clone(), tool.hints, tool.definition.clone()));
-        let (original, hints, definition) = tool.unwrap_or_else(|| unreachable!("the prefixed tool is listed"));
-        assert_eq!(original, "delete_note");
-        assert!(hints.may_destroy());
-        assert_eq!(definition["annotations"]["readOnlyHint"], false);
-        assert_eq!(definition["_meta"][META_KEY]["sources"]["readOnlyHint"], "overridden");
-        assert_eq!(definition["_meta"][META_KEY]["upstreamName"], "delete_note");
-    }
-
-    #[test]
-    fn collisions_go_to_the_earlier_upstream_and_are_reported() {
-        let specs = [spec("first", Prefix::None, BTreeMap::new()), spec("second", Prefix::None, BTreeMap::new())];
-        let tool = json!([{"name": "search", "inputSchema": {"type": "object"}}]);
-        let catalog = Catalog::build(&specs, &[listing(tool.clone()), listing(tool)]);
-        assert_eq!(catalog.tools().len(), 1);
-        assert_eq!(catalog.tool("search").map(|tool| tool.upstream), Some(0));
-        assert_eq!(catalog.collisions.len(), 1);
-        assert!(catalog.collisions[0].contains("`second`"), "{:?}", catalog.collisions);
-    }
-
-    #[test]
-    fn app_only_and_task_required_tools_are_marked() {
-        let tools = json!([
-            {"name": "widget", "inputSchema": {"type": "object"}, "_meta": {"ui": {"visibility": ["app"]}}},
-            {"name": "research", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "required"}}
-        ]);
-        let catalog = Catalog::build(&[spec("apps", Prefix::None, BTreeMap::new())], &[listing(tools)]);
-        assert!(catalog.tool("widget").is_some_and(|tool| tool.app_only && !tool.task_required));
-        assert!(catalog.tool("research").is_some_and(|tool| tool.task_required && !tool.app_only));
-    }
-}
+mod tests;

@@ -6,6 +6,7 @@
 //! response must be sent (the request was cancelled).
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
@@ -17,6 +18,7 @@ use toolgate_upstream::jsonrpc::{self, codes};
 
 use crate::client::{SessionShared, accept_initialize, id_key};
 use crate::gateway::{CallRoute, GatewayInner};
+use crate::routing::ProgressRoute;
 
 /// MCP's error code for an unknown resource.
 const RESOURCE_NOT_FOUND: i64 = -32002;
@@ -79,13 +81,56 @@ fn initialize_result(gateway: &GatewayInner, session: &SessionShared, params: &V
         .filter_map(|runtime| {
             let connection = runtime.connection()?;
             let text = connection.initialize_outcome().instructions.clone()?;
-            Some(if gateway.upstreams.len() == 1 { text } else { format!("{}: {text}", runtime.spec.name) })
+            Some(quote_instructions(&runtime.spec.name, &text))
         })
         .collect();
     if !instructions.is_empty() {
         result["instructions"] = Value::String(instructions.join("\n\n"));
     }
     result
+}
+
+/// The most characters of one upstream's instructions relayed to clients.
+const MAX_INSTRUCTION_CHARS: usize = 4096;
+
+/// One upstream's `instructions` in a fixed structure: a header line written by toolgate naming the upstream, then
+/// the text with every line quoted (`> `), control and bidi characters removed, at most
+/// [`MAX_INSTRUCTION_CHARS`] characters. An upstream's text can then never start a line of its own, so it cannot
+/// pass for another upstream's instructions or for toolgate's.
+fn quote_instructions(upstream: &str, text: &str) -> String {
+    let mut kept = String::new();
+    let mut cut = 0usize;
+    for character in text.chars() {
+        if kept.chars().count() >= MAX_INSTRUCTION_CHARS {
+            cut += 1;
+            continue;
+        }
+        match character {
+            '\n' | '\u{2028}' | '\u{2029}' => kept.push('\n'),
+            '\t' => kept.push(' '),
+            character if is_hidden_control(character) => {}
+            character => kept.push(character),
+        }
+    }
+    let mut quoted = format!("Instructions from upstream server `{upstream}` (quoted as it sent them):");
+    for line in kept.lines() {
+        quoted.push_str("\n> ");
+        quoted.push_str(line);
+    }
+    if cut > 0 {
+        quoted.push_str(&format!("\n[toolgate: {cut} more characters of these instructions were left out]"));
+    }
+    quoted
+}
+
+/// Control characters (C0, DEL, C1) and the format characters that reorder or hide text (bidi embeddings,
+/// overrides and isolates, marks, zero-width characters).
+fn is_hidden_control(character: char) -> bool {
+    character.is_control()
+        || matches!(
+            character,
+            '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{061C}' | '\u{FEFF}'
+        )
 }
 
 /// toolgate serves each aggregated list in one page: any cursor is one it never issued.
@@ -264,7 +309,7 @@ async fn complete(
         }
         Some("ref/resource") => {
             let uri = reference.get("uri").and_then(Value::as_str).unwrap_or_default();
-            catalog.resource_owner(uri).or_else(|| template_owner(gateway, uri))
+            catalog.resource_owner(uri).or_else(|| catalog.template_owner(uri))
         }
         _ => None,
     };
@@ -272,18 +317,6 @@ async fn complete(
         Some(upstream) => forward(gateway, session, id, upstream, "completion/complete", params, cancel).await,
         None => Some(jsonrpc::error_response(id, codes::INVALID_PARAMS, "completion reference not found")),
     }
-}
-
-/// The upstream that declared a resource template with exactly this `uriTemplate`.
-fn template_owner(gateway: &GatewayInner, uri_template: &str) -> Option<usize> {
-    gateway.upstreams.iter().position(|runtime| {
-        runtime.listing().is_some_and(|listing| {
-            listing
-                .templates
-                .iter()
-                .any(|template| template.get("uriTemplate").and_then(Value::as_str) == Some(uri_template))
-        })
-    })
 }
 
 async fn set_log_level(gateway: &Arc<GatewayInner>, id: &Value, params: Value) -> Value {
@@ -299,6 +332,9 @@ async fn set_log_level(gateway: &Arc<GatewayInner>, id: &Value, params: Value) -
     jsonrpc::response(id, json!({}))
 }
 
+/// The forwarded requests whose answers carry an upstream's content to the client.
+const CONTENT_METHODS: [&str; 3] = ["prompts/get", "resources/read", "completion/complete"];
+
 /// Forwards a request to one upstream and relays its response with the client's id.
 ///
 /// Transport failures become JSON-RPC errors here (for `tools/call` the pipeline makes them `isError` results).
@@ -311,8 +347,16 @@ pub(crate) async fn forward(
     params: Value,
     cancel: &CancellationToken,
 ) -> Option<Value> {
+    let open_world = gateway.catalog().content_open_world(upstream);
     match send_upstream(gateway, session, id, upstream, method, params, cancel, None).await? {
-        Ok(response) => Some(relay_response(id, response)),
+        Ok(response) => {
+            // A prompt, a resource's contents or completions from an open-world source reach the client (and
+            // through it the model) as a tool's answer would: the session is tainted, result or error alike.
+            if open_world && CONTENT_METHODS.contains(&method) {
+                session.tainted.store(true, Ordering::Release);
+            }
+            Some(relay_response(id, response))
+        }
         Err(error) => {
             let name = gateway.upstreams.get(upstream).map(|runtime| runtime.spec.name.as_str()).unwrap_or_default();
             Some(jsonrpc::error_response(id, codes::INTERNAL_ERROR, &format!("upstream `{name}` failed: {error}")))
@@ -350,7 +394,8 @@ pub(crate) async fn send_upstream(
     };
     let within = within.unwrap_or(runtime.spec.request_timeout);
     let deadline = Instant::now() + within;
-    let (params, progress_token) = map_progress_token(gateway, session, id, params);
+    let open_world = source_is_open_world(gateway, upstream, method, &params);
+    let (params, progress_token) = map_progress_token(gateway, session, id, upstream, open_world, params);
     // Removes the routes however this function ends (refusal, response, timeout, cancellation, or the task dropped).
     let mut routes = RouteGuard { gateway, upstream, upstream_id: None, progress_token };
     // Queueing counts against the call's time and yields to the client's cancel: a server that stopped reading
@@ -370,8 +415,10 @@ pub(crate) async fn send_upstream(
     };
     let upstream_id = pending.id();
     if let Ok(mut calls) = gateway.calls.lock() {
-        calls
-            .insert((upstream, upstream_id), CallRoute { session: Arc::clone(session), client_request_id: id.clone() });
+        calls.insert(
+            (upstream, upstream_id),
+            CallRoute { session: Arc::clone(session), client_request_id: id.clone(), open_world },
+        );
     }
     routes.upstream_id = Some(upstream_id);
     if let Ok(mut inflight) = session.inflight.lock()
@@ -409,29 +456,39 @@ impl Drop for RouteGuard<'_> {
         if let (Some(upstream_id), Ok(mut calls)) = (self.upstream_id, self.gateway.calls.lock()) {
             calls.remove(&(self.upstream, upstream_id));
         }
-        if let (Some(token), Ok(mut progress)) = (self.progress_token.take(), self.gateway.progress.lock()) {
-            progress.remove(&token);
+        if let Some(token) = self.progress_token.take() {
+            self.gateway.progress.remove(self.upstream, token);
         }
     }
 }
 
-/// Replaces the client's progress token with one of toolgate's, so tokens from different clients never collide
-/// upstream; returns the new token for cleanup.
+/// Whether what `upstream` sends for this request comes from an open-world source, so that its content taints the
+/// session: for `tools/call` the called tool's effective `openWorldHint` (a tool the catalog does not know counts as
+/// open-world), for every other request the upstream's content ([`crate::catalog::Catalog::content_open_world`]).
+fn source_is_open_world(gateway: &GatewayInner, upstream: usize, method: &str, params: &Value) -> bool {
+    let catalog = gateway.catalog();
+    if method == "tools/call" {
+        let name = params.get("name").and_then(Value::as_str).unwrap_or_default();
+        return catalog.tool_of(upstream, name).is_none_or(|tool| tool.hints.open_world.value);
+    }
+    catalog.content_open_world(upstream)
+}
+
+/// Replaces the client's progress token with a fresh random one of toolgate's, registered for this upstream only,
+/// so tokens from different clients never collide upstream and no upstream can write into another's requests;
+/// returns the new token for cleanup.
 fn map_progress_token(
     gateway: &GatewayInner,
     session: &Arc<SessionShared>,
     id: &Value,
+    upstream: usize,
+    open_world: bool,
     mut params: Value,
 ) -> (Value, Option<String>) {
     let Some(client_token) = params.pointer("/_meta/progressToken").cloned() else { return (params, None) };
-    let token = gateway.next_progress_token();
+    let route = ProgressRoute { session: Arc::clone(session), client_token, client_request_id: id.clone(), open_world };
+    let token = gateway.progress.register(upstream, route);
     params["_meta"]["progressToken"] = Value::String(token.clone());
-    if let Ok(mut progress) = gateway.progress.lock() {
-        progress.insert(
-            token.clone(),
-            crate::gateway::ProgressRoute { session: Arc::clone(session), client_token, client_request_id: id.clone() },
-        );
-    }
     (params, Some(token))
 }
 
@@ -440,6 +497,10 @@ pub(crate) fn relay_response(id: &Value, response: Value) -> Value {
     match response {
         Value::Object(mut object) => {
             object.insert("id".into(), id.clone());
+            // `toolgate/` keys are toolgate's to set: an upstream's are taken out before anything is added.
+            if let Some(result) = object.get_mut("result") {
+                crate::guard::results::remove_foreign_result_meta(result);
+            }
             Value::Object(object)
         }
         _ => jsonrpc::error_response(id, codes::INTERNAL_ERROR, "the upstream sent a malformed response"),

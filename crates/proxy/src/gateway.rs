@@ -32,14 +32,8 @@ use crate::upstreams::{UpstreamRuntime, UpstreamStatus};
 pub(crate) struct CallRoute {
     pub(crate) session: Arc<SessionShared>,
     pub(crate) client_request_id: Value,
-}
-
-/// A progress token toolgate put on an upstream request, and the client's token it stands for.
-#[derive(Clone)]
-pub(crate) struct ProgressRoute {
-    pub(crate) session: Arc<SessionShared>,
-    pub(crate) client_token: Value,
-    pub(crate) client_request_id: Value,
+    /// The request went to an open-world source: what arrives under this route taints the session.
+    pub(crate) open_world: bool,
 }
 
 /// Everything shared by sessions, upstream tasks and transports.
@@ -52,8 +46,7 @@ pub(crate) struct GatewayInner {
     rebuilds: AtomicU64,
     sessions: Mutex<HashMap<String, Arc<SessionShared>>>,
     pub(crate) calls: Mutex<HashMap<(usize, u64), CallRoute>>,
-    pub(crate) progress: Mutex<HashMap<String, ProgressRoute>>,
-    next_token: AtomicU64,
+    pub(crate) progress: crate::routing::ProgressRoutes,
     pub(crate) shutdown: CancellationToken,
     settled: watch::Sender<usize>,
     /// The compiled policy (replaced whole on a config reload).
@@ -126,8 +119,7 @@ impl Gateway {
                 rebuilds: AtomicU64::new(1),
                 sessions: Mutex::new(HashMap::new()),
                 calls: Mutex::new(HashMap::new()),
-                progress: Mutex::new(HashMap::new()),
-                next_token: AtomicU64::new(1),
+                progress: Default::default(),
                 shutdown: CancellationToken::new(),
                 settled,
                 policy: RwLock::new(Arc::new(policy)),
@@ -337,11 +329,6 @@ impl GatewayInner {
                 session.send_unsolicited(json!({"jsonrpc": "2.0", "method": method}));
             }
         }
-    }
-
-    /// A fresh progress token for an upstream request.
-    pub(crate) fn next_progress_token(&self) -> String {
-        format!("toolgate-{}", self.next_token.fetch_add(1, Ordering::Relaxed))
     }
 
     pub(crate) fn mark_settled(&self) {

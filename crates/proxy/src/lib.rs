@@ -19,6 +19,7 @@ mod lifecycle;
 pub mod metrics;
 pub mod naming;
 mod pipeline;
+mod resource_index;
 mod routing;
 pub mod session;
 pub mod spec;

@@ -4,10 +4,17 @@
 //! HTTP stream it arrived on (exact), the progress token toolgate put on the request (exact), or — over stdio,
 //! where the wire carries no association — the only session with a request in flight to that upstream. When no
 //! single session can be named, requests (elicitation, sampling) are refused upstream rather than guessed: sending
-//! one client's elicitation to another client would leak it. Log lines with no owner go to every session.
+//! one client's elicitation to another client would leak it. Log lines with no owner go to the operator's log
+//! (escaped), never to a session: with two callers in flight, a broadcast would hand one caller the other's data.
+//!
+//! A route belongs to the upstream its request went to: progress is looked up by (upstream, token) and toolgate's
+//! tokens are random, so one upstream can neither guess nor reuse another's token to write into its calls. Content
+//! that reaches a session under the route of an open-world source (a log line, progress text, a relayed request)
+//! taints the session as the answer itself would, however the request ends afterwards.
 
-use std::collections::HashSet;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -25,10 +32,15 @@ const CLIENT_ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
 pub(crate) fn on_notification(gateway: &Arc<GatewayInner>, upstream: usize, message: Value, related: Option<u64>) {
     let method = message.get("method").and_then(Value::as_str).unwrap_or_default().to_owned();
     match method.as_str() {
-        "notifications/progress" => route_progress(gateway, message),
+        "notifications/progress" => route_progress(gateway, upstream, message),
         "notifications/message" => route_log(gateway, upstream, message, related),
         "notifications/resources/updated" => {
             let uri = message.pointer("/params/uri").and_then(Value::as_str).unwrap_or_default();
+            // Only the upstream that serves the URI may say it changed (another would make clients re-read it).
+            if gateway.catalog().resource_owner(uri) != Some(upstream) {
+                tracing::debug!(upstream, "dropping resources/updated for a URI this upstream does not serve");
+                return;
+            }
             for session in gateway.sessions() {
                 let subscribed = session.subscriptions.lock().map(|set| set.contains(uri)).unwrap_or(false);
                 if subscribed {
@@ -56,15 +68,14 @@ pub(crate) fn on_notification(gateway: &Arc<GatewayInner>, upstream: usize, mess
     }
 }
 
-fn route_progress(gateway: &Arc<GatewayInner>, mut message: Value) {
+fn route_progress(gateway: &Arc<GatewayInner>, upstream: usize, mut message: Value) {
     let Some(token) = message.pointer("/params/progressToken").map(token_key) else { return };
-    let route = gateway.progress.lock().ok().and_then(|progress| progress.get(&token).cloned());
-    let Some(route) = route else {
-        tracing::debug!(%token, "dropping progress for a request that is no longer in flight");
+    let Some(route) = gateway.progress.route(upstream, &token) else {
+        tracing::debug!(upstream, "dropping progress for no request of this upstream in flight");
         return;
     };
     message["params"]["progressToken"] = route.client_token.clone();
-    route.session.offer_related(route.client_request_id, message);
+    deliver_related(&route.session, route.client_request_id, route.open_world, message);
 }
 
 fn token_key(token: &Value) -> String {
@@ -74,15 +85,28 @@ fn token_key(token: &Value) -> String {
     }
 }
 
+/// Hands a notification to the session whose request it belongs to; text from an open-world source taints the
+/// session as soon as it is handed over (the client may show it to the model whatever happens to the request).
+fn deliver_related(session: &SessionShared, client_request_id: Value, open_world: bool, message: Value) {
+    if open_world {
+        session.tainted.store(true, Ordering::Release);
+    }
+    session.offer_related(client_request_id, message);
+}
+
 fn route_log(gateway: &Arc<GatewayInner>, upstream: usize, message: Value, related: Option<u64>) {
     match owner(gateway, upstream, related) {
-        Some(route) => route.session.offer_related(route.client_request_id, message),
+        Some(route) => deliver_related(&route.session, route.client_request_id, route.open_world, message),
         None => {
-            for session in gateway.sessions() {
-                if session.is_initialized() {
-                    session.send_unsolicited(message.clone());
-                }
-            }
+            // No single session asked for it: it is the operator's, never a client's. JSON text escapes control
+            // characters, so the line cannot forge other log lines.
+            let name = gateway.upstreams.get(upstream).map(|runtime| runtime.spec.name.as_str()).unwrap_or_default();
+            let params = message.get("params").map(Value::to_string).unwrap_or_default();
+            tracing::info!(
+                target: "toolgate::upstream::log",
+                upstream = %name,
+                "an upstream log message no single session's request owns (not relayed): {params}"
+            );
         }
     }
 }
@@ -107,6 +131,48 @@ fn owner(gateway: &GatewayInner, upstream: usize, related: Option<u64>) -> Optio
     if sessions.len() == 1 { latest.map(|(_, route)| route.clone()) } else { None }
 }
 
+/// A progress token toolgate put on an upstream request, and the client's token it stands for.
+#[derive(Clone)]
+pub(crate) struct ProgressRoute {
+    pub(crate) session: Arc<SessionShared>,
+    pub(crate) client_token: Value,
+    pub(crate) client_request_id: Value,
+    /// The request went to an open-world source: its progress text taints the session.
+    pub(crate) open_world: bool,
+}
+
+/// The progress tokens toolgate put on upstream requests, by (upstream, token).
+///
+/// Tokens are random (not a counter) and looked up with the upstream that sent the notification, so an upstream
+/// can reach only its own requests' progress.
+#[derive(Default)]
+pub(crate) struct ProgressRoutes {
+    routes: Mutex<HashMap<(usize, String), ProgressRoute>>,
+}
+
+impl ProgressRoutes {
+    /// Registers a fresh, unguessable token for a request to `upstream`; returns it.
+    pub(crate) fn register(&self, upstream: usize, route: ProgressRoute) -> String {
+        let token = format!("toolgate-{}", uuid::Uuid::new_v4().simple());
+        if let Ok(mut routes) = self.routes.lock() {
+            routes.insert((upstream, token.clone()), route);
+        }
+        token
+    }
+
+    /// Forgets a token when its request is over.
+    pub(crate) fn remove(&self, upstream: usize, token: String) {
+        if let Ok(mut routes) = self.routes.lock() {
+            routes.remove(&(upstream, token));
+        }
+    }
+
+    fn route(&self, upstream: usize, token: &str) -> Option<ProgressRoute> {
+        let routes = self.routes.lock().ok()?;
+        routes.get(&(upstream, token.to_owned())).cloned()
+    }
+}
+
 /// Routes one upstream request (elicitation, sampling, roots, ping) to the client it belongs to, and relays the
 /// answer back.
 ///
@@ -121,21 +187,23 @@ pub(crate) fn on_request(
     responder: Responder,
 ) -> impl Future<Output = ()> + Send + 'static {
     let method = message.get("method").and_then(Value::as_str).unwrap_or_default().to_owned();
-    let params = message.get("params").cloned();
+    let params = message.get("params").cloned().map(|params| limit_sampling_context(&method, params));
     let relay = match method.as_str() {
         "ping" => Err(Reply::Result(json!({}))),
-        _ => match owner(&gateway, upstream, related).map(|route| (route.session, Some(route.client_request_id))) {
+        _ => match owner(&gateway, upstream, related)
+            .map(|route| (route.session, Some(route.client_request_id), route.open_world))
+        {
             // Outside any call (after initialize, or after the client's roots/list_changed): the roots of the only
             // client, when there is exactly one (a stdio client, say); with several there is no one answer.
             None if method == "roots/list" => match sole_session(&gateway) {
-                Some(session) if session.declares("roots") => Ok((session, None)),
+                Some(session) if session.declares("roots") => Ok((session, None, false)),
                 _ => Err(Reply::Result(json!({"roots": []}))),
             },
             None => {
                 let text = format!("toolgate cannot tell which client this {method} is for; it was not relayed");
                 Err(Reply::Error(codes::INTERNAL_ERROR, text))
             }
-            Some((session, _)) if !supports(&session, &method, params.as_ref()) => {
+            Some((session, ..)) if !supports(&session, &method, params.as_ref()) => {
                 if method == "roots/list" {
                     Err(Reply::Result(json!({"roots": []})))
                 } else {
@@ -146,16 +214,16 @@ pub(crate) fn on_request(
             Some(target) => Ok(target),
         },
     };
-    let relay = relay.map(|(session, client_request_id)| {
+    let relay = relay.map(|(session, client_request_id, open_world)| {
         let cancel = CancellationToken::new();
         let key = (upstream, id_key(responder.request_id()));
         if let Ok(mut relayed) = session.relayed.lock() {
             relayed.insert(key.clone(), cancel.clone());
         }
-        (session, client_request_id, cancel, key)
+        (session, client_request_id, open_world, cancel, key)
     });
     async move {
-        let (session, client_request_id, cancel, key) = match relay {
+        let (session, client_request_id, open_world, cancel, key) = match relay {
             Ok(relay) => relay,
             Err(Reply::Result(result)) => return responder.respond(result).await,
             Err(Reply::Error(code, text)) => return responder.respond_error(code, &text).await,
@@ -166,6 +234,10 @@ pub(crate) fn on_request(
                 relayed.remove(&key);
             }
             return;
+        }
+        if open_world && method != "roots/list" {
+            // The request's text (a sampling prompt, an elicitation message) reaches the client from outside.
+            session.tainted.store(true, Ordering::Release);
         }
         let answer = session.ask_client_until(client_request_id, &method, params, CLIENT_ANSWER_TIMEOUT, &cancel).await;
         if let Ok(mut relayed) = session.relayed.lock() {
@@ -189,6 +261,22 @@ pub(crate) fn on_request(
             }
         }
     }
+}
+
+/// A sampling request's `includeContext` as toolgate relays it: `none`.
+///
+/// Behind toolgate every upstream looks like one server to the client, so `allServers` would hand this upstream
+/// the context of every other upstream (and `thisServer` the same, since to the client "this server" is toolgate,
+/// all upstreams at once): the sampled answer would carry one server's data to another. Other requests are left
+/// as they are.
+fn limit_sampling_context(method: &str, mut params: Value) -> Value {
+    if method == "sampling/createMessage"
+        && let Some(context) = params.get_mut("includeContext")
+        && context.as_str().is_some_and(|context| context != "none")
+    {
+        *context = Value::String("none".to_owned());
+    }
+    params
 }
 
 /// The only initialized session, when there is exactly one.

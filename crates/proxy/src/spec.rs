@@ -107,6 +107,9 @@ pub struct UpstreamTrust {
     /// For `verified`: the tool fingerprints of a manifest whose signature was checked at start (by the CLI,
     /// which holds the crypto). A verified upstream's tool whose fingerprint is not here is treated as untrusted.
     pub verified_fingerprints: Option<std::collections::BTreeSet<String>>,
+    /// Whether its prompts, resources and completions are open-world content (they taint the session that gets
+    /// them). `None`: judged from its tools (open-world unless every tool is closed-world by its effective hints).
+    pub open_world_content: Option<bool>,
 }
 
 impl Default for UpstreamTrust {
@@ -116,6 +119,7 @@ impl Default for UpstreamTrust {
             min_confidence: DEFAULT_MIN_CONFIDENCE,
             manifest: None,
             verified_fingerprints: None,
+            open_world_content: None,
         }
     }
 }

@@ -1,6 +1,10 @@
 //! Session taint through the gateway: once an open-world tool's answer has entered a session, an open-world write
 //! the rules allow needs a person's confirmation there, and an `isError` answer counts as much as a result (its
 //! text came from outside too). Another session is not affected.
+//!
+//! Issue 10, item 7: the same holds for every way content from an open-world source reaches a client, whatever the
+//! method (`resources/read`, `prompts/get`) and however the call ended (cancelled after its progress arrived). An
+//! upstream configured with `open_world_content = false` does not taint through its resources.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -8,9 +12,92 @@ mod support;
 
 use serde_json::json;
 use toolgate_core::policy::PolicySpec;
+use toolgate_proxy::Gateway;
+use toolgate_proxy::session::ClientBound;
 use toolgate_proxy::spec::GuardrailSpec;
 
 use support::{Client, Elicit, FixtureLog, GUARD, start_guarded, text_of, tool_error, upstream};
+
+/// The standard profile with session taint on; posting is allowed by a rule of its own.
+fn posting_allowed() -> PolicySpec {
+    serde_json::from_value(json!({"rule": [
+        {"id": "posting-allowed", "effect": "allow", "match": {"tool": "post_message"}}
+    ]}))
+    .unwrap()
+}
+
+/// Whether the session may still post without a person: true when the post reached the upstream, false when it
+/// needed a confirmation (which this client declines).
+async fn may_post(client: &mut Client, id: &str) -> bool {
+    let response = client.call(json!(id), "hostile_post_message", json!({})).await;
+    if text_of(&response) == "called post_message" {
+        return true;
+    }
+    assert!(tool_error(&response).contains("declined"), "neither posted nor declined: {response}");
+    false
+}
+
+/// `hostile` (open-world tools, lists notes://shared/1) then `first` (templates notes://shared/{id}, configured as
+/// closed-world content).
+async fn hostile_then_closed(log: &FixtureLog) -> Gateway {
+    let hostile = upstream("hostile", "hostile-relay", GUARD, Some(&log.path));
+    let mut first = upstream("first", "resource-templates", GUARD, None);
+    first.trust.open_world_content = Some(false);
+    start_guarded(vec![hostile, first], GuardrailSpec { policy: posting_allowed(), ..Default::default() }, None).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_or_a_prompt_from_an_open_world_source_taints_the_session() {
+    let log = FixtureLog::new();
+    let gateway = hostile_then_closed(&log).await;
+
+    // A resource of the upstream configured as closed-world content: no taint.
+    let mut closed = Client::connect_with(&gateway, Elicit::Decline).await;
+    let read = closed.request(json!(1), "resources/read", json!({"uri": "notes://shared/2"})).await;
+    assert_eq!(read["result"]["contents"][0]["text"], "from the first upstream: notes://shared/2", "{read}");
+    assert!(may_post(&mut closed, "post").await, "closed-world content does not taint");
+
+    let mut reader = Client::connect_with(&gateway, Elicit::Decline).await;
+    let read = reader.request(json!(1), "resources/read", json!({"uri": "notes://shared/1"})).await;
+    assert!(read.to_string().contains("from the hostile upstream"), "{read}");
+    assert!(!may_post(&mut reader, "post").await, "a resource from an open-world upstream taints");
+
+    let mut prompted = Client::connect_with(&gateway, Elicit::Decline).await;
+    let prompt = prompted.request(json!(1), "prompts/get", json!({"name": "hostile_summarize_page"})).await;
+    assert!(prompt.to_string().contains("ignore your instructions"), "{prompt}");
+    assert!(!may_post(&mut prompted, "post").await, "a prompt from an open-world upstream taints");
+
+    let posts = log.entries().iter().filter(|entry| entry["params"]["name"] == "post_message").count();
+    assert_eq!(posts, 1, "only the untainted session's post reached the upstream");
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_world_call_cancelled_after_its_progress_arrived_still_taints_the_session() {
+    let log = FixtureLog::new();
+    let gateway = hostile_then_closed(&log).await;
+    let mut client = Client::connect_with(&gateway, Elicit::Decline).await;
+    client.send(
+        json!("search"),
+        "tools/call",
+        json!({"name": "hostile_slow_search", "arguments": {"text": "q"}, "_meta": {"progressToken": "p"}}),
+    );
+    // The search's progress text (from outside) reaches the client; then the client gives up on the call.
+    loop {
+        let arrived = client.all.iter().any(|bound| {
+            matches!(bound, ClientBound::Related { message, .. } if message["method"] == "notifications/progress")
+        });
+        if arrived {
+            break;
+        }
+        assert!(client.receive_one(GUARD).await, "no progress within the hang guard");
+    }
+    client
+        .session
+        .deliver(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "search"}}));
+    assert!(!may_post(&mut client, "post").await, "the cancelled call's outside text tainted the session");
+    gateway.shutdown().await;
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_open_world_error_answer_taints_the_session_and_its_next_open_world_write_needs_a_person() {

@@ -162,6 +162,13 @@ fn max_in_flight_defaults_to_the_connection_default() {
 }
 
 #[test]
+fn open_world_content_is_judged_from_the_tools_unless_the_file_says() {
+    let spec = parse(&format!("{TWO}open_world_content = false\n"));
+    assert_eq!(spec.upstreams[0].trust.open_world_content, None);
+    assert_eq!(spec.upstreams[1].trust.open_world_content, Some(false));
+}
+
+#[test]
 fn tool_overrides_are_lowered_field_by_field() {
     let spec = parse(&format!(
         "{ONE}[upstream.tools.git_status]\nreadOnlyHint = true\n[upstream.tools.\"git.reset\"]\n\

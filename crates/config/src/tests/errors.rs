@@ -36,7 +36,7 @@ fn unknown_keys_are_errors() {
         "[[upstream]]\nname = \"git\"\ncomand = \"uvx\"\n",
         "gateway.toml:3:1: upstream \"git\": unknown key `comand` (expected one of name, command, args, env, cwd, \
          url, headers, bearer_token_env, prefix, timeout_seconds, initialize_timeout_seconds, max_in_flight, trust, \
-         min_confidence, manifest, tools)",
+         min_confidence, manifest, open_world_content, tools)",
     );
     check_error(
         "[[upstream]]\nname = \"a\"\ncommand = \"x\"\n[upstream.tools.read]\nreadOnly = true\n",
@@ -94,7 +94,7 @@ fn several_problems_are_reported_at_once() {
         "[[upstream]]\nname = \"a\"\ncomand = \"x\"\n\n[[upstream]]\nname = \"b c\"\nurl = \"ftp://x\"\n\n[limits]\nmax_sessions = 0\n",
         "gateway.toml:3:1: upstream \"a\": unknown key `comand` (expected one of name, command, args, env, cwd, url, \
          headers, bearer_token_env, prefix, timeout_seconds, initialize_timeout_seconds, max_in_flight, trust, \
-         min_confidence, manifest, tools)\n\
+         min_confidence, manifest, open_world_content, tools)\n\
          gateway.toml:6:8: upstream name \"b c\" may only contain A-Z, a-z, 0-9, `_` and `-` (try \"b_c\")\n\
          gateway.toml:7:7: upstream \"b c\": url scheme `ftp` is not supported: use http or https\n\
          gateway.toml:10:16: [limits]: `max_sessions` must be between 1 and 100000",

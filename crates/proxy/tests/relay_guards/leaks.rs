@@ -1,0 +1,66 @@
+//! Issue 10, item 6: notifications reach only the session whose request caused them, from the upstream that
+//! request went to. Progress is routed by (upstream, token) with random tokens; a log line that no single session's
+//! request owns goes to the operator's log, never to every session.
+
+use serde_json::json;
+use toolgate_proxy::spec::Limits;
+
+use crate::message_of;
+use crate::support::{Client, FixtureLog, GUARD, start, text_of, upstream};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_upstream_cannot_write_progress_into_a_call_to_another_even_with_its_token() {
+    let faulty_log = FixtureLog::new();
+    let gateway = start(
+        vec![
+            upstream("faulty", "tool-faults", GUARD, Some(&faulty_log.path)),
+            upstream("hostile", "hostile-relay", GUARD, None),
+        ],
+        Limits::default(),
+    )
+    .await;
+    let mut client = Client::connect(&gateway).await;
+    client.send(
+        json!("victim"),
+        "tools/call",
+        json!({"name": "faulty_hang", "arguments": {"text": "victim"}, "_meta": {"progressToken": "mine"}}),
+    );
+    let call = faulty_log
+        .wait_for("the victim's call", |entry| {
+            entry["method"] == "tools/call" && entry["params"]["arguments"]["text"] == "victim"
+        })
+        .await;
+    let token = call["params"]["_meta"]["progressToken"].clone();
+
+    // The other upstream writes progress with exactly that token: the worst case, as if it had guessed it.
+    let injected = client.call(json!("inject"), "hostile_inject_progress", json!({"token": token})).await;
+    assert_eq!(text_of(&injected), "injected");
+    // The upstream wrote its progress before its answer, on the same pipe: had it been routed, it is queued now.
+    client.drain();
+    let progress: Vec<_> =
+        client.all.iter().map(message_of).filter(|message| message["method"] == "notifications/progress").collect();
+    assert!(progress.is_empty(), "another upstream's progress reached the victim's call: {progress:?}");
+    // And the token itself was not one to guess: not a counter.
+    assert!(token.as_str().is_some_and(|token| token.len() >= 32), "toolgate's token is a counter: {token}");
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_line_reaches_no_session_while_two_callers_have_calls_in_flight_to_its_upstream() {
+    let log = FixtureLog::new();
+    let gateway = start(vec![upstream("faulty", "tool-faults", GUARD, Some(&log.path))], Limits::default()).await;
+    let mut bystander = Client::connect(&gateway).await;
+    let mut caller = Client::connect(&gateway).await;
+    bystander.send(json!(1), "tools/call", json!({"name": "faulty_hang", "arguments": {"text": "bystander"}}));
+    log.call_id("hang", "bystander").await;
+
+    // Over stdio nothing says which of the two calls a log line belongs to.
+    let response = caller.call(json!(2), "faulty_log", json!({"text": "the caller's personal data"})).await;
+    assert_eq!(text_of(&response), "logged");
+    // The log line came before the answer on the same pipe: had it been sent to anyone, it is queued now.
+    bystander.drain();
+    caller.drain();
+    assert!(!bystander.everything().contains("personal data"), "the log line leaked: {}", bystander.everything());
+    assert!(!caller.everything().contains("personal data"), "an unattributable line was guessed for the caller");
+    gateway.shutdown().await;
+}
