@@ -1,6 +1,7 @@
 //! Lossless relay: what toolgate sends on equals what the upstream said, as JSON values, except what toolgate
 //! deliberately changes: the four hints made explicit inside `annotations` (vendor keys and the title there
-//! survive) and its own `_meta["toolgate/annotations"]` record (whose fingerprint is that of the original).
+//! survive), other spellings of a hint removed where they contradict the explicit value (issue 10), and its own
+//! `_meta["toolgate/annotations"]` record (whose fingerprint is that of the original).
 //!
 //! The upstream is the misbehave fixture (`lossless` mode: icons, execution, outputSchema, `$defs`/`$ref`, vendor
 //! keys, unknown top-level keys, `_meta.ui`; `paginated` mode: vendor spellings and string booleans over three
@@ -10,6 +11,7 @@
 use serde_json::{Map, Value, json};
 use toolgate_core::ToolDefinition;
 use toolgate_core::fingerprint::fingerprint_tool;
+use toolgate_core::normalize::{hint_of_key, loose_bool};
 use toolgate_test_support::{PeerCommand, misbehave};
 
 use crate::support::RawClient;
@@ -62,15 +64,21 @@ fn assert_lossless(original: &Value, relayed: &Value) {
         .get_mut("annotations")
         .and_then(Value::as_object_mut)
         .unwrap_or_else(|| panic!("{name}: no annotations"));
+    let mut explicit = Map::new();
     for hint in HINTS {
         let emitted = annotations.remove(hint).unwrap_or_else(|| panic!("{name}: {hint} is not explicit"));
         assert!(emitted.is_boolean(), "{name}: {hint} is {emitted}, not a boolean");
+        explicit.insert(hint.to_owned(), emitted);
     }
     let mut original = original.clone();
     if let Some(annotations) = original.get_mut("annotations").and_then(Value::as_object_mut) {
         for hint in HINTS {
             annotations.remove(hint);
         }
+        remove_contradicting(annotations, &explicit);
+    }
+    if let Some(top_level) = original.as_object_mut() {
+        remove_contradicting(top_level, &explicit);
     }
     if original.get("annotations").is_none() && annotations.is_empty() {
         relayed_object.remove("annotations");
@@ -78,6 +86,15 @@ fn assert_lossless(original: &Value, relayed: &Value) {
 
     // Everything else: equal as JSON values.
     assert_eq!(relayed, original, "{name}: the relayed definition lost or changed something");
+}
+
+/// Removes the spellings of a hint (`readOnly`, a top-level `readOnlyHint`, ...) whose value is not the explicit
+/// hint's: toolgate removes exactly those.
+fn remove_contradicting(object: &mut Map<String, Value>, explicit: &Map<String, Value>) {
+    object.retain(|key, value| match hint_of_key(key) {
+        Some(hint) => loose_bool(value) == explicit.get(hint.wire_key()).and_then(Value::as_bool),
+        None => true,
+    });
 }
 
 /// Every tool of the `lossless` fixture, including the app-only one for a client that declares MCP Apps.
@@ -158,7 +175,8 @@ fn call_results_survive_the_relay() {
 }
 
 /// The `paginated` fixture: three upstream pages become one, and every tool keeps what it said (vendor spellings
-/// such as `readOnly` and string booleans stay inside `annotations` next to the explicit hints).
+/// such as `readOnly` and string booleans stay inside `annotations` next to the explicit hints where they agree
+/// with them, and are removed where they contradict them).
 #[test]
 fn paginated_upstream_is_joined_and_kept() {
     let peer = misbehave("paginated");
