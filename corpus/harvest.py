@@ -92,7 +92,8 @@ def command_of(server, scratch, work):
     root = scratch / server["registry"] / server["server"]
     binary = root / ("node_modules/.bin" if server["registry"] == "npm" else "bin") / server["bin"]
     args = [arg.replace("{work}", str(work)) for arg in server.get("args", [])]
-    return [str(binary)] + args
+    # A bin script without a shebang needs its interpreter named (`"interpreter": "node"`).
+    return server.get("interpreter", "").split() + [str(binary)] + args
 
 
 def expand(value, work):
