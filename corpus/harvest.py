@@ -92,8 +92,10 @@ def command_of(server, scratch, work):
     root = scratch / server["registry"] / server["server"]
     binary = root / ("node_modules/.bin" if server["registry"] == "npm" else "bin") / server["bin"]
     args = [arg.replace("{work}", str(work)) for arg in server.get("args", [])]
-    # A bin script without a shebang needs its interpreter named (`"interpreter": "node"`).
-    return server.get("interpreter", "").split() + [str(binary)] + args
+    # A bin script without a shebang needs its interpreter named (`"interpreter": "node"`); a wrapper in this
+    # directory can stand before the bin (`"node {corpus}/smartbear-explicit.mjs"`).
+    interpreter = [part.replace("{corpus}", str(HERE)) for part in server.get("interpreter", "").split()]
+    return interpreter + [str(binary)] + args
 
 
 def expand(value, work):
@@ -235,7 +237,7 @@ def entry_of(server, tool):
         "annotations": declared,
         "explicit_hints": explicit,
         "annotation_origin": server.get("origin", "literal"),
-        "extraction": EXTRACTION,
+        "extraction": server.get("extraction", EXTRACTION),
     }
     extra = {key: value for key, value in annotations.items() if key not in STANDARD}
     if extra:
