@@ -197,6 +197,10 @@ pub enum ConsumeRefusal {
 pub struct ApprovalStore {
     backend: Backend,
     poll_interval: Duration,
+    /// Erase the argument summary of every approval that is settled (decided, used, expired or withdrawn): the
+    /// store keeps arguments only as digests (`ArgumentRedaction::Digest`), so the clear summary lives only while a
+    /// person may still need to read it.
+    erase_settled: bool,
 }
 
 macro_rules! approval_columns {
@@ -207,8 +211,38 @@ macro_rules! approval_columns {
 }
 
 impl ApprovalStore {
-    pub(crate) fn new(backend: Backend, poll_interval: Duration) -> ApprovalStore {
-        ApprovalStore { backend, poll_interval }
+    pub(crate) fn new(backend: Backend, poll_interval: Duration, erase_settled: bool) -> ApprovalStore {
+        ApprovalStore { backend, poll_interval, erase_settled }
+    }
+
+    /// Erases the argument summaries of settled approvals (not pending, or expired), when the store keeps
+    /// arguments as digests only; returns how many were erased. Every write to the queue runs it, so a summary
+    /// outlives its decision or expiry only until the queue is next written (or the store next opened).
+    pub async fn erase_settled_summaries(&self) -> Result<u64, StoreError> {
+        if !self.erase_settled {
+            return Ok(0);
+        }
+        let Backend::Sqlite(pool) = &self.backend;
+        let erased = sqlx::query(
+            "UPDATE approvals SET args_summary = '' WHERE args_summary <> '' AND (state <> 'pending' OR expires_us <= ?)",
+        )
+        .bind(to_micros(SystemTime::now()))
+        .execute(pool)
+        .await?;
+        Ok(erased.rows_affected())
+    }
+
+    /// Withdraws a pending approval whose call no longer waits (it timed out): it expires now, so nobody approves
+    /// what nothing will use, and its summary is erased as for any settled approval.
+    pub async fn withdraw(&self, id: &ApprovalId) -> Result<(), StoreError> {
+        let Backend::Sqlite(pool) = &self.backend;
+        sqlx::query("UPDATE approvals SET expires_us = MIN(expires_us, ?) WHERE id = ? AND state = 'pending'")
+            .bind(to_micros(SystemTime::now()))
+            .bind(id.as_str())
+            .execute(pool)
+            .await?;
+        self.erase_settled_summaries().await?;
+        Ok(())
     }
 
     /// Records a new pending approval.
@@ -234,6 +268,7 @@ impl ApprovalStore {
         .bind(pending.risk.as_ref().map(|risk| risk.category.as_str()))
         .execute(pool)
         .await?;
+        self.erase_settled_summaries().await?;
         Ok(())
     }
 
@@ -281,6 +316,7 @@ impl ApprovalStore {
         .execute(pool)
         .await?;
         if updated.rows_affected() == 1 {
+            self.erase_settled_summaries().await?;
             return Ok(());
         }
         match self.get(id).await? {
@@ -335,6 +371,7 @@ impl ApprovalStore {
         .execute(pool)
         .await?;
         if updated.rows_affected() == 1 {
+            self.erase_settled_summaries().await?;
             return Ok(());
         }
         let refusal = match self.get(id).await? {

@@ -177,6 +177,11 @@ impl Store {
         migrations::run(&pool).await?;
         drop(opening);
         let backend = Backend::Sqlite(pool);
+        if options.journal && options.redaction == ArgumentRedaction::Digest {
+            // The gateway's store only (other commands only read): summaries a crashed or older gateway left
+            // behind after their approvals settled.
+            ApprovalStore::new(backend.clone(), options.approval_poll_interval, true).erase_settled_summaries().await?;
+        }
         // Every process recovers what crashed gateways journaled, so `toolgate audit` sees every forwarded call.
         audit::recover_journals(&backend, path).await?;
         let journal = if options.journal {
@@ -224,7 +229,8 @@ impl Store {
 
     /// The approvals queue.
     pub fn approvals(&self) -> ApprovalStore {
-        ApprovalStore::new(self.backend.clone(), self.options.approval_poll_interval)
+        let digest_only = self.options.redaction == ArgumentRedaction::Digest;
+        ApprovalStore::new(self.backend.clone(), self.options.approval_poll_interval, digest_only)
     }
 
     /// Writes every queued audit entry, then closes the connections (other clones stop working).

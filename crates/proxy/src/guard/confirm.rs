@@ -235,10 +235,16 @@ async fn by_queue(
         Ok(ApprovalWait::Denied { by }) => {
             Confirmation::Refused(format!("toolgate: {by} denied this call to {}; it was not made", tool.exposed_name))
         }
-        Ok(ApprovalWait::Expired | ApprovalWait::TimedOut) => Confirmation::Refused(format!(
-            "toolgate: nobody approved this call within {} s; it was not made",
-            spec.timeout.as_secs()
-        )),
+        Ok(ApprovalWait::Expired | ApprovalWait::TimedOut) => {
+            // Nothing waits for it any more: withdrawn, so nobody approves it in vain and its summary goes.
+            if let Err(error) = store.approvals().withdraw(&pending.id).await {
+                tracing::warn!(%error, "cannot withdraw an approval nobody decided");
+            }
+            Confirmation::Refused(format!(
+                "toolgate: nobody approved this call within {} s; it was not made",
+                spec.timeout.as_secs()
+            ))
+        }
         Ok(ApprovalWait::AlreadyConsumed) => Confirmation::Refused("toolgate: that approval was already used".into()),
         Err(error) => Confirmation::Refused(format!("toolgate: waiting for approval failed ({error})")),
     };

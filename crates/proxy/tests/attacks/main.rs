@@ -11,6 +11,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod approval_privacy;
 mod approvals;
 mod claims;
 mod harness;
