@@ -220,7 +220,7 @@ impl Connection {
         });
         let deadline = Instant::now() + self.options.initialize_timeout;
         let pending = self.begin_request_within("initialize", Some(params), self.options.initialize_timeout).await?;
-        let result = into_result(self.wait(pending, deadline.saturating_duration_since(Instant::now())).await?)?;
+        let result = into_result(self.wait_until(pending, deadline, self.options.initialize_timeout).await?)?;
         let protocol_version = result
             .get("protocolVersion")
             .and_then(Value::as_str)
@@ -260,7 +260,23 @@ impl Connection {
         let timeout = self.options.request_timeout;
         let deadline = Instant::now() + timeout;
         let pending = self.begin_request_within(method, params, timeout).await?;
-        into_result(self.wait(pending, deadline.saturating_duration_since(Instant::now())).await?)
+        into_result(self.wait_until(pending, deadline, timeout).await?)
+    }
+
+    /// Waits for the answer until `deadline`; a timeout names the request's whole time (`timeout`), not the part of
+    /// it that was left after queueing.
+    async fn wait_until(
+        &self,
+        pending: PendingRequest,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<Value, UpstreamError> {
+        match self.wait(pending, deadline.saturating_duration_since(Instant::now())).await {
+            Err(UpstreamError::Timeout { method, diagnostics, .. }) => {
+                Err(UpstreamError::Timeout { method, after: timeout, diagnostics })
+            }
+            other => other,
+        }
     }
 
     /// Sends a request and returns once it is on its way, waiting for room in the transport's queue at most the
