@@ -212,10 +212,29 @@ pub(crate) fn short_name(hint: Hint) -> &'static str {
 /// Prints the operating point (micro, then per server) and the decision figures.
 pub(crate) fn print_trust(entries: &[&TrustScored], per_server: bool) {
     let figures = TrustFigures::of(entries);
-    println!("== trust rule operating point: untrusted upstream, bar {DEFAULT_MIN_CONFIDENCE} (share (n)) ==");
-    println!("{:<13} {:>22} {:>22}", "hint", "honest accepted", "lies caught");
+    let mut groups: BTreeMap<&str, Vec<&TrustScored>> = BTreeMap::new();
+    for entry in entries {
+        groups.entry(entry.server.as_str()).or_default().push(entry);
+    }
+    let per_group: Vec<TrustFigures> = groups.values().map(|group| TrustFigures::of(group)).collect();
+    // Macro: each server's share averaged over the servers with such a check, so one large server counts once.
+    let mean = |pick: &dyn Fn(&TrustFigures) -> Tally| {
+        let shares: Vec<f64> = per_group.iter().filter_map(|figures| pick(figures).share()).collect();
+        let mean = (!shares.is_empty()).then(|| shares.iter().sum::<f64>() / shares.len() as f64);
+        format!("{} [{}]", show(mean), shares.len())
+    };
+    println!("== trust rule operating point: untrusted upstream, bar {DEFAULT_MIN_CONFIDENCE} ==");
+    println!("micro: share (checks); macro: mean of per-server shares [servers]");
+    println!("{:<13} {:>16} {:>16} {:>16} {:>16}", "hint", "honest accepted", "macro", "lies caught", "macro");
     for (index, hint) in Hint::ALL.into_iter().enumerate() {
-        println!("{:<13} {:>22} {:>22}", short_name(hint), figures.honest[index].cell(), figures.lies[index].cell());
+        println!(
+            "{:<13} {:>16} {:>16} {:>16} {:>16}",
+            short_name(hint),
+            figures.honest[index].cell(),
+            mean(&|figures: &TrustFigures| figures.honest[index]),
+            figures.lies[index].cell(),
+            mean(&|figures: &TrustFigures| figures.lies[index]),
+        );
     }
     println!();
     println!("== decisions: standard profile, untrusted upstream (tools declaring readOnlyHint) ==");
@@ -236,10 +255,6 @@ pub(crate) fn print_trust(entries: &[&TrustScored], per_server: bool) {
     if per_server {
         println!("-- per server: honest accepted / lies caught, share (n) --");
         println!("{:<24} {:>22} {:>22} {:>22} {:>22}", "server", "readOnly", "destructive", "idempotent", "openWorld");
-        let mut groups: BTreeMap<&str, Vec<&TrustScored>> = BTreeMap::new();
-        for entry in entries {
-            groups.entry(entry.server.as_str()).or_default().push(entry);
-        }
         for (server, group) in groups {
             let figures = TrustFigures::of(&group);
             let cells: Vec<String> = (0..4)
