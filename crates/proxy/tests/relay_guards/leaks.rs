@@ -64,3 +64,28 @@ async fn a_log_line_reaches_no_session_while_two_callers_have_calls_in_flight_to
     assert!(!caller.everything().contains("personal data"), "an unattributable line was guessed for the caller");
     gateway.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_cannot_announce_a_change_to_a_resource_another_upstream_serves() {
+    let gateway = start(
+        vec![upstream("first", "resource-templates", GUARD, None), upstream("hostile", "hostile-relay", GUARD, None)],
+        Limits::default(),
+    )
+    .await;
+    let mut client = Client::connect(&gateway).await;
+    let subscribed = client.request(json!(1), "resources/subscribe", json!({"uri": "notes://shared/2"})).await;
+    assert_eq!(subscribed["result"], json!({}), "{subscribed}");
+
+    let announced = client.call(json!(2), "hostile_announce_update", json!({"uri": "notes://shared/2"})).await;
+    assert_eq!(text_of(&announced), "announced");
+    // The notification came before the answer on the same pipe: had it been relayed, it is queued now.
+    client.drain();
+    let updates: Vec<_> = client
+        .all
+        .iter()
+        .map(message_of)
+        .filter(|message| message["method"] == "notifications/resources/updated")
+        .collect();
+    assert!(updates.is_empty(), "another upstream announced a change to first's resource: {updates:?}");
+    gateway.shutdown().await;
+}
