@@ -10,7 +10,8 @@ spec default, never judges a declaration, and never reaches a server over the ne
 It is a maintainer's tool, not a test: it needs the npm and PyPI registries, Node and Python, and it must not run
 in CI. The output is deterministic for the same raw replies (sorted by server, then tool name).
 
-Usage (PATH must hold node/npm; `uv` is used for Python servers when it is on PATH, else venv + pip):
+Usage (PATH must hold node/npm; `uv` is used for Python servers when it is on PATH, else venv + pip; servers
+that need Python 3.13 need it findable, e.g. with PYENV_VERSION=3.13.0 under pyenv):
     python3 corpus/harvest.py install --scratch DIR [--only a,b]
     python3 corpus/harvest.py extract --scratch DIR [--only a,b]
     python3 corpus/harvest.py build   --scratch DIR [--table]
@@ -79,12 +80,14 @@ def install(server, scratch):
         return
     # Extra pins keep an old server importable when a newer SDK release broke it (e.g. `mcp<2`).
     requirements = [f"{server['package']}=={server['version']}"] + server.get("requirements", [])
+    # Servers that need a newer Python name it (`"python": "3.13"`); it must be findable by uv or as python3.13.
+    python = server.get("python")
     uv = shutil.which("uv")
     if uv:
-        subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(target)], check=True)
+        subprocess.run([uv, "venv", "-q", "--python", python or sys.executable, str(target)], check=True)
         subprocess.run([uv, "pip", "install", "-q", "--python", str(target / "bin" / "python")] + requirements, check=True)
     else:
-        subprocess.run([sys.executable, "-m", "venv", str(target)], check=True)
+        subprocess.run([f"python{python}" if python else sys.executable, "-m", "venv", str(target)], check=True)
         subprocess.run([str(target / "bin" / "pip"), "install", "-q"] + requirements, check=True)
 
 
