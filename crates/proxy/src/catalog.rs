@@ -45,6 +45,8 @@ pub struct UpstreamListing {
     pub resources: Vec<Value>,
     /// `resources/templates/list` items.
     pub templates: Vec<Value>,
+    /// The server offered more pages of tools than were read: enough tools had arrived for the configured maximum.
+    pub more_tools_unread: bool,
 }
 
 /// One upstream's listing with the outcome of its pin check: stored, read and built into a catalog as one value,

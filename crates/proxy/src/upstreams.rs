@@ -136,11 +136,12 @@ impl UpstreamRuntime {
         }
     }
 
-    /// Connects and lists; what the upstream sends on its own goes to `events`. Nothing is published: the run task
-    /// checks the listing first ([`UpstreamRuntime::set_ready`]).
+    /// Connects and lists (tool pages until `max_tools` tools arrived); what the upstream sends on its own goes to
+    /// `events`. Nothing is published: the run task checks the listing first ([`UpstreamRuntime::set_ready`]).
     pub async fn connect(
         &self,
         max_message_bytes: usize,
+        max_tools: usize,
         events: Arc<dyn EventSink>,
     ) -> Result<(Arc<Connection>, UpstreamListing), UpstreamError> {
         let options = ConnectOptions {
@@ -154,7 +155,7 @@ impl UpstreamRuntime {
             ..ConnectOptions::default()
         };
         let connection = Arc::new(Connection::connect(&self.spec.endpoint, options).await?);
-        match list_everything(&connection).await {
+        match list_everything(&connection, max_tools).await {
             Ok(listing) => Ok((connection, listing)),
             Err(error) => {
                 connection.close().await;
@@ -174,13 +175,18 @@ impl UpstreamRuntime {
 }
 
 fn dropped_warning(listing: &CheckedListing) -> Option<String> {
-    (listing.dropped_tools > 0).then(|| {
-        format!(
-            "{} more tools than limits.max_tools_per_upstream ({}) were dropped",
-            listing.dropped_tools,
-            listing.listing.tools.len()
-        )
-    })
+    let served = listing.listing.tools.len();
+    match (listing.dropped_tools, listing.listing.more_tools_unread) {
+        (0, false) => None,
+        (dropped, false) => {
+            Some(format!("{dropped} more tools than limits.max_tools_per_upstream ({served}) were dropped"))
+        }
+        (dropped, true) => Some(format!(
+            "at least {} more tools than limits.max_tools_per_upstream ({served}) were dropped (further pages were \
+             not read)",
+            dropped.max(1)
+        )),
+    }
 }
 
 /// What an upstream's run task is asked to do besides keeping its connection: re-list some kinds after the
@@ -266,27 +272,29 @@ impl ListingRequests {
     }
 }
 
-/// Lists every kind the server declared a capability for.
-pub async fn list_everything(connection: &Connection) -> Result<UpstreamListing, UpstreamError> {
-    let mut listing = UpstreamListing::default();
-    for kind in ListKind::ALL {
-        if has_capability(connection, kind) {
-            let items = connection.list_all(kind).await?;
-            *listing_slot(&mut listing, kind) = items;
-        }
-    }
-    Ok(listing)
+/// Lists every kind the server declared a capability for; tool pages only until `max_tools` tools arrived.
+pub async fn list_everything(connection: &Connection, max_tools: usize) -> Result<UpstreamListing, UpstreamError> {
+    relist(connection, &UpstreamListing::default(), &ListKind::ALL, max_tools).await
 }
 
-/// Lists `kinds` again into a copy of `listing` (after `list_changed`).
+/// Lists `kinds` again into a copy of `listing` (after `list_changed`); tool pages only until `max_tools` tools
+/// arrived, so a server listing without end costs at most one page beyond the maximum.
 pub async fn relist(
     connection: &Connection,
     listing: &UpstreamListing,
     kinds: &[ListKind],
+    max_tools: usize,
 ) -> Result<UpstreamListing, UpstreamError> {
     let mut updated = listing.clone();
     for kind in kinds {
-        if has_capability(connection, *kind) {
+        if !has_capability(connection, *kind) {
+            continue;
+        }
+        if *kind == ListKind::Tools {
+            let listed = connection.list_at_most(*kind, max_tools).await?;
+            updated.tools = listed.items;
+            updated.more_tools_unread = listed.unread_pages;
+        } else {
             *listing_slot(&mut updated, *kind) = connection.list_all(*kind).await?;
         }
     }

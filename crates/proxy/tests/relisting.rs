@@ -254,6 +254,34 @@ async fn issue_10_an_upstream_listing_more_tools_than_the_maximum_is_cut_to_it_v
     gateway.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_10_no_page_of_tools_beyond_the_maximum_is_asked_for() {
+    // The paginated fixture lists 3 tools, then 2, then 2, page by page.
+    let log = FixtureLog::new();
+    let paginated = upstream("pages", "paginated", Duration::from_secs(20), Some(&log.path));
+    let limits = Limits { max_tools_per_upstream: 2, ..Limits::default() };
+    let spec = GatewaySpec {
+        upstreams: vec![paginated],
+        stdio: None,
+        http: None,
+        limits,
+        guardrails: permissive(),
+        source: None,
+    };
+    let gateway = support::start_spec(spec, None).await;
+    let mut client = Client::connect(&gateway).await;
+    assert_eq!(names(&client.tools().await), ["pages_read_config", "pages_wipe_cache"]);
+    let lists: Vec<Value> = log.entries().into_iter().filter(|entry| entry["method"] == "tools/list").collect();
+    assert_eq!(lists.len(), 1, "only the first page was asked for: {lists:?}");
+    assert!(lists[0]["params"].get("cursor").is_none(), "{lists:?}");
+    let UpstreamStatus::Ready { warning, .. } = support::status_of(&gateway, "pages") else {
+        panic!("the upstream is not ready")
+    };
+    let warning = warning.expect("the status says tools are missing");
+    assert!(warning.contains("at least 1 more") && warning.contains("not read"), "{warning}");
+    gateway.shutdown().await;
+}
+
 /// Not a check but a measurement: the gateway's memory (this process: the gateway, its store and one client; the
 /// fixture is a child process) once it serves `TOOLGATE_MEASURE_TOOLS` tools of one upstream (default 2000), in its
 /// catalog and written to the store's inventory. Run it once with 0 and once with N tools; the difference in

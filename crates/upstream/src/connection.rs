@@ -43,6 +43,15 @@ pub struct InitializeOutcome {
     pub instructions: Option<String>,
 }
 
+/// What [`Connection::list_at_most`] read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listed {
+    /// The items of every page read, in order.
+    pub items: Vec<Value>,
+    /// The server offered more pages, not asked for because enough items had arrived.
+    pub unread_pages: bool,
+}
+
 /// The four paginated list methods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ListKind {
@@ -426,6 +435,12 @@ impl Connection {
     /// Cursors are opaque and passed back unchanged; a repeated cursor or more than `max_pages` pages is a
     /// protocol violation rather than an endless loop.
     pub async fn list_all(&self, kind: ListKind) -> Result<Vec<Value>, UpstreamError> {
+        self.list_at_most(kind, usize::MAX).await.map(|listed| listed.items)
+    }
+
+    /// Like [`Connection::list_all`], but asks for no further page once `max_items` items arrived, so what a
+    /// server lists beyond them is never fetched or held (the last page read is kept whole).
+    pub async fn list_at_most(&self, kind: ListKind, max_items: usize) -> Result<Listed, UpstreamError> {
         let mut items = Vec::new();
         let mut cursor: Option<String> = None;
         let mut seen_cursors = HashSet::new();
@@ -450,9 +465,12 @@ impl Connection {
                             kind.method()
                         )));
                     }
+                    if items.len() >= max_items {
+                        return Ok(Listed { items, unread_pages: true });
+                    }
                     cursor = Some(next.clone());
                 }
-                Some(Value::Null) | None => return Ok(items),
+                Some(Value::Null) | None => return Ok(Listed { items, unread_pages: false }),
                 Some(_) => return Err(UpstreamError::Protocol("`nextCursor` must be a string".into())),
             }
         }

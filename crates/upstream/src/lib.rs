@@ -29,7 +29,7 @@ pub mod jsonrpc;
 mod stdio;
 mod transport;
 
-pub use connection::{Connection, InitializeOutcome, ListKind, PendingRequest, into_result};
+pub use connection::{Connection, InitializeOutcome, ListKind, Listed, PendingRequest, into_result};
 pub use endpoint::{ConnectOptions, DEFAULT_MAX_IN_FLIGHT, Endpoint, SUPPORTED_PROTOCOL_VERSIONS};
 pub use error::{FaultSide, UpstreamError};
 pub use events::{EventSink, Responder};

@@ -48,12 +48,12 @@ pub(crate) struct Checked {
     pub(crate) accepted_tightening: Vec<String>,
 }
 
-/// Drops the tools beyond `max`, in listing order, and says so; returns how many were dropped. A server listing
-/// thousands of tools costs memory in every catalog and inventory built from it, and no model chooses well among
-/// them.
+/// Drops the tools beyond `max`, in listing order, and says so; returns how many were dropped (of the pages read:
+/// no page is asked for once `max` tools arrived). A server listing thousands of tools costs memory in every
+/// catalog and inventory built from it, and no model chooses well among them.
 pub(crate) fn cap_tools(upstream: &str, listing: &mut UpstreamListing, max: usize) -> usize {
     let listed = listing.tools.len();
-    if listed <= max {
+    if listed <= max && !listing.more_tools_unread {
         return 0;
     }
     listing.tools.truncate(max);
@@ -61,9 +61,10 @@ pub(crate) fn cap_tools(upstream: &str, listing: &mut UpstreamListing, max: usiz
         upstream,
         listed,
         served = max,
+        more_pages_unread = listing.more_tools_unread,
         "the upstream lists more tools than limits.max_tools_per_upstream; the rest are dropped"
     );
-    listed - max
+    listed.saturating_sub(max)
 }
 
 /// Fingerprints `listing`'s tools (reusing `previous`'s when the tools are the same) and compares them with the pins
@@ -124,6 +125,7 @@ pub(crate) fn record(
             previous.fingerprints != next.fingerprints
                 || previous.quarantined_names() != quarantined
                 || previous.dropped_tools != next.dropped_tools
+                || previous.listing.more_tools_unread != next.listing.more_tools_unread
                 || !checked.accepted_tightening.is_empty()
         }
     };
@@ -154,8 +156,9 @@ pub(crate) fn record(
         "quarantined": quarantined,
         "acceptedTightening": checked.accepted_tightening,
     });
-    if next.dropped_tools > 0 {
+    if next.dropped_tools > 0 || next.listing.more_tools_unread {
         detail["droppedTools"] = json!(next.dropped_tools);
+        detail["morePagesUnread"] = json!(next.listing.more_tools_unread);
     }
     entry.detail = Some(detail);
     audit::record(gateway, entry);

@@ -65,9 +65,10 @@ pub(crate) async fn run_upstream(gateway: Arc<GatewayInner>, index: usize) {
         // What was asked of the last connection, this one's full listing answers; what this one announces while it
         // is being listed stays asked.
         runtime.requests.clear();
+        let limits = &gateway.spec.limits;
         let connected = tokio::select! {
             () = gateway.shutdown.cancelled() => return,
-            connected = runtime.connect(gateway.spec.limits.max_message_bytes, sink) => connected,
+            connected = runtime.connect(limits.max_message_bytes, limits.max_tools_per_upstream, sink) => connected,
         };
         match connected {
             Ok((connection, mut listed)) => {
@@ -150,7 +151,8 @@ async fn serve(gateway: &GatewayInner, runtime: &UpstreamRuntime, connection: &C
         (Arc::clone(&current.listing), current.dropped_tools)
     } else {
         gateway.metrics.count_relist(name);
-        let mut listed = match relist(connection, &current.listing, &kinds).await {
+        let max_tools = gateway.spec.limits.max_tools_per_upstream;
+        let mut listed = match relist(connection, &current.listing, &kinds, max_tools).await {
             Ok(listed) => listed,
             Err(error) => {
                 // The connection is likely ending; its successor lists everything.
