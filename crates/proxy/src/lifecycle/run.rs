@@ -79,8 +79,10 @@ pub(crate) async fn run_upstream(gateway: Arc<GatewayInner>, index: usize) {
                 let trigger = std::mem::replace(&mut trigger, ListingTrigger::Reconnect);
                 listing::record(&gateway, &runtime.spec.name, trigger, None, &checked);
                 runtime.set_ready(Arc::clone(&connection), Arc::new(checked.listing));
-                tracing::info!(upstream = %runtime.spec.name, status = ?runtime.status(), "upstream ready");
+                // The status says ready from here: rebuild before anything else (logging included), so whoever sees
+                // it finds the catalog with this listing as soon as possible.
                 gateway.rebuild_catalog();
+                tracing::info!(upstream = %runtime.spec.name, status = ?runtime.status(), "upstream ready");
                 gateway.notify_list_changed(&[ListKind::Tools, ListKind::Prompts, ListKind::Resources]);
                 if !std::mem::replace(&mut settled, true) {
                     gateway.mark_settled();
