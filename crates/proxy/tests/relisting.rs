@@ -307,3 +307,45 @@ async fn measure_the_memory_each_tool_costs() {
     println!("tools={} VmRSS={rss} KiB VmHWM={peak} KiB", count + 3);
     gateway.shutdown().await;
 }
+
+/// Not a check but a measurement, for issue 10's "400 `list_changed` in 20 s with 2,000 tools": the gateway's CPU
+/// time (this process; the fixture is a child), its re-listings and its `listing` audit rows for one change
+/// announced 400 times by an upstream with 2,000 tools:
+/// `cargo nextest run -p toolgate-proxy --test relisting --run-ignored only --no-capture -E 'test(burst)'`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement, not a check"]
+#[allow(clippy::print_stdout, reason = "the measurement is the output")]
+async fn measure_a_burst_of_list_changed() {
+    let cpu_ticks = || {
+        let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+        let fields: Vec<&str> = stat.rsplit(')').next().unwrap().split_whitespace().collect();
+        fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+    };
+    let state = tempfile::tempdir().unwrap();
+    let store = Store::open(state.path()).await.unwrap();
+    let log = FixtureLog::new();
+    let limits = Limits { max_tools_per_upstream: 100_000, ..Limits::default() };
+    let upstreams = vec![relist_upstream(2000, Some(&log), None)];
+    let spec = GatewaySpec { upstreams, stdio: None, http: None, limits, guardrails: permissive(), source: None };
+    let gateway = support::start_spec(spec, Some(store.clone())).await;
+    let mut client = Client::connect(&gateway).await;
+    let (lists, rows, ticks) = (tools_lists(&log), listing_rows(&store).await.len(), cpu_ticks());
+    client.call(json!("burst"), "relist_change", json!({"what": "burst", "count": 400})).await;
+    client.call(json!("describe"), "relist_change", json!({"what": "describe"})).await;
+    // Polls the fixture's log, not the gateway: a client listing 2,000 tools would count here too.
+    let deadline = tokio::time::Instant::now() + GUARD;
+    while tools_lists(&log) < lists + 2 {
+        assert!(tokio::time::Instant::now() < deadline, "no re-listing");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let spent = cpu_ticks() - ticks;
+    let relists = tools_lists(&log) - lists;
+    let added = listing_rows(&store).await.len() - rows;
+    let db = std::fs::metadata(state.path().join("toolgate.db")).map(|meta| meta.len()).unwrap_or(0);
+    println!(
+        "401 announcements: {relists} re-listings, {added} listing rows, {spent} CPU ticks (1/100 s), db {db} bytes"
+    );
+    assert!(description(&client.tools().await, "relist_update_record").contains("(version 2)"));
+    gateway.shutdown().await;
+}
