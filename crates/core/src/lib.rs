@@ -13,6 +13,7 @@
 //! - [`facts`] turns effective hints into what a client UI shows: category, risk level, action phrase, title.
 //! - [`fingerprint::fingerprint_tool`] hashes the RFC 8785 canonical form of a definition, whole and per field.
 //! - [`lint::lint_tool`] checks declarations against a catalogue of rules with stable codes.
+//! - [`display`] escapes upstream- and model-controlled text for a person (terminal, log, HTML, questions).
 //!
 //! ```
 //! use toolgate_core::{ToolDefinition, assess_tool, HintSource};
@@ -27,9 +28,11 @@
 //! ```
 
 pub mod assess;
+pub mod confusable;
 pub mod corpus;
 pub mod decision;
 pub mod definition_diff;
+pub mod display;
 pub mod effective;
 pub mod facts;
 pub mod fingerprint;

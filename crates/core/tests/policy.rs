@@ -117,6 +117,22 @@ fn modes() {
 }
 
 #[test]
+fn look_alike_names_are_matched_by_the_rules_for_what_they_imitate() {
+    let policy = policy(json!({"rule": [
+        {"id": "no-deletes", "effect": "deny", "match": {"tool": "delete_*"}},
+        {"id": "ask-purge", "effect": "confirm", "match": {"tool": "purge_old"}},
+        {"id": "reads-ok", "effect": "allow", "match": {"tool": "read_file"}}
+    ]}));
+    // A Cyrillic `е`, a zero-width space, a Greek `ο` and a Cyrillic `р`: each reads as the Latin name.
+    check(&policy, call("d\u{0435}lete_file", &write()), Verdict::Deny, "no-deletes");
+    check(&policy, call("delete\u{200b}_file", &write()), Verdict::Deny, "no-deletes");
+    check(&policy, call("\u{0440}urge_\u{03bf}ld", &write()), Verdict::Confirm, "ask-purge");
+    // A look-alike never gains an allow written for the name it imitates.
+    check(&policy, call("r\u{0435}ad_file", &destructive()), Verdict::Confirm, "default-destructive-confirm");
+    check(&policy, call("read_file", &destructive()), Verdict::Allow, "reads-ok");
+}
+
+#[test]
 fn combining_deny_overrides_then_first_permit() {
     let rules = policy(json!({"rule": [
         {"id": "github-all", "effect": "allow", "match": {"upstream": "github"}},

@@ -222,6 +222,15 @@ pub(crate) const INVALID_TITLE: Rule = Rule {
     fix: "write the title as a non-empty string, or remove the key",
 };
 
+/// `TG310`: a name that looks like another name.
+pub(crate) const CONFUSABLE_NAME: Rule = Rule {
+    code: "TG310",
+    name: "confusable-name",
+    severity: Severity::Warning,
+    summary: "the name mixes scripts, uses look-alike letters or holds invisible or control characters",
+    fix: "name the tool in plain ASCII (`[A-Za-z0-9_-]`); a look-alike of another name is how a tool impersonates one",
+};
+
 /// The rule catalogue, in code order.
 pub const RULES: &[Rule] = &[
     READ_ONLY_AND_DESTRUCTIVE,
@@ -248,4 +257,5 @@ pub const RULES: &[Rule] = &[
     EXTENDED_HINT,
     ANNOTATIONS_NOT_AN_OBJECT,
     INVALID_TITLE,
+    CONFUSABLE_NAME,
 ];

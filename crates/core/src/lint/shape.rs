@@ -7,10 +7,11 @@
 use serde_json::Value;
 
 use super::catalogue::{
-    ANNOTATIONS_NOT_AN_OBJECT, CONFLICTING_SPELLINGS, EXTENDED_HINT, INVALID_HINT_VALUE, INVALID_TITLE, LOOSE_BOOLEAN,
+    ANNOTATIONS_NOT_AN_OBJECT, CONFLICTING_SPELLINGS, CONFUSABLE_NAME, EXTENDED_HINT, INVALID_HINT_VALUE, INVALID_TITLE, LOOSE_BOOLEAN,
     MISPLACED_HINT, UNKNOWN_ANNOTATION_KEY, VENDOR_SPELLING,
 };
 use super::{Finding, json_pointer};
+use crate::confusable::confusable;
 use crate::normalize::{NormalizationFinding, NormalizedAnnotations};
 use crate::tool::{ToolDefinition, json_type_name};
 
@@ -21,6 +22,20 @@ pub(super) fn check(tool: &ToolDefinition, normalized: &NormalizedAnnotations, f
     }
     check_annotations_object(tool, findings);
     check_titles(tool, findings);
+    check_name(tool, findings);
+}
+
+/// `TG310`: a name a person may take for another (policy rules also match what it looks like).
+fn check_name(tool: &ToolDefinition, findings: &mut Vec<Finding>) {
+    if let Some(found) = confusable(tool.name()) {
+        let what = if found.mixed_scripts { "mixes Latin with Cyrillic or Greek letters" } else { "is disguised" };
+        let message = format!(
+            "the name {} and reads as {}",
+            what,
+            crate::display::quoted(&found.looks_like, 80)
+        );
+        findings.push(Finding::new(&CONFUSABLE_NAME, message, Some(json_pointer(&["name"]))));
+    }
 }
 
 /// Where a key was written: inside `annotations` when it is there, else at the top level.

@@ -210,6 +210,9 @@ fn spelling_and_shape() {
         json!({"name": "t", "title": 3, "annotations": {"title": "T", "readOnlyHint": true, "openWorldHint": false}}),
         &["TG309"],
     );
+    let lookalike = json!({"name": "d\u{0435}lete_file", "title": "Delete file", "annotations": {
+        "readOnlyHint": false, "destructiveHint": true, "openWorldHint": false}});
+    check(lookalike, &["TG310"]);
 }
 
 #[test]

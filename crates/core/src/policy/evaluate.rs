@@ -3,11 +3,15 @@
 //! The hot path: bit tests first, globs and scopes last, rules skipped once they cannot change the outcome, and
 //! one allocation (the reason vector); every reason text is static or shared with the compiled rule.
 
+use std::borrow::Cow;
+
+use crate::confusable::skeleton;
 use crate::decision::{Decision, Reason, Text, Verdict};
 use crate::effective::EffectiveHints;
 use crate::facts::{category, risk_level};
 use crate::hints::Hint;
 use crate::policy::compile::{CompiledPolicy, CompiledRule, category_bit};
+use crate::policy::glob::Glob;
 use crate::policy::spec::DefaultProfile;
 use crate::policy::{CallFacts, Mode};
 use crate::trust::HintRule;
@@ -196,6 +200,9 @@ fn default_profile(defaults: DefaultProfile, hints: &EffectiveHints) -> (Verdict
 /// The call's facts as bits, computed once per decision.
 struct Subject<'a> {
     call: &'a CallFacts<'a>,
+    /// The tool's name as a person reads it (`core::confusable::skeleton`), when that differs from the name: a
+    /// look-alike (`dеlete_file` with a Cyrillic `е`) is matched by the rules written for what it looks like.
+    tool_skeleton: Option<String>,
     hint_bits: u8,
     category_bit: u8,
     rule_bits: [u16; 4],
@@ -211,7 +218,11 @@ impl<'a> Subject<'a> {
             rule_bits[index] = call.hints.rules.get(hint).bit();
         }
         let any_rule_bits = rule_bits.iter().fold(0, |bits, bit| bits | bit);
-        Subject { call, hint_bits, category_bit: category_bit(call.category), rule_bits, any_rule_bits }
+        let tool_skeleton = match skeleton(call.tool) {
+            Cow::Borrowed(_) => None,
+            Cow::Owned(skeleton) => Some(skeleton),
+        };
+        Subject { call, tool_skeleton, hint_bits, category_bit: category_bit(call.category), rule_bits, any_rule_bits }
     }
 
     fn matches(&self, rule: &CompiledRule, mode: Mode) -> bool {
@@ -224,12 +235,22 @@ impl<'a> Subject<'a> {
             && rule.hint_rules.iter().zip(self.rule_bits).all(|(allowed, bit)| allowed & bit != 0)
             && (rule.any_hint_rule == 0 || rule.any_hint_rule & self.any_rule_bits != 0)
             && rule.upstream.as_deref().is_none_or(|globs| globs.iter().any(|glob| glob.matches(call.upstream)))
-            && rule.tool.as_deref().is_none_or(|globs| globs.iter().any(|glob| glob.matches(call.tool)))
+            && rule.tool.as_deref().is_none_or(|globs| globs.iter().any(|glob| self.tool_matches(glob, rule.effect)))
             && rule.scopes.iter().all(|scope| has_scope(call.scopes, scope))
             && rule
                 .missing_scopes
                 .as_deref()
                 .is_none_or(|scopes| scopes.iter().any(|scope| !has_scope(call.scopes, scope)))
+    }
+}
+
+impl Subject<'_> {
+    /// A rule's tool glob against the name, and for every rule but `allow` also against its skeleton: a look-alike
+    /// never escapes a refusal or a confirmation written for the name it imitates, and never gains an `allow`
+    /// written for another name.
+    fn tool_matches(&self, glob: &Glob, effect: Verdict) -> bool {
+        glob.matches(self.call.tool)
+            || (effect != Verdict::Allow && self.tool_skeleton.as_deref().is_some_and(|skeleton| glob.matches(skeleton)))
     }
 }
 
