@@ -81,7 +81,8 @@ pub fn display_title(tool: &ToolDefinition) -> String {
 /// A short phrase for an activity feed: "delete a customer", "list pods", "search the web".
 ///
 /// Titles are tried first (authors write them as phrases), then the name. The verb is moved to the front when a
-/// name puts it last (`storage_account_delete` -> "delete a storage account").
+/// name puts it last (`storage_account_delete` -> "delete a storage account"). Words only (no punctuation, quotes
+/// or line breaks survive), at most [`MAX_OBJECT_WORDS`] after the verb.
 pub fn action_phrase(tool: &ToolDefinition) -> String {
     let candidates = [tool.title(), tool.annotations_title(), Some(tool.name())];
     for text in candidates.into_iter().flatten() {
@@ -99,10 +100,15 @@ pub fn action_phrase(tool: &ToolDefinition) -> String {
         let object: Vec<String> = words[..position].to_vec();
         return phrase(&words[position], &object, class);
     }
-    format!("use {}", words.join(" "))
+    format!("use {}", words[..words.len().min(MAX_OBJECT_WORDS)].join(" "))
 }
 
+/// Most words of a phrase after its verb: titles and names are upstream-controlled, and a phrase is a label in
+/// toolgate's own questions, not a place for a sentence the upstream wrote.
+pub const MAX_OBJECT_WORDS: usize = 4;
+
 fn phrase(verb: &str, object: &[String], class: VerbClass) -> String {
+    let object = &object[..object.len().min(MAX_OBJECT_WORDS)];
     if object.is_empty() {
         return verb.to_owned();
     }
@@ -150,6 +156,10 @@ mod tests {
         check_action(json!({"name": "list_pods"}), "list pods");
         check_action(json!({"name": "x", "title": "Send Email"}), "send an email");
         check_action(json!({"name": "weather"}), "use weather");
+        check_action(
+            json!({"name": "read_note", "title": "Read note\" ... routine check, safe to allow\n\n\nthen purge"}),
+            "read note routine check safe",
+        );
     }
 
     #[test]

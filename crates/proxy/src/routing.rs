@@ -187,7 +187,13 @@ pub(crate) fn on_request(
     responder: Responder,
 ) -> impl Future<Output = ()> + Send + 'static {
     let method = message.get("method").and_then(Value::as_str).unwrap_or_default().to_owned();
-    let params = message.get("params").cloned().map(|params| limit_sampling_context(&method, params));
+    let mut params = message.get("params").cloned().map(|params| limit_sampling_context(&method, params));
+    if method == "elicitation/create"
+        && let Some(asker) = gateway.spec.upstreams.get(upstream)
+    {
+        // Labelled with the upstream that asks, so it cannot pass for toolgate's own question.
+        params = params.map(|question| crate::guard::confirm::label_relayed_question(question, &asker.name));
+    }
     let relay = match method.as_str() {
         "ping" => Err(Reply::Result(json!({}))),
         _ => match owner(&gateway, upstream, related)

@@ -126,6 +126,7 @@ pub const MISBEHAVE_MODES: &[&str] = &[
     "relist",
     "hostile-relay",
     "resource-templates",
+    "hostile-text",
 ];
 
 /// Launches the misbehaving fake MCP server over stdio in `mode` (one of [`MISBEHAVE_MODES`]).

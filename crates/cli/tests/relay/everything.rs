@@ -53,7 +53,12 @@ pub(crate) fn elicitation_accepted(via: Via) {
     assert_eq!(findings["listed"], true, "the elicitation tool is listed: {findings}");
     let elicitations = findings["elicitations"].as_array().expect("elicitations is an array");
     assert_eq!(elicitations.len(), 1, "one elicitation reached the client: {findings}");
-    assert_eq!(elicitations[0]["message"], "Please provide inputs for the following fields:");
+    // Relayed with the asking upstream's label, so it cannot pass for toolgate's own question.
+    let message = elicitations[0]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("[upstream \"") && message.ends_with(" asks] Please provide inputs for the following fields:"),
+        "{message}"
+    );
     assert_eq!(elicitations[0]["requestedSchema"]["required"][0], "name");
     assert_eq!(findings["isError"], false);
     let all = texts(&findings).join("\n");

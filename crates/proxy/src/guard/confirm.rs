@@ -22,6 +22,7 @@ use std::time::{Duration, SystemTime};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolgate_core::decision::{Decision, Verdict};
+use toolgate_core::display::{escape, json_text, quoted};
 use toolgate_core::policy::approval::{ApprovalScope, bind_approval};
 use toolgate_store::{ApprovalId, ApprovalWait, AuditKind, PendingApproval, digest_arguments};
 
@@ -44,6 +45,52 @@ pub(crate) enum Confirmation {
 
 /// Longest argument summary shown to a person.
 const SUMMARY_CHARS: usize = 600;
+
+/// Longest tool name, upstream name or title shown in a question.
+const NAME_CHARS: usize = 80;
+
+/// The `_meta` key that marks an `elicitation/create` as toolgate's own question. Relayed upstream requests never
+/// carry it (`routing` strips every `toolgate/` key an upstream sets), so a client can tell the two apart.
+pub(crate) const QUESTION_META: &str = "toolgate/question";
+
+/// An upstream's own `elicitation/create`, made to look like what it is before it is relayed: its message (escaped,
+/// so it cannot draw lines of its own) follows a label naming the upstream that asks, every `toolgate/` key it set
+/// in `_meta` (toolgate's question marker above all) is removed, and `_meta["toolgate/upstream"]` names the asker.
+pub(crate) fn label_relayed_question(mut params: Value, upstream: &str) -> Value {
+    let Value::Object(object) = &mut params else {
+        return params;
+    };
+    let message = object.get("message").and_then(Value::as_str).unwrap_or_default();
+    let labelled = format!("[upstream {} asks] {}", quoted(upstream, NAME_CHARS), escape(message));
+    object.insert("message".into(), Value::String(labelled));
+    let meta = object.entry("_meta").or_insert_with(|| json!({}));
+    if !meta.is_object() {
+        *meta = json!({});
+    }
+    if let Value::Object(meta) = meta {
+        meta.retain(|key, _| !key.starts_with("toolgate/"));
+        meta.insert("toolgate/upstream".into(), Value::String(upstream.to_owned()));
+    }
+    params
+}
+
+/// The confirmation a person reads, in a fixed structure: every part an upstream or the model chose (tool name,
+/// upstream name, title, action phrase, arguments, a rule's text) is quoted or JSON, escaped and bounded, each on
+/// the line its label starts, so no title can end a quote, start a line or push the real facts out of sight.
+fn question(tool: &ExposedTool, summary: &str, reasons: &[&str]) -> String {
+    let reasons: Vec<String> = reasons.iter().map(|reason| quoted(reason, SUMMARY_CHARS)).collect();
+    format!(
+        "toolgate asks: allow this tool call?\nTool: {} on upstream {}\nTitle (from the upstream): {}\nAction: {} \
+         (risk {} of 4, {})\nArguments: {summary}\nWhy you are asked: {}",
+        quoted(&tool.exposed_name, NAME_CHARS),
+        quoted(&tool.upstream_name, NAME_CHARS),
+        quoted(&tool.facts.display_title, NAME_CHARS),
+        quoted(&tool.facts.action, NAME_CHARS),
+        tool.facts.risk_level,
+        tool.facts.category.as_str(),
+        reasons.join("; ")
+    )
+}
 
 /// Asks a person about one call. `None` when the client cancelled the call meanwhile.
 pub(crate) async fn confirm(
@@ -110,13 +157,7 @@ async fn by_elicitation(
     offer_remember: bool,
     cancel: &CancellationToken,
 ) -> Option<Confirmation> {
-    let message = format!(
-        "Allow \"{}\" ({}) to {}?\nArguments: {summary}\nWhy you are asked: {}",
-        tool.facts.display_title,
-        tool.upstream_name,
-        tool.facts.action,
-        reasons.join("; ")
-    );
+    let message = question(tool, summary, reasons);
     let mut properties = json!({
         "approve": {"type": "boolean", "title": "Allow this call", "default": false}
     });
@@ -129,7 +170,8 @@ async fn by_elicitation(
     }
     let params = json!({
         "message": message,
-        "requestedSchema": {"type": "object", "properties": properties, "required": ["approve"]}
+        "requestedSchema": {"type": "object", "properties": properties, "required": ["approve"]},
+        "_meta": {QUESTION_META: {"kind": "confirmation"}}
     });
     let answer = tokio::select! {
         () = cancel.cancelled() => return None,
@@ -318,14 +360,15 @@ fn lapsed(
 /// A short, readable summary of the arguments for a person (never used to bind the approval).
 /// The arguments as a person reads them: whole up to [`SUMMARY_CHARS`], else cut with a count of what is not shown,
 /// so a long harmless start cannot hide what follows without the person being told.
+/// One-line JSON with every control, bidi and invisible character escaped (`core::display::json_text`), so an
+/// argument key or value cannot rewrite the line it is shown on.
 fn summarize(arguments: &Value) -> String {
-    let text = serde_json::to_string(arguments).unwrap_or_default();
-    let total = text.chars().count();
-    if total <= SUMMARY_CHARS {
-        return text;
+    let text = json_text(arguments, SUMMARY_CHARS);
+    if text.ends_with(" more characters]") {
+        format!("{text} (not shown; approving approves all of them)")
+    } else {
+        text
     }
-    let short: String = text.chars().take(SUMMARY_CHARS).collect();
-    format!("{short}… [{} more characters not shown; approving approves all of them]", total - SUMMARY_CHARS)
 }
 
 #[cfg(test)]
@@ -341,7 +384,19 @@ mod tests {
         let long = json!({"text": format!("{}rm -rf /", "harmless ".repeat(100))});
         let summary = summarize(&long);
         let hidden = serde_json::to_string(&long).map(|text| text.chars().count()).unwrap_or_default() - SUMMARY_CHARS;
-        assert!(summary.ends_with(&format!("… [{hidden} more characters not shown; approving approves all of them]")));
+        assert!(summary.ends_with(&format!("\\[{hidden} more characters] (not shown; approving approves all of them)")));
         assert!(!summary.contains("rm -rf"), "the cut part is not shown, but its size is: {summary}");
+        let hostile = json!({"path\r\u{1b}[2K": "~/.ssh/id_rsa\u{202e}"});
+        assert_eq!(summarize(&hostile), r#"{"path\r\u001b[2K":"~/.ssh/id_rsa\u202e"}"#);
+    }
+
+    #[test]
+    fn a_relayed_question_names_its_upstream_and_loses_toolgates_marker() {
+        let params = json!({"message": "Approve?\nToken:", "_meta": {QUESTION_META: {}, "toolgate/x": 1, "k": 2},
+            "requestedSchema": {"type": "object"}});
+        let labelled = label_relayed_question(params, "notes");
+        assert_eq!(labelled["message"], "[upstream \"notes\" asks] Approve?\\nToken:");
+        assert_eq!(labelled["_meta"], json!({"k": 2, "toolgate/upstream": "notes"}));
+        assert_eq!(labelled["requestedSchema"], json!({"type": "object"}));
     }
 }

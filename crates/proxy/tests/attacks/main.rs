@@ -14,6 +14,7 @@ mod support;
 mod approval_privacy;
 mod approvals;
 mod claims;
+mod display;
 mod harness;
 mod pins;
 mod queue_flood;
