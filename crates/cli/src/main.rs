@@ -60,7 +60,8 @@ fn main() -> ExitCode {
         Ok(Outcome::Clean) => ExitCode::SUCCESS,
         Ok(Outcome::Findings) => ExitCode::from(1),
         Err(error) => {
-            eprintln!("toolgate: {error:#}");
+            // An error can carry an upstream's words (a failed handshake, a reason): one escaped line.
+            eprintln!("toolgate: {}", toolgate_core::display::escape(&format!("{error:#}")));
             ExitCode::from(2)
         }
     }

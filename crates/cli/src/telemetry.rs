@@ -32,13 +32,29 @@ impl Telemetry {
     }
 }
 
+/// How every field and message of a log line is written: escaped by `core::display`, so a tool name, an upstream's
+/// stderr line or any other text from outside cannot start a line of its own, move the cursor or reorder the line
+/// (a newline in a tool name used to forge a whole log line).
+fn escaped_fields() -> impl for<'writer> tracing_subscriber::fmt::FormatFields<'writer> + 'static {
+    use tracing_subscriber::field::MakeExt as _;
+    tracing_subscriber::fmt::format::debug_fn(|writer, field, value| {
+        let text = toolgate_core::display::escape(&format!("{value:?}"));
+        if field.name() == "message" { write!(writer, "{text}") } else { write!(writer, "{field}={text}") }
+    })
+    .delimited(" ")
+}
+
 /// Installs the stderr log at `default_level` (or `TOOLGATE_LOG`) and, when configured, the span exporter.
 pub(crate) fn init(default_level: &str) -> Telemetry {
     let filter = EnvFilter::try_from_env("TOOLGATE_LOG").unwrap_or_else(|_| EnvFilter::new(default_level));
     // stdout may carry MCP (demo-server) or a report: logs always go to stderr. Colours only on a terminal: a
     // desktop client that launches toolgate keeps its stderr in a log file, where escape codes are noise.
     let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    let stderr = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(colour).with_filter(filter);
+    let stderr = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(colour)
+        .fmt_fields(escaped_fields())
+        .with_filter(filter);
     #[cfg(feature = "otel")]
     {
         let (layer, provider) = match otel::layer() {

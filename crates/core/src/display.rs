@@ -118,18 +118,7 @@ pub fn escape_html(text: &str) -> String {
 /// other character from [`must_escape`] becomes a JSON `\uXXXX` escape too, so the text stays valid JSON. At most
 /// `max_chars` characters of it, then the cut marker (which JSON text cannot contain: `\[` is no JSON escape).
 pub fn json_text(value: &serde_json::Value, max_chars: usize) -> String {
-    let raw = value.to_string();
-    let mut text = String::with_capacity(raw.len());
-    for character in raw.chars() {
-        if must_escape(character) {
-            let mut units = [0u16; 2];
-            for unit in character.encode_utf16(&mut units) {
-                let _ = write!(text, "\\u{unit:04x}");
-            }
-        } else {
-            text.push(character);
-        }
-    }
+    let text = json_safe(&value.to_string());
     let total = text.chars().count();
     if total <= max_chars {
         return text;
@@ -156,6 +145,24 @@ pub fn json_text(value: &serde_json::Value, max_chars: usize) -> String {
     let mut out = text[..keep_bytes].to_owned();
     out.push_str(&cut_marker(total - kept_chars));
     out
+}
+
+/// JSON text as serde_json writes it (compact or pretty), with every character from [`must_escape`] inside its
+/// strings written as a JSON `\uXXXX` escape: the same JSON value, safe to print. serde_json already escapes C0
+/// controls inside strings, so a raw line break is layout and stays.
+pub fn json_safe(json: &str) -> String {
+    let mut text = String::with_capacity(json.len());
+    for character in json.chars() {
+        if character != '\n' && must_escape(character) {
+            let mut units = [0u16; 2];
+            for unit in character.encode_utf16(&mut units) {
+                let _ = write!(text, "\\u{unit:04x}");
+            }
+        } else {
+            text.push(character);
+        }
+    }
+    text
 }
 
 fn bounded_into(out: &mut String, text: &str, max_chars: usize, in_quotes: bool) {

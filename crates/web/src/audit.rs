@@ -15,7 +15,7 @@ use toolgate_core::decision::Verdict;
 use toolgate_store::{AuditFilter, AuditKind, AuditRow, ChainReport, parse_age, parse_rfc3339, verdict_name};
 
 use crate::handlers::{session, store_failure, unauthorized};
-use crate::html::{Page, escape, layout};
+use crate::html::{Page, escape, escape_form_value, layout};
 use crate::{Console, form};
 
 /// Audit rows shown when the page does not say.
@@ -130,7 +130,7 @@ fn input(out: &mut String, name: &str, label: &str, value: &str, placeholder: &s
     let _ = write!(
         out,
         "<label for=\"{name}\">{label}<input id=\"{name}\" name=\"{name}\" value=\"{}\" placeholder=\"{}\"></label>",
-        escape(value),
+        escape_form_value(value),
         escape(placeholder)
     );
 }

@@ -1,12 +1,21 @@
-//! Server-rendered pages. Every value from the store goes through [`escape`]; nothing here runs script inline.
+//! Server-rendered pages. Every value from the store goes through [`escape`] (shown text: markup escaped, control,
+//! bidi and invisible characters made visible by `core::display`) or, for a form field that must send back exactly
+//! what it holds, [`escape_form_value`]; nothing here runs script inline.
 
 use std::fmt::Write as _;
 use std::time::SystemTime;
 
 use toolgate_store::{ApprovalRecord, ToolRisk};
 
-/// Escapes text for an HTML element or a quoted attribute.
+/// Escapes text for an HTML element or a quoted attribute, with control, bidi and invisible characters shown as
+/// escapes (`\u{202e}`): the same function the terminal and the logs use, so every view shows the same text.
 pub(crate) fn escape(text: &str) -> String {
+    toolgate_core::display::escape_html(text)
+}
+
+/// Escapes markup only, for text that `core::display` already made safe (the lines of a definition diff): escaping
+/// those again would double every backslash of their escapes.
+pub(crate) fn escape_markup(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for character in text.chars() {
         match character {
@@ -15,6 +24,27 @@ pub(crate) fn escape(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Escapes the value of a form field that must be posted back unchanged (a tool's name in a pin form): markup as
+/// entities, and control, bidi and invisible characters as numeric character references, which the browser turns
+/// back into the same characters when it posts the form, so no raw one is in the page.
+pub(crate) fn escape_form_value(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for character in text.chars() {
+        match character {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            other if toolgate_core::display::must_escape(other) => {
+                let _ = write!(out, "&#x{:x};", u32::from(other));
+            }
             other => out.push(other),
         }
     }
@@ -155,6 +185,8 @@ mod tests {
     #[test]
     fn escapes_markup() {
         assert_eq!(escape("<a href=\"x\">'&'</a>"), "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;");
+        assert_eq!(escape("a\r\u{1b}[2K\u{202e}b"), "a\\r\\u{1b}[2K\\u{202e}b", "controls and bidi are shown");
+        assert_eq!(escape_form_value("a\r\u{202e}<"), "a&#xd;&#x202e;&lt;", "form values post back unchanged");
     }
 
     #[test]

@@ -17,7 +17,7 @@ use toolgate_core::definition_diff::field_diff;
 use toolgate_store::{InventoryTool, PendingPinChange, PinDecision, PinnedTool, StoreError};
 
 use crate::handlers::{checked_post, see_other, session, store_failure, unauthorized};
-use crate::html::{Page, escape, layout, message};
+use crate::html::{Page, escape, escape_form_value, escape_markup, layout, message};
 use crate::inventory::inventory_table;
 use crate::{Console, form};
 
@@ -150,11 +150,11 @@ fn pending_card(out: &mut String, change: &PendingPinChange, pin: Option<&Pinned
             "<h4><code>{}</code> {}</h4><pre class=\"diff\">{}</pre>",
             escape(field),
             kind.as_str(),
-            escape(&shown)
+            escape_markup(&shown)
         );
     }
     let hidden =
-        |name: &str, value: &str| format!("<input type=\"hidden\" name=\"{name}\" value=\"{}\">", escape(value));
+        |name: &str, value: &str| format!("<input type=\"hidden\" name=\"{name}\" value=\"{}\">", escape_form_value(value));
     let fields = [
         hidden("csrf", csrf),
         hidden("upstream", &proposed.upstream),

@@ -10,6 +10,7 @@ use std::time::SystemTime;
 
 use anyhow::{Context, Result};
 use serde_json::{Value, json};
+use toolgate_core::display::{bounded, json_safe, json_text};
 use toolgate_core::facts::{category, risk_level};
 use toolgate_core::{EffectiveHint, EffectiveHints, Hint, HintSource};
 use toolgate_store::{
@@ -19,6 +20,15 @@ use toolgate_store::{
 use crate::Outcome;
 use crate::cli::{ApprovalsAction, ApprovalsArgs, DecideArgs};
 use crate::commands::audit::open_store;
+
+/// Longest id, name, title or action shown.
+const NAME_CHARS: usize = 120;
+
+/// Longest argument key or value shown.
+const VALUE_CHARS: usize = 60;
+
+/// Longest argument summary shown when it is not a JSON object.
+const SUMMARY_CHARS: usize = 600;
 
 pub(crate) async fn run(args: ApprovalsArgs) -> Result<Outcome> {
     let store = open_store(args.state_dir.as_deref()).await?;
@@ -65,8 +75,13 @@ async fn decide(store: &Store, args: DecideArgs, decision: ApprovalDecision) -> 
     let mut stdout = std::io::stdout().lock();
     writeln!(
         stdout,
-        "{verb} {id} by {by}: {} ({}/{}): {}",
-        approval.title, approval.upstream, approval.tool, approval.action
+        "{verb} {} by {}: {} ({}/{}): {}",
+        bounded(id.as_str(), NAME_CHARS),
+        bounded(&by, NAME_CHARS),
+        bounded(&approval.title, NAME_CHARS),
+        bounded(&approval.upstream, NAME_CHARS),
+        bounded(&approval.tool, NAME_CHARS),
+        bounded(&approval.action, NAME_CHARS)
     )?;
     Ok(Outcome::Clean)
 }
@@ -82,7 +97,7 @@ async fn list(store: &Store, json: bool) -> Result<Outcome> {
                 object.insert("category".into(), json!(category));
                 object.insert("risk_level".into(), json!(risk));
             }
-            text.push_str(&serde_json::to_string(&value)?);
+            text.push_str(&json_safe(&serde_json::to_string(&value)?));
             text.push('\n');
         }
     } else if pending.is_empty() {
@@ -94,9 +109,16 @@ async fn list(store: &Store, json: bool) -> Result<Outcome> {
                 Some((category, risk)) => format!("risk {risk} ({category})"),
                 None => "risk unknown".to_owned(),
             };
-            let _ = writeln!(text, "{}", approval.id);
-            let _ = writeln!(text, "  {}: {}", approval.title, approval.action);
-            let _ = writeln!(text, "  upstream {}, tool {}, {risk}", approval.upstream, approval.tool);
+            // Title, action, names and arguments come from the upstream and the model: each escaped and bounded.
+            let _ = writeln!(text, "{}", bounded(approval.id.as_str(), NAME_CHARS));
+            let _ = writeln!(text, "  {}: {}", bounded(&approval.title, NAME_CHARS), bounded(&approval.action, NAME_CHARS));
+            let _ = writeln!(
+                text,
+                "  upstream {}, tool {}, {}",
+                bounded(&approval.upstream, NAME_CHARS),
+                bounded(&approval.tool, NAME_CHARS),
+                bounded(&risk, NAME_CHARS)
+            );
             let _ = writeln!(text, "  arguments: {}", pretty_summary(&approval.args_summary));
             let _ = writeln!(
                 text,
@@ -170,24 +192,17 @@ fn hints_from_json(value: &Value) -> Option<EffectiveHints> {
 }
 
 /// The stored argument summary, made readable when it is a JSON object: `path="/tmp/x", force=true`.
+/// Keys and values are escaped (`core::display`): a key chosen by the model cannot move the cursor or hide a path.
 pub(crate) fn pretty_summary(summary: &str) -> String {
     let Ok(Value::Object(object)) = serde_json::from_str::<Value>(summary) else {
-        return summary.to_owned();
+        return bounded(summary, SUMMARY_CHARS);
     };
     if object.is_empty() {
         return "(none)".to_owned();
     }
     object
         .iter()
-        .map(|(key, value)| {
-            let text = value.to_string();
-            let text = if text.chars().count() > 60 {
-                format!("{}…", text.chars().take(60).collect::<String>())
-            } else {
-                text
-            };
-            format!("{key}={text}")
-        })
+        .map(|(key, value)| format!("{}={}", bounded(key, VALUE_CHARS), json_text(value, VALUE_CHARS)))
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -215,6 +230,10 @@ mod tests {
         assert_eq!(pretty_summary(r#"{"path":"/tmp/x","force":true}"#), r#"path="/tmp/x", force=true"#);
         assert_eq!(pretty_summary("{}"), "(none)");
         assert_eq!(pretty_summary("path=/tmp/x"), "path=/tmp/x");
+        assert_eq!(
+            pretty_summary(r#"{"path\r\u001b[2Kscratch":"~/.ssh/id_rsa\u202e"}"#),
+            r#"path\r\u{1b}[2Kscratch="~/.ssh/id_rsa\u202e""#
+        );
         assert_eq!(glob_literal("a*b?[c]"), "a[*]b[?][[]c]");
     }
 

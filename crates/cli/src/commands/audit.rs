@@ -11,6 +11,7 @@ use std::time::SystemTime;
 
 use anyhow::{Context, Result, bail};
 use comfy_table::{ContentArrangement, Table, presets};
+use toolgate_core::display::{bounded, json_safe};
 use toolgate_store::{AuditFilter, AuditRow, DATABASE_FILE, Store, parse_age, parse_rfc3339};
 
 use crate::Outcome;
@@ -74,7 +75,7 @@ async fn list(store: &Store, args: &AuditArgs) -> Result<Outcome> {
     let text = if args.json {
         let mut text = String::new();
         for row in &rows {
-            text.push_str(&serde_json::to_string(row)?);
+            text.push_str(&json_safe(&serde_json::to_string(row)?));
             text.push('\n');
         }
         text
@@ -119,12 +120,13 @@ fn table(rows: &[AuditRow]) -> String {
         "duration",
         "approval",
     ]);
-    let text = |value: &Option<String>| value.clone().unwrap_or_else(|| "-".to_owned());
+    // Upstream and tool names come from upstreams, identities from callers: every cell is escaped and bounded.
+    let text = |value: &Option<String>| value.as_deref().map(|text| bounded(text, CELL_CHARS)).unwrap_or_else(|| "-".to_owned());
     for row in rows {
         table.add_row([
             row.seq.to_string(),
             short_time(&row.time),
-            row.kind.clone(),
+            bounded(&row.kind, CELL_CHARS),
             caller(row),
             row.session.as_deref().map(|session| shorten(session, 8)).unwrap_or_else(|| "-".to_owned()),
             text(&row.upstream),
@@ -152,16 +154,21 @@ fn caller(row: &AuditRow) -> String {
 
 /// `2026-01-31T09:00:00.123456Z` → `2026-01-31 09:00:00`.
 fn short_time(time: &str) -> String {
-    time.get(..19).map(|text| text.replacen('T', " ", 1)).unwrap_or_else(|| time.to_owned())
+    time.get(..19).map(|text| text.replacen('T', " ", 1)).unwrap_or_else(|| bounded(time, CELL_CHARS))
 }
 
+/// The first `keep` characters, escaped, with `…` when there were more (ids and identities, where the start is
+/// what tells them apart).
 fn shorten(text: &str, keep: usize) -> String {
     if text.chars().count() <= keep {
-        text.to_owned()
+        bounded(text, keep)
     } else {
-        format!("{}…", text.chars().take(keep).collect::<String>())
+        format!("{}…", bounded(&text.chars().take(keep).collect::<String>(), keep))
     }
 }
+
+/// Longest text shown in one cell.
+const CELL_CHARS: usize = 120;
 
 fn duration(micros: i64) -> String {
     match micros {

@@ -12,6 +12,7 @@ use std::io::Write;
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use toolgate_core::definition_diff::field_diff;
+use toolgate_core::display::{bounded, json_safe};
 use toolgate_store::{PendingPinChange, PinDecision, Store, StoreError};
 
 use crate::Outcome;
@@ -19,8 +20,16 @@ use crate::cli::{PinToolArgs, PinsAction, PinsArgs};
 use crate::commands::approvals::decider;
 use crate::commands::audit::open_store;
 
-/// Most lines of a schema diff before the rest is counted instead of shown.
-const MAX_DIFF_LINES: usize = 20;
+/// Most lines of one field's diff before the rest is counted instead of shown.
+const MAX_DIFF_LINES: usize = 60;
+
+/// Longest upstream or tool name shown (names come from the upstream; every one is escaped).
+const NAME_CHARS: usize = 120;
+
+/// `upstream/tool`, escaped and bounded.
+fn shown(upstream: &str, tool: &str) -> String {
+    format!("{}/{}", bounded(upstream, NAME_CHARS), bounded(tool, NAME_CHARS))
+}
 
 pub(crate) async fn run(args: PinsArgs) -> Result<Outcome> {
     let store = open_store(args.state_dir.as_deref()).await?;
@@ -41,7 +50,7 @@ async fn list(store: &Store, json: bool) -> Result<String> {
     let pins = store.pins().list().await?;
     let pending = store.pins().list_pending().await?;
     if json {
-        let mut text = serde_json::to_string_pretty(&json!({"pins": pins, "pending": pending}))?;
+        let mut text = json_safe(&serde_json::to_string_pretty(&json!({"pins": pins, "pending": pending}))?);
         text.push('\n');
         return Ok(text);
     }
@@ -53,23 +62,25 @@ async fn list(store: &Store, json: bool) -> Result<String> {
         let snapshot = &pin.snapshot;
         let _ = writeln!(
             text,
-            "{}/{}  {}  approved {} by {}",
-            snapshot.upstream, snapshot.tool, snapshot.fingerprint.whole, pin.approved_at, pin.approved_by
+            "{}  {}  approved {} by {}",
+            shown(&snapshot.upstream, &snapshot.tool),
+            bounded(&snapshot.fingerprint.whole, NAME_CHARS),
+            bounded(&pin.approved_at, NAME_CHARS),
+            bounded(&pin.approved_by, NAME_CHARS)
         );
     }
     if !pending.is_empty() {
         let _ = writeln!(text, "\nin quarantine (definition changed since it was pinned):");
         for change in &pending {
-            let fields: Vec<&str> = change.changes.iter().map(|(field, _)| field.as_str()).collect();
+            let fields: Vec<String> = change.changes.iter().map(|(field, _)| bounded(field, NAME_CHARS)).collect();
             let _ = writeln!(
                 text,
-                "{}/{}  {}  changed: {}  (see `toolgate pins diff {} {}`)",
-                change.proposed.upstream,
-                change.proposed.tool,
-                change.proposed.fingerprint.whole,
+                "{}  {}  changed: {}  (see `toolgate pins diff {} {}`)",
+                shown(&change.proposed.upstream, &change.proposed.tool),
+                bounded(&change.proposed.fingerprint.whole, NAME_CHARS),
                 fields.join(", "),
-                change.proposed.upstream,
-                change.proposed.tool
+                bounded(&change.proposed.upstream, NAME_CHARS),
+                bounded(&change.proposed.tool, NAME_CHARS)
             );
         }
     }
@@ -78,7 +89,7 @@ async fn list(store: &Store, json: bool) -> Result<String> {
 
 async fn pending_change(store: &Store, tool: &PinToolArgs) -> Result<PendingPinChange> {
     store.pins().pending(&tool.upstream, &tool.tool).await?.with_context(|| {
-        format!("{}/{} has no definition in quarantine (see `toolgate pins list`)", tool.upstream, tool.tool)
+        format!("{} has no definition in quarantine (see `toolgate pins list`)", shown(&tool.upstream, &tool.tool))
     })
 }
 
@@ -88,24 +99,31 @@ async fn diff(store: &Store, tool: &PinToolArgs) -> Result<String> {
     let old_definition = pin.as_ref().map(|pin| &pin.snapshot.definition).unwrap_or(&Value::Null);
     let new_definition = &change.proposed.definition;
     let mut text = String::new();
-    let _ = writeln!(text, "{}/{}: definition changed (first seen {})", tool.upstream, tool.tool, change.detected_at);
-    let _ = writeln!(text, "  pinned:   {}", change.pinned_fingerprint);
-    let _ = writeln!(text, "  proposed: {}", change.proposed.fingerprint.whole);
+    let _ = writeln!(
+        text,
+        "{}: definition changed (first seen {})",
+        shown(&tool.upstream, &tool.tool),
+        bounded(&change.detected_at, NAME_CHARS)
+    );
+    let _ = writeln!(text, "  pinned:   {}", bounded(&change.pinned_fingerprint, NAME_CHARS));
+    let _ = writeln!(text, "  proposed: {}", bounded(&change.proposed.fingerprint.whole, NAME_CHARS));
     for (field, kind) in &change.changes {
-        let _ = writeln!(text, "\n{field}: {}", kind.as_str());
+        let _ = writeln!(text, "\n{}: {}", bounded(field, NAME_CHARS), kind.as_str());
         let lines = field_diff(old_definition, new_definition, field);
         let hidden = lines.len().saturating_sub(MAX_DIFF_LINES);
         for line in lines.iter().take(MAX_DIFF_LINES) {
             let _ = writeln!(text, "  {line}");
         }
         if hidden > 0 {
-            let _ = writeln!(text, "  … and {hidden} more change(s)");
+            let _ = writeln!(text, "  … and {hidden} more line(s) of changes");
         }
     }
+    let (upstream, name) = (bounded(&tool.upstream, NAME_CHARS), bounded(&tool.tool, NAME_CHARS));
     let _ = writeln!(
         text,
-        "\napprove: toolgate pins approve {} {} --fingerprint {}\nreject:  toolgate pins reject {} {}",
-        tool.upstream, tool.tool, change.proposed.fingerprint.whole, tool.upstream, tool.tool
+        "\napprove: toolgate pins approve {upstream} {name} --fingerprint {}\nreject:  toolgate pins reject {upstream} \
+         {name}",
+        bounded(&change.proposed.fingerprint.whole, NAME_CHARS)
     );
     Ok(text)
 }
@@ -138,8 +156,10 @@ async fn approve(store: &Store, tool: &PinToolArgs, fingerprint: Option<String>,
         .await
         .context("the definition is pinned, but its audit row could not be written")?;
     Ok(format!(
-        "pinned {}/{} at {} (approved by {})\n",
-        tool.upstream, tool.tool, pinned.snapshot.fingerprint.whole, pinned.approved_by
+        "pinned {} at {} (approved by {})\n",
+        shown(&tool.upstream, &tool.tool),
+        bounded(&pinned.snapshot.fingerprint.whole, NAME_CHARS),
+        bounded(&pinned.approved_by, NAME_CHARS)
     ))
 }
 
@@ -155,7 +175,9 @@ async fn reject(store: &Store, tool: &PinToolArgs, by: String) -> Result<String>
         .await
         .context("the definition is rejected, but its audit row could not be written")?;
     Ok(format!(
-        "rejected {} for {}/{}; the pin stays at {}\n",
-        dropped.proposed.fingerprint.whole, tool.upstream, tool.tool, dropped.pinned_fingerprint
+        "rejected {} for {}; the pin stays at {}\n",
+        bounded(&dropped.proposed.fingerprint.whole, NAME_CHARS),
+        shown(&tool.upstream, &tool.tool),
+        bounded(&dropped.pinned_fingerprint, NAME_CHARS)
     ))
 }

@@ -8,6 +8,10 @@ use std::io::Write;
 
 use anyhow::Result;
 use serde_json::Value;
+use toolgate_core::display::{bounded, json_safe};
+
+/// Longest text shown for one field (server names, reasons and collisions come from upstreams).
+const FIELD_CHARS: usize = 300;
 
 use crate::Outcome;
 use crate::cli::StatusArgs;
@@ -18,15 +22,15 @@ pub(crate) fn run(args: StatusArgs) -> Result<Outcome> {
     let runs = read_run_files(&state)?;
     let mut text = String::new();
     if args.json {
-        text = serde_json::to_string_pretty(&runs)?;
+        text = json_safe(&serde_json::to_string_pretty(&runs)?);
         text.push('\n');
     } else if runs.is_empty() {
         writeln!(text, "no toolgate gateway is running (state directory {})", state.display())?;
     } else {
         for run in &runs {
-            writeln!(text, "gateway pid {} on {}", run.pid, run.listeners.join(", "))?;
+            writeln!(text, "gateway pid {} on {}", run.pid, bounded(&run.listeners.join(", "), FIELD_CHARS))?;
             if let Some(config) = &run.config {
-                writeln!(text, "  config: {config}")?;
+                writeln!(text, "  config: {}", bounded(config, FIELD_CHARS))?;
             }
             let status = &run.status;
             let count = |key: &str| status.get(key).and_then(Value::as_u64).unwrap_or(0);
@@ -35,7 +39,7 @@ pub(crate) fn run(args: StatusArgs) -> Result<Outcome> {
                 writeln!(text, "  {}", upstream_line(upstream))?;
             }
             for collision in status.get("collisions").and_then(Value::as_array).into_iter().flatten() {
-                writeln!(text, "  collision: {}", collision.as_str().unwrap_or_default())?;
+                writeln!(text, "  collision: {}", bounded(collision.as_str().unwrap_or_default(), FIELD_CHARS))?;
             }
         }
     }
@@ -45,8 +49,8 @@ pub(crate) fn run(args: StatusArgs) -> Result<Outcome> {
 }
 
 fn upstream_line(upstream: &Value) -> String {
-    let field = |key: &str| upstream.get(key).and_then(Value::as_str).unwrap_or_default();
-    match field("state") {
+    let field = |key: &str| bounded(upstream.get(key).and_then(Value::as_str).unwrap_or_default(), FIELD_CHARS);
+    match field("state").as_str() {
         "ready" => {
             let line = format!(
                 "{}: ready ({}, protocol {}, {} tool(s))",
@@ -56,7 +60,7 @@ fn upstream_line(upstream: &Value) -> String {
                 upstream.get("tools").and_then(Value::as_u64).unwrap_or(0)
             );
             match upstream.get("warning").and_then(Value::as_str) {
-                Some(warning) => format!("{line}; {warning}"),
+                Some(warning) => format!("{line}; {}", bounded(warning, FIELD_CHARS)),
                 None => line,
             }
         }

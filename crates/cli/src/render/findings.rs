@@ -1,6 +1,12 @@
 //! Lint findings as text: the `lint` command's default output and the findings section under the inspect table.
 
+use toolgate_core::display::bounded;
+
 use crate::render::{paint, severity_color};
+
+/// Longest server or tool name shown, and longest message (messages quote the server's keys and texts).
+const NAME_CHARS: usize = 120;
+const MESSAGE_CHARS: usize = 600;
 use crate::report::Report;
 
 /// The `lint --format text` output.
@@ -8,7 +14,7 @@ pub(crate) fn report(report: &Report, color: bool) -> String {
     let mut out = String::new();
     let section = findings_section(report, color);
     if section.is_empty() {
-        out.push_str(&format!("{}: no findings\n", report.server.name));
+        out.push_str(&format!("{}: no findings\n", bounded(&report.server.name, NAME_CHARS)));
     } else {
         out.push_str(&section);
     }
@@ -25,17 +31,17 @@ pub(crate) fn findings_section(report: &Report, color: bool) -> String {
             "tools[{}]: {} invalid tool definition: {}\n",
             invalid.index,
             paint("error", severity_color(toolgate_core::lint::Severity::Error), color),
-            invalid.error
+            bounded(&invalid.error, MESSAGE_CHARS)
         ));
     }
     for tool in &report.tools {
         for finding in &tool.findings {
             out.push_str(&format!(
                 "{}: {} {} {}\n    fix: {}\n",
-                tool.name,
+                bounded(&tool.name, NAME_CHARS),
                 paint(finding.severity.as_str(), severity_color(finding.severity), color),
                 finding.code,
-                finding.message,
+                bounded(&finding.message, MESSAGE_CHARS),
                 finding.fix
             ));
         }

@@ -6,7 +6,8 @@ use crate::report::Report;
 
 /// Serializes the report.
 pub(crate) fn report(report: &Report) -> Result<String> {
-    let mut text = serde_json::to_string_pretty(report)?;
+    // Valid JSON of the same value, with no raw control, bidi or invisible character from a server's text.
+    let mut text = toolgate_core::display::json_safe(&serde_json::to_string_pretty(report)?);
     text.push('\n');
     Ok(text)
 }

@@ -68,7 +68,7 @@ pub(crate) fn report(report: &Report, file: Option<&Path>) -> Result<String> {
             "results": results,
         }],
     });
-    let mut text = serde_json::to_string_pretty(&log)?;
+    let mut text = toolgate_core::display::json_safe(&serde_json::to_string_pretty(&log)?);
     text.push('\n');
     Ok(text)
 }

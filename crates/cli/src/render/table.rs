@@ -4,7 +4,11 @@
 //! and a legend explains them. Without a terminal the layout is stable (snapshot-tested).
 
 use comfy_table::{Attribute, Cell, ContentArrangement, Table, presets};
+use toolgate_core::display::bounded;
 use toolgate_core::{EffectiveHint, Hint, HintSource};
+
+/// Longest server or tool name, version or title shown (all come from the server; each is escaped).
+const NAME_CHARS: usize = 120;
 
 use crate::render::{category_color, findings, paint};
 use crate::report::{Report, ToolReport};
@@ -37,11 +41,11 @@ pub(crate) fn report(report: &Report, color: bool) -> String {
 fn header_line(report: &Report) -> String {
     let server = &report.server;
     let mut parts = vec![match &server.version {
-        Some(version) => format!("{} {version}", server.name),
-        None => server.name.clone(),
+        Some(version) => format!("{} {}", bounded(&server.name, NAME_CHARS), bounded(version, NAME_CHARS)),
+        None => bounded(&server.name, NAME_CHARS),
     }];
     if let Some(protocol) = &server.protocol_version {
-        parts.push(format!("protocol {protocol}"));
+        parts.push(format!("protocol {}", bounded(protocol, NAME_CHARS)));
     }
     parts.push(server.transport.to_owned());
     parts.push(format!("{} tool(s)", report.tools.len()));
@@ -68,10 +72,14 @@ fn tools_table(report: &Report, color: bool) -> Table {
 }
 
 fn tool_row(tool: &ToolReport, color: bool) -> Vec<Cell> {
-    let mut name = tool.name.clone();
+    // Each part escaped on its own, so the only line break in the cell is the one between name and title.
+    let mut name = bounded(&tool.name, NAME_CHARS);
+    if let Some(looks_like) = toolgate_core::confusable::confusable(&tool.name).map(|found| found.looks_like) {
+        name.push_str(&format!(" (looks like {})", bounded(&looks_like, NAME_CHARS)));
+    }
     if tool.title != tool.name {
         name.push('\n');
-        name.push_str(&tool.title);
+        name.push_str(&bounded(&tool.title, NAME_CHARS));
     }
     let mut category = Cell::new(tool.category.as_str());
     if color {
