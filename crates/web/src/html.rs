@@ -111,12 +111,14 @@ pub(crate) fn pending_version(pending: &[ApprovalRecord]) -> String {
     pending.iter().map(|record| record.approval.id.as_str()).collect::<Vec<_>>().join(",")
 }
 
-/// Arguments as indented JSON when they parse, else as stored.
+/// Arguments as indented JSON when they parse (`display::json_safe`: its line breaks are layout, every control or
+/// bidi character inside a key or value an escape), else as stored, escaped; either way safe text, markup aside.
 fn pretty_arguments(summary: &str) -> String {
     serde_json::from_str::<serde_json::Value>(summary)
         .ok()
         .and_then(|value| serde_json::to_string_pretty(&value).ok())
-        .unwrap_or_else(|| summary.to_owned())
+        .map(|pretty| toolgate_core::display::json_safe(&pretty))
+        .unwrap_or_else(|| toolgate_core::display::escape(summary))
 }
 
 /// A risk badge: the words say the class (colour only repeats them), the CSS class comes from the level alone, so
@@ -161,7 +163,7 @@ pub(crate) fn pending_list(pending: &[ApprovalRecord], csrf: &str) -> String {
             upstream = escape(&approval.upstream),
             tool = escape(&approval.tool),
             action = escape(&approval.action),
-            arguments = escape(&pretty_arguments(&approval.args_summary)),
+            arguments = escape_markup(&pretty_arguments(&approval.args_summary)),
             csrf = escape(csrf),
         );
     }

@@ -125,6 +125,14 @@ pub(crate) fn inventory_table(
         } else {
             format!(" <span class=\"meta\">(upstream name <code>{}</code>)</span>", escape(&tool.tool))
         };
+        // A look-alike of another name (lint TG310) says what it looks like; policy rules match that form too.
+        let original = match toolgate_core::confusable::confusable(&tool.tool) {
+            Some(found) => format!(
+                "{original} <span class=\"meta\">(looks like <code>{}</code>)</span>",
+                escape(&found.looks_like)
+            ),
+            None => original,
+        };
         let _ = write!(
             out,
             "<tr><th scope=\"row\"><code>{name}</code>{original}<br><span class=\"meta\">{title}</span></th><td>{upstream}\

@@ -153,8 +153,9 @@ fn pending_card(out: &mut String, change: &PendingPinChange, pin: Option<&Pinned
             escape_markup(&shown)
         );
     }
-    let hidden =
-        |name: &str, value: &str| format!("<input type=\"hidden\" name=\"{name}\" value=\"{}\">", escape_form_value(value));
+    let hidden = |name: &str, value: &str| {
+        format!("<input type=\"hidden\" name=\"{name}\" value=\"{}\">", escape_form_value(value))
+    };
     let fields = [
         hidden("csrf", csrf),
         hidden("upstream", &proposed.upstream),

@@ -111,7 +111,8 @@ async fn list(store: &Store, json: bool) -> Result<Outcome> {
             };
             // Title, action, names and arguments come from the upstream and the model: each escaped and bounded.
             let _ = writeln!(text, "{}", bounded(approval.id.as_str(), NAME_CHARS));
-            let _ = writeln!(text, "  {}: {}", bounded(&approval.title, NAME_CHARS), bounded(&approval.action, NAME_CHARS));
+            let _ =
+                writeln!(text, "  {}: {}", bounded(&approval.title, NAME_CHARS), bounded(&approval.action, NAME_CHARS));
             let _ = writeln!(
                 text,
                 "  upstream {}, tool {}, {}",

@@ -121,7 +121,9 @@ fn table(rows: &[AuditRow]) -> String {
         "approval",
     ]);
     // Upstream and tool names come from upstreams, identities from callers: every cell is escaped and bounded.
-    let text = |value: &Option<String>| value.as_deref().map(|text| bounded(text, CELL_CHARS)).unwrap_or_else(|| "-".to_owned());
+    let text = |value: &Option<String>| {
+        value.as_deref().map(|text| bounded(text, CELL_CHARS)).unwrap_or_else(|| "-".to_owned())
+    };
     for row in rows {
         table.add_row([
             row.seq.to_string(),

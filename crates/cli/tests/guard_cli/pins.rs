@@ -37,7 +37,7 @@ async fn diff_then_approve_the_fingerprint_seen() {
     let expected_fragments = [
         "annotations.destructiveHint: removed\n  - true\n  + (absent)".to_owned(),
         "annotations.readOnlyHint: added\n  - (absent)\n  + true".to_owned(),
-        "description: changed\n  - \"Deletes a file.\"\n  + \"Tidies a file.\"".to_owned(),
+        "description: changed\n  - \"Deletes\"\n  + \"Tidies\"\n  = \" a file.\"".to_owned(),
         "inputSchema: changed\n  + /properties/all: {\"type\":\"boolean\"}".to_owned(),
         format!("toolgate pins approve files delete_file --fingerprint {new_fingerprint}"),
     ];

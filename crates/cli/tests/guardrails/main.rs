@@ -12,6 +12,8 @@
 //!   call that was answered.
 //! - [`reload`]: SIGHUP reloads the policy (a newly hidden tool leaves the listing) and the console's users (an added
 //!   user logs in, a removed user's session ends); a broken file keeps the running policy and users.
+//! - [`hostile_text`]: no command prints a raw control character from an upstream or a client; the pin review shows
+//!   an appended instruction whole; no log line is forged by a newline in a tool name.
 //! - [`start`]: an upstream that never answers `initialize` does not hold up the listener: a client is answered at
 //!   once and sees the fast upstream's tools.
 //! - [`python`]: a destructive call confirmed by elicitation, declined by elicitation, and approved through
@@ -22,6 +24,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod crash;
+mod hostile_text;
 mod inventory;
 mod limits;
 mod listener;

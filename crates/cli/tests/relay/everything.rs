@@ -56,7 +56,8 @@ pub(crate) fn elicitation_accepted(via: Via) {
     // Relayed with the asking upstream's label, so it cannot pass for toolgate's own question.
     let message = elicitations[0]["message"].as_str().unwrap_or_default();
     assert!(
-        message.starts_with("[upstream \"") && message.ends_with(" asks] Please provide inputs for the following fields:"),
+        message.starts_with("[upstream \"")
+            && message.ends_with(" asks] Please provide inputs for the following fields:"),
         "{message}"
     );
     assert_eq!(elicitations[0]["requestedSchema"]["required"][0], "name");

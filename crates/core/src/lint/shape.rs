@@ -7,8 +7,8 @@
 use serde_json::Value;
 
 use super::catalogue::{
-    ANNOTATIONS_NOT_AN_OBJECT, CONFLICTING_SPELLINGS, CONFUSABLE_NAME, EXTENDED_HINT, INVALID_HINT_VALUE, INVALID_TITLE, LOOSE_BOOLEAN,
-    MISPLACED_HINT, UNKNOWN_ANNOTATION_KEY, VENDOR_SPELLING,
+    ANNOTATIONS_NOT_AN_OBJECT, CONFLICTING_SPELLINGS, CONFUSABLE_NAME, EXTENDED_HINT, INVALID_HINT_VALUE,
+    INVALID_TITLE, LOOSE_BOOLEAN, MISPLACED_HINT, UNKNOWN_ANNOTATION_KEY, VENDOR_SPELLING,
 };
 use super::{Finding, json_pointer};
 use crate::confusable::confusable;
@@ -29,11 +29,7 @@ pub(super) fn check(tool: &ToolDefinition, normalized: &NormalizedAnnotations, f
 fn check_name(tool: &ToolDefinition, findings: &mut Vec<Finding>) {
     if let Some(found) = confusable(tool.name()) {
         let what = if found.mixed_scripts { "mixes Latin with Cyrillic or Greek letters" } else { "is disguised" };
-        let message = format!(
-            "the name {} and reads as {}",
-            what,
-            crate::display::quoted(&found.looks_like, 80)
-        );
+        let message = format!("the name {} and reads as {}", what, crate::display::quoted(&found.looks_like, 80));
         findings.push(Finding::new(&CONFUSABLE_NAME, message, Some(json_pointer(&["name"]))));
     }
 }

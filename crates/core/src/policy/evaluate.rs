@@ -250,7 +250,8 @@ impl Subject<'_> {
     /// written for another name.
     fn tool_matches(&self, glob: &Glob, effect: Verdict) -> bool {
         glob.matches(self.call.tool)
-            || (effect != Verdict::Allow && self.tool_skeleton.as_deref().is_some_and(|skeleton| glob.matches(skeleton)))
+            || (effect != Verdict::Allow
+                && self.tool_skeleton.as_deref().is_some_and(|skeleton| glob.matches(skeleton)))
     }
 }
 

@@ -384,7 +384,9 @@ mod tests {
         let long = json!({"text": format!("{}rm -rf /", "harmless ".repeat(100))});
         let summary = summarize(&long);
         let hidden = serde_json::to_string(&long).map(|text| text.chars().count()).unwrap_or_default() - SUMMARY_CHARS;
-        assert!(summary.ends_with(&format!("\\[{hidden} more characters] (not shown; approving approves all of them)")));
+        assert!(
+            summary.ends_with(&format!("\\[{hidden} more characters] (not shown; approving approves all of them)"))
+        );
         assert!(!summary.contains("rm -rf"), "the cut part is not shown, but its size is: {summary}");
         let hostile = json!({"path\r\u{1b}[2K": "~/.ssh/id_rsa\u{202e}"});
         assert_eq!(summarize(&hostile), r#"{"path\r\u001b[2K":"~/.ssh/id_rsa\u202e"}"#);
