@@ -300,6 +300,7 @@ fn lower_limits(raw: Option<Spanned<RawLimits>>, has_callers: bool, cx: &mut Con
         header_read_timeout: header_seconds.map(Duration::from_secs).unwrap_or(defaults.header_read_timeout),
         max_pending_approvals_per_session: count(pending_session, defaults.max_pending_approvals_per_session),
         max_pending_approvals_per_caller: count(pending_caller, defaults.max_pending_approvals_per_caller),
+        max_client_queue_bytes: defaults.max_client_queue_bytes,
     }
 }
 

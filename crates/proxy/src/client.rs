@@ -10,13 +10,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use toolgate_upstream::SUPPORTED_PROTOCOL_VERSIONS;
 use toolgate_upstream::jsonrpc::{self, MessageKind, classify, codes};
 use tracing::Instrument as _;
 
 use crate::gateway::GatewayInner;
+use crate::outbox::{Outbox, Undelivered};
 use crate::session::{Caller, ClientBound, ClientSession};
 
 /// A client request in flight: how to cancel it and where it went upstream.
@@ -35,7 +36,7 @@ struct Declared {
 /// The state of one session shared by its handler tasks and the upstream routing.
 pub(crate) struct SessionShared {
     pub(crate) id: String,
-    outbox: mpsc::Sender<ClientBound>,
+    outbox: Outbox,
     declared: Mutex<Declared>,
     initialized: AtomicBool,
     pub(crate) inflight: Mutex<HashMap<String, InflightRequest>>,
@@ -60,7 +61,7 @@ pub(crate) fn id_key(id: &Value) -> String {
 }
 
 impl SessionShared {
-    pub(crate) fn new(id: String, outbox: mpsc::Sender<ClientBound>, caller: Caller) -> SessionShared {
+    pub(crate) fn new(id: String, outbox: Outbox, caller: Caller) -> SessionShared {
         SessionShared {
             caller,
             tainted: AtomicBool::new(false),
@@ -121,9 +122,17 @@ impl SessionShared {
             .unwrap_or(false)
     }
 
-    /// Sends the response to a client request (waits when the client is slow).
+    /// Sends the response to a client request (waits when the client is slow; a client that reads nothing for
+    /// [`crate::outbox::STALL_TIMEOUT`] loses its session).
     pub(crate) async fn respond(&self, request_id: Value, message: Value) {
-        let _ = self.outbox.send(ClientBound::Response { request_id, message }).await;
+        self.deliver_or_close(ClientBound::Response { request_id, message }).await;
+    }
+
+    async fn deliver_or_close(&self, bound: ClientBound) {
+        if self.outbox.send(bound).await == Err(Undelivered::Stalled) {
+            tracing::warn!(session = %self.id, "closing the session: its client has read nothing for a minute");
+            self.close();
+        }
     }
 
     /// Sends a message that belongs to the client request `request_id`, or on its own without one (waits when the
@@ -133,23 +142,19 @@ impl SessionShared {
             Some(request_id) => ClientBound::Related { request_id, message },
             None => ClientBound::Unsolicited(message),
         };
-        let _ = self.outbox.send(bound).await;
+        self.deliver_or_close(bound).await;
     }
 
     /// Queues a notification that belongs to the client request `request_id` (progress, log lines) without
-    /// waiting: when the client is not reading and its queue is full, the notification is dropped (with a log
-    /// line) rather than buffered without bound. Called in arrival order, so it stays ahead of the response.
+    /// waiting: when the client is not reading and its queue is full (in messages or bytes), the notification is
+    /// dropped (counted, logged once) rather than buffered without bound. Called in arrival order, so it stays ahead of the response.
     pub(crate) fn offer_related(&self, request_id: Value, message: Value) {
-        if self.outbox.try_send(ClientBound::Related { request_id, message }).is_err() {
-            tracing::debug!(session = %self.id, "dropping a notification: the client is not reading");
-        }
+        self.outbox.offer(&self.id, ClientBound::Related { request_id, message });
     }
 
     /// Sends a message tied to no request; dropped (with a log line) when the client is not reading.
     pub(crate) fn send_unsolicited(&self, message: Value) {
-        if self.outbox.try_send(ClientBound::Unsolicited(message)).is_err() {
-            tracing::debug!(session = %self.id, "dropping an unsolicited message: the client is not reading");
-        }
+        self.outbox.offer(&self.id, ClientBound::Unsolicited(message));
     }
 
     /// Sends a request to the client within its request `request_id` and waits for the answer (a whole

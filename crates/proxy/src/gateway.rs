@@ -203,7 +203,9 @@ impl SessionFactory for Gateway {
         transport: TransportKind,
         caller: Caller,
     ) -> (Box<dyn ClientSession>, mpsc::Receiver<ClientBound>) {
-        let (outbox, receiver) = mpsc::channel(1024);
+        let (sender, receiver) = mpsc::channel(1024);
+        let dropped = self.inner.metrics.client_messages_dropped();
+        let outbox = crate::outbox::Outbox::new(sender, self.inner.spec.limits.max_client_queue_bytes, dropped);
         let shared = Arc::new(SessionShared::new(uuid::Uuid::new_v4().simple().to_string(), outbox, caller));
         if let Ok(mut sessions) = self.inner.sessions.lock() {
             sessions.insert(shared.id.clone(), Arc::clone(&shared));

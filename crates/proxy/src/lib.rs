@@ -18,6 +18,7 @@ mod known_tools;
 mod lifecycle;
 pub mod metrics;
 pub mod naming;
+mod outbox;
 mod pipeline;
 mod resource_index;
 mod routing;

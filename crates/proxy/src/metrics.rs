@@ -56,6 +56,8 @@ pub const TOOLS_DROPPED: &str = "toolgate_upstream_tools_dropped";
 pub const SESSIONS_REFUSED: &str = "toolgate_sessions_refused_total";
 /// HTTP connections refused, by `reason` (`connection_limit`, `fd_limit`).
 pub const CONNECTIONS_REFUSED: &str = "toolgate_connections_refused_total";
+/// Notifications dropped because their client was not reading (its queue was full).
+pub const CLIENT_MESSAGES_DROPPED: &str = "toolgate_client_messages_dropped_total";
 
 /// Latency buckets in seconds: a relayed call costs well under a millisecond; tools may take a minute.
 const LATENCY_BUCKETS: [f64; 15] =
@@ -171,6 +173,11 @@ impl GatewayMetrics {
         self.recorder.register_counter(&key, &METADATA).increment(1);
     }
 
+    /// The counter of notifications dropped for clients that do not read (one handle, shared by every session).
+    pub(crate) fn client_messages_dropped(&self) -> metrics::Counter {
+        self.recorder.register_counter(&Key::from_static_name(CLIENT_MESSAGES_DROPPED), &METADATA)
+    }
+
     /// Counts a session or connection the HTTP listener turned away.
     pub(crate) fn count_refusal(&self, refusal: Refusal) {
         let name = match refusal {
@@ -204,7 +211,7 @@ impl GatewayMetrics {
 }
 
 fn describe(recorder: &PrometheusRecorder) {
-    let help: [(&'static str, &'static str); 16] = [
+    let help: [(&'static str, &'static str); 17] = [
         (TOOL_CALLS, "Tool calls by upstream, tool, verdict and outcome."),
         (CALL_DURATION, "Seconds from forwarding a permitted call upstream to its answer, by upstream."),
         (UPSTREAM_UP, "1 when the upstream is connected and listed, 0 otherwise."),
@@ -221,6 +228,7 @@ fn describe(recorder: &PrometheusRecorder) {
         (TOOLS_DROPPED, "Tools beyond limits.max_tools_per_upstream dropped from the upstream's last listing."),
         (SESSIONS_REFUSED, "HTTP sessions refused at a session limit, by reason (per_caller, total)."),
         (CONNECTIONS_REFUSED, "HTTP connections refused, by reason (connection_limit, fd_limit)."),
+        (CLIENT_MESSAGES_DROPPED, "Notifications dropped because their client was not reading."),
     ];
     for (name, text) in help {
         // The kind is irrelevant to the exporter's descriptions; one call describes any kind.

@@ -319,6 +319,9 @@ pub struct Limits {
     pub max_pending_approvals_per_session: usize,
     /// Most approvals one caller may have waiting for a person, over all its sessions.
     pub max_pending_approvals_per_caller: usize,
+    /// Most bytes (estimated) queued toward one client that is not reading; past it notifications are dropped
+    /// and responses wait (a minute at most, then the session is closed).
+    pub max_client_queue_bytes: usize,
 }
 
 impl Default for Limits {
@@ -333,6 +336,7 @@ impl Default for Limits {
             header_read_timeout: Duration::from_secs(10),
             max_pending_approvals_per_session: 16,
             max_pending_approvals_per_caller: 64,
+            max_client_queue_bytes: 16 * 1024 * 1024,
         }
     }
 }

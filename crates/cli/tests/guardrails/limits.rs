@@ -276,3 +276,59 @@ fn set_mode(path: &std::path::Path, mode: u32) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
+
+#[test]
+fn a_client_that_does_not_read_its_answers_costs_bounded_memory_and_blocks_nobody() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("misbehave.log");
+    let fixture = toolgate_test_support::misbehave("tool-faults");
+    let args: Vec<String> = fixture.args.clone();
+    let extra = format!(
+        "[[upstream]]\nname = \"faults\"\ncommand = {:?}\nargs = {:?}\nenv = {{ MISBEHAVE_LOG = {:?} }}\n\n\
+         [upstream.tools.progress]\nreadOnlyHint = true\n",
+        fixture.program.to_string_lossy(),
+        args,
+        log.to_string_lossy()
+    );
+    let setup = Setup::demo(&extra);
+    let serve = Serve::start(&setup, &[]);
+    let authority = serve.authority.clone();
+
+    // A client asks for 250 progress notifications of 1 MB each, then never reads the answer.
+    let session = HttpSession::open(&authority, &[]).unwrap();
+    let call = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+        "name": "faults_progress", "arguments": {"n": 1, "count": 250, "bytes": 1_000_000},
+        "_meta": {"progressToken": "flood"}}});
+    let body = call.to_string();
+    let mut silent = TcpStream::connect(&authority).unwrap();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMcp-Session-Id: {}\r\nMCP-Protocol-Version: 2025-11-25\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        session.id,
+        body.len()
+    );
+    silent.write_all(request.as_bytes()).unwrap();
+    crate::support::poll("the fixture sent every notification", || {
+        std::fs::read_to_string(&log).ok().filter(|text| text.contains("sent-progress")).map(|_| ())
+    });
+    // Another client is served meanwhile.
+    let mut other = HttpSession::open(&authority, &[]).unwrap();
+    assert!(other.request("tools/list", json!({})).unwrap()["result"]["tools"].is_array());
+
+    let status = std::fs::read_to_string(format!("/proc/{}/status", serve.child.id())).unwrap();
+    let peak_kib: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    // 250 MB went through; what a non-reading client may hold is bounded far below that.
+    eprintln!(
+        "toolgate peak RSS after 250 x 1 MB notifications to a client that does not read: {} MiB",
+        peak_kib / 1024
+    );
+    assert!(peak_kib < 150 * 1024, "toolgate peaked at {} MiB", peak_kib / 1024);
+    let metrics = get(&authority, "/metrics", &[]);
+    assert!(metric(&metrics.body, "toolgate_client_messages_dropped_total") > 0, "{}", metrics.body);
+    drop(silent);
+}

@@ -25,8 +25,9 @@ use super::warning::RateLimitedWarning;
 use crate::session::{Caller, ClientBound, ClientSession, Refusal, SessionFactory, TransportKind};
 use crate::spec::Limits;
 
-/// Messages buffered for one POST's answer before the demultiplexer waits for the client to read them.
-const REQUEST_CAPACITY: usize = 64;
+/// Messages buffered for one POST's answer before the demultiplexer waits for the client to read them (then the
+/// session's byte-bounded outbox fills, and drops notifications, behind it).
+const REQUEST_CAPACITY: usize = 16;
 /// Unsolicited messages queued on an open GET stream; more are dropped (a client that does not read its GET
 /// stream must not stall the answers to its requests).
 const STREAM_CAPACITY: usize = 256;
