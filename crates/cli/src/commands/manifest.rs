@@ -17,6 +17,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
 use serde_json::Value;
+use toolgate_core::display::{bounded, json_safe};
 use toolgate_core::manifest::{
     MANIFEST_VERSION, Manifest, ManifestServer, compare_manifest, manifest_tool, parse_manifest, signing_payload,
 };
@@ -26,6 +27,12 @@ use toolgate_store::format_rfc3339;
 use crate::Outcome;
 use crate::cli::{ManifestAction, ManifestArgs, ToolsArgs};
 use crate::commands::prompt::assessed_tools;
+
+/// Longest server or tool name, time or key shown (names come from the server and the manifest file).
+const NAME_CHARS: usize = 120;
+
+/// Longest reason shown for an invalid signature.
+const REASON_CHARS: usize = 600;
 
 pub(crate) async fn run(args: ManifestArgs) -> Result<Outcome> {
     match args.action {
@@ -106,9 +113,15 @@ async fn sign(key_path: &Path, source_args: &ToolsArgs, out: Option<&Path>) -> R
     match out {
         Some(path) => {
             std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
-            eprintln!("signed {} tool(s) of {} into {}", manifest.tools.len(), manifest.server.name, path.display());
+            eprintln!(
+                "signed {} tool(s) of {} into {}",
+                manifest.tools.len(),
+                bounded(&manifest.server.name, NAME_CHARS),
+                path.display()
+            );
         }
-        None => std::io::stdout().lock().write_all(text.as_bytes())?,
+        // The same JSON value, with no raw control or bidi character from the server's texts on a terminal.
+        None => std::io::stdout().lock().write_all(json_safe(&text).as_bytes())?,
     }
     Ok(Outcome::Clean)
 }
@@ -164,7 +177,7 @@ async fn verify(public_keys: &[String], path: &Path, source_args: &ToolsArgs) ->
         SignatureCheck::Valid(manifest) => manifest,
         SignatureCheck::Invalid(reason) => {
             let mut stdout = std::io::stdout().lock();
-            writeln!(stdout, "signature INVALID: {reason}")?;
+            writeln!(stdout, "signature INVALID: {}", bounded(&reason, REASON_CHARS))?;
             return Ok(Outcome::Findings);
         }
     };
@@ -179,18 +192,20 @@ async fn verify(public_keys: &[String], path: &Path, source_args: &ToolsArgs) ->
         text,
         "signature valid: {} tool(s) of {} signed at {} by {}",
         manifest.tools.len(),
-        manifest.server.name,
-        manifest.signed_at,
-        manifest.public_key
+        bounded(&manifest.server.name, NAME_CHARS),
+        bounded(&manifest.signed_at, NAME_CHARS),
+        bounded(&manifest.public_key, NAME_CHARS)
     );
+    // Names come from the server (and the manifest file): escaped and bounded like every other view.
     for (name, signed, now) in &comparison.changed {
+        let (name, signed, now) = (bounded(name, NAME_CHARS), bounded(signed, NAME_CHARS), bounded(now, NAME_CHARS));
         let _ = writeln!(text, "changed: {name} (signed {signed}, now {now})");
     }
     for name in &comparison.added {
-        let _ = writeln!(text, "added:   {name} (not in the manifest)");
+        let _ = writeln!(text, "added:   {} (not in the manifest)", bounded(name, NAME_CHARS));
     }
     for name in &comparison.removed {
-        let _ = writeln!(text, "removed: {name} (in the manifest, not listed now)");
+        let _ = writeln!(text, "removed: {} (in the manifest, not listed now)", bounded(name, NAME_CHARS));
     }
     let outcome = if comparison.is_exact() {
         let _ = writeln!(text, "all {} tool(s) match the manifest", comparison.matching.len());

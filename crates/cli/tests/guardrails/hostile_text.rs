@@ -156,6 +156,27 @@ fn no_command_prints_a_raw_control_character_from_an_upstream_or_a_client() {
         }
     }
 
+    // A signed manifest of the same server, on stdout and verified.
+    let key = setup.dir.path().join("signing.key");
+    let keygen = checked(&["manifest", "keygen", "--out", key.to_str().expect("UTF-8 path")]);
+    let public_key = keygen.stdout.trim().to_owned();
+    let manifest = setup.dir.path().join("notes.json");
+    let sign = with_fixture(&[
+        "manifest",
+        "sign",
+        "--key",
+        key.to_str().expect("UTF-8 path"),
+        "--out",
+        manifest.to_str().expect("UTF-8 path"),
+    ]);
+    assert_eq!(checked(&sign.iter().map(String::as_str).collect::<Vec<_>>()).code, Some(0));
+    let sign_stdout = with_fixture(&["manifest", "sign", "--key", key.to_str().expect("UTF-8 path")]);
+    checked(&sign_stdout.iter().map(String::as_str).collect::<Vec<_>>());
+    let verify =
+        with_fixture(&["manifest", "verify", "--public-key", &public_key, manifest.to_str().expect("UTF-8 path")]);
+    let verified = checked(&verify.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(verified.code, Some(0), "{verified:?}");
+
     // serve's own log: tool names and the upstream's stderr are escaped, and no line is forged.
     let log = serve.stderr_text();
     assert_printable("toolgate serve's log", &log);
