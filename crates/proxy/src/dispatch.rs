@@ -397,11 +397,25 @@ pub(crate) async fn send_upstream(
     let mut routes = RouteGuard { gateway, upstream, upstream_id: None, progress_token };
     // Queueing counts against the call's time and yields to the client's cancel: a server that stopped reading
     // fills its queue, and a caller must not wait behind it past its own deadline.
-    let begun = tokio::select! {
-        () = cancel.cancelled() => return None,
-        begun = connection.begin_request_within(method, Some(params), within) => begun,
+    // The call route is registered before the request leaves: a fast server's first progress or log line can
+    // arrive before the send returns, and a message nobody owns is not relayed.
+    let registered = std::sync::OnceLock::new();
+    let register = |upstream_id: u64| {
+        if let Ok(mut calls) = gateway.calls.lock() {
+            calls.insert(
+                (upstream, upstream_id),
+                CallRoute { session: Arc::clone(session), client_request_id: id.clone(), open_world },
+            );
+        }
+        let _ = registered.set(upstream_id);
     };
-    let pending = match begun {
+    let begun = tokio::select! {
+        () = cancel.cancelled() => None,
+        begun = connection.begin_request_registered(method, Some(params), within, register) => Some(begun),
+    };
+    // Whatever happened, the guard now removes the route it may have registered.
+    routes.upstream_id = registered.get().copied();
+    let pending = match begun? {
         Ok(pending) => pending,
         Err(error) => {
             if let UpstreamError::Saturated { .. } = error {
@@ -411,13 +425,6 @@ pub(crate) async fn send_upstream(
         }
     };
     let upstream_id = pending.id();
-    if let Ok(mut calls) = gateway.calls.lock() {
-        calls.insert(
-            (upstream, upstream_id),
-            CallRoute { session: Arc::clone(session), client_request_id: id.clone(), open_world },
-        );
-    }
-    routes.upstream_id = Some(upstream_id);
     if let Ok(mut inflight) = session.inflight.lock()
         && let Some(request) = inflight.get_mut(&id_key(id))
     {

@@ -306,6 +306,21 @@ impl Connection {
         params: Option<Value>,
         within: Duration,
     ) -> Result<PendingRequest, UpstreamError> {
+        self.begin_request_registered(method, params, within, |_| {}).await
+    }
+
+    /// [`Connection::begin_request_within`], calling `register` with the request's id before the request is sent.
+    ///
+    /// What the server sends about a request (progress, log lines, its own requests) can arrive before the send
+    /// returns: a caller that routes such messages by the request's id registers the route here, or loses them.
+    /// `register` runs at most once, and only when the request is about to be sent.
+    pub async fn begin_request_registered(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        within: Duration,
+        register: impl FnOnce(u64),
+    ) -> Result<PendingRequest, UpstreamError> {
         if let Some(error) = self.shared.ended() {
             return Err(error);
         }
@@ -319,6 +334,7 @@ impl Connection {
         if let Some(error) = self.shared.ended() {
             return Err(error);
         }
+        register(id);
         let pending = |registration: &mut Registration<'_>, receiver, permit| {
             registration.armed = false;
             PendingRequest { id, method: method.to_owned(), receiver, _permit: permit }

@@ -344,3 +344,30 @@ async fn an_unreachable_server_is_described_by_its_root_cause() -> TestResult {
     );
     Ok(())
 }
+
+/// A caller that routes what the server says about a request by its id registers the route before the request
+/// leaves: `register` runs once, with the id the request then carries, before the server has seen it.
+#[tokio::test]
+async fn a_request_is_registered_before_the_server_sees_it() -> TestResult {
+    let server = TestServer::start(minimal).await?;
+    let (connection, _recorder) = connect(&server).await?;
+    for _ in 0..20 {
+        let seen_before = Mutex::new(None);
+        let pending = connection
+            .begin_request_registered("tools/list", None, Duration::from_secs(10), |id| {
+                let lists = server.seen().iter().filter(|line| *line == "POST tools/list").count();
+                if let Ok(mut seen) = seen_before.lock() {
+                    *seen = Some((id, lists));
+                }
+            })
+            .await?;
+        let Some((id, lists_before)) = seen_before.lock().ok().and_then(|seen| *seen) else {
+            return Err("register was not called".into());
+        };
+        assert_eq!(id, pending.id(), "register gets the request's own id");
+        let response = connection.wait(pending, Duration::from_secs(10)).await?;
+        let lists_after = server.seen().iter().filter(|line| *line == "POST tools/list").count();
+        assert_eq!(lists_after, lists_before + 1, "register ran before the request was posted: {response}");
+    }
+    Ok(())
+}
