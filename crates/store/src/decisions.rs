@@ -11,7 +11,7 @@ use serde_json::json;
 
 use crate::audit::AuditRow;
 use crate::audit::chain::PreparedRow;
-use crate::audit::writer::append;
+use crate::audit::append::append;
 use crate::error::StoreError;
 use crate::time::format_rfc3339;
 use crate::{ApprovalDecision, AuditReceipt, PendingApproval, Store};

@@ -8,11 +8,29 @@ use std::path::PathBuf;
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// The audit queue is full: the row was not written (the caller must not go ahead as if it were).
-    #[error("the audit queue is full ({capacity} entries waiting)")]
+    /// The audit writer is behind: as many rows as the queue holds wait for it, so the row was not written (the
+    /// caller must not go ahead as if it were).
+    #[error("the audit writer is behind ({capacity} rows wait to be written)")]
     AuditQueueFull {
         /// The queue's capacity.
         capacity: usize,
+    },
+    /// The audit writer's attempts fail (a full disk, an IO error): rows wait for it and the row was not written.
+    /// The writer keeps retrying and recovers by itself.
+    #[error("the audit writer is failing ({error}); {waiting} rows wait to be written")]
+    AuditWriterFailing {
+        /// The writer's last error.
+        error: String,
+        /// Rows waiting for it.
+        waiting: usize,
+    },
+    /// Rows about to be pruned could not be exported (and were not pruned).
+    #[error("cannot export audit rows to {path}: {source}")]
+    Export {
+        /// The export file or directory.
+        path: PathBuf,
+        /// The IO error.
+        source: std::io::Error,
     },
     /// The audit journal could not be written or read.
     #[error("audit journal {path}: {source}")]

@@ -62,8 +62,10 @@ pub use approvals::{
     ApprovalDecision, ApprovalId, ApprovalRecord, ApprovalState, ApprovalStore, ApprovalWait, ConsumeRefusal,
     PendingApproval, ToolRisk,
 };
-pub use audit::chain::GENESIS_HASH;
-pub use audit::pending::PendingCall;
+pub use audit::chain::{GENESIS_HASH, verify_rows};
+pub use audit::pending::{ABANDONED_OUTCOME, PendingCall};
+pub use audit::retention::{Checkpoint, PruneReport, Retention};
+pub use audit::{JournalBacklog, NOT_RECORDED_OUTCOME};
 pub use audit::writer::digest_arguments;
 pub use audit::{
     ArgumentRedaction, AuditEntry, AuditFilter, AuditKind, AuditReceipt, AuditRow, AuditStats, AuditWriter, Caller,
@@ -111,6 +113,10 @@ pub struct StoreOptions {
     /// Keep an audit journal for [`AuditWriter::record_journaled`] (the gateway's store). Journals of dead
     /// processes are recovered at every open, whatever this says.
     pub journal: bool,
+    /// How much of the audit log the writer keeps (the default keeps everything).
+    pub retention: Retention,
+    /// How often the writer measures the database and the free disk and applies `retention`.
+    pub audit_upkeep_interval: Duration,
 }
 
 impl Default for StoreOptions {
@@ -124,8 +130,28 @@ impl Default for StoreOptions {
             busy_timeout: Duration::from_secs(5),
             approval_poll_interval: Duration::from_millis(100),
             journal: false,
+            retention: Retention::default(),
+            audit_upkeep_interval: Duration::from_secs(10),
         }
     }
+}
+
+fn spawn_writer(
+    backend: &Backend,
+    database: &Path,
+    journal: Option<Arc<audit::journal::Journal>>,
+    options: &StoreOptions,
+) -> AuditWriter {
+    let setup = audit::batches::WriterSetup {
+        backend: backend.clone(),
+        capacity: options.audit_queue_capacity,
+        batch_max: options.audit_batch_max,
+        journal,
+        database: database.to_path_buf(),
+        retention: options.retention.clone(),
+        upkeep_interval: options.audit_upkeep_interval,
+    };
+    AuditWriter::spawn(setup, options.redaction, options.audit_queue_wait)
 }
 
 /// The database behind the store. One variant today; PostgreSQL will be the second.
@@ -191,15 +217,42 @@ impl Store {
         };
         // Files SQLite made while the pool opened (a WAL beside an older, looser database, say).
         permissions::tighten(companions.iter().map(PathBuf::as_path));
-        let audit = AuditWriter::spawn(
-            backend.clone(),
-            options.redaction,
-            options.audit_queue_capacity,
-            options.audit_batch_max,
-            journal,
-            options.audit_queue_wait,
-        );
+        let audit = spawn_writer(&backend, path, journal, &options);
         Ok(Store { backend, path: path.to_path_buf(), audit, options })
+    }
+
+    /// Opens an existing database only to read it: no schema migration, no journal recovery, no write of any
+    /// kind (SQLite's read-only mode); for `toolgate audit verify`. [`Store::journal_backlog`] says what a
+    /// recovery would add. Its audit writer refuses every row.
+    pub async fn open_read_only(path: &Path) -> Result<Store, StoreError> {
+        let open_error = |source| StoreError::Open { path: path.to_path_buf(), source };
+        let connect = SqliteConnectOptions::from_str("sqlite:")
+            .map_err(open_error)?
+            .filename(path)
+            .read_only(true)
+            .create_if_missing(false)
+            .busy_timeout(StoreOptions::default().busy_timeout);
+        let pool = SqlitePoolOptions::new().max_connections(2).connect_with(connect).await.map_err(open_error)?;
+        let backend = Backend::Sqlite(pool);
+        let options = StoreOptions { audit_upkeep_interval: Duration::from_secs(3600), ..StoreOptions::default() };
+        let audit = spawn_writer(&backend, path, None, &options);
+        Ok(Store { backend, path: path.to_path_buf(), audit, options })
+    }
+
+    /// Rows in journals of processes that are gone that the database lacks (reads only).
+    pub async fn journal_backlog(&self) -> Result<JournalBacklog, StoreError> {
+        audit::journal_backlog(&self.backend, &self.path).await
+    }
+
+    /// Applies the retention policy now (the writer also does every `audit_upkeep_interval`).
+    pub async fn prune_audit(&self) -> Result<PruneReport, StoreError> {
+        audit::retention::prune(&self.backend, &self.options.retention, std::time::SystemTime::now()).await
+    }
+
+    /// The audit log's checkpoint, once retention pruned rows.
+    pub async fn audit_checkpoint(&self) -> Result<Option<Checkpoint>, StoreError> {
+        let Backend::Sqlite(pool) = &self.backend;
+        audit::retention::checkpoint(pool).await
     }
 
     /// The database file.

@@ -19,6 +19,7 @@ const SQLITE: &[(i64, &str, &str)] = &[
     (3, "approval risk", include_str!("../migrations/sqlite/0003_approval_risk.sql")),
     (4, "tool inventory", include_str!("../migrations/sqlite/0004_tool_inventory.sql")),
     (5, "inventory access", include_str!("../migrations/sqlite/0005_inventory_access.sql")),
+    (6, "audit checkpoint", include_str!("../migrations/sqlite/0006_audit_checkpoint.sql")),
 ];
 
 /// Serializes opening a database between processes: held while the first connections switch the database to WAL

@@ -5,7 +5,9 @@
 //! leaves older rows verifiable), and `jcs` is RFC 8785. The first row's `prev_hash` is [`GENESIS_HASH`].
 //! `audit_head` holds the last row's seq and hash, moved in the same transaction as each append, so rows removed
 //! from or added to the end outside the store are caught too. The chain proves the log was not changed by
-//! anyone who could not also recompute every later hash; a keyed anchor (signature) is a later addition.
+//! anyone who could not also recompute every later hash; a keyed anchor (signature) is a later addition. After
+//! retention pruned the oldest rows, `verify` starts from the checkpoint (`retention`): the seq and hash of the last
+//! pruned row; [`verify_rows`] checks exported rows the same way.
 
 use std::fmt;
 
@@ -183,6 +185,8 @@ pub struct ChainReport {
     pub rows_checked: u64,
     /// The recorded head (seq, hash), if any row was ever written.
     pub head: Option<(i64, String)>,
+    /// Where verification started when rows were pruned: the last pruned row (seq, hash).
+    pub checkpoint: Option<(i64, String)>,
     /// The first problem, in chain order; `None` when the chain is intact.
     pub first_break: Option<ChainBreak>,
 }
@@ -292,9 +296,25 @@ pub(crate) async fn verify(backend: &Backend) -> Result<ChainReport, StoreError>
     let head = sqlx::query("SELECT seq, hash FROM audit_head WHERE id = 1").fetch_optional(&mut *transaction).await?;
     let head: Option<(i64, String)> =
         head.map(|row| Ok::<_, sqlx::Error>((row.try_get("seq")?, row.try_get("hash")?))).transpose()?;
-    let mut report = ChainReport { rows_checked: 0, head: head.clone(), first_break: None };
-    let mut expected_seq = 1_i64;
-    let mut previous_hash = GENESIS_HASH.to_owned();
+    // A pruned log continues from its checkpoint; a database from before retention existed has no such table (a
+    // read-only verify does not migrate it).
+    let has_checkpoints: Option<i64> =
+        sqlx::query_scalar("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'audit_checkpoint'")
+            .fetch_optional(&mut *transaction)
+            .await?;
+    let checkpoint: Option<(i64, String)> = match has_checkpoints {
+        Some(_) => sqlx::query("SELECT seq, hash FROM audit_checkpoint WHERE id = 1")
+            .fetch_optional(&mut *transaction)
+            .await?
+            .map(|row| Ok::<_, sqlx::Error>((row.try_get("seq")?, row.try_get("hash")?)))
+            .transpose()?,
+        None => None,
+    };
+    let mut report = ChainReport { rows_checked: 0, head: head.clone(), checkpoint: checkpoint.clone(), first_break: None };
+    let (mut expected_seq, mut previous_hash) = match checkpoint {
+        Some((seq, hash)) => (seq + 1, hash),
+        None => (1_i64, GENESIS_HASH.to_owned()),
+    };
     // The cursor starts below 1 so that a row inserted before the first one is seen.
     let mut after = i64::MIN;
     loop {
@@ -334,6 +354,42 @@ pub(crate) async fn verify(backend: &Backend) -> Result<ChainReport, StoreError>
         _ => None,
     };
     Ok(report)
+}
+
+/// Verifies rows read back from an export (`toolgate audit export`, or the files retention writes), in chain
+/// order: each must follow the one before it, and the first must follow `start` (the seq and hash of the row
+/// before it: a checkpoint, or the last row of the previous file; `None` for the chain's start, seq 1 after the
+/// genesis hash). The report's head is the last row read.
+pub fn verify_rows<'a>(rows: impl IntoIterator<Item = &'a AuditRow>, start: Option<(i64, String)>) -> ChainReport {
+    let (mut expected_seq, mut previous_hash) = match &start {
+        Some((seq, hash)) => (seq + 1, hash.clone()),
+        None => (1, GENESIS_HASH.to_owned()),
+    };
+    let mut report = ChainReport { rows_checked: 0, head: None, checkpoint: start, first_break: None };
+    for row in rows {
+        let problem = if row.seq < expected_seq {
+            Some(ChainBreakKind::OutOfSequence { expected: expected_seq })
+        } else if row.seq > expected_seq {
+            Some(ChainBreakKind::Missing { first: expected_seq, last: row.seq - 1 })
+        } else if row.prev_hash != previous_hash {
+            Some(ChainBreakKind::PrevHashMismatch)
+        } else {
+            match row_hash(row) {
+                Ok(hash) if hash == row.hash => None,
+                Ok(_) => Some(ChainBreakKind::HashMismatch),
+                Err(error) => Some(ChainBreakKind::Unreadable { detail: error.to_string() }),
+            }
+        };
+        if let Some(kind) = problem {
+            report.first_break = Some(ChainBreak { seq: row.seq, kind });
+            return report;
+        }
+        report.rows_checked += 1;
+        report.head = Some((row.seq, row.hash.clone()));
+        expected_seq = row.seq + 1;
+        previous_hash = row.hash.clone();
+    }
+    report
 }
 
 /// Checks one row; its hash when it continues the chain, else what is wrong with it.

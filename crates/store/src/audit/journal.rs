@@ -5,10 +5,12 @@
 //! ([`crate::PendingCall`]). A committed batch removes its journaled rows from the count of outstanding ones; a file
 //! with none outstanding is truncated, and past a few MiB appends move on to `<database>.journal-<pid>.<n>` so a
 //! long call does not keep one file growing; earlier files are removed once their rows are in. At
-//! open, rows still in the journals of dead processes that the database does not hold (by journal id) are appended
-//! to the chain and those journals removed, so
-//! after `kill -9` every forwarded call has its row, without a SQLite commit on the call path. Surviving a power
-//! loss needs [`crate::AuditWriter::record_durable`] (a commit with `synchronous=FULL`).
+//! open, rows still in the journals of dead processes that the database does not hold (by content: time, kind,
+//! session, tool, arguments digest) are appended to the chain and those journals removed, so after `kill -9` every
+//! forwarded call has its row, without a SQLite commit on the call path. A write cut short (a full disk) is taken
+//! back before the error is returned, so a torn line is never glued to the next call's; a line that still does not
+//! parse is skipped and reported at recovery. Surviving a power loss needs [`crate::AuditWriter::record_durable`]
+//! (a commit with `synchronous=FULL`).
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -51,13 +53,29 @@ struct State {
     generation: u64,
     written: u64,
     outstanding: BTreeMap<u64, usize>,
+    /// A write failed part-way and the file may end in part of a line (see [`repair`]).
+    torn: bool,
 }
 
-/// Where a journaled row is: its id (kept with the committed row, so recovery never appends it twice) and the
-/// journal file holding it.
+/// Ends a torn write: truncates the file back to its last whole line (`written` bytes, all whole lines), or, when
+/// that fails, ends the torn part with a newline so the next line starts fresh (recovery skips and reports the
+/// torn one). Stays torn while neither works.
+fn repair(state: &mut State) {
+    if state.file.set_len(state.written).is_ok() {
+        state.torn = false;
+    } else if state.file.write_all(b"\n").is_ok() {
+        // The torn bytes and this newline now count as written: the file holds exactly that many bytes (append).
+        if let Ok(metadata) = state.file.metadata() {
+            state.written = metadata.len();
+            state.torn = false;
+        }
+    }
+}
+
+/// Where a journaled row is: the journal file holding it, whose count of rows not yet in the database it is part
+/// of. (Recovery recognises a row already committed by its content, so no id is kept with the committed row.)
 #[derive(Debug)]
 pub(crate) struct JournalTicket {
-    pub(crate) id: String,
     generation: u64,
 }
 
@@ -105,9 +123,11 @@ impl Journal {
     /// Opens (creating) the journal for appending.
     pub(crate) fn open(path: &Path) -> Result<Journal, StoreError> {
         let file = open_append(path)?;
+        let written =
+            file.metadata().map_err(|source| StoreError::Journal { path: path.to_path_buf(), source })?.len();
         Ok(Journal {
             base: path.to_path_buf(),
-            state: Mutex::new(State { file, generation: 0, written: 0, outstanding: BTreeMap::new() }),
+            state: Mutex::new(State { file, generation: 0, written, outstanding: BTreeMap::new(), torn: false }),
             prefix: uuid::Uuid::new_v4().simple().to_string(),
             next: AtomicU64::new(1),
         })
@@ -122,13 +142,20 @@ impl Journal {
             self.rotate(&mut state)?;
         }
         let generation = state.generation;
-        state
-            .file
-            .write_all(&text)
-            .map_err(|source| StoreError::Journal { path: self.generation_path(generation), source })?;
+        if state.torn {
+            repair(&mut state);
+        }
+        if let Err(source) = state.file.write_all(&text) {
+            // A short write (a full disk) leaves part of a line that the next append would be glued to, and the
+            // next call's row would then not parse at recovery: cut the file back to where this line began, or,
+            // if even that fails, start the next append on a fresh line.
+            state.torn = true;
+            repair(&mut state);
+            return Err(StoreError::Journal { path: self.generation_path(generation), source });
+        }
         state.written += text.len() as u64;
         *state.outstanding.entry(generation).or_insert(0) += 1;
-        Ok(JournalTicket { id, generation })
+        Ok(JournalTicket { generation })
     }
 
     /// Moves appends to the next file; the current one stays until its rows are committed.
@@ -138,6 +165,7 @@ impl Journal {
         state.file = open_append(&path)?;
         let old = std::mem::replace(&mut state.generation, generation);
         state.written = 0;
+        state.torn = false;
         if !state.outstanding.contains_key(&old) {
             self.remove(old);
         }
@@ -165,8 +193,14 @@ impl Journal {
                 tracing::warn!(path = %self.base.display(), %error, "the audit journal could not be truncated");
             } else {
                 state.written = 0;
+                state.torn = false;
             }
         }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn file_len(&self) -> u64 {
+        self.state.lock().map(|state| state.written).unwrap_or(0)
     }
 
     fn remove(&self, generation: u64) {
@@ -184,12 +218,26 @@ fn open_append(path: &Path) -> Result<File, StoreError> {
         .map_err(|source| StoreError::Journal { path: path.to_path_buf(), source })
 }
 
-/// The journal's lines that parse; a torn last line (a crash mid-write) is skipped.
-pub(crate) fn read_lines(path: &Path) -> Vec<JournalLine> {
-    let Ok(file) = File::open(path) else { return Vec::new() };
-    BufReader::new(file)
-        .lines()
-        .map_while(Result::ok)
-        .filter_map(|line| serde_json::from_str::<JournalLine>(&line).ok())
-        .collect()
+/// What a journal file holds: the lines that parse, and how many did not (a crash mid-write, or a write a full
+/// disk cut short and [`repair`] could not take back).
+#[derive(Debug, Default)]
+pub(crate) struct JournalContents {
+    pub(crate) lines: Vec<JournalLine>,
+    pub(crate) torn: usize,
+}
+
+/// Reads a journal file; a line that does not parse is skipped and counted, never glued to the next.
+pub(crate) fn read_lines(path: &Path) -> JournalContents {
+    let mut contents = JournalContents::default();
+    let Ok(file) = File::open(path) else { return contents };
+    for line in BufReader::new(file).split(b'\n').map_while(Result::ok) {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice::<JournalLine>(&line) {
+            Ok(parsed) => contents.lines.push(parsed),
+            Err(_) => contents.torn += 1,
+        }
+    }
+    contents
 }

@@ -5,10 +5,13 @@
 //! clear and the store applies the [`ArgumentRedaction`] setting: by default only a `sha256:` digest of their
 //! RFC 8785 form is kept. Rows are append-only and hash-chained ([`chain`]); this module holds no SQL.
 
+pub(crate) mod append;
+pub(crate) mod batches;
 pub(crate) mod chain;
 pub(crate) mod journal;
 pub(crate) mod pending;
 pub(crate) mod query;
+pub(crate) mod retention;
 pub(crate) mod writer;
 
 use std::time::SystemTime;
@@ -232,20 +235,39 @@ pub struct AuditFilter {
     pub limit: Option<u32>,
 }
 
+/// The outcome given to a journaled call row recovered after its process ended: the row was journaled before the
+/// call was forwarded, so the call left toolgate; whether and how it was answered was not recorded.
+pub const NOT_RECORDED_OUTCOME: &str = "not_recorded";
+
 /// Appends the rows of dead processes' journals that the database lacks, then removes those journals. Safe to run
 /// from any process and from several at once: only journals of processes that are gone are read, and a row already
-/// appended is skipped inside the write transaction.
+/// appended is skipped inside the write transaction. A recovered row without an outcome gets
+/// [`NOT_RECORDED_OUTCOME`]; lines that do not parse (a torn write) are counted and reported.
 pub(crate) async fn recover_journals(
     backend: &crate::Backend,
     database: &std::path::Path,
 ) -> Result<(), crate::StoreError> {
     for path in journal::Journal::orphans(database) {
-        let lines = journal::read_lines(&path);
-        if !lines.is_empty() {
-            let (rows, ids): (Vec<AuditRow>, Vec<String>) = lines.into_iter().map(|line| (line.row, line.id)).unzip();
-            let mut rows = rows.into_iter().map(chain::PreparedRow::from_row).collect::<Result<Vec<_>, _>>()?;
+        let contents = journal::read_lines(&path);
+        if contents.torn > 0 {
+            tracing::warn!(
+                journal = %path.display(),
+                lines = contents.torn,
+                "audit journal lines that do not parse were skipped (a write cut short by a crash or a full disk)"
+            );
+        }
+        if !contents.lines.is_empty() {
+            let (rows, ids): (Vec<AuditRow>, Vec<String>) =
+                contents.lines.into_iter().map(|line| (line.row, line.id)).unzip();
+            let mut rows = rows
+                .into_iter()
+                .map(|mut row| {
+                    row.outcome.get_or_insert_with(|| NOT_RECORDED_OUTCOME.to_owned());
+                    chain::PreparedRow::from_row(row)
+                })
+                .collect::<Result<Vec<_>, _>>()?;
             let ids: Vec<Option<&str>> = ids.iter().map(|id| Some(id.as_str())).collect();
-            writer::append(backend, &mut rows, &ids, true).await?;
+            append::append(backend, &mut rows, &ids, true).await?;
             tracing::info!(journal = %path.display(), "audit rows of a process that is gone were recovered");
         }
         match std::fs::remove_file(&path) {
@@ -255,4 +277,38 @@ pub(crate) async fn recover_journals(
         }
     }
     Ok(())
+}
+
+/// What journals of dead processes hold that the database does not, found without writing anything.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct JournalBacklog {
+    /// Journal files of processes that are gone.
+    pub files: usize,
+    /// Their rows the database lacks (the next store opened for writing appends them).
+    pub rows: usize,
+    /// Lines that do not parse (skipped at recovery).
+    pub torn_lines: usize,
+}
+
+/// Counts rows in dead processes' journals that the database lacks; reads only.
+pub(crate) async fn journal_backlog(
+    backend: &crate::Backend,
+    database: &std::path::Path,
+) -> Result<JournalBacklog, crate::StoreError> {
+    let mut backlog = JournalBacklog::default();
+    let crate::Backend::Sqlite(pool) = backend;
+    let mut connection = pool.acquire().await?;
+    for path in journal::Journal::orphans(database) {
+        backlog.files += 1;
+        let contents = journal::read_lines(&path);
+        backlog.torn_lines += contents.torn;
+        for line in contents.lines {
+            let id = line.id;
+            let row = chain::PreparedRow::from_row(line.row)?;
+            if !append::already_appended(&mut connection, &row, Some(&id)).await? {
+                backlog.rows += 1;
+            }
+        }
+    }
+    Ok(backlog)
 }

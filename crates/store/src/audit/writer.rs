@@ -1,80 +1,37 @@
-//! The audit writer: a bounded queue in front of one background task that appends rows in batched transactions.
+//! The audit writer's handle: what the call path uses to queue rows, and the admission rule that keeps the rows
+//! waiting for the disk bounded.
 //!
 //! The call path never waits on the disk except where it must: [`AuditWriter::try_record`] only queues (a full
-//! queue is an error the caller sees, never a silent drop), and [`AuditWriter::record_durable`] — for the row
-//! written *before* a call is forwarded — returns once the transaction holding the row has committed, so a call
-//! that went upstream always has its row after a crash. Appends run under `BEGIN IMMEDIATE` and read the chain's
-//! tail inside the transaction, so several processes may append to one file without forking the chain.
+//! queue is an error the caller sees, never a silent drop), [`AuditWriter::record_durable`] returns once the
+//! transaction holding the row has committed, and [`AuditWriter::record_journaled`] — the row of a call about to
+//! be forwarded — returns once the row is in the journal. A call in flight holds no place in the queue: its row
+//! comes back, completed, through a channel of its own when the call ends, and only rows that wait for the writer
+//! count against the queue's capacity. So calls stuck at a slow upstream never refuse calls to another one; only a
+//! writer that falls behind or fails does, and the refusal says which. The writer itself runs in `batches`.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 use serde_json::Value;
-use sqlx::Row;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 use toolgate_core::fingerprint::digest_bytes;
 use toolgate_core::jcs;
 
-use super::chain::{GENESIS_HASH, JsonColumns, PreparedRow, row_hash_with};
+use super::batches::{self, WriterSetup};
+use super::chain::{JsonColumns, PreparedRow};
 use super::journal::{Journal, JournalTicket};
 use super::pending::PendingCall;
 use super::{ArgumentRedaction, AuditEntry, AuditReceipt, AuditRow, verdict_name};
-use crate::Backend;
 use crate::error::{AuditQueueError, StoreError};
 use crate::time::format_rfc3339;
 
-/// Rows per INSERT statement (18 bound values each; SQLite allows 32766 per statement).
-const INSERT_CHUNK: usize = 256;
-
-/// How long a batch nobody waits for gathers more rows before it is committed.
-///
-/// Each batch wakes the writer and its SQLite thread; on two cores a call that needs a CPU just then waits, so
-/// the writer's wake-ups showed as the relay's p99 (5 ms: 200 batches a second, +340-430 us p99 over stdio at one
-/// call in flight; 50 ms: +170-190 us, same runs, `toolgate-bench`). Rows reach the database up to 50 ms later;
-/// the journal already holds every forwarded call's row, and a full batch is committed at once.
-const GROUP_COMMIT_WINDOW: Duration = Duration::from_millis(50);
-
-/// Attempts per batch before its entries are reported as failed.
-const WRITE_ATTEMPTS: u32 = 3;
-
-type Reply = oneshot::Sender<Result<AuditReceipt, StoreError>>;
+pub(crate) type Reply = oneshot::Sender<Result<AuditReceipt, StoreError>>;
 
 pub(crate) enum Command {
     Append { row: Box<PreparedRow>, reply: Option<Reply>, journal: Option<JournalTicket> },
     Flush(oneshot::Sender<()>),
-}
-
-/// Counters of the writer, for `status` and metrics.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct AuditStats {
-    /// Entries waiting in the queue now.
-    pub queued: usize,
-    /// Rows committed since the store was opened.
-    pub written: u64,
-    /// Entries that could not be written after retrying (each also logged at error level).
-    pub failed: u64,
-    /// Entries refused by `try_record` because the queue was full.
-    pub rejected: u64,
-}
-
-#[derive(Debug, Default)]
-struct Counters {
-    written: AtomicU64,
-    failed: AtomicU64,
-    rejected: AtomicU64,
-}
-
-/// A cloneable handle to the store's audit writer.
-#[derive(Debug, Clone)]
-pub struct AuditWriter {
-    sender: mpsc::Sender<Command>,
-    capacity: usize,
-    redaction: ArgumentRedaction,
-    counters: Arc<Counters>,
-    journal: Option<Arc<Journal>>,
-    queue_wait: Duration,
 }
 
 impl std::fmt::Debug for Command {
@@ -88,22 +45,86 @@ impl std::fmt::Debug for Command {
     }
 }
 
+/// Counters of the writer, for `status` and metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct AuditStats {
+    /// Rows waiting for the writer now: queued entries and completed calls not yet committed.
+    pub queued: usize,
+    /// Rows committed since the store was opened.
+    pub written: u64,
+    /// Entries that could not be written after retrying (each also logged at error level).
+    pub failed: u64,
+    /// Entries refused because the writer was behind or failing (the queue was full).
+    pub rejected: u64,
+    /// True while the writer's last attempt failed (it keeps retrying with backoff).
+    pub failing: bool,
+    /// Bytes of the database and its write-ahead log, as last measured (every few seconds).
+    pub database_bytes: u64,
+    /// Bytes free to unprivileged writers on the state directory's filesystem, as last measured.
+    pub disk_free_bytes: Option<u64>,
+    /// Rows removed by retention since the store was opened.
+    pub pruned: u64,
+}
+
+/// What the handle and the writer thread share.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) written: AtomicU64,
+    pub(crate) failed: AtomicU64,
+    pub(crate) rejected: AtomicU64,
+    pub(crate) pruned: AtomicU64,
+    /// Completed call rows handed to the writer and not yet committed.
+    pub(crate) completions: AtomicUsize,
+    /// Why the writer's last attempt failed, while it keeps failing.
+    pub(crate) failure: Mutex<Option<String>>,
+    /// Woken after every batch, so a call waiting for room looks again.
+    pub(crate) room: Notify,
+    pub(crate) database_bytes: AtomicU64,
+    /// `u64::MAX` until measured.
+    pub(crate) disk_free: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn new() -> Counters {
+        Counters { disk_free: AtomicU64::new(u64::MAX), ..Counters::default() }
+    }
+
+    /// The writer's current failure, if it is failing.
+    pub(crate) fn failure(&self) -> Option<String> {
+        self.failure.lock().ok().and_then(|failure| failure.clone())
+    }
+
+    /// Records whether the last attempt failed; returns the failure it replaces.
+    pub(crate) fn set_failure(&self, failure: Option<String>) -> Option<String> {
+        match self.failure.lock() {
+            Ok(mut current) => std::mem::replace(&mut *current, failure),
+            Err(_) => None,
+        }
+    }
+}
+
+/// A cloneable handle to the store's audit writer.
+#[derive(Debug, Clone)]
+pub struct AuditWriter {
+    sender: mpsc::Sender<Command>,
+    completions: mpsc::UnboundedSender<Command>,
+    capacity: usize,
+    redaction: ArgumentRedaction,
+    counters: Arc<Counters>,
+    journal: Option<Arc<Journal>>,
+    queue_wait: Duration,
+}
+
 impl AuditWriter {
-    /// Starts the writer task on the current tokio runtime.
-    pub(crate) fn spawn(
-        backend: Backend,
-        redaction: ArgumentRedaction,
-        capacity: usize,
-        batch_max: usize,
-        journal: Option<Arc<Journal>>,
-        queue_wait: Duration,
-    ) -> AuditWriter {
-        let capacity = capacity.max(1);
+    /// Starts the writer on a thread of its own.
+    pub(crate) fn spawn(setup: WriterSetup, redaction: ArgumentRedaction, queue_wait: Duration) -> AuditWriter {
+        let capacity = setup.capacity.max(1);
         let (sender, receiver) = mpsc::channel(capacity);
-        let counters = Arc::new(Counters::default());
-        let writer = run(backend, receiver, batch_max.max(1), Arc::clone(&counters), journal.clone());
-        spawn_writer(writer);
-        AuditWriter { sender, capacity, redaction, counters, journal, queue_wait }
+        let (completions, completed) = mpsc::unbounded_channel();
+        let counters = Arc::new(Counters::new());
+        let journal = setup.journal.clone();
+        batches::spawn(setup, receiver, completed, Arc::clone(&counters));
+        AuditWriter { sender, completions, capacity, redaction, counters, journal, queue_wait }
     }
 
     /// Queues an entry without waiting. The row is committed shortly after, in a batch; use
@@ -118,7 +139,8 @@ impl AuditWriter {
             Ok(()) => Ok(()),
             Err(mpsc::error::TrySendError::Full(_)) => {
                 self.counters.rejected.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(capacity = self.capacity, "audit record not written: the audit queue is full");
+                let failure = self.counters.failure();
+                tracing::error!(capacity = self.capacity, failure, "audit record not written: the audit queue is full");
                 Err(AuditQueueError::Full { capacity: self.capacity })
             }
             Err(mpsc::error::TrySendError::Closed(_)) => Err(AuditQueueError::Closed),
@@ -127,8 +149,8 @@ impl AuditWriter {
 
     /// Appends an entry and returns once its transaction has committed (waiting for queue space if needed).
     ///
-    /// For the row written before a call is forwarded: after a crash, every forwarded call has its row.
-    /// Concurrent durable entries share one commit.
+    /// Concurrent durable entries share one commit. If the writer keeps failing, the caller gets the error after
+    /// a few attempts and the row is not written later (the caller was told it was not).
     pub async fn record_durable(&self, entry: AuditEntry) -> Result<AuditReceipt, StoreError> {
         self.commit_prepared(Box::new(prepare(entry, self.redaction))).await
     }
@@ -146,11 +168,12 @@ impl AuditWriter {
     /// Makes a call's row survive the death of the process before returning, without waiting for a database
     /// commit, and returns the handle that completes it with the call's outcome ([`PendingCall::finish`]).
     ///
-    /// A queue slot is reserved first and held until the row is complete: when the queue stays full for the
-    /// configured wait the caller gets [`StoreError::AuditQueueFull`] and nothing is journaled (a journaled row
-    /// would claim a call that the caller then refuses to forward). Then the row is appended to the audit journal
-    /// (one `write` into the page cache); a store opened after a crash appends journaled rows the database lacks.
-    /// For the row written before a call is forwarded, on the call path. Without a journal (a store opened
+    /// The row is admitted only while fewer than the queue's capacity of rows wait for the writer; otherwise the
+    /// caller waits up to the configured time for room and then gets [`StoreError::AuditWriterFailing`] (the
+    /// writer's last error) or [`StoreError::AuditQueueFull`] (the writer is behind), and nothing is journaled (a
+    /// journaled row would claim a call that the caller then refuses to forward). Then the row is appended to the
+    /// audit journal (one `write` into the page cache); a store opened after a crash appends journaled rows the
+    /// database lacks. The call holds no place in the queue while it runs. Without a journal (a store opened
     /// without one) the row is committed first ([`AuditWriter::record_durable`]) and the outcome becomes a
     /// "result" row of its own.
     pub async fn record_journaled(&self, entry: AuditEntry) -> Result<PendingCall, StoreError> {
@@ -159,26 +182,48 @@ impl AuditWriter {
             self.commit_prepared(row.clone()).await?;
             return Ok(PendingCall::committed(self.clone(), row));
         };
-        let permit = match self.sender.clone().try_reserve_owned() {
-            Ok(permit) => permit,
-            Err(mpsc::error::TrySendError::Full(sender)) => {
-                match tokio::time::timeout(self.queue_wait, sender.reserve_owned()).await {
-                    Ok(Ok(permit)) => permit,
-                    Ok(Err(_)) => return Err(StoreError::AuditWriterStopped),
-                    Err(_) => {
-                        self.counters.rejected.fetch_add(1, Ordering::Relaxed);
-                        return Err(StoreError::AuditQueueFull { capacity: self.capacity });
-                    }
-                }
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => return Err(StoreError::AuditWriterStopped),
-        };
+        self.admit().await?;
         let row = Box::new(prepare(entry, self.redaction));
         let ticket = journal.append(&row)?;
-        Ok(PendingCall::journaled(permit, row, ticket))
+        Ok(PendingCall::journaled(self.completions.clone(), Arc::clone(&self.counters), row, ticket))
     }
 
-    /// Waits until every entry queued before this call has been committed (or has failed).
+    /// Waits (up to the configured time) until fewer rows than the queue's capacity wait for the writer.
+    async fn admit(&self) -> Result<(), StoreError> {
+        let deadline = tokio::time::Instant::now() + self.queue_wait;
+        loop {
+            let room = self.counters.room.notified();
+            tokio::pin!(room);
+            room.as_mut().enable();
+            if self.sender.is_closed() {
+                return Err(StoreError::AuditWriterStopped);
+            }
+            let waiting = self.waiting_rows();
+            if waiting < self.capacity {
+                return Ok(());
+            }
+            if tokio::time::timeout_at(deadline, room).await.is_err() {
+                self.counters.rejected.fetch_add(1, Ordering::Relaxed);
+                return Err(match self.counters.failure() {
+                    Some(error) => StoreError::AuditWriterFailing { error, waiting },
+                    None => StoreError::AuditQueueFull { capacity: self.capacity },
+                });
+            }
+        }
+    }
+
+    /// Rows waiting for the writer: queued entries and completed calls not yet committed.
+    fn waiting_rows(&self) -> usize {
+        self.capacity.saturating_sub(self.sender.capacity()) + self.counters.completions.load(Ordering::Relaxed)
+    }
+
+    /// Why the writer is failing, while it is (it retries with backoff and recovers by itself).
+    pub fn failure(&self) -> Option<String> {
+        self.counters.failure()
+    }
+
+    /// Waits until every entry queued before this call, and every call row completed before it, has been
+    /// committed (or has failed).
     pub async fn flush(&self) -> Result<(), StoreError> {
         let (done, flushed) = oneshot::channel();
         self.sender.send(Command::Flush(done)).await.map_err(|_| StoreError::AuditWriterStopped)?;
@@ -187,42 +232,16 @@ impl AuditWriter {
 
     /// The writer's counters.
     pub fn stats(&self) -> AuditStats {
+        let disk_free = self.counters.disk_free.load(Ordering::Relaxed);
         AuditStats {
-            queued: self.capacity.saturating_sub(self.sender.capacity()),
+            queued: self.waiting_rows(),
             written: self.counters.written.load(Ordering::Relaxed),
             failed: self.counters.failed.load(Ordering::Relaxed),
             rejected: self.counters.rejected.load(Ordering::Relaxed),
-        }
-    }
-}
-
-/// Runs the writer on a thread of its own, with a single-threaded runtime.
-///
-/// Among the gateway's tasks the writer would get one turn per round of hundreds of calls under load and fall
-/// behind until the queue refuses calls; on its own thread the operating system shares the CPU with it fairly,
-/// and its hashing and encoding stay off the relay's workers. If no thread can be started it runs as a task.
-fn spawn_writer(writer: impl std::future::Future<Output = ()> + Send + 'static) {
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            tracing::warn!(%error, "no runtime for the audit writer's thread; it runs among the gateway's tasks");
-            tokio::spawn(writer);
-            return;
-        }
-    };
-    let (sender, receiver) = std::sync::mpsc::channel();
-    let spawned = std::thread::Builder::new().name("toolgate-audit".into()).spawn(move || {
-        if let Ok(writer) = receiver.recv() {
-            runtime.block_on(writer);
-        }
-    });
-    match spawned {
-        Ok(_) => {
-            let _ = sender.send(Box::pin(writer) as std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>);
-        }
-        Err(error) => {
-            tracing::warn!(%error, "no thread for the audit writer; it runs among the gateway's tasks");
-            tokio::spawn(writer);
+            failing: self.counters.failure().is_some(),
+            database_bytes: self.counters.database_bytes.load(Ordering::Relaxed),
+            disk_free_bytes: (disk_free != u64::MAX).then_some(disk_free),
+            pruned: self.counters.pruned.load(Ordering::Relaxed),
         }
     }
 }
@@ -281,191 +300,3 @@ pub fn digest_arguments(args: &Value) -> String {
     digest_bytes(canonical_text(args).as_bytes())
 }
 
-async fn run(
-    backend: Backend,
-    mut receiver: mpsc::Receiver<Command>,
-    batch_max: usize,
-    counters: Arc<Counters>,
-    journal: Option<Arc<Journal>>,
-) {
-    let mut commands = Vec::with_capacity(batch_max);
-    while receiver.recv_many(&mut commands, batch_max).await > 0 {
-        // Group commit: when nobody waits for this batch's commit, gather what arrives in the next moment too, so a
-        // busy gateway writes tens of rows per transaction instead of one or two. Nothing on a call path waits for
-        // these rows (the pre-forward row is already in the journal).
-        let waited_on = commands.iter().any(|command| matches!(command, Command::Append { reply: Some(_), .. }));
-        if !waited_on && commands.len() < batch_max {
-            tokio::time::sleep(GROUP_COMMIT_WINDOW).await;
-            while commands.len() < batch_max {
-                match receiver.try_recv() {
-                    Ok(command) => commands.push(command),
-                    Err(_) => break,
-                }
-            }
-        }
-        let mut rows = Vec::new();
-        let mut replies = Vec::new();
-        let mut tickets = Vec::new();
-        let mut flushes = Vec::new();
-        for command in commands.drain(..) {
-            match command {
-                Command::Append { row, reply, journal } => {
-                    rows.push(*row);
-                    replies.push(reply);
-                    tickets.push(journal);
-                }
-                Command::Flush(done) => flushes.push(done),
-            }
-        }
-        if !rows.is_empty() {
-            let journal_ids: Vec<Option<&str>> =
-                tickets.iter().map(|ticket| ticket.as_ref().map(|ticket| ticket.id.as_str())).collect();
-            let outcome = append_with_retries(&backend, &mut rows, &journal_ids).await;
-            match &outcome {
-                Ok(()) => {
-                    counters.written.fetch_add(rows.len() as u64, Ordering::Relaxed);
-                    if let Some(journal) = &journal {
-                        journal.committed(tickets.iter().flatten());
-                    }
-                }
-                Err(error) => {
-                    // Journaled rows stay in the journal: the next open appends them.
-                    counters.failed.fetch_add(rows.len() as u64, Ordering::Relaxed);
-                    tracing::error!(rows = rows.len(), %error, "audit rows could not be written");
-                }
-            }
-            for (row, reply) in rows.iter().zip(replies) {
-                if let Some(reply) = reply {
-                    let answer = match &outcome {
-                        Ok(()) => Ok(AuditReceipt { seq: row.row.seq, hash: row.row.hash.clone() }),
-                        Err(error) => Err(StoreError::AuditWrite(error.to_string())),
-                    };
-                    // The waiter may have gone away (its call was cancelled); the row is written either way.
-                    let _ = reply.send(answer);
-                }
-            }
-        }
-        for done in flushes {
-            let _ = done.send(());
-        }
-    }
-}
-
-async fn append_with_retries(
-    backend: &Backend,
-    rows: &mut [PreparedRow],
-    journal_ids: &[Option<&str>],
-) -> Result<(), StoreError> {
-    let mut attempt = 1;
-    loop {
-        match append(backend, rows, journal_ids, false).await {
-            Ok(()) => return Ok(()),
-            Err(error) if attempt < WRITE_ATTEMPTS => {
-                tracing::warn!(attempt, %error, "audit batch failed; retrying");
-                tokio::time::sleep(Duration::from_millis(50 << attempt)).await;
-                attempt += 1;
-            }
-            Err(error) => return Err(error),
-        }
-    }
-}
-
-/// Appends `rows` in one `BEGIN IMMEDIATE` transaction, filling in seq, prev_hash and hash, and records the
-/// journal id of each journaled row (`journal_ids` is empty or one entry per row).
-pub(crate) async fn append(
-    backend: &Backend,
-    rows: &mut [PreparedRow],
-    journal_ids: &[Option<&str>],
-    recovering: bool,
-) -> Result<(), StoreError> {
-    let Backend::Sqlite(pool) = backend;
-    let mut transaction = pool.begin_with("BEGIN IMMEDIATE").await?;
-    let tail = sqlx::query("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1")
-        .fetch_optional(&mut *transaction)
-        .await?;
-    let (mut seq, mut prev_hash) = match tail {
-        Some(row) => (row.try_get::<i64, _>("seq")?, row.try_get::<String, _>("hash")?),
-        None => (0, GENESIS_HASH.to_owned()),
-    };
-    // A journaled row already appended (by another process recovering the same journal) is skipped; the check runs
-    // inside the write transaction, so two recoveries cannot both append it. Fresh rows need no check.
-    let mut skip = vec![false; rows.len()];
-    if recovering {
-        for (index, journal_id) in journal_ids.iter().enumerate() {
-            if let Some(journal_id) = journal_id {
-                skip[index] = sqlx::query("SELECT 1 FROM audit_journal_ids WHERE journal_id = ?")
-                    .bind(journal_id)
-                    .fetch_optional(&mut *transaction)
-                    .await?
-                    .is_some();
-            }
-        }
-    }
-    let mut appended = Vec::with_capacity(rows.len());
-    for (index, prepared) in rows.iter_mut().enumerate() {
-        if skip.get(index).copied().unwrap_or(false) {
-            continue;
-        }
-        seq += 1;
-        prepared.row.seq = seq;
-        prepared.row.prev_hash = prev_hash;
-        prepared.row.hash = row_hash_with(&prepared.row, &prepared.json);
-        prev_hash = prepared.row.hash.clone();
-        appended.push(index);
-    }
-    // One statement per chunk of rows: each statement is a round trip to sqlx's SQLite thread. The JSON columns
-    // are stored as the canonical text the chain hashed, so each is written once per row.
-    for chunk in appended.chunks(INSERT_CHUNK) {
-        let mut insert = sqlx::QueryBuilder::new(
-            "INSERT INTO audit_log (seq, time, kind, caller, session, upstream, tool, verdict, reasons, hint_sources, \
-             approval_id, duration_us, outcome, args_digest, args, detail, prev_hash, hash) ",
-        );
-        insert.push_values(chunk.iter().filter_map(|index| rows.get(*index)), |mut values, prepared| {
-            let (row, json) = (&prepared.row, &prepared.json);
-            values
-                .push_bind(row.seq)
-                .push_bind(row.time.clone())
-                .push_bind(row.kind.clone())
-                .push_bind(json.caller.clone())
-                .push_bind(row.session.clone())
-                .push_bind(row.upstream.clone())
-                .push_bind(row.tool.clone())
-                .push_bind(row.verdict.clone())
-                .push_bind(json.reasons.clone())
-                .push_bind(json.hint_sources.clone())
-                .push_bind(row.approval_id.clone())
-                .push_bind(row.duration_us)
-                .push_bind(row.outcome.clone())
-                .push_bind(row.args_digest.clone())
-                .push_bind(json.args.clone())
-                .push_bind(json.detail.clone())
-                .push_bind(row.prev_hash.clone())
-                .push_bind(row.hash.clone());
-        });
-        insert.build().execute(&mut *transaction).await?;
-    }
-    let journaled: Vec<(&str, i64)> = appended
-        .iter()
-        .filter_map(|index| {
-            let journal_id = (*journal_ids.get(*index)?)?;
-            Some((journal_id, rows.get(*index)?.row.seq))
-        })
-        .collect();
-    for chunk in journaled.chunks(INSERT_CHUNK) {
-        let mut insert = sqlx::QueryBuilder::new("INSERT OR IGNORE INTO audit_journal_ids (journal_id, seq) ");
-        insert.push_values(chunk, |mut values, (journal_id, seq)| {
-            values.push_bind(journal_id.to_string()).push_bind(*seq);
-        });
-        insert.build().execute(&mut *transaction).await?;
-    }
-    sqlx::query(
-        "INSERT INTO audit_head (id, seq, hash) VALUES (1, ?, ?) \
-         ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
-    )
-    .bind(seq)
-    .bind(&prev_hash)
-    .execute(&mut *transaction)
-    .await?;
-    transaction.commit().await?;
-    Ok(())
-}

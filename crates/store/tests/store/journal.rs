@@ -64,6 +64,10 @@ async fn a_dead_process_journal_is_recovered_once() {
     let tools: Vec<String> =
         second.query_audit(&AuditFilter::default()).await.unwrap().into_iter().filter_map(|row| row.tool).collect();
     assert_eq!(tools, ["committed", "lost-1", "lost-2"]);
+    let outcomes: Vec<Option<String>> =
+        second.query_audit(&AuditFilter::default()).await.unwrap().into_iter().map(|row| row.outcome).collect();
+    // A recovered row says its outcome was not recorded, not that the call never finished.
+    assert_eq!(outcomes, [Some("ok".into()), Some("not_recorded".into()), Some("not_recorded".into())]);
     assert!(second.verify_audit().await.unwrap().is_intact());
     assert!(!orphan.exists(), "a recovered journal is removed");
     second.close().await.unwrap();
@@ -74,40 +78,95 @@ async fn a_dead_process_journal_is_recovered_once() {
 }
 
 #[tokio::test]
-async fn a_full_queue_refuses_a_journaled_row_and_journals_nothing() {
+async fn calls_in_flight_hold_no_place_in_the_queue() {
+    let directory = tempfile::tempdir().unwrap();
+    let options =
+        StoreOptions { audit_queue_capacity: 2, audit_queue_wait: Duration::from_millis(50), ..journaling() };
+    let store = Store::open_file(&directory.path().join("toolgate.db"), options).await.unwrap();
+    // Far more calls in flight than the queue holds: none waits for a place (issue 17: stuck calls to one upstream
+    // filled the queue and refused calls to every other).
+    let mut in_flight = Vec::new();
+    for n in 0..20 {
+        in_flight.push(store.audit().record_journaled(call_entry("slow", n)).await.expect("admitted while others run"));
+    }
+    for (n, pending) in in_flight.into_iter().enumerate() {
+        pending.finish("ok", n as u64);
+    }
+    store.audit().flush().await.unwrap();
+    let rows = store.query_audit(&AuditFilter::default()).await.unwrap();
+    assert_eq!(rows.len(), 20);
+    assert!(rows.iter().all(|row| row.outcome.as_deref() == Some("ok")));
+    assert_eq!(store.audit().stats().rejected, 0);
+}
+
+#[tokio::test]
+async fn a_failing_writer_refuses_calls_naming_its_error_and_recovers_by_itself() {
     let directory = tempfile::tempdir().unwrap();
     let database = directory.path().join("toolgate.db");
     let wait = Duration::from_millis(50);
-    let options = StoreOptions { audit_queue_capacity: 2, audit_queue_wait: wait, ..journaling() };
+    let options = StoreOptions {
+        audit_queue_capacity: 2,
+        audit_queue_wait: wait,
+        busy_timeout: Duration::from_millis(20),
+        ..journaling()
+    };
     let store = Store::open_file(&database, options).await.unwrap();
-    // Calls in flight hold their queue places until they end.
-    let first = store.audit().record_journaled(call_entry("write_file", 1)).await.unwrap();
-    let second = store.audit().record_journaled(call_entry("write_file", 2)).await.unwrap();
-    let started = Instant::now();
-    match store.audit().record_journaled(call_entry("write_file", 3)).await {
-        Err(toolgate_store::StoreError::AuditQueueFull { capacity }) => assert_eq!(capacity, 2),
-        other => panic!("expected a full queue, got {other:?}"),
+    // Another connection holds the write lock: every attempt of the writer fails ("database is locked").
+    let raw = crate::support::raw_connection(&database).await;
+    let mut blocker = raw.acquire().await.unwrap();
+    sqlx::query("BEGIN IMMEDIATE").execute(&mut *blocker).await.unwrap();
+    for n in 0..2 {
+        store.audit().record_journaled(call_entry("write_file", n)).await.unwrap().finish("ok", n);
     }
-    assert!(started.elapsed() >= wait, "a full queue is waited on for the configured time first");
-    assert_eq!(store.audit().stats().rejected, 1);
+    let refused = poll_refusal(&store).await;
+    match refused {
+        toolgate_store::StoreError::AuditWriterFailing { error, waiting } => {
+            assert!(error.contains("locked"), "the refusal names the writer's error: {error}");
+            assert_eq!(waiting, 2);
+        }
+        other => panic!("expected the writer's failure, got {other:?}"),
+    }
+    assert!(store.audit().stats().failing);
     let journal = directory.path().join(format!("toolgate.db.journal-{}", std::process::id()));
     let lines = std::fs::read_to_string(&journal).unwrap_or_default();
-    assert_eq!(lines.lines().count(), 2, "only the accepted rows are journaled");
+    assert_eq!(lines.lines().count(), 2, "a refused call is not journaled");
 
-    // A place freed while a call waits lets it in.
-    let audit = store.audit();
-    let waiting = tokio::spawn(async move { audit.record_journaled(call_entry("write_file", 4)).await });
-    first.finish("ok", 10);
-    let fourth = waiting.await.unwrap().expect("a freed place is taken");
-    second.finish("ok", 20);
-    fourth.finish("is_error", 30);
+    // The lock goes away: the writer's next attempt succeeds without a restart, and calls are admitted again.
+    sqlx::query("ROLLBACK").execute(&mut *blocker).await.unwrap();
+    drop(blocker);
+    let admitted = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            if let Ok(pending) = store.audit().record_journaled(call_entry("write_file", 3)).await {
+                return pending;
+            }
+        }
+    })
+    .await
+    .expect("the writer recovers by itself");
+    admitted.finish("is_error", 3);
     store.audit().flush().await.unwrap();
+    assert!(!store.audit().stats().failing);
     let rows = store.query_audit(&AuditFilter::default()).await.unwrap();
     let outcomes: Vec<_> = rows.iter().map(|row| (row.outcome.clone(), row.duration_us)).collect();
     assert_eq!(
         outcomes,
-        [(Some("ok".into()), Some(10)), (Some("ok".into()), Some(20)), (Some("is_error".into()), Some(30))]
+        [(Some("ok".into()), Some(0)), (Some("ok".into()), Some(1)), (Some("is_error".into()), Some(3))]
     );
+    assert!(store.verify_audit().await.unwrap().is_intact());
+}
+
+/// Asks for places until the writer's failure shows (its first attempts run while the rows arrive).
+async fn poll_refusal(store: &Store) -> toolgate_store::StoreError {
+    let started = Instant::now();
+    loop {
+        match store.audit().record_journaled(call_entry("refused", 99)).await {
+            Err(error @ toolgate_store::StoreError::AuditWriterFailing { .. }) => return error,
+            Err(toolgate_store::StoreError::AuditQueueFull { .. }) => {}
+            Err(other) => panic!("unexpected error {other:?}"),
+            Ok(pending) => panic!("admitted while the writer fails: {pending:?}"),
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "the writer never reported its failure");
+    }
 }
 
 #[tokio::test]
@@ -118,14 +177,14 @@ async fn a_call_row_reaches_the_database_once_with_its_outcome() {
     store.audit().flush().await.unwrap();
     assert!(store.query_audit(&AuditFilter::default()).await.unwrap().is_empty(), "not before the call ends");
     pending.finish("ok", 1234);
-    // A call abandoned without an outcome still gets its row.
+    // A call abandoned without an outcome still gets its row, saying so.
     drop(store.audit().record_journaled(call_entry("abandoned", 2)).await.unwrap());
     store.audit().flush().await.unwrap();
     let rows = store.query_audit(&AuditFilter::default()).await.unwrap();
     let summary: Vec<_> = rows.iter().map(|row| (row.kind.as_str(), row.tool.clone(), row.outcome.clone())).collect();
     assert_eq!(
         summary,
-        [("call", Some("write_file".into()), Some("ok".into())), ("call", Some("abandoned".into()), None)]
+        [("call", Some("write_file".into()), Some("ok".into())), ("call", Some("abandoned".into()), Some("abandoned".into()))]
     );
     assert_eq!(rows[0].duration_us, Some(1234));
     assert!(store.verify_audit().await.unwrap().is_intact());

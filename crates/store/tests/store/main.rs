@@ -10,4 +10,5 @@ mod crash;
 mod journal;
 mod open;
 mod pins;
+mod retention;
 mod support;

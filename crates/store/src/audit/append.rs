@@ -1,0 +1,157 @@
+//! The chain's one way in: appending rows in a `BEGIN IMMEDIATE` transaction that reads the tail, fills in each
+//! row's seq, prev_hash and hash, and moves the head. The writer, journal recovery and a person's decisions all
+//! append through [`append`].
+//!
+//! A failed append never leaves its connection behind: SQLite may already have rolled the transaction back itself
+//! (a full disk at `COMMIT`), and a connection whose rollback then also failed would go back to the pool still
+//! believing it is inside a transaction, refusing every later `BEGIN` until a restart. The connection is closed
+//! instead and the pool opens a fresh one. Nothing is assumed durable after a failed commit or `fsync`: the next
+//! attempt reads the tail again from what the database really holds. This module does not retry; the writer does.
+
+use sqlx::Row;
+use sqlx::sqlite::SqliteConnection;
+
+use super::chain::{GENESIS_HASH, PreparedRow, row_hash_with};
+use crate::Backend;
+use crate::error::StoreError;
+
+/// Rows per INSERT statement (18 bound values each; SQLite allows 32766 per statement).
+const INSERT_CHUNK: usize = 256;
+
+/// Appends `rows` in one `BEGIN IMMEDIATE` transaction, filling in seq, prev_hash and hash.
+///
+/// When `recovering` (rows read back from a journal), a row the database already holds is skipped: one with the
+/// same time, kind, session, tool and arguments digest (the journaled row and its committed form share these; the
+/// outcome is the only thing the commit adds), or, for journals written by an older version that recorded journal
+/// ids, one whose id in `journal_ids` (empty, or one entry per row) is known. The check runs inside the write
+/// transaction, so two processes recovering the same journal cannot both append a row.
+pub(crate) async fn append(
+    backend: &Backend,
+    rows: &mut [PreparedRow],
+    journal_ids: &[Option<&str>],
+    recovering: bool,
+) -> Result<(), StoreError> {
+    let Backend::Sqlite(pool) = backend;
+    let mut connection = pool.acquire().await?;
+    let appended = append_on(&mut connection, rows, journal_ids, recovering).await;
+    if appended.is_err() {
+        // See the module documentation: a fresh connection next time, never this one's transaction state.
+        connection.close_on_drop();
+    }
+    appended
+}
+
+async fn append_on(
+    connection: &mut SqliteConnection,
+    rows: &mut [PreparedRow],
+    journal_ids: &[Option<&str>],
+    recovering: bool,
+) -> Result<(), StoreError> {
+    let mut transaction = sqlx::Connection::begin_with(connection, "BEGIN IMMEDIATE").await?;
+    let tail = sqlx::query("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1")
+        .fetch_optional(&mut *transaction)
+        .await?;
+    let (mut seq, mut prev_hash) = match tail {
+        Some(row) => (row.try_get::<i64, _>("seq")?, row.try_get::<String, _>("hash")?),
+        None => match checkpoint_tail(&mut transaction).await? {
+            Some(anchor) => anchor,
+            None => (0, GENESIS_HASH.to_owned()),
+        },
+    };
+    let mut skip = vec![false; rows.len()];
+    if recovering {
+        for (index, prepared) in rows.iter().enumerate() {
+            let legacy_id = journal_ids.get(index).copied().flatten();
+            skip[index] = already_appended(&mut transaction, prepared, legacy_id).await?;
+        }
+    }
+    let mut appended = Vec::with_capacity(rows.len());
+    for (index, prepared) in rows.iter_mut().enumerate() {
+        if skip.get(index).copied().unwrap_or(false) {
+            continue;
+        }
+        seq += 1;
+        prepared.row.seq = seq;
+        prepared.row.prev_hash = prev_hash;
+        prepared.row.hash = row_hash_with(&prepared.row, &prepared.json);
+        prev_hash = prepared.row.hash.clone();
+        appended.push(index);
+    }
+    // One statement per chunk of rows: each statement is a round trip to sqlx's SQLite thread. The JSON columns
+    // are stored as the canonical text the chain hashed, so each is written once per row.
+    for chunk in appended.chunks(INSERT_CHUNK) {
+        let mut insert = sqlx::QueryBuilder::new(
+            "INSERT INTO audit_log (seq, time, kind, caller, session, upstream, tool, verdict, reasons, hint_sources, \
+             approval_id, duration_us, outcome, args_digest, args, detail, prev_hash, hash) ",
+        );
+        insert.push_values(chunk.iter().filter_map(|index| rows.get(*index)), |mut values, prepared| {
+            let (row, json) = (&prepared.row, &prepared.json);
+            values
+                .push_bind(row.seq)
+                .push_bind(row.time.clone())
+                .push_bind(row.kind.clone())
+                .push_bind(json.caller.clone())
+                .push_bind(row.session.clone())
+                .push_bind(row.upstream.clone())
+                .push_bind(row.tool.clone())
+                .push_bind(row.verdict.clone())
+                .push_bind(json.reasons.clone())
+                .push_bind(json.hint_sources.clone())
+                .push_bind(row.approval_id.clone())
+                .push_bind(row.duration_us)
+                .push_bind(row.outcome.clone())
+                .push_bind(row.args_digest.clone())
+                .push_bind(json.args.clone())
+                .push_bind(json.detail.clone())
+                .push_bind(row.prev_hash.clone())
+                .push_bind(row.hash.clone());
+        });
+        insert.build().execute(&mut *transaction).await?;
+    }
+    sqlx::query(
+        "INSERT INTO audit_head (id, seq, hash) VALUES (1, ?, ?) \
+         ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
+    )
+    .bind(seq)
+    .bind(&prev_hash)
+    .execute(&mut *transaction)
+    .await?;
+    transaction.commit().await?;
+    Ok(())
+}
+
+/// Where the chain continues when every row has been pruned: the checkpoint's last pruned row.
+async fn checkpoint_tail(connection: &mut SqliteConnection) -> Result<Option<(i64, String)>, StoreError> {
+    let row = sqlx::query("SELECT seq, hash FROM audit_checkpoint WHERE id = 1").fetch_optional(&mut *connection).await?;
+    Ok(row.map(|row| Ok::<_, sqlx::Error>((row.try_get("seq")?, row.try_get("hash")?))).transpose()?)
+}
+
+/// Whether a journaled row is already in the log (see [`append`]).
+pub(crate) async fn already_appended(
+    connection: &mut SqliteConnection,
+    prepared: &PreparedRow,
+    legacy_id: Option<&str>,
+) -> Result<bool, StoreError> {
+    if let Some(journal_id) = legacy_id {
+        let known = sqlx::query("SELECT 1 FROM audit_journal_ids WHERE journal_id = ?")
+            .bind(journal_id)
+            .fetch_optional(&mut *connection)
+            .await?;
+        if known.is_some() {
+            return Ok(true);
+        }
+    }
+    let row = &prepared.row;
+    let found = sqlx::query(
+        "SELECT 1 FROM audit_log WHERE time = ? AND kind = ? AND session IS ? AND tool IS ? AND args_digest IS ? \
+         LIMIT 1",
+    )
+    .bind(&row.time)
+    .bind(&row.kind)
+    .bind(&row.session)
+    .bind(&row.tool)
+    .bind(&row.args_digest)
+    .fetch_optional(&mut *connection)
+    .await?;
+    Ok(found.is_some())
+}

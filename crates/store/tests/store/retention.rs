@@ -1,0 +1,141 @@
+//! Retention: pruning by age and by size keeps `verify` green from the checkpoint, a change after the checkpoint
+//! (or to it) is still found, and exported segments re-verify and chain into the database's checkpoint. A
+//! read-only open verifies without writing and reports what journals hold that the database lacks.
+
+use std::time::{Duration, SystemTime};
+
+use toolgate_store::{
+    AuditEntry, AuditFilter, AuditKind, AuditRow, ChainBreakKind, Retention, Store, StoreOptions, verify_rows,
+};
+
+use crate::support::{raw_connection, tamper};
+
+const DAY: Duration = Duration::from_secs(86_400);
+
+async fn store_with(retention: Retention) -> (tempfile::TempDir, Store) {
+    let directory = tempfile::tempdir().unwrap();
+    let options = StoreOptions { retention, ..StoreOptions::default() };
+    let store = Store::open_file(&directory.path().join("toolgate.db"), options).await.unwrap();
+    (directory, store)
+}
+
+async fn write_rows(store: &Store, count: u64, age: Duration) {
+    for n in 0..count {
+        let entry = AuditEntry {
+            time: Some(SystemTime::now() - age),
+            tool: Some(format!("tool-{n}")),
+            detail: Some(serde_json::json!({"n": n, "pad": "x".repeat(400)})),
+            ..AuditEntry::new(AuditKind::Listing)
+        };
+        store.audit().try_record(entry).unwrap();
+    }
+    store.audit().flush().await.unwrap();
+}
+
+fn read_export(path: &std::path::Path) -> Vec<AuditRow> {
+    std::fs::read_to_string(path).unwrap().lines().map(|line| serde_json::from_str(line).unwrap()).collect()
+}
+
+#[tokio::test]
+async fn pruning_by_age_keeps_the_chain_verifiable_and_exports_what_it_pruned() {
+    let export = tempfile::tempdir().unwrap();
+    let retention =
+        Retention { keep: Some(DAY), export_dir: Some(export.path().to_path_buf()), ..Retention::default() };
+    let (_directory, store) = store_with(retention).await;
+    write_rows(&store, 30, 3 * DAY).await;
+    write_rows(&store, 10, Duration::ZERO).await;
+
+    let report = store.prune_audit().await.unwrap();
+    assert_eq!(report.rows, 30);
+    let checkpoint = report.checkpoint.clone().expect("a checkpoint");
+    assert_eq!(checkpoint.seq, 30);
+    assert_eq!(store.query_audit(&AuditFilter::default()).await.unwrap().len(), 10);
+    let verified = store.verify_audit().await.unwrap();
+    assert!(verified.is_intact(), "{verified:?}");
+    assert_eq!(verified.rows_checked, 10);
+    assert_eq!(verified.checkpoint, Some((30, checkpoint.hash.clone())));
+
+    // The exported rows re-verify from the genesis hash and end at the checkpoint: that is what anchors it.
+    let exported: Vec<AuditRow> = report.exported.iter().flat_map(|path| read_export(path)).collect();
+    assert_eq!(exported.len(), 30);
+    let replay = verify_rows(&exported, None);
+    assert!(replay.is_intact(), "{replay:?}");
+    assert_eq!(replay.head, Some((checkpoint.seq, checkpoint.hash.clone())));
+    // A changed exported line does not.
+    let mut changed = exported.clone();
+    changed[4].tool = Some("edited".into());
+    assert_eq!(verify_rows(&changed, None).first_break.map(|found| found.kind), Some(ChainBreakKind::HashMismatch));
+
+    // Nothing more is old enough; new rows continue the chain from the checkpoint.
+    assert_eq!(store.prune_audit().await.unwrap().rows, 0);
+    write_rows(&store, 3, Duration::ZERO).await;
+    assert!(store.verify_audit().await.unwrap().is_intact());
+}
+
+#[tokio::test]
+async fn a_change_after_the_checkpoint_or_to_it_is_still_found() {
+    let retention = Retention { keep: Some(DAY), ..Retention::default() };
+    let cases: [(&'static str, fn(&ChainBreakKind) -> bool); 4] = [
+        ("UPDATE audit_log SET tool = 'edited' WHERE seq = 8", |kind| *kind == ChainBreakKind::HashMismatch),
+        ("DELETE FROM audit_log WHERE seq = 6", |kind| matches!(kind, ChainBreakKind::Missing { first: 6, last: 6 })),
+        ("DELETE FROM audit_checkpoint", |kind| matches!(kind, ChainBreakKind::Missing { first: 1, last: 5 })),
+        ("UPDATE audit_checkpoint SET hash = 'sha256:00'", |kind| *kind == ChainBreakKind::PrevHashMismatch),
+    ];
+    for (statement, expected) in cases {
+        let (directory, store) = store_with(retention.clone()).await;
+        write_rows(&store, 5, 3 * DAY).await;
+        write_rows(&store, 5, Duration::ZERO).await;
+        assert_eq!(store.prune_audit().await.unwrap().rows, 5);
+        assert!(store.verify_audit().await.unwrap().is_intact());
+        let raw = raw_connection(&directory.path().join("toolgate.db")).await;
+        tamper(&raw, statement).await;
+        let report = store.verify_audit().await.unwrap();
+        let found = report.first_break.unwrap_or_else(|| panic!("{statement}: not detected"));
+        assert!(expected(&found.kind), "{statement}: {found:?}");
+    }
+}
+
+#[tokio::test]
+async fn pruning_by_size_brings_the_database_under_its_limit() {
+    let retention = Retention { max_bytes: Some(256 * 1024), ..Retention::default() };
+    let (directory, store) = store_with(retention).await;
+    write_rows(&store, 2_000, Duration::ZERO).await;
+    let report = store.prune_audit().await.unwrap();
+    assert!(report.rows > 0, "nothing pruned: {report:?}");
+    assert!(store.verify_audit().await.unwrap().is_intact());
+    let raw = raw_connection(&directory.path().join("toolgate.db")).await;
+    let pages: i64 = sqlx::query_scalar("PRAGMA page_count").fetch_one(&raw).await.unwrap();
+    let free: i64 = sqlx::query_scalar("PRAGMA freelist_count").fetch_one(&raw).await.unwrap();
+    let size: i64 = sqlx::query_scalar("PRAGMA page_size").fetch_one(&raw).await.unwrap();
+    assert!((pages - free) * size <= 256 * 1024, "{} bytes in use", (pages - free) * size);
+}
+
+#[tokio::test]
+async fn a_read_only_verify_writes_nothing_and_reports_unrecovered_journal_rows() {
+    let directory = tempfile::tempdir().unwrap();
+    let database = directory.path().join("toolgate.db");
+    let store = Store::open_file(&database, StoreOptions::default()).await.unwrap();
+    write_rows(&store, 3, Duration::ZERO).await;
+    let rows = store.query_audit(&AuditFilter::default()).await.unwrap();
+    store.close().await.unwrap();
+    // A dead process's journal holding one row the database has and one it lacks.
+    let orphan = directory.path().join("toolgate.db.journal-4000000");
+    let mut lost = rows[2].clone();
+    lost.tool = Some("lost".into());
+    let lines = [&rows[2], &lost]
+        .iter()
+        .enumerate()
+        .map(|(n, row)| serde_json::json!({"id": format!("dead-{n}"), "row": row}).to_string() + "\n")
+        .collect::<String>();
+    std::fs::write(&orphan, lines).unwrap();
+
+    let reader = Store::open_read_only(&database).await.unwrap();
+    assert!(reader.verify_audit().await.unwrap().is_intact());
+    let backlog = reader.journal_backlog().await.unwrap();
+    assert_eq!((backlog.files, backlog.rows, backlog.torn_lines), (1, 1, 0));
+    assert!(reader.audit().record_durable(AuditEntry::new(AuditKind::Listing)).await.is_err(), "read-only");
+    drop(reader);
+    assert!(orphan.exists(), "verify leaves the journal for a real open to recover");
+    let store = Store::open_file(&database, StoreOptions::default()).await.unwrap();
+    assert_eq!(store.query_audit(&AuditFilter::default()).await.unwrap().len(), 4);
+}
