@@ -169,10 +169,10 @@ pub(crate) struct AuditArgs {
     #[command(subcommand)]
     pub(crate) action: Option<AuditAction>,
     /// Rows at or after this time: RFC 3339, or an age such as 30s, 10m, 2h, 1d, 1w.
-    #[arg(long, value_name = "T")]
+    #[arg(long, value_name = "T", global = true)]
     pub(crate) since: Option<String>,
     /// Rows before this time: RFC 3339, or an age such as 30s, 10m, 2h, 1d, 1w.
-    #[arg(long, value_name = "T")]
+    #[arg(long, value_name = "T", global = true)]
     pub(crate) until: Option<String>,
     /// Only tools matching this glob (`*`, `?`, `[...]`, case-sensitive).
     #[arg(long, value_name = "GLOB")]
@@ -194,7 +194,18 @@ pub(crate) struct AuditArgs {
 #[derive(Debug, Subcommand)]
 pub(crate) enum AuditAction {
     /// Walk the hash chain: exit 0 when intact, 1 naming the first changed, inserted or removed row.
-    Verify,
+    ///
+    /// Reads only: the database is opened read-only and journals of stopped gateways are counted, not recovered.
+    /// After retention pruned rows the walk starts at the checkpoint.
+    Verify {
+        /// Verify exported JSON-lines files instead (in chain order, e.g. retention's export directory sorted by
+        /// name), and that the database's checkpoint is their last row.
+        #[arg(long, value_name = "FILE", num_args = 1..)]
+        exported: Vec<PathBuf>,
+    },
+    /// Print rows (all columns, hashes included) as JSON lines for a log store; `--since` / `--until` select them.
+    /// `audit verify --exported FILE` re-verifies such a file.
+    Export,
 }
 
 /// `--verdict`: the policy's own verdict names, so the command line cannot drift from them.

@@ -58,6 +58,14 @@ pub const SESSIONS_REFUSED: &str = "toolgate_sessions_refused_total";
 pub const CONNECTIONS_REFUSED: &str = "toolgate_connections_refused_total";
 /// Notifications dropped because their client was not reading (its queue was full).
 pub const CLIENT_MESSAGES_DROPPED: &str = "toolgate_client_messages_dropped_total";
+/// Bytes of the audit database and its write-ahead log.
+pub const AUDIT_BYTES: &str = "toolgate_audit_bytes";
+/// Bytes free on the state directory's filesystem.
+pub const AUDIT_DISK_FREE: &str = "toolgate_audit_disk_free_bytes";
+/// 1 while the audit writer's attempts fail (it retries until they succeed).
+pub const AUDIT_FAILING: &str = "toolgate_audit_writer_failing";
+/// Audit rows pruned by retention.
+pub const AUDIT_PRUNED: &str = "toolgate_audit_pruned_total";
 
 /// Latency buckets in seconds: a relayed call costs well under a millisecond; tools may take a minute.
 const LATENCY_BUCKETS: [f64; 15] =
@@ -211,7 +219,7 @@ impl GatewayMetrics {
 }
 
 fn describe(recorder: &PrometheusRecorder) {
-    let help: [(&'static str, &'static str); 17] = [
+    let help: [(&'static str, &'static str); 21] = [
         (TOOL_CALLS, "Tool calls by upstream, tool, verdict and outcome."),
         (CALL_DURATION, "Seconds from forwarding a permitted call upstream to its answer, by upstream."),
         (UPSTREAM_UP, "1 when the upstream is connected and listed, 0 otherwise."),
@@ -229,6 +237,10 @@ fn describe(recorder: &PrometheusRecorder) {
         (SESSIONS_REFUSED, "HTTP sessions refused at a session limit, by reason (per_caller, total)."),
         (CONNECTIONS_REFUSED, "HTTP connections refused, by reason (connection_limit, fd_limit)."),
         (CLIENT_MESSAGES_DROPPED, "Notifications dropped because their client was not reading."),
+        (AUDIT_BYTES, "Bytes of the audit database and its write-ahead log."),
+        (AUDIT_DISK_FREE, "Bytes free on the state directory's filesystem."),
+        (AUDIT_FAILING, "1 while the audit writer's attempts fail; it retries until they succeed."),
+        (AUDIT_PRUNED, "Audit rows pruned by retention since the store was opened."),
     ];
     for (name, text) in help {
         // The kind is irrelevant to the exporter's descriptions; one call describes any kind.
@@ -262,6 +274,12 @@ impl Gateway {
             metrics.absolute(AUDIT_REJECTED, stats.rejected);
             metrics.absolute(AUDIT_FAILED, stats.failed);
             metrics.absolute(AUDIT_WRITTEN, stats.written);
+            metrics.gauge(AUDIT_BYTES, Vec::new(), stats.database_bytes as f64);
+            if let Some(free) = stats.disk_free_bytes {
+                metrics.gauge(AUDIT_DISK_FREE, Vec::new(), free as f64);
+            }
+            metrics.gauge(AUDIT_FAILING, Vec::new(), if stats.failing { 1.0 } else { 0.0 });
+            metrics.absolute(AUDIT_PRUNED, stats.pruned);
             match store.approvals().list_pending().await {
                 Ok(pending) => metrics.gauge(PENDING_APPROVALS, Vec::new(), pending.len() as f64),
                 Err(error) => tracing::warn!(%error, "metrics: cannot count pending approvals"),

@@ -239,6 +239,12 @@ impl Default for RetrySpec {
 pub struct AuditSpec {
     /// Store call arguments in clear instead of as digests.
     pub arguments_in_clear: bool,
+    /// Prune rows older than this many days (`None`: keep them).
+    pub keep_days: Option<u64>,
+    /// Prune the oldest rows while the database uses more than this many bytes (`None`: no limit).
+    pub max_bytes: Option<u64>,
+    /// Export rows here (JSON lines) before they are pruned.
+    pub export_dir: Option<std::path::PathBuf>,
 }
 
 /// One HTTP caller identity.

@@ -10,8 +10,8 @@
 use serde_json::json;
 
 use crate::audit::AuditRow;
-use crate::audit::chain::PreparedRow;
 use crate::audit::append::append;
+use crate::audit::chain::PreparedRow;
 use crate::error::StoreError;
 use crate::time::format_rfc3339;
 use crate::{ApprovalDecision, AuditReceipt, PendingApproval, Store};

@@ -65,12 +65,12 @@ pub use approvals::{
 pub use audit::chain::{GENESIS_HASH, verify_rows};
 pub use audit::pending::{ABANDONED_OUTCOME, PendingCall};
 pub use audit::retention::{Checkpoint, PruneReport, Retention};
-pub use audit::{JournalBacklog, NOT_RECORDED_OUTCOME};
 pub use audit::writer::digest_arguments;
 pub use audit::{
     ArgumentRedaction, AuditEntry, AuditFilter, AuditKind, AuditReceipt, AuditRow, AuditStats, AuditWriter, Caller,
     ChainBreak, ChainBreakKind, ChainReport, verdict_name,
 };
+pub use audit::{JournalBacklog, NOT_RECORDED_OUTCOME};
 pub use decisions::{PIN_DECISION_KIND, PinDecision};
 pub use error::{AuditQueueError, StoreError};
 pub use inventory::{InventoryAccess, InventoryFinding, InventoryState, InventoryTool};

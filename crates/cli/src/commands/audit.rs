@@ -1,62 +1,147 @@
-//! `toolgate audit`: the audit log as a table or JSON lines, filtered by time, tool, verdict and kind; and
-//! `toolgate audit verify`, which walks the hash chain and names the first break the store finds.
+//! `toolgate audit`: the audit log as a table or JSON lines, filtered by time, tool, verdict and kind;
+//! `toolgate audit export`, every column as JSON lines for a log store; and `toolgate audit verify`, which walks the
+//! hash chain (from the retention checkpoint, if rows were pruned) and names the first break the store finds, or
+//! re-verifies exported files.
 //!
-//! Reads only: this command never writes a row. It also holds [`open_store`], which the approvals and pins commands
-//! share: a missing database is an error (exit 2), never silently created by a command that only reads it.
+//! Never writes a row. Listing opens the store as every command does (appending what journals of stopped gateways
+//! hold); `verify` opens it read-only and only counts those rows. It also holds [`open_store`], which the approvals
+//! and pins commands share: a missing database is an error (exit 2), never silently created by a command that only
+//! reads it.
 
 use std::fmt::Write as _;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use anyhow::{Context, Result, bail};
 use comfy_table::{ContentArrangement, Table, presets};
 use toolgate_core::display::{bounded, json_safe};
-use toolgate_store::{AuditFilter, AuditRow, DATABASE_FILE, Store, parse_age, parse_rfc3339};
+use toolgate_store::{
+    AuditFilter, AuditRow, DATABASE_FILE, NOT_RECORDED_OUTCOME, Store, parse_age, parse_rfc3339, verify_rows,
+};
 
 use crate::Outcome;
 use crate::cli::{AuditAction, AuditArgs};
 use crate::state::state_dir;
 
-/// Opens the store of the state directory; fails when no gateway has created it yet.
-pub(crate) async fn open_store(explicit: Option<&Path>) -> Result<Store> {
-    let state = state_dir(explicit)?;
-    let database = state.join(DATABASE_FILE);
+/// The database of the state directory; fails when no gateway has created it yet.
+fn database_path(explicit: Option<&Path>) -> Result<PathBuf> {
+    let database = state_dir(explicit)?.join(DATABASE_FILE);
     if !database.is_file() {
         bail!(
             "no toolgate database at {} (run `toolgate serve` with this state directory first, or pass --state-dir)",
             database.display()
         );
     }
+    Ok(database)
+}
+
+/// Opens the store of the state directory; fails when no gateway has created it yet.
+pub(crate) async fn open_store(explicit: Option<&Path>) -> Result<Store> {
+    let database = database_path(explicit)?;
+    let state = database.parent().map(Path::to_path_buf).unwrap_or_default();
     Store::open(&state).await.with_context(|| format!("cannot open {}", database.display()))
 }
 
 pub(crate) async fn run(args: AuditArgs) -> Result<Outcome> {
+    if let Some(AuditAction::Verify { exported }) = &args.action {
+        return if exported.is_empty() {
+            verify(&database_path(args.state_dir.as_deref())?).await
+        } else {
+            verify_exported(exported, args.state_dir.as_deref()).await
+        };
+    }
     let store = open_store(args.state_dir.as_deref()).await?;
-    let outcome = match args.action {
-        Some(AuditAction::Verify) => verify(&store).await,
-        None => list(&store, &args).await,
-    };
+    let outcome = list(&store, &args).await;
     store.close().await?;
     outcome
 }
 
-async fn verify(store: &Store) -> Result<Outcome> {
+/// Walks the chain of a database opened read-only; counts what journals of stopped gateways would add.
+async fn verify(database: &Path) -> Result<Outcome> {
+    let store = Store::open_read_only(database).await.with_context(|| format!("cannot open {}", database.display()))?;
     let report = store.verify_audit().await?;
+    let backlog = store.journal_backlog().await?;
     let mut stdout = std::io::stdout().lock();
-    match &report.first_break {
+    let outcome = match &report.first_break {
         None => {
             let head = match &report.head {
                 Some((seq, _)) => format!("head seq {seq}"),
                 None => "empty log".to_owned(),
             };
-            writeln!(stdout, "{} rows, chain intact ({head})", report.rows_checked)?;
-            Ok(Outcome::Clean)
+            let from = match &report.checkpoint {
+                Some((seq, hash)) => format!(", from the checkpoint after pruned row {seq} ({hash})"),
+                None => String::new(),
+            };
+            writeln!(stdout, "{} rows, chain intact ({head}{from})", report.rows_checked)?;
+            Outcome::Clean
         }
         Some(problem) => {
             writeln!(stdout, "chain BROKEN after {} intact rows: {problem}", report.rows_checked)?;
+            Outcome::Findings
+        }
+    };
+    if backlog.rows > 0 || backlog.torn_lines > 0 {
+        writeln!(
+            stdout,
+            "{} journaled row(s) of stopped gateways are not in the database yet ({} journal file(s), {} torn \
+             line(s)); the next `toolgate serve` or `toolgate audit` appends them",
+            backlog.rows, backlog.files, backlog.torn_lines
+        )?;
+    }
+    Ok(outcome)
+}
+
+/// Verifies exported JSON-lines files as one chain, in the order given, and whether the database's checkpoint is
+/// their last row (what anchors the checkpoint).
+async fn verify_exported(files: &[PathBuf], explicit_state: Option<&Path>) -> Result<Outcome> {
+    let mut rows = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+        for (number, line) in text.lines().enumerate().filter(|(_, line)| !line.trim().is_empty()) {
+            let row: AuditRow = serde_json::from_str(line)
+                .with_context(|| format!("{}:{}: not an exported audit row", file.display(), number + 1))?;
+            rows.push(row);
+        }
+    }
+    let Some(first) = rows.first() else { bail!("the exported files hold no rows") };
+    // The first row's predecessor is taken as given unless it is the chain's first row.
+    let start = (first.seq > 1).then(|| (first.seq - 1, first.prev_hash.clone()));
+    let report = verify_rows(&rows, start);
+    let mut text = String::new();
+    let outcome = if let Some(problem) = &report.first_break {
+        let _ = writeln!(text, "exported chain BROKEN after {} intact rows: {problem}", report.rows_checked);
+        Outcome::Findings
+    } else {
+        let last = rows.last().map(|row| (row.seq, row.hash.clone()));
+        let last_seq = last.as_ref().map_or(0, |last| last.0);
+        let _ = writeln!(text, "{} exported rows, chain intact (rows {}..{last_seq})", report.rows_checked, first.seq);
+        match database_path(explicit_state) {
+            Ok(database) => anchored(&database, last, &mut text).await?,
+            Err(_) => Outcome::Clean,
+        }
+    };
+    std::io::stdout().lock().write_all(text.as_bytes())?;
+    Ok(outcome)
+}
+
+/// Whether the database's checkpoint is the last exported row (which anchors it), when it reaches that far.
+async fn anchored(database: &Path, last: Option<(i64, String)>, text: &mut String) -> Result<Outcome> {
+    let store = Store::open_read_only(database).await?;
+    match (store.audit_checkpoint().await?, last) {
+        (Some(checkpoint), Some((seq, hash))) if checkpoint.seq == seq && checkpoint.hash == hash => {
+            let _ = writeln!(text, "the database continues from the last exported row (its checkpoint, row {seq})");
+            Ok(Outcome::Clean)
+        }
+        (Some(checkpoint), Some((seq, _))) if checkpoint.seq <= seq => {
+            let _ = writeln!(
+                text,
+                "the database's checkpoint (row {}, {}) is not the exported row of that seq",
+                checkpoint.seq, checkpoint.hash
+            );
             Ok(Outcome::Findings)
         }
+        _ => Ok(Outcome::Clean),
     }
 }
 
@@ -68,11 +153,11 @@ async fn list(store: &Store, args: &AuditArgs) -> Result<Outcome> {
         tool_glob: args.tool.clone(),
         verdict: args.verdict,
         kind: args.kind,
-        limit: args.limit,
+        limit: if matches!(args.action, Some(AuditAction::Export)) { None } else { args.limit },
         ..AuditFilter::default()
     };
     let rows = store.query_audit(&filter).await?;
-    let text = if args.json {
+    let text = if args.json || matches!(args.action, Some(AuditAction::Export)) {
         let mut text = String::new();
         for row in &rows {
             text.push_str(&json_safe(&serde_json::to_string(row)?));
@@ -134,7 +219,10 @@ fn table(rows: &[AuditRow]) -> String {
             text(&row.upstream),
             text(&row.tool),
             text(&row.verdict),
-            text(&row.outcome),
+            match row.outcome.as_deref() {
+                Some(NOT_RECORDED_OUTCOME) => "not recorded (process ended)".to_owned(),
+                _ => text(&row.outcome),
+            },
             row.duration_us.map(duration).unwrap_or_else(|| "-".to_owned()),
             row.approval_id.as_deref().map(|id| shorten(id, 12)).unwrap_or_else(|| "-".to_owned()),
         ]);

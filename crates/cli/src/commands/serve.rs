@@ -88,6 +88,15 @@ pub(crate) async fn serve_spec(
         } else {
             toolgate_store::ArgumentRedaction::Digest
         },
+        retention: toolgate_store::Retention {
+            keep: spec
+                .guardrails
+                .audit
+                .keep_days
+                .map(|days| std::time::Duration::from_secs(days.saturating_mul(86_400))),
+            max_bytes: spec.guardrails.audit.max_bytes,
+            export_dir: spec.guardrails.audit.export_dir.clone(),
+        },
         ..toolgate_store::StoreOptions::default()
     };
     let store = toolgate_store::Store::open_file(&state.join(toolgate_store::DATABASE_FILE), options)

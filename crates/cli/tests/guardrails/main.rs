@@ -24,6 +24,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod crash;
+mod full_disk;
 mod hostile_text;
 mod inventory;
 mod limits;

@@ -134,15 +134,26 @@ fn lower_retries(raw: Option<Spanned<RawRetries>>, cx: &mut Context<'_>) -> Retr
 }
 
 fn lower_audit(raw: Option<Spanned<RawAudit>>, cx: &mut Context<'_>) -> AuditSpec {
-    let Some(arguments) = raw.and_then(|raw| raw.into_inner().arguments) else { return AuditSpec::default() };
-    let arguments_in_clear = *arguments.get_ref() == RawAuditArguments::Clear;
-    if arguments_in_clear {
+    let Some(raw) = raw else { return AuditSpec::default() };
+    let raw = raw.into_inner();
+    let arguments_in_clear =
+        raw.arguments.as_ref().is_some_and(|arguments| *arguments.get_ref() == RawAuditArguments::Clear);
+    if let Some(arguments) = raw.arguments.as_ref().filter(|_| arguments_in_clear) {
         let message = "[audit]: `arguments = \"clear\"` writes every call's arguments to the audit log as they are, \
                        secrets and personal data included; the default \"digest\" stores only their SHA-256";
         cx.warn(arguments.span().start, message);
     }
-    AuditSpec { arguments_in_clear }
+    let keep_days = bounded(raw.keep_days, "audit", "keep_days", 1, MAX_KEEP_DAYS, cx);
+    let max_bytes = bounded(raw.max_bytes, "audit", "max_bytes", MIN_AUDIT_BYTES, u64::MAX, cx);
+    let export_dir = raw.export_dir.map(|dir| crate::upstream::anchor(cx.base_dir, &dir.into_inner()));
+    AuditSpec { arguments_in_clear, keep_days, max_bytes, export_dir }
 }
+
+/// The longest `keep_days` (100 years: beyond it, keeping everything is what is meant).
+const MAX_KEEP_DAYS: u64 = 36_500;
+
+/// The smallest `max_bytes`: below 64 KiB the schema and a few rows alone would exceed it.
+const MIN_AUDIT_BYTES: u64 = 64 * 1024;
 
 fn lower_selection(raw: Option<Spanned<RawSelection>>, cx: &mut Context<'_>) -> SelectionSpec {
     let Some(raw) = raw else { return SelectionSpec::default() };

@@ -62,6 +62,9 @@ pub(crate) struct RawRetries {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawAudit {
     pub(crate) arguments: Option<Spanned<RawAuditArguments>>,
+    pub(crate) keep_days: Option<Spanned<u64>>,
+    pub(crate) max_bytes: Option<Spanned<u64>>,
+    pub(crate) export_dir: Option<Spanned<String>>,
 }
 
 /// `arguments = "digest" | "clear"`.

@@ -50,7 +50,7 @@ fn without_guardrail_sections_the_defaults_apply() {
     assert_eq!(guardrails.pins, PinSpec { quarantine: Quarantine::Hide });
     assert_eq!(guardrails.results, ResultSpec { max_text_chars: 25_000, strip_undeclared_structured: false });
     assert_eq!(guardrails.retries, RetrySpec { max_attempts: 3, initial_backoff: Duration::from_millis(200) });
-    assert_eq!(guardrails.audit, AuditSpec { arguments_in_clear: false });
+    assert_eq!(guardrails.audit, AuditSpec::default());
     assert!(guardrails.callers.is_empty());
     assert_eq!(guardrails.selection, SelectionSpec::default());
 }

@@ -122,7 +122,8 @@ async fn append_on(
 
 /// Where the chain continues when every row has been pruned: the checkpoint's last pruned row.
 async fn checkpoint_tail(connection: &mut SqliteConnection) -> Result<Option<(i64, String)>, StoreError> {
-    let row = sqlx::query("SELECT seq, hash FROM audit_checkpoint WHERE id = 1").fetch_optional(&mut *connection).await?;
+    let row =
+        sqlx::query("SELECT seq, hash FROM audit_checkpoint WHERE id = 1").fetch_optional(&mut *connection).await?;
     Ok(row.map(|row| Ok::<_, sqlx::Error>((row.try_get("seq")?, row.try_get("hash")?))).transpose()?)
 }
 

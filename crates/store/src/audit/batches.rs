@@ -18,12 +18,12 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
+use super::AuditReceipt;
 use super::append::append;
 use super::chain::PreparedRow;
 use super::journal::{Journal, JournalTicket};
 use super::retention::{self, Retention};
 use super::writer::{Command, Counters, Reply};
-use super::AuditReceipt;
 use crate::Backend;
 use crate::error::StoreError;
 
@@ -124,6 +124,7 @@ async fn run(
     counters: Arc<Counters>,
 ) {
     let batch_max = setup.batch_max.max(1);
+    retention::measure(&setup.database, &counters);
     let period = setup.upkeep_interval.max(Duration::from_millis(100));
     let mut upkeep = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     upkeep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

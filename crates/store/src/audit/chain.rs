@@ -310,7 +310,8 @@ pub(crate) async fn verify(backend: &Backend) -> Result<ChainReport, StoreError>
             .transpose()?,
         None => None,
     };
-    let mut report = ChainReport { rows_checked: 0, head: head.clone(), checkpoint: checkpoint.clone(), first_break: None };
+    let mut report =
+        ChainReport { rows_checked: 0, head: head.clone(), checkpoint: checkpoint.clone(), first_break: None };
     let (mut expected_seq, mut previous_hash) = match checkpoint {
         Some((seq, hash)) => (seq + 1, hash),
         None => (1_i64, GENESIS_HASH.to_owned()),

@@ -123,8 +123,7 @@ impl Journal {
     /// Opens (creating) the journal for appending.
     pub(crate) fn open(path: &Path) -> Result<Journal, StoreError> {
         let file = open_append(path)?;
-        let written =
-            file.metadata().map_err(|source| StoreError::Journal { path: path.to_path_buf(), source })?.len();
+        let written = file.metadata().map_err(|source| StoreError::Journal { path: path.to_path_buf(), source })?.len();
         Ok(Journal {
             base: path.to_path_buf(),
             state: Mutex::new(State { file, generation: 0, written, outstanding: BTreeMap::new(), torn: false }),

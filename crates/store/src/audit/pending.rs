@@ -38,7 +38,10 @@ enum State {
         journal: JournalTicket,
     },
     /// Already committed (a store without a journal): the outcome becomes a "result" row of its own.
-    Committed { writer: AuditWriter, row: Box<PreparedRow> },
+    Committed {
+        writer: AuditWriter,
+        row: Box<PreparedRow>,
+    },
     Done,
 }
 

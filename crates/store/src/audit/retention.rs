@@ -120,7 +120,7 @@ pub(crate) async fn upkeep(setup: &WriterSetup, counters: &Counters) {
 
 /// Records the database's size and the free space of its filesystem; warns when the free space crosses below
 /// [`LOW_DISK_PERCENT`] and says when it is back.
-fn measure(database: &Path, counters: &Counters) {
+pub(crate) fn measure(database: &Path, counters: &Counters) {
     let size = |path: &Path| std::fs::metadata(path).map(|metadata| metadata.len()).unwrap_or(0);
     let mut wal = database.as_os_str().to_owned();
     wal.push("-wal");
@@ -145,7 +145,11 @@ fn measure(database: &Path, counters: &Counters) {
 }
 
 /// Prunes what the retention policy says is too old or too much, oldest first, in chunks.
-pub(crate) async fn prune(backend: &Backend, retention: &Retention, now: SystemTime) -> Result<PruneReport, StoreError> {
+pub(crate) async fn prune(
+    backend: &Backend,
+    retention: &Retention,
+    now: SystemTime,
+) -> Result<PruneReport, StoreError> {
     let Backend::Sqlite(pool) = backend;
     let mut report = PruneReport { checkpoint: checkpoint(pool).await?, ..PruneReport::default() };
     // Size is estimated from the share of rows (pages of other tables and half-full pages stay), so the horizon is
@@ -226,11 +230,12 @@ async fn horizon(pool: &SqlitePool, retention: &Retention, now: SystemTime) -> R
 }
 
 async fn segment(pool: &SqlitePool, first: i64, last: i64) -> Result<Vec<AuditRow>, StoreError> {
-    let rows = sqlx::query(concat!("SELECT ", audit_columns!(), " FROM audit_log WHERE seq BETWEEN ? AND ? ORDER BY seq"))
-        .bind(first)
-        .bind(last)
-        .fetch_all(pool)
-        .await?;
+    let rows =
+        sqlx::query(concat!("SELECT ", audit_columns!(), " FROM audit_log WHERE seq BETWEEN ? AND ? ORDER BY seq"))
+            .bind(first)
+            .bind(last)
+            .fetch_all(pool)
+            .await?;
     rows.iter().map(decode_row).collect()
 }
 

@@ -299,4 +299,3 @@ fn to_json<T: Serialize>(value: &T) -> Value {
 pub fn digest_arguments(args: &Value) -> String {
     digest_bytes(canonical_text(args).as_bytes())
 }
-

@@ -80,8 +80,7 @@ async fn a_dead_process_journal_is_recovered_once() {
 #[tokio::test]
 async fn calls_in_flight_hold_no_place_in_the_queue() {
     let directory = tempfile::tempdir().unwrap();
-    let options =
-        StoreOptions { audit_queue_capacity: 2, audit_queue_wait: Duration::from_millis(50), ..journaling() };
+    let options = StoreOptions { audit_queue_capacity: 2, audit_queue_wait: Duration::from_millis(50), ..journaling() };
     let store = Store::open_file(&directory.path().join("toolgate.db"), options).await.unwrap();
     // Far more calls in flight than the queue holds: none waits for a place (issue 17: stuck calls to one upstream
     // filled the queue and refused calls to every other).
@@ -184,7 +183,10 @@ async fn a_call_row_reaches_the_database_once_with_its_outcome() {
     let summary: Vec<_> = rows.iter().map(|row| (row.kind.as_str(), row.tool.clone(), row.outcome.clone())).collect();
     assert_eq!(
         summary,
-        [("call", Some("write_file".into()), Some("ok".into())), ("call", Some("abandoned".into()), Some("abandoned".into()))]
+        [
+            ("call", Some("write_file".into()), Some("ok".into())),
+            ("call", Some("abandoned".into()), Some("abandoned".into()))
+        ]
     );
     assert_eq!(rows[0].duration_us, Some(1234));
     assert!(store.verify_audit().await.unwrap().is_intact());
