@@ -133,13 +133,11 @@ fn a_full_disk_refuses_calls_and_the_writer_recovers_by_itself_without_losing_an
         worker.join().expect("worker");
     }
     assert!(serve.child.try_wait().expect("status").is_none(), "the gateway kept running: no restart");
-    poll("the writer's recovery in the log", || {
-        serve.stderr_text().contains("the audit writer recovered").then_some(())
-    });
 
     // Every answered call has its row, with its outcome, in the database the running gateway writes.
     let answered: Vec<Value> = load.answered.lock().unwrap().clone();
     let state_arg = setup.state_arg();
+    let started = std::time::Instant::now();
     let missing = poll("every answered call's row", || {
         let rows = toolgate(&["audit", "--json", "--kind", "call", "--state-dir", &state_arg]);
         assert_eq!(rows.code, Some(0), "{rows:?}");
@@ -152,9 +150,20 @@ fn a_full_disk_refuses_calls_and_the_writer_recovers_by_itself_without_losing_an
             .collect();
         let missing: Vec<&Value> =
             answered.iter().filter(|arguments| !recorded.contains(&digest_arguments(arguments))).collect();
+        if !missing.is_empty() && started.elapsed() > crate::support::HANG_GUARD / 2 {
+            panic!(
+                "{} of {} answered calls have no row with their outcome: {:?}",
+                missing.len(),
+                answered.len(),
+                missing.first()
+            );
+        }
         missing.is_empty().then_some(missing.len())
     });
     assert_eq!(missing, 0);
+    poll("the writer's recovery in the log", || {
+        serve.stderr_text().contains("the audit writer recovered").then_some(())
+    });
     let verify = toolgate(&["audit", "verify", "--state-dir", &state_arg]);
     assert_eq!(verify.code, Some(0), "audit verify after the full disk: {verify:?}");
     eprintln!(
