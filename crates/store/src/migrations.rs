@@ -20,6 +20,7 @@ const SQLITE: &[(i64, &str, &str)] = &[
     (4, "tool inventory", include_str!("../migrations/sqlite/0004_tool_inventory.sql")),
     (5, "inventory access", include_str!("../migrations/sqlite/0005_inventory_access.sql")),
     (6, "audit checkpoint", include_str!("../migrations/sqlite/0006_audit_checkpoint.sql")),
+    (7, "audit text", include_str!("../migrations/sqlite/0007_audit_text.sql")),
 ];
 
 /// Serializes opening a database between processes: held while the first connections switch the database to WAL

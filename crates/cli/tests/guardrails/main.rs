@@ -10,6 +10,10 @@
 //! - [`inventory`]: after start the store holds every demo tool with hints, sources, risk and lint findings.
 //! - [`crash`]: `kill -9` in the middle of a burst of calls leaves an intact audit chain with a `call` row for every
 //!   call that was answered.
+//! - [`full_disk`]: a state directory on a 2 MiB tmpfs that fills under load refuses calls visibly; when space returns
+//!   the audit writer comes back without a restart and every answered call has its row.
+//! - [`retention`]: `[audit] max_bytes` prunes the oldest rows in the running gateway; `audit verify` stays green
+//!   from the checkpoint and over the exported files.
 //! - [`reload`]: SIGHUP reloads the policy (a newly hidden tool leaves the listing) and the console's users (an added
 //!   user logs in, a removed user's session ends); a broken file keeps the running policy and users.
 //! - [`hostile_text`]: no command prints a raw control character from an upstream or a client; the pin review shows
@@ -31,5 +35,6 @@ mod limits;
 mod listener;
 mod python;
 mod reload;
+mod retention;
 mod start;
 mod support;

@@ -8,6 +8,8 @@
 //! instead and the pool opens a fresh one. Nothing is assumed durable after a failed commit or `fsync`: the next
 //! attempt reads the tail again from what the database really holds. This module does not retry; the writer does.
 
+use std::collections::HashMap;
+
 use sqlx::Row;
 use sqlx::sqlite::SqliteConnection;
 
@@ -77,14 +79,25 @@ async fn append_on(
         prev_hash = prepared.row.hash.clone();
         appended.push(index);
     }
+    // Reasons and hint sources repeat from call to call: each distinct text is stored once (see `intern`).
+    let mut interned = HashMap::new();
+    let mut references = Vec::with_capacity(appended.len());
+    for index in &appended {
+        let Some(prepared) = rows.get(*index) else { continue };
+        let reasons = intern(&mut transaction, &mut interned, prepared.json.reasons.as_deref()).await?;
+        let hint_sources = intern(&mut transaction, &mut interned, prepared.json.hint_sources.as_deref()).await?;
+        references.push((reasons, hint_sources));
+    }
     // One statement per chunk of rows: each statement is a round trip to sqlx's SQLite thread. The JSON columns
     // are stored as the canonical text the chain hashed, so each is written once per row.
-    for chunk in appended.chunks(INSERT_CHUNK) {
+    let rows_with_references: Vec<(&PreparedRow, (Option<i64>, Option<i64>))> =
+        appended.iter().filter_map(|index| rows.get(*index)).zip(references).collect();
+    for chunk in rows_with_references.chunks(INSERT_CHUNK) {
         let mut insert = sqlx::QueryBuilder::new(
-            "INSERT INTO audit_log (seq, time, kind, caller, session, upstream, tool, verdict, reasons, hint_sources, \
-             approval_id, duration_us, outcome, args_digest, args, detail, prev_hash, hash) ",
+            "INSERT INTO audit_log (seq, time, kind, caller, session, upstream, tool, verdict, reasons_ref, \
+             hint_sources_ref, approval_id, duration_us, outcome, args_digest, args, detail, prev_hash, hash) ",
         );
-        insert.push_values(chunk.iter().filter_map(|index| rows.get(*index)), |mut values, prepared| {
+        insert.push_values(chunk, |mut values, (prepared, (reasons, hint_sources))| {
             let (row, json) = (&prepared.row, &prepared.json);
             values
                 .push_bind(row.seq)
@@ -95,8 +108,8 @@ async fn append_on(
                 .push_bind(row.upstream.clone())
                 .push_bind(row.tool.clone())
                 .push_bind(row.verdict.clone())
-                .push_bind(json.reasons.clone())
-                .push_bind(json.hint_sources.clone())
+                .push_bind(*reasons)
+                .push_bind(*hint_sources)
                 .push_bind(row.approval_id.clone())
                 .push_bind(row.duration_us)
                 .push_bind(row.outcome.clone())
@@ -118,6 +131,27 @@ async fn append_on(
     .await?;
     transaction.commit().await?;
     Ok(())
+}
+
+/// The id of `text` in `audit_text`, storing it the first time (ids are cached for the transaction only: a rolled
+/// back insert must not leave an id that points nowhere).
+async fn intern(
+    connection: &mut SqliteConnection,
+    interned: &mut HashMap<String, i64>,
+    text: Option<&str>,
+) -> Result<Option<i64>, StoreError> {
+    let Some(text) = text else { return Ok(None) };
+    if let Some(id) = interned.get(text) {
+        return Ok(Some(*id));
+    }
+    sqlx::query("INSERT INTO audit_text (text) VALUES (?) ON CONFLICT (text) DO NOTHING")
+        .bind(text)
+        .execute(&mut *connection)
+        .await?;
+    let id: i64 =
+        sqlx::query_scalar("SELECT id FROM audit_text WHERE text = ?").bind(text).fetch_one(&mut *connection).await?;
+    interned.insert(text.to_owned(), id);
+    Ok(Some(id))
 }
 
 /// Where the chain continues when every row has been pruned: the checkpoint's last pruned row.

@@ -124,7 +124,12 @@ async fn run(
     counters: Arc<Counters>,
 ) {
     let batch_max = setup.batch_max.max(1);
-    retention::measure(&setup.database, &counters);
+    // Only the gateway's store (the one with a journal) watches the disk: a `toolgate audit` or `approvals` command
+    // has nothing to warn about.
+    let watch_disk = setup.journal.is_some();
+    if watch_disk {
+        retention::measure(&setup.database, &counters);
+    }
     let period = setup.upkeep_interval.max(Duration::from_millis(100));
     let mut upkeep = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     upkeep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -138,7 +143,7 @@ async fn run(
                 completed_open = received > 0;
             }
             _ = upkeep.tick() => {
-                retention::upkeep(&setup, &counters).await;
+                retention::upkeep(&setup, &counters, watch_disk).await;
                 continue;
             }
         }

@@ -12,18 +12,25 @@ use crate::Backend;
 use crate::error::StoreError;
 use crate::time::format_rfc3339;
 
-/// Every column, in table order (a macro so statements stay `&'static str` literals, which sqlx requires).
+/// Every column, in table order (a macro so statements stay `&'static str` literals, which sqlx requires). `reasons`
+/// and `hint_sources` may be stored once in `audit_text` and referred to by id (migration 7): the text is put back
+/// here, so every reader sees the row's columns as they were hashed.
 macro_rules! audit_columns {
     () => {
-        "seq, time, kind, caller, session, upstream, tool, verdict, reasons, hint_sources, approval_id, duration_us, \
-         outcome, args_digest, args, detail, prev_hash, hash"
+        "seq, time, kind, caller, session, upstream, tool, verdict, \
+         COALESCE(reasons, (SELECT text FROM audit_text WHERE id = reasons_ref)) AS reasons, \
+         COALESCE(hint_sources, (SELECT text FROM audit_text WHERE id = hint_sources_ref)) AS hint_sources, \
+         approval_id, duration_us, outcome, args_digest, args, detail, prev_hash, hash"
     };
 }
 pub(crate) use audit_columns;
 
 /// The columns the free-text filter searches: fixed SQL expressions, never built from input.
 const TEXT_COLUMNS: [&str; 6] =
-    ["tool", "upstream", "session", "json_extract(caller, '$.identity')", "outcome", "reasons"];
+    ["tool", "upstream", "session", "json_extract(caller, '$.identity')", "outcome", REASONS_TEXT];
+
+/// The reasons' text wherever it is stored (see [`audit_columns`]).
+const REASONS_TEXT: &str = "COALESCE(reasons, (SELECT text FROM audit_text WHERE id = reasons_ref))";
 
 fn json_column(row: &SqliteRow, column: &'static str) -> Result<Option<Value>, StoreError> {
     let text: Option<String> = row.try_get(column)?;

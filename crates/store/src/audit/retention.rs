@@ -99,7 +99,7 @@ pub(crate) async fn checkpoint(pool: &SqlitePool) -> Result<Option<Checkpoint>, 
 
 /// The writer's periodic upkeep: measures the database and the free disk (warning once when it runs low) and
 /// applies the retention policy.
-pub(crate) async fn upkeep(setup: &WriterSetup, counters: &Counters) {
+pub(crate) async fn upkeep(setup: &WriterSetup, counters: &Counters, watch_disk: bool) {
     if setup.retention.is_set() {
         match prune(&setup.backend, &setup.retention, SystemTime::now()).await {
             Ok(report) if report.rows > 0 => {
@@ -115,7 +115,9 @@ pub(crate) async fn upkeep(setup: &WriterSetup, counters: &Counters) {
             Err(error) => tracing::error!(%error, "audit retention failed; nothing more was pruned"),
         }
     }
-    measure(&setup.database, counters);
+    if watch_disk {
+        measure(&setup.database, counters);
+    }
 }
 
 /// Records the database's size and the free space of its filesystem; warns when the free space crosses below
@@ -331,6 +333,13 @@ async fn delete_on(
         .execute(&mut *transaction)
         .await?;
     sqlx::query("DELETE FROM audit_journal_ids WHERE seq <= ?").bind(seq).execute(&mut *transaction).await?;
+    // Texts no remaining row refers to (a reworded policy's old reasons) go with the rows.
+    sqlx::query(
+        "DELETE FROM audit_text WHERE id NOT IN (SELECT reasons_ref FROM audit_log WHERE reasons_ref IS NOT NULL) \
+         AND id NOT IN (SELECT hint_sources_ref FROM audit_log WHERE hint_sources_ref IS NOT NULL)",
+    )
+    .execute(&mut *transaction)
+    .await?;
     let checkpoint = Checkpoint {
         seq,
         hash,

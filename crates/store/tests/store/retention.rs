@@ -139,3 +139,37 @@ async fn a_read_only_verify_writes_nothing_and_reports_unrecovered_journal_rows(
     let store = Store::open_file(&database, StoreOptions::default()).await.unwrap();
     assert_eq!(store.query_audit(&AuditFilter::default()).await.unwrap().len(), 4);
 }
+
+#[tokio::test]
+async fn repeated_reasons_and_hints_are_stored_once_and_read_back_whole() {
+    let (directory, store) = store_with(Retention::default()).await;
+    let reasons = vec![toolgate_core::decision::Reason {
+        rule: "allow-all".into(),
+        detail: "configured rule `allow-all` (allow) matched every call".into(),
+    }];
+    for n in 0..50_u64 {
+        let entry = AuditEntry {
+            tool: Some("write_file".into()),
+            verdict: Some(toolgate_core::decision::Verdict::Allow),
+            reasons: reasons.clone(),
+            args: Some(serde_json::json!({"n": n})),
+            ..AuditEntry::new(AuditKind::Call)
+        };
+        store.audit().try_record(entry).unwrap();
+    }
+    store.audit().flush().await.unwrap();
+    let raw = raw_connection(&directory.path().join("toolgate.db")).await;
+    let texts: i64 = sqlx::query_scalar("SELECT count(*) FROM audit_text").fetch_one(&raw).await.unwrap();
+    assert_eq!(texts, 1, "one stored text for fifty rows");
+    let inline: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM audit_log WHERE reasons IS NOT NULL").fetch_one(&raw).await.unwrap();
+    assert_eq!(inline, 0);
+    let rows = store.query_audit(&AuditFilter { text: Some("matched every".into()), ..AuditFilter::default() }).await;
+    let rows = rows.unwrap();
+    assert_eq!(rows.len(), 50, "the free-text filter searches the stored reasons");
+    assert_eq!(rows[0].reasons.as_ref().and_then(|reasons| reasons[0]["rule"].as_str()), Some("allow-all"));
+    assert!(store.verify_audit().await.unwrap().is_intact());
+    tamper(&raw, "UPDATE audit_text SET text = '[{\"detail\":\"edited\",\"rule\":\"allow-all\"}]'").await;
+    let report = store.verify_audit().await.unwrap();
+    assert_eq!(report.first_break.map(|found| found.kind), Some(ChainBreakKind::HashMismatch));
+}
