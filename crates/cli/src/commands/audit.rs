@@ -141,6 +141,15 @@ async fn anchored(database: &Path, last: Option<(i64, String)>, text: &mut Strin
             );
             Ok(Outcome::Findings)
         }
+        (Some(checkpoint), Some((seq, _))) => {
+            let _ = writeln!(
+                text,
+                "the database's checkpoint is row {}: the files given end at row {seq}, later exported files were not \
+                 given",
+                checkpoint.seq
+            );
+            Ok(Outcome::Clean)
+        }
         _ => Ok(Outcome::Clean),
     }
 }

@@ -23,7 +23,8 @@ fn the_gateway_prunes_by_size_and_verify_stays_green_from_the_checkpoint_and_ove
         assert!(response["result"]["isError"] != json!(true), "{response}");
     }
     let exported_dir = setup.dir.path().join("exported");
-    // The writer's upkeep runs every 10 s: wait for its first pruning.
+    // The writer's upkeep runs every 10 s: wait for its first pruning run to end (its log line), then take the files.
+    poll("retention's log line", || serve.stderr_text().contains("audit rows pruned by retention").then_some(()));
     let files = poll("retention's exported segments", || {
         let mut files: Vec<String> = std::fs::read_dir(&exported_dir)
             .ok()?
@@ -34,7 +35,6 @@ fn the_gateway_prunes_by_size_and_verify_stays_green_from_the_checkpoint_and_ove
         files.sort();
         (!files.is_empty()).then_some(files)
     });
-    poll("retention's log line", || serve.stderr_text().contains("audit rows pruned by retention").then_some(()));
 
     let state = setup.state_arg();
     let verify = toolgate(&["audit", "verify", "--state-dir", &state]);
