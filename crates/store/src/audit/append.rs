@@ -17,6 +17,9 @@ use super::chain::{GENESIS_HASH, PreparedRow, row_hash_with};
 use crate::Backend;
 use crate::error::StoreError;
 
+/// A row's `reasons_ref` and `hint_sources_ref`: ids in `audit_text`.
+type TextReferences = (Option<i64>, Option<i64>);
+
 /// Rows per INSERT statement (18 bound values each; SQLite allows 32766 per statement).
 const INSERT_CHUNK: usize = 256;
 
@@ -90,7 +93,7 @@ async fn append_on(
     }
     // One statement per chunk of rows: each statement is a round trip to sqlx's SQLite thread. The JSON columns
     // are stored as the canonical text the chain hashed, so each is written once per row.
-    let rows_with_references: Vec<(&PreparedRow, (Option<i64>, Option<i64>))> =
+    let rows_with_references: Vec<(&PreparedRow, TextReferences)> =
         appended.iter().filter_map(|index| rows.get(*index)).zip(references).collect();
     for chunk in rows_with_references.chunks(INSERT_CHUNK) {
         let mut insert = sqlx::QueryBuilder::new(

@@ -197,11 +197,6 @@ impl Journal {
         }
     }
 
-    #[cfg(test)]
-    pub(crate) fn file_len(&self) -> u64 {
-        self.state.lock().map(|state| state.written).unwrap_or(0)
-    }
-
     fn remove(&self, generation: u64) {
         let path = self.generation_path(generation);
         if let Err(error) = std::fs::remove_file(&path) {
@@ -239,4 +234,42 @@ pub(crate) fn read_lines(path: &Path) -> JournalContents {
         }
     }
     contents
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    fn row(tool: &str) -> PreparedRow {
+        let mut row: AuditRow = serde_json::from_value(serde_json::json!({
+            "seq": 0, "time": "2026-01-01T00:00:00.000000Z", "kind": "call", "prev_hash": "", "hash": ""
+        }))
+        .map_err(|error| error.to_string())
+        .unwrap_or_else(|error| panic!("{error}"));
+        row.tool = Some(tool.to_owned());
+        PreparedRow::from_row(row).unwrap_or_else(|error| panic!("{error}"))
+    }
+
+    #[test]
+    fn a_torn_write_is_cut_back_so_the_next_line_is_whole() {
+        let directory = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
+        let path = directory.path().join("toolgate.db.journal-1");
+        let journal = Journal::open(&path).unwrap_or_else(|error| panic!("{error}"));
+        journal.append(&row("first")).unwrap_or_else(|error| panic!("{error}"));
+        // What a write cut short by a full disk leaves: part of a line, and the journal knowing it.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .and_then(|mut file| file.write_all(b"{\"id\":\"torn"))
+            .unwrap_or_else(|error| panic!("{error}"));
+        if let Ok(mut state) = journal.state.lock() {
+            state.torn = true;
+        }
+        journal.append(&row("second")).unwrap_or_else(|error| panic!("{error}"));
+        let contents = read_lines(&path);
+        let tools: Vec<Option<String>> = contents.lines.into_iter().map(|line| line.row.tool).collect();
+        assert_eq!(tools, [Some("first".to_owned()), Some("second".to_owned())]);
+        assert_eq!(contents.torn, 0, "the torn bytes were cut back");
+    }
 }

@@ -12,6 +12,9 @@ use crate::support::{raw_connection, tamper};
 
 const DAY: Duration = Duration::from_secs(86_400);
 
+/// What `verify` must report for one tampering.
+type Expected = fn(&ChainBreakKind) -> bool;
+
 async fn store_with(retention: Retention) -> (tempfile::TempDir, Store) {
     let directory = tempfile::tempdir().unwrap();
     let options = StoreOptions { retention, ..StoreOptions::default() };
@@ -75,7 +78,7 @@ async fn pruning_by_age_keeps_the_chain_verifiable_and_exports_what_it_pruned() 
 #[tokio::test]
 async fn a_change_after_the_checkpoint_or_to_it_is_still_found() {
     let retention = Retention { keep: Some(DAY), ..Retention::default() };
-    let cases: [(&'static str, fn(&ChainBreakKind) -> bool); 4] = [
+    let cases: [(&'static str, Expected); 4] = [
         ("UPDATE audit_log SET tool = 'edited' WHERE seq = 8", |kind| *kind == ChainBreakKind::HashMismatch),
         ("DELETE FROM audit_log WHERE seq = 6", |kind| matches!(kind, ChainBreakKind::Missing { first: 6, last: 6 })),
         ("DELETE FROM audit_checkpoint", |kind| matches!(kind, ChainBreakKind::Missing { first: 1, last: 5 })),
