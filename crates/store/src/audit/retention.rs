@@ -279,7 +279,10 @@ fn export_segment(directory: &Path, rows: &[AuditRow]) -> Result<PathBuf, StoreE
         serde_json::to_writer(&mut text, row).map_err(|source| StoreError::Json { what: "audit export", source })?;
         text.push(b'\n');
     }
-    let mut file = std::fs::File::create(&partial).map_err(io(&partial))?;
+    // Private like the database: rows may hold arguments in clear.
+    let mut file = crate::permissions::private(std::fs::OpenOptions::new().write(true).create(true).truncate(true))
+        .open(&partial)
+        .map_err(io(&partial))?;
     file.write_all(&text).map_err(io(&partial))?;
     // A failed sync is a failed export: the rows are not pruned (and the partial file is not trusted).
     file.sync_all().map_err(io(&partial))?;
