@@ -105,7 +105,8 @@ fn quote_instructions(upstream: &str, text: &str) -> String {
         match character {
             '\n' | '\u{2028}' | '\u{2029}' => kept.push('\n'),
             '\t' => kept.push(' '),
-            character if is_hidden_control(character) => {}
+            // One definition of what a person must not get raw, shared with every other human-facing output.
+            character if toolgate_core::display::must_escape(character) => {}
             character => kept.push(character),
         }
     }
@@ -118,16 +119,6 @@ fn quote_instructions(upstream: &str, text: &str) -> String {
         quoted.push_str(&format!("\n[toolgate: {cut} more characters of these instructions were left out]"));
     }
     quoted
-}
-
-/// Control characters (C0, DEL, C1) and the format characters that reorder or hide text (bidi embeddings,
-/// overrides and isolates, marks, zero-width characters).
-fn is_hidden_control(character: char) -> bool {
-    character.is_control()
-        || matches!(
-            character,
-            '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{061C}' | '\u{FEFF}'
-        )
 }
 
 /// toolgate serves each aggregated list in one page: any cursor is one it never issued.
@@ -529,7 +520,10 @@ mod tests {
         let lines: Vec<&str> = quoted.lines().collect();
         assert_eq!(lines[0], "Instructions from upstream server `web` (quoted as it sent them):");
         assert!(lines[1..].iter().all(|line| line.starts_with("> ")), "{quoted:?}");
-        assert!(!quoted.chars().any(|character| character != '\n' && is_hidden_control(character)), "{quoted:?}");
+        assert!(
+            !quoted.chars().any(|character| character != '\n' && toolgate_core::display::must_escape(character)),
+            "{quoted:?}"
+        );
         assert!(quoted.ends_with("\n> next"), "{quoted:?}");
 
         let long = "x".repeat(MAX_INSTRUCTION_CHARS + 5) + &"y".repeat(2_000_000);
