@@ -249,3 +249,17 @@ fn warnings_for_public_listeners_clear_arguments_and_idle_settings() {
         ["gateway.toml:6:11: policy rule 1: `match.upstream` pattern `githbu` matches no configured upstream"]
     );
 }
+
+#[test]
+fn audit_retention_is_lowered_with_the_export_directory_beside_the_config() {
+    let spec = parse(&format!("{ONE}[audit]\nkeep_days = 30\nmax_bytes = 1000000\nexport_dir = \"exported\"\n"));
+    assert_eq!(
+        spec.guardrails.audit,
+        AuditSpec {
+            arguments_in_clear: false,
+            keep_days: Some(30),
+            max_bytes: Some(1_000_000),
+            export_dir: Some(PathBuf::from("conf/exported")),
+        }
+    );
+}

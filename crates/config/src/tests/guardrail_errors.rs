@@ -160,6 +160,11 @@ fn guardrail_section_errors() {
         "gateway.toml:5:13: [audit]: unknown value `none` (expected digest or clear)",
     );
     check_error(
+        &format!("{ONE}[audit]\nkeep_days = 0\nmax_bytes = 10\n"),
+        "gateway.toml:5:13: [audit]: `keep_days` must be between 1 and 36500\n\
+         gateway.toml:6:13: [audit]: `max_bytes` must be between 65536 and 18446744073709551615",
+    );
+    check_error(
         &format!("{ONE}[selection]\nmax_tools = 0\nalways_include = [\"git_*\", \"{{a,b}}\"]\n"),
         "gateway.toml:5:13: [selection]: `max_tools` must be between 1 and 10000\n\
          gateway.toml:6:28: [selection]: `always_include` has a bad pattern `{a,b}`: `{` is reserved in patterns \
