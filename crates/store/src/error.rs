@@ -64,6 +64,19 @@ pub enum StoreError {
         /// The IO error.
         source: std::io::Error,
     },
+    /// A database opened read-only has an older schema than this toolgate reads, and read-only opens never migrate.
+    #[error(
+        "{path} has schema version {found} and this toolgate reads version {needed}: open it once with a command that \
+         migrates it (`toolgate audit`, or `toolgate serve`), then verify"
+    )]
+    SchemaBehind {
+        /// The database file.
+        path: PathBuf,
+        /// The newest migration applied to it.
+        found: i64,
+        /// The newest migration this build knows.
+        needed: i64,
+    },
     /// The schema could not be brought up to date.
     #[error("cannot migrate store schema: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),

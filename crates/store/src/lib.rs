@@ -233,6 +233,12 @@ impl Store {
             .create_if_missing(false)
             .busy_timeout(StoreOptions::default().busy_timeout);
         let pool = SqlitePoolOptions::new().max_connections(2).connect_with(connect).await.map_err(open_error)?;
+        // A read-only open cannot migrate: an older schema is named as such, not left to fail on a missing column.
+        let (found, needed) = (migrations::applied_version(&pool).await?, migrations::latest_version());
+        if found < needed {
+            pool.close().await;
+            return Err(StoreError::SchemaBehind { path: path.to_path_buf(), found, needed });
+        }
         let backend = Backend::Sqlite(pool);
         let options = StoreOptions { audit_upkeep_interval: Duration::from_secs(3600), ..StoreOptions::default() };
         let audit = spawn_writer(&backend, path, None, &options);

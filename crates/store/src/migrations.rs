@@ -23,6 +23,25 @@ const SQLITE: &[(i64, &str, &str)] = &[
     (7, "audit text", include_str!("../migrations/sqlite/0007_audit_text.sql")),
 ];
 
+/// The newest migration this build applies.
+pub(crate) fn latest_version() -> i64 {
+    SQLITE.iter().map(|&(version, _, _)| version).max().unwrap_or(0)
+}
+
+/// The newest migration applied to the database behind `pool` (0 when none is), read without writing.
+pub(crate) async fn applied_version(pool: &SqlitePool) -> Result<i64, StoreError> {
+    let exists: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'")
+            .fetch_one(pool)
+            .await?;
+    if exists == 0 {
+        return Ok(0);
+    }
+    let version: Option<i64> =
+        sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations WHERE success").fetch_one(pool).await?;
+    Ok(version.unwrap_or(0))
+}
+
 /// Serializes opening a database between processes: held while the first connections switch the database to WAL
 /// and the schema is brought up to date.
 ///

@@ -176,3 +176,25 @@ async fn repeated_reasons_and_hints_are_stored_once_and_read_back_whole() {
     let report = store.verify_audit().await.unwrap();
     assert_eq!(report.first_break.map(|found| found.kind), Some(ChainBreakKind::HashMismatch));
 }
+
+#[tokio::test]
+async fn a_read_only_open_of_an_older_schema_says_so_and_writes_nothing() {
+    let directory = tempfile::tempdir().unwrap();
+    let database = directory.path().join("toolgate.db");
+    let store = Store::open_file(&database, StoreOptions::default()).await.unwrap();
+    write_rows(&store, 2, Duration::ZERO).await;
+    store.close().await.unwrap();
+    // As a database last opened by the previous release: its newest migration not applied yet.
+    let raw = raw_connection(&database).await;
+    let newest: i64 = sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations").fetch_one(&raw).await.unwrap();
+    sqlx::query("DELETE FROM _sqlx_migrations WHERE version = ?").bind(newest).execute(&raw).await.unwrap();
+    raw.close().await;
+
+    let Err(error) = Store::open_read_only(&database).await else { panic!("an older schema opened read-only") };
+    let message = error.to_string();
+    assert!(message.contains(&format!("schema version {}", newest - 1)), "{message}");
+    assert!(message.contains("toolgate audit"), "says how to migrate it: {message}");
+    let raw = raw_connection(&database).await;
+    let after: i64 = sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations").fetch_one(&raw).await.unwrap();
+    assert_eq!(after, newest - 1, "a read-only open migrates nothing");
+}
