@@ -196,15 +196,26 @@ async fn prune_to(
     }
 }
 
-/// The last seq to prune: the newest row older than `keep`, or as many of the oldest rows as bring the database
-/// to 90% of `max_bytes`, whichever reaches further.
+/// The last seq to prune: the row before the oldest-seq row within `keep` (all rows when none is that new), or as
+/// many of the oldest rows as bring the database to 90% of `max_bytes`, whichever reaches further.
 async fn horizon(pool: &SqlitePool, retention: &Retention, now: SystemTime) -> Result<Option<i64>, StoreError> {
     let mut horizon: Option<i64> = None;
     if let Some(cutoff) = retention.keep.and_then(|keep| now.checked_sub(keep)) {
-        let by_age: Option<i64> = sqlx::query_scalar("SELECT max(seq) FROM audit_log WHERE time < ?")
-            .bind(format_rfc3339(cutoff))
-            .fetch_one(pool)
-            .await?;
+        let cutoff = format_rfc3339(cutoff);
+        // Time does not rise with seq (journal recovery appends rows with their original time; the clock can step
+        // back), so the horizon stops before the first row still within `keep`: a late row with an old time must
+        // not carry the recent rows before it away. Only when no row is that new are all rows old.
+        let first_kept: Option<i64> =
+            sqlx::query_scalar("SELECT min(seq) FROM audit_log WHERE time >= ?").bind(&cutoff).fetch_one(pool).await?;
+        let by_age: Option<i64> = match first_kept {
+            Some(seq) => Some(seq - 1),
+            None => {
+                sqlx::query_scalar("SELECT max(seq) FROM audit_log WHERE time < ?")
+                    .bind(&cutoff)
+                    .fetch_one(pool)
+                    .await?
+            }
+        };
         horizon = horizon.max(by_age);
     }
     if let Some(max_bytes) = retention.max_bytes {

@@ -1,5 +1,6 @@
 //! Retention: pruning by age and by size keeps `verify` green from the checkpoint, a change after the checkpoint
 //! (or to it) is still found, and exported segments re-verify and chain into the database's checkpoint. A
+//! row with an old time appended after recent ones (journal recovery) does not prune them. A
 //! read-only open verifies without writing and reports what journals hold that the database lacks.
 
 use std::time::{Duration, SystemTime};
@@ -72,6 +73,24 @@ async fn pruning_by_age_keeps_the_chain_verifiable_and_exports_what_it_pruned() 
     // Nothing more is old enough; new rows continue the chain from the checkpoint.
     assert_eq!(store.prune_audit().await.unwrap().rows, 0);
     write_rows(&store, 3, Duration::ZERO).await;
+    assert!(store.verify_audit().await.unwrap().is_intact());
+}
+
+#[tokio::test]
+async fn a_late_row_with_an_old_time_does_not_carry_the_recent_rows_before_it_away() {
+    let retention = Retention { keep: Some(DAY), ..Retention::default() };
+    let (_directory, store) = store_with(retention).await;
+    write_rows(&store, 5, 3 * DAY).await;
+    write_rows(&store, 10, Duration::ZERO).await;
+    // What journal recovery (or a clock stepped back) does: a row with an old time at a higher seq.
+    write_rows(&store, 1, 3 * DAY).await;
+    write_rows(&store, 2, Duration::ZERO).await;
+
+    let report = store.prune_audit().await.unwrap();
+    // Only the old rows before the first recent one go; the recent ones, and the late old row among them, stay.
+    assert_eq!(report.rows, 5);
+    assert_eq!(report.checkpoint.expect("a checkpoint").seq, 5);
+    assert_eq!(store.query_audit(&AuditFilter::default()).await.unwrap().len(), 13);
     assert!(store.verify_audit().await.unwrap().is_intact());
 }
 
