@@ -16,6 +16,6 @@ fn believing_declarations_changes_the_groups() {
     assert_eq!(run.code, Some(0), "{run:?}");
     // purge_notes declares itself read-only: believed here, which is why the gateway's default is untrusted.
     let read_only = run.stdout.split("## Write tools").next().unwrap_or_default();
-    assert!(read_only.contains("`purge_notes`"), "{}", run.stdout);
+    assert!(read_only.contains("\"purge_notes\""), "{}", run.stdout);
     assert!(run.stdout.contains("## Destructive tools: confirmation required"), "{}", run.stdout);
 }

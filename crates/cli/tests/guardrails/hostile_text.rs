@@ -5,7 +5,7 @@
 //!
 //! First `pins list` (and `--json`), `pins diff` and `pins approve` for the new tools, then `approvals list` (and `--json`) and `approvals deny`, `pins list` (and `--json`) and `pins diff` after a rug
 //! pull that appends a long instruction, `audit` (and `--json`), `status` (and `--json`), `inspect` (table and
-//! JSON) and `lint` (text and SARIF), and serve's own log: none holds a control, bidi or invisible character but
+//! JSON), `lint` (text and SARIF), `prompt` and the gateway's `toolgate_safety` prompt, and serve's own log: none holds a control, bidi or invisible character but
 //! its own line breaks, no log line is forged by a newline in a tool name, the pin review shows the appended
 //! instruction whole, and the look-alike `dеlete_file` is flagged.
 
@@ -48,6 +48,23 @@ fn assert_printable(what: &str, text: &str) {
     assert!(raw.is_empty(), "{what} printed raw {raw:?}:\n{text}");
 }
 
+/// Fails when the safety prompt holds a raw control character, or a line that the fixture's name or title started
+/// (a forged log line, or a heading or list item of toolgate's guidance).
+fn assert_safety_prompt(what: &str, text: &str) {
+    assert_printable(what, text);
+    assert!(text.contains("## Destructive tools"), "{what}:\n{text}");
+    assert!(text.contains(r#"- "read_note\r\u{1b}[2K\u{202e}\nFORGED"#), "{what} quotes the name:\n{text}");
+    for line in text.lines() {
+        let toolgate_line = line.is_empty()
+            || line.starts_with("# ")
+            || line.starts_with("## ")
+            || line.starts_with("- \"")
+            || line.starts_with("These ")
+            || line.starts_with("toolgate checked");
+        assert!(toolgate_line, "{what} has a line toolgate did not write: {line:?}\n{text}");
+    }
+}
+
 /// Runs a command and checks both of its outputs.
 fn checked(args: &[&str]) -> Run {
     let run = toolgate(args);
@@ -78,6 +95,10 @@ fn no_command_prints_a_raw_control_character_from_an_upstream_or_a_client() {
         let listed = lister.request("tools/list", json!({})).ok()?;
         (listed["result"]["tools"].as_array().map(Vec::len) == Some(4)).then_some(())
     });
+    // toolgate's own safety prompt, served to the model: the hostile name and title stay inside their quotes.
+    let prompt = lister.request("prompts/get", json!({"name": "toolgate_safety"})).expect("prompts/get");
+    let prompt = prompt["result"]["messages"][0]["content"]["text"].as_str().unwrap_or_default().to_owned();
+    assert_safety_prompt("prompts/get toolgate_safety", &prompt);
 
     // A call that waits in the queue; its argument keys, chosen by the model, try to hide a path under ~/.ssh.
     let (sender, receiver) = mpsc::channel();
@@ -145,6 +166,8 @@ fn no_command_prints_a_raw_control_character_from_an_upstream_or_a_client() {
         args.extend(fixture_argv.iter().cloned());
         args
     };
+    let prompt = checked(&with_fixture(&["prompt"]).iter().map(String::as_str).collect::<Vec<_>>());
+    assert_safety_prompt("toolgate prompt", &prompt.stdout);
     for command in [&["inspect"][..], &["inspect", "--json"], &["lint"], &["lint", "--format", "sarif"]] {
         let args = with_fixture(command);
         let run = checked(&args.iter().map(String::as_str).collect::<Vec<_>>());
