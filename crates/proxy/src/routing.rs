@@ -10,7 +10,8 @@
 //! A route belongs to the upstream its request went to: progress is looked up by (upstream, token) and toolgate's
 //! tokens are random, so one upstream can neither guess nor reuse another's token to write into its calls. Content
 //! that reaches a session under the route of an open-world source (a log line, progress text, a relayed request)
-//! taints the session as the answer itself would, however the request ends afterwards.
+//! taints the session as the answer itself would, however the request ends afterwards. Every relayed message
+//! loses the `toolgate/` `_meta` keys its upstream set (`guard::results::remove_foreign_result_meta`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
@@ -24,12 +25,15 @@ use toolgate_upstream::{ListKind, Responder};
 
 use crate::client::{SessionShared, id_key};
 use crate::gateway::{CallRoute, GatewayInner};
+use crate::guard::results::remove_foreign_result_meta;
 
 /// How long a client may take to answer an elicitation or sampling request.
 const CLIENT_ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Routes one upstream notification.
-pub(crate) fn on_notification(gateway: &Arc<GatewayInner>, upstream: usize, message: Value, related: Option<u64>) {
+pub(crate) fn on_notification(gateway: &Arc<GatewayInner>, upstream: usize, mut message: Value, related: Option<u64>) {
+    // `toolgate/` keys are toolgate's alone, in a relayed notification as in a result.
+    strip_foreign_meta(&mut message);
     let method = message.get("method").and_then(Value::as_str).unwrap_or_default().to_owned();
     match method.as_str() {
         "notifications/progress" => route_progress(gateway, upstream, message),
@@ -187,6 +191,9 @@ pub(crate) fn on_request(
     responder: Responder,
 ) -> impl Future<Output = ()> + Send + 'static {
     let method = message.get("method").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let mut message = message;
+    // Before the label below adds toolgate's own key to an elicitation.
+    strip_foreign_meta(&mut message);
     let mut params = message.get("params").cloned().map(|params| limit_sampling_context(&method, params));
     if method == "elicitation/create"
         && let Some(asker) = gateway.spec.upstreams.get(upstream)
@@ -266,6 +273,15 @@ pub(crate) fn on_request(
                     .await;
             }
         }
+    }
+}
+
+/// Removes every `toolgate/` `_meta` key an upstream set in a message it sends on its own (a notification or a
+/// request): in `params` and in the messages and content items it carries (a sampling request's `messages`), as
+/// `guard::results` does for answers, so nothing relayed can pass for toolgate's own marker.
+fn strip_foreign_meta(message: &mut Value) {
+    if let Some(params) = message.get_mut("params") {
+        remove_foreign_result_meta(params);
     }
 }
 

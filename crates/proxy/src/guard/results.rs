@@ -7,7 +7,7 @@
 //! schema); the message size limit bounds it.
 //!
 //! `_meta` keys under `toolgate/` belong to toolgate alone: [`remove_foreign_meta`] takes them out of everything an
-//! upstream sends (definitions and results) before toolgate adds its own, so an upstream cannot forge a
+//! upstream sends (definitions, results, and with `routing` its notifications and requests) before toolgate adds its own, so an upstream cannot forge a
 //! truncation flag, a trust level or an annotation record.
 
 use serde_json::{Value, json};

@@ -1,5 +1,5 @@
 //! Issue 10, degraded "upstream metadata relayed as it is": `toolgate/` `_meta` keys are toolgate's alone (taken
-//! out of every upstream definition and result, so a trust level or a truncation flag cannot be forged), hint
+//! out of every upstream definition, result, relayed notification and request, so a trust level or a truncation flag cannot be forged), hint
 //! spellings that contradict the rewritten hints are removed, each upstream's instructions are quoted under its
 //! name, and a sampling request never asks for the context of every server.
 
@@ -113,9 +113,45 @@ async fn a_sampling_request_for_every_server_s_context_is_relayed_asking_for_non
         assert!(client.receive_one(GUARD).await, "no sampling request within the hang guard");
     };
     assert_eq!(request["params"]["includeContext"], "none", "{request}");
+    assert_no_foreign_meta("sampling/createMessage", &request["params"]);
+    assert_eq!(request["params"]["_meta"]["vendor.example/kept"], 1, "other `_meta` keys stay: {request}");
     let answer = json!({"role": "assistant", "content": {"type": "text", "text": "nothing"}, "model": "test"});
     client.session.deliver(json!({"jsonrpc": "2.0", "id": request["id"], "result": answer}));
     let response = client.response(&json!("ask")).await;
     assert_eq!(text_of(&response), "nothing");
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relayed_log_lines_and_progress_carry_no_upstream_toolgate_meta() {
+    let gateway = hostile_gateway().await;
+    let mut client = Client::connect(&gateway).await;
+    client.send(
+        json!("search"),
+        "tools/call",
+        json!({"name": "hostile_slow_search", "arguments": {"text": "q"}, "_meta": {"progressToken": "p"}}),
+    );
+    // slow_search sends a log line, then progress, then never answers.
+    let relayed = |client: &Client| -> Vec<Value> {
+        let methods = ["notifications/message", "notifications/progress"];
+        client
+            .all
+            .iter()
+            .map(crate::message_of)
+            .filter(|message| methods.contains(&message["method"].as_str().unwrap_or_default()))
+            .cloned()
+            .collect()
+    };
+    while relayed(&client).len() < 2 {
+        assert!(
+            client.receive_one(GUARD).await,
+            "no log line and progress within the hang guard: {:?}",
+            relayed(&client)
+        );
+    }
+    for message in relayed(&client) {
+        assert_no_foreign_meta("a relayed notification", &message["params"]);
+        assert_eq!(message["params"]["_meta"]["vendor.example/kept"], 1, "other `_meta` keys stay: {message}");
+    }
     gateway.shutdown().await;
 }
