@@ -232,6 +232,20 @@ impl ApprovalStore {
         Ok(erased.rows_affected())
     }
 
+    /// Runs [`Self::erase_settled_summaries`] after a write that has already succeeded: a failed erase (a full
+    /// disk) is logged, not returned, because refusing the call or reporting the decision as failed would
+    /// misreport a write that stands. Nothing is lost by waiting: the erase sweeps every settled approval, so the
+    /// next write to the queue (or the gateway's next start) retries it.
+    pub(crate) async fn erase_after_write(&self) {
+        if let Err(error) = self.erase_settled_summaries().await {
+            tracing::warn!(
+                %error,
+                "settled approvals' argument summaries could not be erased; the next write to the approvals queue \
+                 retries"
+            );
+        }
+    }
+
     /// Withdraws a pending approval whose call no longer waits (it timed out): it expires now, so nobody approves
     /// what nothing will use, and its summary is erased as for any settled approval.
     pub async fn withdraw(&self, id: &ApprovalId) -> Result<(), StoreError> {
@@ -241,7 +255,7 @@ impl ApprovalStore {
             .bind(id.as_str())
             .execute(pool)
             .await?;
-        self.erase_settled_summaries().await?;
+        self.erase_after_write().await;
         Ok(())
     }
 
@@ -268,7 +282,7 @@ impl ApprovalStore {
         .bind(pending.risk.as_ref().map(|risk| risk.category.as_str()))
         .execute(pool)
         .await?;
-        self.erase_settled_summaries().await?;
+        self.erase_after_write().await;
         Ok(())
     }
 
@@ -316,7 +330,7 @@ impl ApprovalStore {
         .execute(pool)
         .await?;
         if updated.rows_affected() == 1 {
-            self.erase_settled_summaries().await?;
+            self.erase_after_write().await;
             return Ok(());
         }
         match self.get(id).await? {
@@ -371,7 +385,7 @@ impl ApprovalStore {
         .execute(pool)
         .await?;
         if updated.rows_affected() == 1 {
-            self.erase_settled_summaries().await?;
+            self.erase_after_write().await;
             return Ok(());
         }
         let refusal = match self.get(id).await? {

@@ -205,8 +205,8 @@ impl Store {
         let backend = Backend::Sqlite(pool);
         if options.journal && options.redaction == ArgumentRedaction::Digest {
             // The gateway's store only (other commands only read): summaries a crashed or older gateway left
-            // behind after their approvals settled.
-            ApprovalStore::new(backend.clone(), options.approval_poll_interval, true).erase_settled_summaries().await?;
+            // behind after their approvals settled. Housekeeping: a failed erase is logged and does not stop the start.
+            ApprovalStore::new(backend.clone(), options.approval_poll_interval, true).erase_after_write().await;
         }
         // Every process recovers what crashed gateways journaled, so `toolgate audit` sees every forwarded call.
         audit::recover_journals(&backend, path).await?;

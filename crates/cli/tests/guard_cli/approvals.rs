@@ -1,12 +1,13 @@
 //! `toolgate approvals`: a pending approval created through the store is listed, then approved or denied from the
-//! command line while a waiter (as the gateway) observes the decision; unknown and expired ids exit 2.
+//! command line while a waiter (as the gateway) observes the decision; unknown and expired ids exit 2. A decision
+//! whose summary erase fails (a full disk) is still reported as recorded.
 
 use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
 use toolgate_store::{ApprovalId, ApprovalWait, PendingApproval, digest_arguments};
 
-use crate::support::{dir, fresh_state, toolgate_async};
+use crate::support::{dir, fresh_state, tamper, toolgate_async};
 
 fn pending(expires_in: Duration) -> PendingApproval {
     let now = SystemTime::now();
@@ -104,4 +105,26 @@ async fn an_approval_stored_without_its_risk_says_so_when_nothing_else_knows() {
     let list = toolgate_async(&["approvals", "list", "--state-dir", dir(&directory)]).await;
     assert_eq!(list.code, Some(0), "{list:?}");
     assert!(list.stdout.contains("risk unknown"), "{}", list.stdout);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_approval_whose_summary_erase_fails_is_reported_as_recorded() {
+    let (directory, store) = fresh_state().await;
+    let request = pending(Duration::from_secs(300));
+    store.approvals().create(&request).await.expect("create");
+    // Only the erase of a settled summary fails, as on a full disk; the decision itself is written.
+    let database = directory.path().join(toolgate_store::DATABASE_FILE);
+    tamper(
+        &database,
+        "CREATE TRIGGER fail_erase BEFORE UPDATE OF args_summary ON approvals WHEN NEW.args_summary = '' \
+         BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END",
+    )
+    .await;
+    let approve = toolgate_async(&["approvals", "approve", request.id.as_str(), "--state-dir", dir(&directory)]).await;
+    assert_eq!(approve.code, Some(0), "{approve:?}");
+    assert!(approve.stdout.starts_with(&format!("approved {} by tester", request.id)), "{}", approve.stdout);
+    let record = store.approvals().get(&request.id).await.expect("get").expect("recorded");
+    assert_eq!(record.state, toolgate_store::ApprovalState::Approved);
+    assert!(approve.stderr.contains("summaries could not be erased"), "the failure is logged: {}", approve.stderr);
+    store.close().await.expect("close");
 }

@@ -1,5 +1,6 @@
 //! Approvals: single use, bound to the tool fingerprint and argument digest, expiry, and a decision written through
-//! a second handle on the same file while the first waits.
+//! a second handle on the same file while the first waits. A failed erase of settled summaries (a full disk) fails
+//! neither the write before it nor the calls after it, and the next write erases them.
 
 use std::time::{Duration, SystemTime};
 
@@ -9,7 +10,7 @@ use toolgate_store::{
     digest_arguments,
 };
 
-use crate::support::fresh_store;
+use crate::support::{fresh_store, raw_connection, tamper};
 
 fn pending(expires_in: Duration) -> PendingApproval {
     let now = SystemTime::now();
@@ -142,4 +143,35 @@ async fn an_approval_keeps_the_tools_risk_class_or_none() {
     };
     assert_eq!(read(&with_risk.id).await, Some(toolgate_store::ToolRisk { level: 4, category: "destructive".into() }));
     assert_eq!(read(&without.id).await, None);
+}
+
+#[tokio::test]
+async fn a_failed_summary_erase_fails_no_write_and_the_next_write_retries_it() {
+    let (directory, store) = fresh_store(StoreOptions::default()).await;
+    let approvals = store.approvals();
+    let raw = raw_connection(&directory.path().join("toolgate.db")).await;
+    // The erase is the only write that blanks a summary: make exactly it fail, as a full disk would.
+    tamper(
+        &raw,
+        "CREATE TRIGGER fail_erase BEFORE UPDATE OF args_summary ON approvals WHEN NEW.args_summary = '' \
+         BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END",
+    )
+    .await;
+    let first = pending(Duration::from_secs(60));
+    approvals.create(&first).await.expect("create");
+    // The approval is recorded although the erase after it fails (its summary is now settled).
+    approvals.decide(&first.id, ApprovalDecision::Approve, "alice").await.expect("the decision stands");
+    let second = pending(Duration::from_secs(60));
+    approvals.create(&second).await.expect("a call is not refused for an erase");
+    approvals.consume(&first.id, "sha256:tool", &first.args_digest).await.expect("consume");
+    let kept = approvals.get(&first.id).await.expect("get").expect("recorded");
+    assert_eq!(kept.state, toolgate_store::ApprovalState::Consumed);
+    assert_eq!(kept.approval.args_summary, "path=/tmp/a", "not erased while the erase fails");
+
+    // Once the disk has room, the next write erases what the failed ones left.
+    tamper(&raw, "DROP TRIGGER fail_erase").await;
+    approvals.withdraw(&second.id).await.expect("withdraw");
+    for id in [&first.id, &second.id] {
+        assert_eq!(approvals.get(id).await.expect("get").expect("recorded").approval.args_summary, "");
+    }
 }
