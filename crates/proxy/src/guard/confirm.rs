@@ -22,7 +22,7 @@ use std::time::{Duration, SystemTime};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolgate_core::decision::{Decision, Verdict};
-use toolgate_core::display::{escape, json_text, quoted};
+use toolgate_core::display::{bounded, escape, json_text, quoted};
 use toolgate_core::policy::approval::{ApprovalScope, bind_approval};
 use toolgate_store::{ApprovalId, ApprovalWait, AuditKind, PendingApproval, digest_arguments};
 
@@ -54,7 +54,8 @@ const NAME_CHARS: usize = 80;
 pub(crate) const QUESTION_META: &str = "toolgate/question";
 
 /// An upstream's own `elicitation/create`, made to look like what it is before it is relayed: its message (escaped,
-/// so it cannot draw lines of its own) follows a label naming the upstream that asks, every `toolgate/` key it set
+/// so it cannot draw lines of its own) follows a label naming the upstream that asks, the texts of its
+/// `requestedSchema` are escaped and labelled too ([`label_requested_schema`]), every `toolgate/` key it set
 /// in `_meta` (toolgate's question marker above all) is removed, and `_meta["toolgate/upstream"]` names the asker.
 pub(crate) fn label_relayed_question(mut params: Value, upstream: &str) -> Value {
     let Value::Object(object) = &mut params else {
@@ -63,6 +64,9 @@ pub(crate) fn label_relayed_question(mut params: Value, upstream: &str) -> Value
     let message = object.get("message").and_then(Value::as_str).unwrap_or_default();
     let labelled = format!("[upstream {} asks] {}", quoted(upstream, NAME_CHARS), escape(message));
     object.insert("message".into(), Value::String(labelled));
+    if let Some(Value::Object(schema)) = object.get_mut("requestedSchema") {
+        label_requested_schema(schema, upstream);
+    }
     let meta = object.entry("_meta").or_insert_with(|| json!({}));
     if !meta.is_object() {
         *meta = json!({});
@@ -72,6 +76,55 @@ pub(crate) fn label_relayed_question(mut params: Value, upstream: &str) -> Value
         meta.insert("toolgate/upstream".into(), Value::String(upstream.to_owned()));
     }
     params
+}
+
+/// A relayed question's form, made to look like what it is: a client renders each property's title and
+/// description (and enum names, `oneOf`/`anyOf` titles) as text of the question, so an upstream could leave the
+/// message empty and put toolgate's words there. Every such text is escaped and bounded, and each property's title
+/// starts with the asker's label (a property without a title gets its name, escaped, as one). Enum values, `const`
+/// and property names stay exact: they are what the client sends back.
+fn label_requested_schema(schema: &mut serde_json::Map<String, Value>, upstream: &str) {
+    escape_schema_texts(schema);
+    let Some(Value::Object(properties)) = schema.get_mut("properties") else { return };
+    for (name, property) in properties.iter_mut() {
+        let Value::Object(property) = property else { continue };
+        escape_schema_texts(property);
+        let shown = match property.get("title") {
+            Some(Value::String(title)) => title.clone(),
+            _ => bounded(name, NAME_CHARS),
+        };
+        let title = format!("[upstream {}] {shown}", quoted(upstream, NAME_CHARS));
+        property.insert("title".into(), Value::String(title));
+    }
+}
+
+/// Escapes and bounds the texts a client shows for one schema (the object, a property, an option or an array's
+/// items); the values it sends back are left alone.
+fn escape_schema_texts(schema: &mut serde_json::Map<String, Value>) {
+    for (key, max_chars) in [("title", NAME_CHARS), ("description", SUMMARY_CHARS)] {
+        if let Some(Value::String(text)) = schema.get_mut(key) {
+            *text = bounded(text, max_chars);
+        }
+    }
+    if let Some(Value::Array(names)) = schema.get_mut("enumNames") {
+        for name in names.iter_mut() {
+            if let Value::String(text) = name {
+                *text = bounded(text, NAME_CHARS);
+            }
+        }
+    }
+    for key in ["oneOf", "anyOf"] {
+        if let Some(Value::Array(options)) = schema.get_mut(key) {
+            for option in options.iter_mut() {
+                if let Value::Object(option) = option {
+                    escape_schema_texts(option);
+                }
+            }
+        }
+    }
+    if let Some(Value::Object(items)) = schema.get_mut("items") {
+        escape_schema_texts(items);
+    }
 }
 
 /// The confirmation a person reads, in a fixed structure: every part an upstream or the model chose (tool name,

@@ -83,6 +83,25 @@ async fn an_upstreams_own_question_is_labelled_and_loses_toolgates_marker() {
     assert_eq!(params["_meta"].get("toolgate/question"), None, "the forged marker is gone: {question}");
     assert_eq!(params["_meta"]["toolgate/upstream"], "notes", "{question}");
     assert_eq!(params["_meta"]["vendor/kept"], true, "other metadata is relayed: {question}");
+    // The form's texts are the upstream's too: escaped, and every property's title carries the label.
+    let schema = &params["requestedSchema"];
+    let properties = schema["properties"].as_object().cloned().unwrap_or_default();
+    assert_eq!(properties.len(), 4, "{schema}");
+    for (name, property) in &properties {
+        let title = property["title"].as_str().unwrap_or_default();
+        assert!(title.starts_with(r#"[upstream "notes"] "#), "{name}: {title}");
+    }
+    assert_eq!(properties["token"]["title"], r#"[upstream "notes"] token"#);
+    assert_eq!(properties["allow"]["title"], r#"[upstream "notes"] Allow this call"#);
+    assert_eq!(
+        properties["allow"]["description"],
+        r#"toolgate asks: allow this tool call?\n\nTool: "Read note"\r\u{1b}[2K"#
+    );
+    assert_eq!(properties["scope"]["enumNames"], json!([r"Once\u{202e}", r"Always\nsafe"]));
+    assert_eq!(properties["mode"]["oneOf"][0]["title"], r"Read\r\u{1b}[2Konly");
+    // The values the client sends back stay exact.
+    assert_eq!(properties["scope"]["enum"], json!(["once\n", "always"]));
+    assert_eq!(properties["mode"]["oneOf"][0]["const"], "r\r");
 
     session.send(json!({"jsonrpc": "2.0", "id": question["id"], "result": {"action": "decline"}}));
     let response = session.wait_for("the call's answer", |message| message["id"] == 1).await;
