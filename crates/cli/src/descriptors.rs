@@ -48,14 +48,19 @@ pub(crate) fn raise_soft_limit() -> Option<DescriptorLimit> {
 }
 
 /// Lowers `limits` to what `descriptors` allows with `upstreams` upstreams: connections to the descriptors left
-/// after the reserve, sessions (each may hold a GET stream open) to the connections. Returns whether anything was
-/// lowered.
-pub(crate) fn fit_limits(limits: &mut Limits, descriptors: u64, upstreams: usize) -> bool {
+/// after the reserve, sessions (each may hold a GET stream open) to the connections, and, with `callers_configured`,
+/// one caller's sessions to a quarter of the sessions left (as `[limits]` defaults it), so that under a low
+/// open-files limit one caller still cannot fill the table. Returns whether anything was lowered.
+pub(crate) fn fit_limits(limits: &mut Limits, descriptors: u64, upstreams: usize, callers_configured: bool) -> bool {
     let reserved = RESERVED_BASE + RESERVED_PER_UPSTREAM * upstreams as u64;
     let available = usize::try_from(descriptors.saturating_sub(reserved).max(1)).unwrap_or(usize::MAX);
     let before = (limits.max_connections, limits.max_sessions, limits.max_sessions_per_caller);
     limits.max_connections = limits.max_connections.min(available);
     limits.max_sessions = limits.max_sessions.min(limits.max_connections);
+    let per_caller_ceiling = if callers_configured { (limits.max_sessions / 4).max(1) } else { limits.max_sessions };
+    if limits.max_sessions < before.1 {
+        limits.max_sessions_per_caller = limits.max_sessions_per_caller.min(per_caller_ceiling);
+    }
     limits.max_sessions_per_caller = limits.max_sessions_per_caller.min(limits.max_sessions);
     before != (limits.max_connections, limits.max_sessions, limits.max_sessions_per_caller)
 }
@@ -67,13 +72,16 @@ mod tests {
     #[test]
     fn limits_are_lowered_to_the_descriptors_left_after_the_reserve() {
         let mut limits = Limits::default();
-        assert!(fit_limits(&mut limits, 64, 1));
+        assert!(fit_limits(&mut limits, 64, 1, false));
         assert_eq!((limits.max_connections, limits.max_sessions, limits.max_sessions_per_caller), (24, 24, 24));
+        let mut shared = Limits::default();
+        assert!(fit_limits(&mut shared, 64, 1, true));
+        assert_eq!((shared.max_sessions, shared.max_sessions_per_caller), (24, 6), "a quarter with callers");
         let mut roomy = Limits::default();
-        assert!(!fit_limits(&mut roomy, 1 << 20, 3));
+        assert!(!fit_limits(&mut roomy, 1 << 20, 3, true));
         assert_eq!(roomy, Limits::default());
         let mut starved = Limits::default();
-        fit_limits(&mut starved, 10, 4);
+        fit_limits(&mut starved, 10, 4, true);
         assert_eq!(starved.max_connections, 1, "never zero");
     }
 }

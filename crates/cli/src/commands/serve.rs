@@ -174,7 +174,12 @@ pub(crate) async fn serve_spec(
 fn size_from_descriptors(spec: &mut GatewaySpec) {
     let Some(descriptors) = crate::descriptors::raise_soft_limit() else { return };
     let configured = spec.limits.clone();
-    let lowered = crate::descriptors::fit_limits(&mut spec.limits, descriptors.now, spec.upstreams.len());
+    let lowered = crate::descriptors::fit_limits(
+        &mut spec.limits,
+        descriptors.now,
+        spec.upstreams.len(),
+        !spec.guardrails.callers.is_empty(),
+    );
     let limits = &spec.limits;
     if lowered {
         tracing::warn!(

@@ -1,7 +1,8 @@
 //! Resource bounds of the HTTP listener through the real `toolgate serve` (issue 10 "Degraded", issue 17 items 3
 //! and 4): sessions per caller with the least recently used idle session making room, the 503 that names the limit,
-//! the header-read timeout against half-sent requests, the connection cap sized from the open-files limit, and the
-//! privacy of `/metrics` and of the state files.
+//! the header-read timeout against half-sent requests and trickled bodies, the connection cap and the per-caller
+//! share sized from the open-files limit, anonymous clients unable to close each other's sessions, and the privacy
+//! of `/metrics` and of the state files.
 //!
 //! Each reading of a socket is bounded by [`READ_BOUND`], a hang guard: no test asserts how long anything took.
 
@@ -331,4 +332,67 @@ fn a_client_that_does_not_read_its_answers_costs_bounded_memory_and_blocks_nobod
     let metrics = get(&authority, "/metrics", &[]);
     assert!(metric(&metrics.body, "toolgate_client_messages_dropped_total") > 0, "{}", metrics.body);
     drop(silent);
+}
+
+#[test]
+fn without_configured_callers_a_new_client_cannot_close_another_clients_recent_session() {
+    // Every client is the one anonymous caller here, so "its own" sessions are everybody's.
+    let setup = Setup::demo("[limits]\nmax_sessions = 2\n");
+    let serve = Serve::start(&setup, &[]);
+    let authority = serve.authority.clone();
+    let mut first = HttpSession::open(&authority, &[]).unwrap();
+    let mut second = HttpSession::open(&authority, &[]).unwrap();
+
+    // Both are merely between two requests: a third client is refused instead of closing one of them.
+    let refused = post(&authority, &[], &initialize()).unwrap();
+    assert_eq!(refused.status, 503, "{refused:?}");
+    assert!(refused.header("retry-after").is_some(), "{refused:?}");
+    assert!(first.request("tools/list", json!({})).unwrap()["result"]["tools"].is_array(), "first still open");
+    assert!(second.request("tools/list", json!({})).unwrap()["result"]["tools"].is_array(), "second still open");
+}
+
+#[test]
+fn under_a_low_open_files_limit_one_caller_still_gets_only_a_quarter_of_the_sessions() {
+    let setup = Setup::demo(&format!("{CALLERS}\n[limits]\nheader_read_timeout_seconds = 600\n"));
+    let serve = Serve::start_after("ulimit -n 64", &setup, &TOKENS);
+    let stderr = serve.stderr_text();
+    let sessions = logged_number(&stderr, "max_sessions").unwrap_or_else(|| panic!("no sizing line: {stderr}"));
+    let per_caller =
+        logged_number(&stderr, "max_sessions_per_caller").unwrap_or_else(|| panic!("no sizing line: {stderr}"));
+    assert!(sessions < 64, "sessions sized from 64 descriptors: {stderr}");
+    assert_eq!(per_caller, (sessions / 4).max(1), "a quarter of the sessions left: {stderr}");
+}
+
+#[test]
+fn a_body_that_trickles_in_is_answered_408_and_closed_while_others_are_served() {
+    let setup = Setup::demo("[limits]\nheader_read_timeout_seconds = 1\n");
+    let serve = Serve::start(&setup, &[]);
+    let authority = serve.authority.clone();
+    // Complete headers announcing 200 bytes, then a byte, a pause, and one more byte: never the whole body.
+    let mut trickling: Vec<TcpStream> = (0..50)
+        .map(|_| {
+            let mut stream = TcpStream::connect(&authority).unwrap();
+            let head = format!(
+                "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n\
+                 Accept: application/json, text/event-stream\r\nContent-Length: 200\r\n\r\n{{"
+            );
+            stream.write_all(head.as_bytes()).unwrap();
+            stream
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    for stream in &mut trickling {
+        stream.write_all(b" ").unwrap();
+    }
+    // A well-behaved client meanwhile gets its answers.
+    let mut session = HttpSession::open(&authority, &[]).unwrap();
+    assert!(session.request("tools/list", json!({})).unwrap()["result"]["tools"].is_array());
+    // Each trickling request gets a 408 and its connection ends (read_reply reads to the end of the stream).
+    for stream in &mut trickling {
+        stream.set_read_timeout(Some(READ_BOUND)).unwrap();
+        let reply = read_reply(stream);
+        assert_eq!(reply.status, 408, "{reply:?}");
+        assert!(reply.body.contains("header_read_timeout_seconds"), "the answer names the setting: {}", reply.body);
+    }
+    assert!(session.request("tools/list", json!({})).unwrap()["result"]["tools"].is_array());
 }

@@ -57,6 +57,8 @@ struct Endpoint {
     spec: Arc<HttpListenerSpec>,
     sessions: Arc<SessionTable>,
     max_message_bytes: usize,
+    /// How long a POST body may take to arrive once its headers are in (the header-read timeout).
+    body_read_timeout: Duration,
     callers: Arc<Vec<CallerSpec>>,
 }
 
@@ -90,8 +92,9 @@ pub fn router(
 ) -> Router {
     let endpoint = Endpoint {
         spec: Arc::new(spec.clone()),
-        sessions: Arc::new(SessionTable::new(factory, limits)),
+        sessions: Arc::new(SessionTable::new(factory, limits, !callers.is_empty())),
         max_message_bytes: limits.max_message_bytes,
+        body_read_timeout: limits.header_read_timeout,
         callers: Arc::new(callers.to_vec()),
     };
     Router::new().fallback(handle).with_state(endpoint)
@@ -177,7 +180,8 @@ async fn post(
 ) -> Result<Response, Rejection> {
     checks::check_content_type(&parts.headers)?;
     checks::check_accept(&parts.headers, &["application/json", "text/event-stream"])?;
-    let bytes = message::read_body(&parts.headers, body, endpoint.max_message_bytes).await?;
+    let bytes =
+        message::read_body(&parts.headers, body, endpoint.max_message_bytes, endpoint.body_read_timeout).await?;
     let (message, incoming) = message::parse(&bytes)?;
     let opens_session = matches!(&incoming, Incoming::Request { method, .. } if method == "initialize")
         && checks::session_id(&parts.headers)?.is_none();

@@ -46,11 +46,21 @@ pub(super) struct Rejection {
     pub(super) challenge: bool,
     /// Send `Retry-After` with this many seconds (on 503).
     pub(super) retry_after: Option<u64>,
+    /// Send `Connection: close`, so the connection ends with this answer (a body that did not arrive in time).
+    pub(super) close: bool,
 }
 
 impl Rejection {
     pub(super) fn new(status: StatusCode, code: i64, message: impl Into<String>) -> Self {
-        Rejection { status, code, message: message.into(), allow: None, challenge: false, retry_after: None }
+        Rejection {
+            status,
+            code,
+            message: message.into(),
+            allow: None,
+            challenge: false,
+            retry_after: None,
+            close: false,
+        }
     }
 
     pub(super) fn method_not_allowed() -> Self {
@@ -73,6 +83,9 @@ impl IntoResponse for Rejection {
         }
         if let Some(seconds) = self.retry_after {
             response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        if self.close {
+            response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         if self.challenge {
             response

@@ -4,6 +4,8 @@
 //! Only what the transport needs: the method is read to spot `initialize`, never interpreted otherwise. Batches
 //! (JSON arrays) are refused: no supported protocol version allows them.
 
+use std::time::Duration;
+
 use axum::body::Body;
 use axum::http::header::CONTENT_LENGTH;
 use axum::http::{HeaderMap, StatusCode};
@@ -27,8 +29,30 @@ pub(super) enum Incoming {
     NotificationOrResponse,
 }
 
-/// Reads the body, refusing (413) one larger than `limit` without holding more than `limit` bytes.
-pub(super) async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, Rejection> {
+/// Reads the body, refusing (413) one larger than `limit` without holding more than `limit` bytes, and (408, closing
+/// the connection) one that has not fully arrived within `timeout`: the header-read timeout ends when the headers
+/// are in, and a client trickling a body a byte at a time must not hold a connection slot for as long as it likes.
+pub(super) async fn read_body(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+    timeout: Duration,
+) -> Result<Bytes, Rejection> {
+    tokio::time::timeout(timeout, read_within(headers, body, limit)).await.unwrap_or_else(|_| {
+        let mut rejection = Rejection::new(
+            StatusCode::REQUEST_TIMEOUT,
+            TRANSPORT_ERROR,
+            format!(
+                "request timeout: the body did not arrive within {} seconds ([limits] header_read_timeout_seconds)",
+                timeout.as_secs()
+            ),
+        );
+        rejection.close = true;
+        Err(rejection)
+    })
+}
+
+async fn read_within(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, Rejection> {
     let too_large = || {
         Rejection::new(
             StatusCode::PAYLOAD_TOO_LARGE,

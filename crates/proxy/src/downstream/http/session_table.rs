@@ -63,6 +63,9 @@ pub(super) struct SessionTable {
     sessions: Mutex<Sessions>,
     max_sessions: usize,
     max_per_caller: usize,
+    /// Whether callers are configured: without them every client is the same anonymous caller, so "the caller's
+    /// own" sessions are anybody's.
+    callers_configured: bool,
     idle_timeout: Duration,
     refusal_warning: RateLimitedWarning,
 }
@@ -113,12 +116,13 @@ impl Sessions {
 }
 
 impl SessionTable {
-    pub(super) fn new(factory: Arc<dyn SessionFactory>, limits: &Limits) -> Self {
+    pub(super) fn new(factory: Arc<dyn SessionFactory>, limits: &Limits, callers_configured: bool) -> Self {
         SessionTable {
             factory,
             sessions: Mutex::new(Sessions::default()),
             max_sessions: limits.max_sessions.max(1),
             max_per_caller: limits.max_sessions_per_caller.max(1),
+            callers_configured,
             idle_timeout: limits.session_idle_timeout.max(MIN_IDLE_TIMEOUT),
             refusal_warning: RateLimitedWarning::new(REFUSAL_WARNING_INTERVAL),
         }
@@ -129,8 +133,9 @@ impl SessionTable {
     }
 
     /// Opens a session and starts its demultiplexer. When the caller is at `max_sessions_per_caller`, its least
-    /// recently used idle session is closed to make room; when the table is at `max_sessions`, the least recently
-    /// used session idle for [`EVICTABLE_AFTER`] is; with none to close, 503 naming the limit. Must run inside a
+    /// recently used idle session is closed to make room (without configured callers, only one idle for
+    /// [`EVICTABLE_AFTER`]); when the table is at `max_sessions`, the least recently used session idle for
+    /// [`EVICTABLE_AFTER`] is; with none to close, 503 naming the limit. Must run inside a
     /// tokio runtime. `shutdown` closes the session when the server stops.
     pub(super) fn open(
         self: &Arc<Self>,
@@ -141,9 +146,11 @@ impl SessionTable {
         let mut evicted = Vec::new();
         if sessions.count_of(&caller.name) >= self.max_per_caller {
             // The caller's own sessions only, whatever their age: a client that forgets to DELETE its sessions
-            // pays for it itself.
+            // pays for it itself. Without configured callers "own" means every client's, so the same wait as for
+            // another caller's applies: otherwise one client could close everybody's sessions between two requests.
             let own = |session: &HttpSession| session.caller == caller.name;
-            match sessions.least_recently_used_idle(own, Duration::ZERO) {
+            let min_idle = if self.callers_configured { Duration::ZERO } else { self.evictable_after() };
+            match sessions.least_recently_used_idle(own, min_idle) {
                 Some(oldest) => evicted.extend(sessions.remove(oldest.id())),
                 None => {
                     drop(sessions);
@@ -154,7 +161,7 @@ impl SessionTable {
         if sessions.by_id.len() >= self.max_sessions {
             // Another caller's session goes only after a while unused, so a burst cannot push out sessions that
             // are merely between two requests.
-            match sessions.least_recently_used_idle(|_| true, EVICTABLE_AFTER.min(self.idle_timeout)) {
+            match sessions.least_recently_used_idle(|_| true, self.evictable_after()) {
                 Some(oldest) => evicted.extend(sessions.remove(oldest.id())),
                 None => {
                     drop(sessions);
@@ -189,6 +196,11 @@ impl SessionTable {
         debug!(session = session.id(), "session opened");
         tokio::spawn(demultiplex(Arc::downgrade(self), Arc::clone(&session), receiver, shutdown, self.idle_timeout));
         Ok(session)
+    }
+
+    /// How long a session must have been unused before a session of another client may take its place.
+    fn evictable_after(&self) -> Duration {
+        EVICTABLE_AFTER.min(self.idle_timeout)
     }
 
     /// Counts and logs (rate-limited) a refused session, and the 503 that says which limit and how to raise it.
