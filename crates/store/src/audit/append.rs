@@ -164,6 +164,14 @@ async fn checkpoint_tail(connection: &mut SqliteConnection) -> Result<Option<(i6
     Ok(row.map(|row| Ok::<_, sqlx::Error>((row.try_get("seq")?, row.try_get("hash")?))).transpose()?)
 }
 
+/// The lookup behind [`already_appended`], through the time index.
+///
+/// The index is named: with no statistics SQLite prefers the tool index, and when most rows are calls of a few
+/// tools that is a scan of the whole log per recovered row (a restart after `kill -9` took minutes on a log of
+/// 94,000 rows). A time matches a handful of rows at most.
+const ALREADY_APPENDED: &str = "SELECT 1 FROM audit_log INDEXED BY audit_log_time WHERE time = ? AND kind = ? \
+                                AND session IS ? AND tool IS ? AND args_digest IS ? LIMIT 1";
+
 /// Whether a journaled row is already in the log (see [`append`]).
 pub(crate) async fn already_appended(
     connection: &mut SqliteConnection,
@@ -180,16 +188,40 @@ pub(crate) async fn already_appended(
         }
     }
     let row = &prepared.row;
-    let found = sqlx::query(
-        "SELECT 1 FROM audit_log WHERE time = ? AND kind = ? AND session IS ? AND tool IS ? AND args_digest IS ? \
-         LIMIT 1",
-    )
-    .bind(&row.time)
-    .bind(&row.kind)
-    .bind(&row.session)
-    .bind(&row.tool)
-    .bind(&row.args_digest)
-    .fetch_optional(&mut *connection)
-    .await?;
+    let found = sqlx::query(ALREADY_APPENDED)
+        .bind(&row.time)
+        .bind(&row.kind)
+        .bind(&row.session)
+        .bind(&row.tool)
+        .bind(&row.args_digest)
+        .fetch_optional(&mut *connection)
+        .await?;
     Ok(found.is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ALREADY_APPENDED;
+
+    /// The recovery lookup searches by time: any other plan is a scan per recovered row once the log holds many
+    /// calls of one tool.
+    #[tokio::test]
+    async fn the_recovery_lookup_searches_by_time() -> Result<(), Box<dyn std::error::Error>> {
+        let directory = tempfile::tempdir()?;
+        let store = crate::Store::open_file(&directory.path().join("toolgate.db"), Default::default()).await?;
+        let crate::Backend::Sqlite(pool) = &store.backend;
+        let plan: Vec<(i64, i64, i64, String)> =
+            sqlx::query_as(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {ALREADY_APPENDED}")))
+                .bind("2026-11-26T00:00:00.000000Z")
+                .bind("call")
+                .bind("session")
+                .bind("tool")
+                .bind("sha256:x")
+                .fetch_all(pool)
+                .await?;
+        let details: Vec<&str> = plan.iter().map(|(_, _, _, detail)| detail.as_str()).collect();
+        assert!(details.iter().any(|detail| detail.contains("INDEX audit_log_time")), "{details:?}");
+        store.close().await?;
+        Ok(())
+    }
 }
