@@ -11,7 +11,7 @@ use toolgate_store::AuditKind;
 #[derive(Debug, Parser)]
 #[command(name = "toolgate", version, about, propagate_version = true)]
 pub(crate) struct Cli {
-    /// More logging on stderr (-v info, -vv debug); TOOLGATE_LOG=<filter> overrides.
+    /// More logging on stderr (-v info, -vv debug); TOOLGATE_LOG=FILTER overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub(crate) verbose: u8,
     #[command(subcommand)]

@@ -2,8 +2,8 @@
 //! backoff when one dies. One failing upstream never stops the others: its tools are absent and its status says why.
 //!
 //! Each upstream has one long-lived connection shared by every client session, and one run task
-//! ([`crate::lifecycle`]) that alone writes its connection and listing. What others want re-listed is asked of that
-//! task through [`ListingRequests`], which holds at most one pending request per kind, so a burst of `list_changed`
+//! (`crate::lifecycle`) that alone writes its connection and listing. What others want re-listed is asked of that
+//! task through `ListingRequests`, which holds at most one pending request per kind, so a burst of `list_changed`
 //! costs a re-listing or two, not one each. Routing of what an upstream sends is the gateway's.
 
 use std::sync::{Arc, Mutex, RwLock};
@@ -137,7 +137,7 @@ impl UpstreamRuntime {
     }
 
     /// Connects and lists (tool pages until `max_tools` tools arrived); what the upstream sends on its own goes to
-    /// `events`. Nothing is published: the run task checks the listing first ([`UpstreamRuntime::set_ready`]).
+    /// `events`. Nothing is published: the run task checks the listing first (`UpstreamRuntime::set_ready`).
     pub async fn connect(
         &self,
         max_message_bytes: usize,

@@ -5,9 +5,9 @@
 //! [`infer_annotations`] -> [`Inference`]: one [`InferredHint`] per spec hint, each with a value, a confidence in
 //! `0.5..=1.0` and the evidence that decided.
 //!
-//! Pipeline: [`signals`] reads the tool into tokens and flattened schema properties; [`action`] finds the head verb
-//! of name, title and description; [`domain`] finds what the tool touches (web, local machine, code, a cloud
-//! account, output files); [`rules`] turns those cues into signed weights per hint; a [`Tally`] sums them into a
+//! Pipeline: `signals` reads the tool into tokens and flattened schema properties; `action` finds the head verb
+//! of name, title and description; `domain` finds what the tool touches (web, local machine, code, a cloud
+//! account, output files); `rules` turns those cues into signed weights per hint; a `Tally` sums them into a
 //! value and a confidence. `docs/inference.md` explains the choices and the evaluation.
 
 mod action;

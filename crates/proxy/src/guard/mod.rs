@@ -1,6 +1,6 @@
-//! The guardrails the call pipeline applies: confirmation by a person ([`confirm`]), result post-processing
-//! ([`results`]), audit records ([`audit`]), pin checks on listings ([`pins`]) and the tool-selection profile
-//! ([`selection`]), and the sealed request state of 2026-07-28 confirmations ([`request_state`]).
+//! The guardrails the call pipeline applies: confirmation by a person (`confirm`), result post-processing
+//! (`results`), audit records (`audit`), pin checks on listings (`pins`) and the tool-selection profile
+//! (`selection`), and the sealed request state of 2026-07-28 confirmations ([`request_state`]).
 //!
 //! Each module is one concern with one entry point; the pipeline (`crate::pipeline`) decides when each runs.
 
