@@ -100,18 +100,31 @@ pub fn cut_marker(left_out: usize) -> String {
 
 /// [`escape`] for HTML text or a quoted attribute: markup characters become entities as well.
 pub fn escape_html(text: &str) -> String {
+    escape_markup(&escape(text))
+}
+
+/// HTML markup characters as entities, nothing else: for text [`escape`] already made safe.
+pub fn escape_markup(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
-    for character in escape(text).chars() {
-        match character {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            other => out.push(other),
+    for character in text.chars() {
+        match markup_entity(character) {
+            Some(entity) => out.push_str(entity),
+            None => out.push(character),
         }
     }
     out
+}
+
+/// The entity that stands for an HTML markup character in text or a quoted attribute.
+pub fn markup_entity(character: char) -> Option<&'static str> {
+    match character {
+        '&' => Some("&amp;"),
+        '<' => Some("&lt;"),
+        '>' => Some("&gt;"),
+        '"' => Some("&quot;"),
+        '\'' => Some("&#39;"),
+        _ => None,
+    }
 }
 
 /// `value` as one-line JSON that is safe to print: JSON already escapes quotes, backslashes and C0 controls; every

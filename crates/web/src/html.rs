@@ -16,18 +16,7 @@ pub(crate) fn escape(text: &str) -> String {
 /// Escapes markup only, for text that `core::display` already made safe (the lines of a definition diff): escaping
 /// those again would double every backslash of their escapes.
 pub(crate) fn escape_markup(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for character in text.chars() {
-        match character {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            other => out.push(other),
-        }
-    }
-    out
+    toolgate_core::display::escape_markup(text)
 }
 
 /// Escapes the value of a form field that must be posted back unchanged (a tool's name in a pin form): markup as
@@ -36,16 +25,12 @@ pub(crate) fn escape_markup(text: &str) -> String {
 pub(crate) fn escape_form_value(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for character in text.chars() {
-        match character {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            other if toolgate_core::display::must_escape(other) => {
-                let _ = write!(out, "&#x{:x};", u32::from(other));
+        match toolgate_core::display::markup_entity(character) {
+            Some(entity) => out.push_str(entity),
+            None if toolgate_core::display::must_escape(character) => {
+                let _ = write!(out, "&#x{:x};", u32::from(character));
             }
-            other => out.push(other),
+            None => out.push(character),
         }
     }
     out
