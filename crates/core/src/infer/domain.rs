@@ -6,28 +6,10 @@
 
 use crate::infer::CueSource;
 use crate::infer::action::Action;
+use crate::infer::cue::Cue;
 use crate::infer::effects::{StatedEffect, stated_effect};
 use crate::infer::signals::{Property, Signals, contains_phrase};
 use crate::words::VerbClass;
-
-/// One cue and where it was found.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Cue {
-    /// Where it was found.
-    pub(crate) source: CueSource,
-    /// What was found, for a human (`property "url"`).
-    pub(crate) text: String,
-}
-
-impl Cue {
-    pub(crate) fn new(source: CueSource, text: String) -> Cue {
-        Cue { source, text }
-    }
-
-    fn property(property: &Property, what: &str) -> Cue {
-        Cue::new(CueSource::Schema, format!("{what} \"{}\"", property.name))
-    }
-}
 
 /// The domain cues of one tool.
 #[derive(Debug, Clone, Default)]

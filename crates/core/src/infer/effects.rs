@@ -13,7 +13,7 @@
 //! search results`) are not effects.
 
 use crate::infer::CueSource;
-use crate::infer::domain::Cue;
+use crate::infer::cue::Cue;
 use crate::infer::signals::{Property, Signals};
 use crate::words::VerbClass;
 

@@ -11,6 +11,7 @@
 //! value and a confidence. `docs/inference.md` explains the choices and the evaluation.
 
 mod action;
+mod cue;
 mod domain;
 mod effects;
 mod rules;

@@ -5,7 +5,8 @@
 //! to a [`Tally`]; turning the sum into a value and a confidence happens in `mod.rs`.
 
 use crate::infer::action::{Action, name_and_title_verbs};
-use crate::infer::domain::{Cue, Domain};
+use crate::infer::cue::Cue;
+use crate::infer::domain::Domain;
 use crate::infer::signals::{Signals, contains_phrase};
 use crate::infer::{CueSource, Tally};
 use crate::words::VerbClass;
