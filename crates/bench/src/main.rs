@@ -168,14 +168,7 @@ fn main() -> Result<(), BoxError> {
                 upstreams: args.upstreams,
             };
             let report = runtime()?.block_on(crash::run(&plan))?;
-            let mut stdout = std::io::stdout().lock();
-            if args.json {
-                serde_json::to_writer_pretty(&mut stdout, &report)?;
-                writeln!(stdout)?;
-            } else {
-                write!(stdout, "{}", report.text())?;
-            }
-            Ok(())
+            print_report(&report, args.json, &report.text())
         }
         Command::Soak(args) => {
             let bench = std::env::current_exe()?;
@@ -189,27 +182,25 @@ fn main() -> Result<(), BoxError> {
                 sample: std::time::Duration::from_secs(args.sample_seconds),
             };
             let report = runtime()?.block_on(soak::run(&plan))?;
-            let mut stdout = std::io::stdout().lock();
-            if args.json {
-                serde_json::to_writer_pretty(&mut stdout, &report)?;
-                writeln!(stdout)?;
-            } else {
-                write!(stdout, "{}", report.text())?;
-            }
-            Ok(())
+            print_report(&report, args.json, &report.text())
         }
         Command::Run(args) => {
             let report = runtime()?.block_on(run(args.clone()))?;
-            let mut stdout = std::io::stdout().lock();
-            if args.json {
-                serde_json::to_writer_pretty(&mut stdout, &report)?;
-                writeln!(stdout)?;
-            } else {
-                write!(stdout, "{}", report.table())?;
-            }
-            Ok(())
+            print_report(&report, args.json, &report.table())
         }
     }
+}
+
+/// Prints a report as pretty JSON, or as its text.
+fn print_report(report: &impl serde::Serialize, json: bool, text: &str) -> Result<(), BoxError> {
+    let mut stdout = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer_pretty(&mut stdout, report)?;
+        writeln!(stdout)?;
+    } else {
+        write!(stdout, "{text}")?;
+    }
+    Ok(())
 }
 
 fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
