@@ -392,12 +392,8 @@ pub(crate) async fn send_upstream(
     // arrive before the send returns, and a message nobody owns is not relayed.
     let registered = std::sync::OnceLock::new();
     let register = |upstream_id: u64| {
-        if let Ok(mut calls) = gateway.calls.lock() {
-            calls.insert(
-                (upstream, upstream_id),
-                CallRoute { session: Arc::clone(session), client_request_id: id.clone(), open_world },
-            );
-        }
+        let route = CallRoute { session: Arc::clone(session), client_request_id: id.clone(), open_world };
+        gateway.calls.register(upstream, upstream_id, route);
         let _ = registered.set(upstream_id);
     };
     let begun = tokio::select! {
@@ -448,8 +444,8 @@ struct RouteGuard<'a> {
 
 impl Drop for RouteGuard<'_> {
     fn drop(&mut self) {
-        if let (Some(upstream_id), Ok(mut calls)) = (self.upstream_id, self.gateway.calls.lock()) {
-            calls.remove(&(self.upstream, upstream_id));
+        if let Some(upstream_id) = self.upstream_id {
+            self.gateway.calls.remove(self.upstream, upstream_id);
         }
         if let Some(token) = self.progress_token.take() {
             self.gateway.progress.remove(self.upstream, token);

@@ -45,7 +45,8 @@ pub(crate) struct GatewayInner {
     /// The number of the next catalog rebuild.
     rebuilds: AtomicU64,
     sessions: Mutex<HashMap<String, Arc<SessionShared>>>,
-    pub(crate) calls: Mutex<HashMap<(usize, u64), CallRoute>>,
+    /// The requests in flight to upstreams for clients, and what may be attributed to them.
+    pub(crate) calls: crate::call_routes::CallRoutes,
     pub(crate) progress: crate::routing::ProgressRoutes,
     pub(crate) shutdown: CancellationToken,
     settled: watch::Sender<usize>,
@@ -118,7 +119,7 @@ impl Gateway {
                 catalog: RwLock::new((0, Arc::new(Catalog::default()))),
                 rebuilds: AtomicU64::new(1),
                 sessions: Mutex::new(HashMap::new()),
-                calls: Mutex::new(HashMap::new()),
+                calls: Default::default(),
                 progress: Default::default(),
                 shutdown: CancellationToken::new(),
                 settled,

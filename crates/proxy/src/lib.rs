@@ -7,6 +7,7 @@
 //!
 //! Messages stay raw JSON (`serde_json::Value`) end to end; only what toolgate means to change is changed.
 
+mod call_routes;
 pub mod catalog;
 mod client;
 mod dispatch;

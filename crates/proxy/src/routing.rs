@@ -1,8 +1,11 @@
 //! What upstreams send on their own, routed to the right client session.
 //!
 //! A message belongs to the client request that caused it. The association comes from, in order: the Streamable
-//! HTTP stream it arrived on (exact), the progress token toolgate put on the request (exact), or — over stdio,
-//! where the wire carries no association — the only session with a request in flight to that upstream. When no
+//! HTTP stream it arrived on (exact), the progress token toolgate put on the request (exact: a progress
+//! notification's, or a log line's or request's `_meta.progressToken`), or — over stdio, where the wire carries no
+//! association — the only session with requests in flight to that upstream, provided none of them was ever in flight
+//! beside another session's (`call_routes`): a line sent late for an ended call cannot reach the caller whose call
+//! overlapped it. When no
 //! single session can be named, requests (elicitation, sampling) are refused upstream rather than guessed: sending
 //! one client's elicitation to another client would leak it. Log lines with no owner go to the operator's log
 //! (escaped), never to a session: with two callers in flight, a broadcast would hand one caller the other's data.
@@ -13,13 +16,14 @@
 //! taints the session as the answer itself would, however the request ends afterwards. Every relayed message
 //! loses the `toolgate/` `_meta` keys its upstream set (`guard::results::remove_foreign_result_meta`).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
+use toolgate_core::display::json_text;
 use toolgate_upstream::jsonrpc::codes;
 use toolgate_upstream::{ListKind, Responder};
 
@@ -98,14 +102,14 @@ fn deliver_related(session: &SessionShared, client_request_id: Value, open_world
     session.offer_related(client_request_id, message);
 }
 
-fn route_log(gateway: &Arc<GatewayInner>, upstream: usize, message: Value, related: Option<u64>) {
-    match owner(gateway, upstream, related) {
+fn route_log(gateway: &Arc<GatewayInner>, upstream: usize, mut message: Value, related: Option<u64>) {
+    match owner(gateway, upstream, related, &mut message) {
         Some(route) => deliver_related(&route.session, route.client_request_id, route.open_world, message),
         None => {
-            // No single session asked for it: it is the operator's, never a client's. JSON text escapes control
-            // characters, so the line cannot forge other log lines.
+            // No request can be named for sure: it is the operator's, never a client's. Escaped (controls, bidi and
+            // invisible characters) and bounded, so the line can neither forge other log lines nor fill the log.
             let name = gateway.upstreams.get(upstream).map(|runtime| runtime.spec.name.as_str()).unwrap_or_default();
-            let params = message.get("params").map(Value::to_string).unwrap_or_default();
+            let params = message.get("params").map(|params| json_text(params, OPERATOR_LOG_CHARS)).unwrap_or_default();
             tracing::info!(
                 target: "toolgate::upstream::log",
                 upstream = %name,
@@ -115,24 +119,29 @@ fn route_log(gateway: &Arc<GatewayInner>, upstream: usize, message: Value, relat
     }
 }
 
-/// The client request an upstream message belongs to, when one can be named for sure.
-fn owner(gateway: &GatewayInner, upstream: usize, related: Option<u64>) -> Option<CallRoute> {
-    let calls = gateway.calls.lock().ok()?;
+/// The most characters of an unattributed upstream log message written to the operator's log.
+const OPERATOR_LOG_CHARS: usize = 4_000;
+
+/// The client request an upstream message belongs to, when one can be named for sure: the request whose HTTP
+/// stream carried it (`related`), the request whose progress token it carries in `params._meta.progressToken`
+/// (toolgate's token, replaced by the client's), or, with neither, the request [`CallRoutes::sole_owner`] names.
+///
+/// [`CallRoutes::sole_owner`]: crate::call_routes::CallRoutes::sole_owner
+fn owner(gateway: &GatewayInner, upstream: usize, related: Option<u64>, message: &mut Value) -> Option<CallRoute> {
     if let Some(related) = related {
-        return calls.get(&(upstream, related)).cloned();
+        return gateway.calls.get(upstream, related);
     }
-    let mut sessions = HashSet::new();
-    let mut latest: Option<(u64, &CallRoute)> = None;
-    for ((owner_upstream, upstream_id), route) in calls.iter() {
-        if *owner_upstream != upstream {
-            continue;
-        }
-        sessions.insert(route.session.id.as_str());
-        if latest.is_none_or(|(id, _)| *upstream_id > id) {
-            latest = Some((*upstream_id, route));
-        }
+    if let Some(token) = message.pointer("/params/_meta/progressToken").map(token_key) {
+        // A token is exact: one the upstream was given for another request (or none of toolgate's) names nobody.
+        let route = gateway.progress.route(upstream, &token)?;
+        message["params"]["_meta"]["progressToken"] = route.client_token.clone();
+        return Some(CallRoute {
+            session: route.session,
+            client_request_id: route.client_request_id,
+            open_world: route.open_world,
+        });
     }
-    if sessions.len() == 1 { latest.map(|(_, route)| route.clone()) } else { None }
+    gateway.calls.sole_owner(upstream)
 }
 
 /// A progress token toolgate put on an upstream request, and the client's token it stands for.
@@ -194,6 +203,8 @@ pub(crate) fn on_request(
     let mut message = message;
     // Before the label below adds toolgate's own key to an elicitation.
     strip_foreign_meta(&mut message);
+    // Before `params` is taken: a progress token in its `_meta` names the request and becomes the client's token.
+    let route = if method == "ping" { None } else { owner(&gateway, upstream, related, &mut message) };
     let mut params = message.get("params").cloned().map(|params| limit_sampling_context(&method, params));
     if method == "elicitation/create"
         && let Some(asker) = gateway.spec.upstreams.get(upstream)
@@ -203,9 +214,7 @@ pub(crate) fn on_request(
     }
     let relay = match method.as_str() {
         "ping" => Err(Reply::Result(json!({}))),
-        _ => match owner(&gateway, upstream, related)
-            .map(|route| (route.session, Some(route.client_request_id), route.open_world))
-        {
+        _ => match route.map(|route| (route.session, Some(route.client_request_id), route.open_world)) {
             // Outside any call (after initialize, or after the client's roots/list_changed): the roots of the only
             // client, when there is exactly one (a stdio client, say); with several there is no one answer.
             None if method == "roots/list" => match sole_session(&gateway) {

@@ -6,7 +6,7 @@ use serde_json::json;
 use toolgate_proxy::spec::Limits;
 
 use crate::message_of;
-use crate::support::{Client, FixtureLog, GUARD, start, text_of, upstream};
+use crate::support::{Client, Elicit, FixtureLog, GUARD, start, text_of, upstream};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_upstream_cannot_write_progress_into_a_call_to_another_even_with_its_token() {
@@ -87,5 +87,81 @@ async fn an_upstream_cannot_announce_a_change_to_a_resource_another_upstream_ser
         .filter(|message| message["method"] == "notifications/resources/updated")
         .collect();
     assert!(updates.is_empty(), "another upstream announced a change to first's resource: {updates:?}");
+    gateway.shutdown().await;
+}
+
+/// Two callers on one stdio upstream: the bystander's call starts while the owner's is in flight, the owner's
+/// call ends, and only then does the upstream write a line (`late`) for the owner's call. Only the bystander's
+/// call is in flight when it arrives, yet it overlapped the owner's, so elimination names nobody.
+async fn late_line_after_overlapping_calls(ask: bool) -> (Client, Client, FixtureLog, toolgate_proxy::Gateway) {
+    let log = FixtureLog::new();
+    let gateway = start(vec![upstream("faulty", "tool-faults", GUARD, Some(&log.path))], Limits::default()).await;
+    let mut owner = Client::connect_with(&gateway, Elicit::Hold).await;
+    let mut bystander = Client::connect_with(&gateway, Elicit::Hold).await;
+    let arguments = json!({"text": "the owner's personal data", "late": true, "ask": ask, "delayMs": 700});
+    owner.start_call(json!("late"), "faulty_log", arguments);
+    let late_id = log.call_id("log", "the owner's personal data").await;
+    bystander.start_call(json!("hang"), "faulty_hang", json!({"text": "bystander"}));
+    log.call_id("hang", "bystander").await;
+    assert_eq!(text_of(&owner.response(&json!("late")).await), "logged");
+    log.wait_for("the late line", |entry| entry["sent-late"] == late_id).await;
+    // The late line came before this answer on the same pipe: had it been routed to anyone, it is queued now.
+    let echoed = owner.call(json!("flush"), "faulty_echo", json!({"text": "flush"})).await;
+    assert_eq!(text_of(&echoed), "flush");
+    bystander.drain();
+    owner.drain();
+    (owner, bystander, log, gateway)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_line_written_after_its_call_ended_does_not_reach_the_caller_whose_call_overlapped_it() {
+    let (owner, bystander, _log, gateway) = late_line_after_overlapping_calls(false).await;
+    assert!(!bystander.everything().contains("personal data"), "the late line leaked: {}", bystander.everything());
+    // Nothing names the owner either (its call was over): the line is the operator's.
+    assert!(!owner.everything().contains("personal data"), "a late line was guessed for the owner");
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_elicitation_sent_after_its_call_ended_is_refused_not_relayed_to_the_caller_whose_call_overlapped_it() {
+    let (_owner, bystander, log, gateway) = late_line_after_overlapping_calls(true).await;
+    assert!(bystander.elicitations.is_empty(), "the late elicitation reached the bystander");
+    assert!(!bystander.everything().contains("personal data"), "the late request leaked: {}", bystander.everything());
+    let refusal = log
+        .wait_for("toolgate's answer to the late elicitation", |entry| {
+            entry["id"].as_str().is_some_and(|id| id.starts_with("late-ask-"))
+        })
+        .await;
+    assert!(refusal["error"].is_object(), "the late elicitation was not refused: {refusal}");
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_line_carrying_its_calls_progress_token_reaches_that_call_even_beside_another_callers_call() {
+    let log = FixtureLog::new();
+    let gateway = start(vec![upstream("faulty", "tool-faults", GUARD, Some(&log.path))], Limits::default()).await;
+    let mut bystander = Client::connect(&gateway).await;
+    let mut caller = Client::connect(&gateway).await;
+    bystander.start_call(json!("hang"), "faulty_hang", json!({"text": "bystander"}));
+    log.call_id("hang", "bystander").await;
+
+    let params = json!({
+        "name": "faulty_log",
+        "arguments": {"text": "the caller's own line", "withToken": true},
+        "_meta": {"progressToken": "caller-token"}
+    });
+    let response = caller.request(json!(2), "tools/call", params).await;
+    assert_eq!(text_of(&response), "logged");
+    bystander.drain();
+    caller.drain();
+    assert!(!bystander.everything().contains("own line"), "the line leaked: {}", bystander.everything());
+    let line = caller
+        .all
+        .iter()
+        .map(message_of)
+        .find(|message| message["method"] == "notifications/message")
+        .unwrap_or_else(|| panic!("the caller's line did not reach it: {}", caller.everything()));
+    assert_eq!(line["params"]["data"], "the caller's own line");
+    assert_eq!(line["params"]["_meta"]["progressToken"], "caller-token", "toolgate's token is not the client's");
     gateway.shutdown().await;
 }
