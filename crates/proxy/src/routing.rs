@@ -2,7 +2,7 @@
 //!
 //! A message belongs to the client request that caused it. The association comes from, in order: the Streamable
 //! HTTP stream it arrived on (exact), the progress token toolgate put on the request (exact: a progress
-//! notification's, or a log line's or request's `_meta.progressToken`), or — over stdio, where the wire carries no
+//! notification's, or a log line's `_meta.progressToken`), or — over stdio, where the wire carries no
 //! association — the only session with requests in flight to that upstream, provided none of them was ever in flight
 //! beside another session's (`call_routes`): a line sent late for an ended call cannot reach the caller whose call
 //! overlapped it. When no
@@ -103,7 +103,7 @@ fn deliver_related(session: &SessionShared, client_request_id: Value, open_world
 }
 
 fn route_log(gateway: &Arc<GatewayInner>, upstream: usize, mut message: Value, related: Option<u64>) {
-    match owner(gateway, upstream, related, &mut message) {
+    match log_owner(gateway, upstream, related, &mut message) {
         Some(route) => deliver_related(&route.session, route.client_request_id, route.open_world, message),
         None => {
             // No request can be named for sure: it is the operator's, never a client's. Escaped (controls, bidi and
@@ -123,17 +123,25 @@ fn route_log(gateway: &Arc<GatewayInner>, upstream: usize, mut message: Value, r
 const OPERATOR_LOG_CHARS: usize = 4_000;
 
 /// The client request an upstream message belongs to, when one can be named for sure: the request whose HTTP
-/// stream carried it (`related`), the request whose progress token it carries in `params._meta.progressToken`
-/// (toolgate's token, replaced by the client's), or, with neither, the request [`CallRoutes::sole_owner`] names.
+/// stream carried it (`related`), or, with none, the request [`CallRoutes::sole_owner`] names.
 ///
 /// [`CallRoutes::sole_owner`]: crate::call_routes::CallRoutes::sole_owner
-fn owner(gateway: &GatewayInner, upstream: usize, related: Option<u64>, message: &mut Value) -> Option<CallRoute> {
-    if let Some(related) = related {
-        return gateway.calls.get(upstream, related);
+fn owner(gateway: &GatewayInner, upstream: usize, related: Option<u64>) -> Option<CallRoute> {
+    match related {
+        Some(related) => gateway.calls.get(upstream, related),
+        None => gateway.calls.sole_owner(upstream),
     }
-    if let Some(token) = message.pointer("/params/_meta/progressToken").map(token_key) {
-        // A token is exact: one the upstream was given for another request (or none of toolgate's) names nobody.
-        let route = gateway.progress.route(upstream, &token)?;
+}
+
+/// The owner of a log line: as [`owner`], except that a line carrying one of toolgate's progress tokens in
+/// `params._meta.progressToken` belongs to the request that token was given for (exact; the token becomes the
+/// client's). Only for notifications: in a request, `_meta.progressToken` is the upstream's own token for progress
+/// about that request (SDKs set one on every request they send), not a reference to a call.
+fn log_owner(gateway: &GatewayInner, upstream: usize, related: Option<u64>, message: &mut Value) -> Option<CallRoute> {
+    if related.is_none()
+        && let Some(token) = message.pointer("/params/_meta/progressToken").map(token_key)
+        && let Some(route) = gateway.progress.route(upstream, &token)
+    {
         message["params"]["_meta"]["progressToken"] = route.client_token.clone();
         return Some(CallRoute {
             session: route.session,
@@ -141,7 +149,7 @@ fn owner(gateway: &GatewayInner, upstream: usize, related: Option<u64>, message:
             open_world: route.open_world,
         });
     }
-    gateway.calls.sole_owner(upstream)
+    owner(gateway, upstream, related)
 }
 
 /// A progress token toolgate put on an upstream request, and the client's token it stands for.
@@ -203,8 +211,6 @@ pub(crate) fn on_request(
     let mut message = message;
     // Before the label below adds toolgate's own key to an elicitation.
     strip_foreign_meta(&mut message);
-    // Before `params` is taken: a progress token in its `_meta` names the request and becomes the client's token.
-    let route = if method == "ping" { None } else { owner(&gateway, upstream, related, &mut message) };
     let mut params = message.get("params").cloned().map(|params| limit_sampling_context(&method, params));
     if method == "elicitation/create"
         && let Some(asker) = gateway.spec.upstreams.get(upstream)
@@ -214,7 +220,9 @@ pub(crate) fn on_request(
     }
     let relay = match method.as_str() {
         "ping" => Err(Reply::Result(json!({}))),
-        _ => match route.map(|route| (route.session, Some(route.client_request_id), route.open_world)) {
+        _ => match owner(&gateway, upstream, related)
+            .map(|route| (route.session, Some(route.client_request_id), route.open_world))
+        {
             // Outside any call (after initialize, or after the client's roots/list_changed): the roots of the only
             // client, when there is exactly one (a stdio client, say); with several there is no one answer.
             None if method == "roots/list" => match sole_session(&gateway) {
