@@ -16,19 +16,21 @@ use anyhow::{Context, Result, bail};
 /// Internal crates each crate may depend on (normal dependencies; dev-dependencies may also use test-support).
 const ALLOWED_EDGES: &[(&str, &[&str])] = &[
     ("toolgate-core", &[]),
-    ("toolgate-upstream", &[]),
+    ("toolgate-spec", &["toolgate-core"]),
+    ("toolgate-upstream", &["toolgate-spec"]),
     ("toolgate-demo", &[]),
     ("toolgate-test-support", &[]),
     ("toolgate-fixture", &[]),
     ("toolgate-bench", &[]),
     ("toolgate-store", &["toolgate-core"]),
-    ("toolgate-proxy", &["toolgate-core", "toolgate-upstream", "toolgate-store"]),
-    ("toolgate-config", &["toolgate-core", "toolgate-upstream", "toolgate-proxy"]),
+    ("toolgate-proxy", &["toolgate-core", "toolgate-spec", "toolgate-upstream", "toolgate-store"]),
+    ("toolgate-config", &["toolgate-core", "toolgate-spec"]),
     ("toolgate-web", &["toolgate-core", "toolgate-store"]),
     (
         "toolgate",
         &[
             "toolgate-core",
+            "toolgate-spec",
             "toolgate-upstream",
             "toolgate-demo",
             "toolgate-proxy",

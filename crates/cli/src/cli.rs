@@ -115,7 +115,7 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "URL", conflicts_with = "command")]
     pub(crate) upstream_url: Option<String>,
     /// Seconds allowed for each upstream request.
-    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    #[arg(long, value_name = "SECONDS", default_value_t = toolgate_spec::DEFAULT_REQUEST_TIMEOUT.as_secs())]
     pub(crate) timeout: u64,
     /// The policy without a config file: `standard` (destructive and open-world writes need a person's
     /// approval) or `permissive` (every call is relayed; hints are still rewritten and calls audited).

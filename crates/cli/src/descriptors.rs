@@ -4,7 +4,7 @@
 //!
 //! It only reads and sets `RLIMIT_NOFILE` (through `nix`, no `unsafe` here) and adjusts `Limits`; it opens nothing.
 
-use toolgate_proxy::spec::Limits;
+use toolgate_spec::Limits;
 
 /// Descriptors kept for everything but client connections: stdio, the runtime, the SQLite pool (each connection
 /// holds the database, its WAL and shared memory), the journal and its lock, the listener, the reserve the listener

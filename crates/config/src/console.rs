@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use toml::Spanned;
-use toolgate_proxy::spec::CallerSpec;
+use toolgate_spec::CallerSpec;
 
 use crate::guardrails::callers::{UniqueNames, lower_token};
 use crate::guardrails::raw::RawCaller;

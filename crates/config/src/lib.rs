@@ -50,9 +50,8 @@ use std::path::Path;
 
 pub use console::{ConsoleSpec, ConsoleUserSpec};
 pub use error::{ConfigError, Problem};
-pub use lower::{DEFAULT_BIND, DEFAULT_HTTP_PATH, DEFAULT_STDIO_IDENTITY};
 pub use summary::{CallerSummary, ConfigSummary, ListenerSummary, PolicySummary, Transport, UpstreamSummary};
-pub use toolgate_proxy::spec::GatewaySpec;
+pub use toolgate_spec::GatewaySpec;
 
 use crate::error::{Locator, invalid};
 use crate::lower::{Context, Lowered};

@@ -8,12 +8,13 @@
 //! [`Context::env`] so tests need not touch the process.
 
 use std::collections::BTreeMap;
-use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::time::Duration;
 
 use toml::Spanned;
-use toolgate_proxy::spec::{GatewaySpec, HttpListenerSpec, Limits, Prefix, StdioListenerSpec};
+use toolgate_spec::{
+    DEFAULT_BIND, DEFAULT_HTTP_PATH, GatewaySpec, HttpListenerSpec, Limits, Prefix, StdioListenerSpec,
+};
 
 use crate::error::{Locator, Problem, line_and_column};
 use crate::guardrails::{self, callers};
@@ -21,13 +22,6 @@ use crate::parse::{RawConfig, RawListen};
 use crate::raw::{RawHttpListener, RawLimits, RawStdioListener};
 use crate::rules;
 use crate::upstream::{LoweredUpstream, lower_upstream};
-
-/// The HTTP listener used when the file has no `[listen]` table.
-pub const DEFAULT_BIND: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 8765);
-/// The MCP endpoint path when `[listen.http]` has no `path`.
-pub const DEFAULT_HTTP_PATH: &str = "/mcp";
-/// The stdio caller's identity when `[listen.stdio]` has no `identity`.
-pub const DEFAULT_STDIO_IDENTITY: &str = "stdio";
 
 const MAX_MESSAGE_MIB: u64 = 1024;
 const MAX_SESSIONS: u64 = 100_000;
@@ -162,13 +156,7 @@ fn lower_listeners(
 ) -> (Option<HttpListenerSpec>, Option<StdioListenerSpec>) {
     let Some(listen) = listen else {
         // No `[listen]` at all: the documented default, Streamable HTTP on loopback.
-        let http = HttpListenerSpec {
-            bind: DEFAULT_BIND,
-            path: DEFAULT_HTTP_PATH.to_owned(),
-            allowed_origins: Vec::new(),
-            allowed_hosts: Vec::new(),
-        };
-        return (Some(http), None);
+        return (Some(HttpListenerSpec::default()), None);
     };
     if listen.keys == 0 {
         let message = "[listen] has no listener: add `[listen.http]` or `[listen.stdio]` (or remove [listen] for \
@@ -241,7 +229,7 @@ fn lower_stdio_listener(raw: Spanned<RawStdioListener>, cx: &mut Context<'_>) ->
     let raw = raw.into_inner();
     let scopes = callers::lower_scopes(raw.scopes, "[listen.stdio]", cx);
     let Some(identity) = raw.identity else {
-        return StdioListenerSpec { identity: DEFAULT_STDIO_IDENTITY.to_owned(), scopes };
+        return StdioListenerSpec { scopes, ..StdioListenerSpec::default() };
     };
     let valid = identity.get_ref().chars().all(|character| character.is_ascii_graphic());
     if identity.get_ref().is_empty() || identity.get_ref().chars().count() > 64 || !valid {

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use toolgate_core::policy::{DefaultProfile, Mode};
 use toolgate_core::trust::{DEFAULT_MIN_CONFIDENCE, TrustLevel};
-use toolgate_proxy::spec::{GatewaySpec, Limits, ManifestSpec, Prefix};
-use toolgate_upstream::Endpoint;
+use toolgate_spec::Endpoint;
+use toolgate_spec::{GatewaySpec, Limits, ManifestSpec, Prefix};
 
 use crate::error::Problem;
 

@@ -7,7 +7,7 @@
 //! manifest, this crate does not open it.
 
 use toolgate_core::trust::{DEFAULT_MIN_CONFIDENCE, TrustLevel};
-use toolgate_proxy::spec::{ManifestSpec, UpstreamTrust};
+use toolgate_spec::{ManifestSpec, UpstreamTrust};
 
 use crate::lower::Context;
 use crate::raw::{RawManifest, RawUpstream};

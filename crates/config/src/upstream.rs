@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use toml::Spanned;
 use toolgate_core::HintOverrides;
-use toolgate_proxy::spec::{Prefix, UpstreamSpec};
-use toolgate_upstream::{ConnectOptions, Endpoint};
+use toolgate_spec::{
+    DEFAULT_INITIALIZE_TIMEOUT, DEFAULT_MAX_IN_FLIGHT, DEFAULT_REQUEST_TIMEOUT, Endpoint, Prefix, UpstreamSpec,
+};
 
 use crate::lower::Context;
 use crate::raw::{PrefixSetting, RawToolOverride, RawUpstream};
@@ -53,11 +54,10 @@ pub(crate) fn lower_upstream(
     }
     let (endpoint, bearer_token_env) = lower_endpoint(&raw, table_offset, &label, cx);
     let (prefix, prefix_offset) = lower_prefix(&raw, &name, prefix_by_default, &label, cx);
-    let defaults = ConnectOptions::default();
-    let request_timeout = lower_timeout(raw.timeout_seconds.as_ref(), defaults.request_timeout, &label, cx);
+    let request_timeout = lower_timeout(raw.timeout_seconds.as_ref(), DEFAULT_REQUEST_TIMEOUT, &label, cx);
     let initialize_timeout =
-        lower_timeout(raw.initialize_timeout_seconds.as_ref(), defaults.initialize_timeout, &label, cx);
-    let max_in_flight = lower_max_in_flight(raw.max_in_flight.as_ref(), defaults.max_in_flight, &label, cx);
+        lower_timeout(raw.initialize_timeout_seconds.as_ref(), DEFAULT_INITIALIZE_TIMEOUT, &label, cx);
+    let max_in_flight = lower_max_in_flight(raw.max_in_flight.as_ref(), DEFAULT_MAX_IN_FLIGHT, &label, cx);
     let trust = crate::trust::lower_trust(&raw, &label, cx);
     let overrides = lower_overrides(raw.tools.unwrap_or_default(), &label, cx);
 

@@ -203,7 +203,7 @@ mod tests {
     use crate::spec::Quarantine;
 
     fn spec(name: &str) -> UpstreamSpec {
-        UpstreamSpec::unstarted(name)
+        crate::unstarted_upstream(name)
     }
 
     #[test]

@@ -100,7 +100,7 @@ mod tests {
     use super::*;
 
     fn specs() -> Vec<UpstreamSpec> {
-        vec![UpstreamSpec::unstarted("first"), UpstreamSpec::unstarted("second")]
+        vec![crate::unstarted_upstream("first"), crate::unstarted_upstream("second")]
     }
 
     #[test]

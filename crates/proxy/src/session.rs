@@ -9,6 +9,9 @@
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+// Who is on the other end of a session: part of this contract, defined with the spec's listeners.
+pub use toolgate_spec::Caller;
+
 /// A message from the gateway to the client, with where it belongs.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClientBound {
@@ -54,22 +57,6 @@ pub trait ClientSession: Send + Sync {
 
     /// Ends the session: in-flight requests are cancelled upstream, nothing more is sent.
     fn close(&self);
-}
-
-/// Who is on the other end of a session, as the transport authenticated it.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Caller {
-    /// The caller's configured name (`anonymous` when no callers are configured).
-    pub name: String,
-    /// Its scopes.
-    pub scopes: Vec<String>,
-}
-
-impl Caller {
-    /// A caller with no name and no scopes (an HTTP listener without configured callers).
-    pub fn anonymous() -> Caller {
-        Caller { name: "anonymous".into(), scopes: Vec::new() }
-    }
 }
 
 /// Why a transport turned a client away before any session could handle it (counted by the gateway's metrics).

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use toolgate_core::policy::PolicySpec;
 use toolgate_core::trust::TrustLevel;
 use toolgate_proxy::Gateway;
-use toolgate_proxy::spec::GuardrailSpec;
+use toolgate_spec::GuardrailSpec;
 use toolgate_store::{AuditFilter, AuditKind, AuditRow, Store};
 
 use support::{Client, GUARD, start_guarded, upstream};

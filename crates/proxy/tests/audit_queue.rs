@@ -8,7 +8,7 @@ mod support;
 use std::time::Duration;
 
 use serde_json::json;
-use toolgate_proxy::spec::GuardrailSpec;
+use toolgate_spec::GuardrailSpec;
 use toolgate_store::{AuditFilter, AuditKind, Store, StoreOptions};
 
 use support::{Client, GUARD, text_of, upstream};

@@ -16,11 +16,11 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use toolgate_proxy::Gateway;
 use toolgate_proxy::session::ClientBound;
-use toolgate_proxy::spec::Limits;
 use toolgate_proxy::upstreams::UpstreamStatus;
+use toolgate_spec::Limits;
 
 use support::{Client, FixtureLog, GUARD, memory_kib, start, status_of, text_of, tool_error, upstream};
-use toolgate_proxy::spec::UpstreamSpec;
+use toolgate_spec::UpstreamSpec;
 
 const SHORT: Duration = Duration::from_secs(2);
 
@@ -530,7 +530,7 @@ async fn a_result_beyond_the_text_limit_reaches_the_client_cut_flagged_and_expla
     let response = client.call(json!("big"), "faulty_huge_result", json!({"mb": 1})).await;
     let result = &response["result"];
     let content = result["content"].as_array().expect("content");
-    let limit = toolgate_proxy::spec::ResultSpec::default().max_text_chars;
+    let limit = toolgate_spec::ResultSpec::default().max_text_chars;
     assert_eq!(content[0]["text"].as_str().map(str::len), Some(limit), "the text is cut to the limit");
     let notice = content.last().and_then(|item| item["text"].as_str()).unwrap_or_default();
     assert!(notice.contains("Ask for less"), "the model is told how to ask for less: {notice}");
@@ -626,10 +626,10 @@ async fn a_read_is_retried_after_its_upstream_crashed_and_a_write_or_a_timed_out
     let (state, slow_state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let once = crash_once("once", GUARD, &log, state.path());
     let slow = crash_once("slow", SHORT, &slow_log, slow_state.path());
-    let guardrails = toolgate_proxy::spec::GuardrailSpec {
+    let guardrails = toolgate_spec::GuardrailSpec {
         policy: toolgate_core::policy::PolicySpec::permissive(),
         // Enough attempts to outlast the upstream's restart.
-        retries: toolgate_proxy::spec::RetrySpec { max_attempts: 10, initial_backoff: Duration::from_millis(100) },
+        retries: toolgate_spec::RetrySpec { max_attempts: 10, initial_backoff: Duration::from_millis(100) },
         ..Default::default()
     };
     let gateway = support::start_guarded(vec![once, slow], guardrails, None).await;

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use toolgate_proxy::downstream::http;
 use toolgate_proxy::session::{Caller, ClientBound, ClientSession, SessionFactory, TransportKind};
-use toolgate_proxy::spec::{HttpListenerSpec, Limits};
+use toolgate_spec::{HttpListenerSpec, Limits};
 
 const BOTH: &str = "application/json, text/event-stream";
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolgate_core::policy::PolicySpec;
-use toolgate_proxy::spec::{GuardrailSpec, SelectionSpec};
+use toolgate_spec::{GuardrailSpec, SelectionSpec};
 
 use support::{Client, Elicit, start_guarded, upstream};
 use toolgate_proxy::session::Caller;

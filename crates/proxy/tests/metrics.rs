@@ -14,8 +14,8 @@ use serde_json::json;
 use toolgate_core::decision::Verdict;
 use toolgate_core::policy::{MatchSpec, PolicySpec, RuleSpec};
 use toolgate_proxy::Gateway;
-use toolgate_proxy::spec::{GatewaySpec, GuardrailSpec, HttpListenerSpec, Limits};
 use toolgate_proxy::upstreams::UpstreamStatus;
+use toolgate_spec::{GatewaySpec, GuardrailSpec, HttpListenerSpec, Limits};
 
 use support::{Client, GUARD, text_of, tool_error, upstream};
 

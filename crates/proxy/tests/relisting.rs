@@ -17,8 +17,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use toolgate_core::policy::PolicySpec;
 use toolgate_core::trust::TrustLevel;
-use toolgate_proxy::spec::{GatewaySpec, GuardrailSpec, Limits, UpstreamSpec};
 use toolgate_proxy::upstreams::UpstreamStatus;
+use toolgate_spec::{GatewaySpec, GuardrailSpec, Limits, UpstreamSpec};
 use toolgate_store::{AuditFilter, AuditKind, AuditRow, Store};
 use toolgate_upstream::Endpoint;
 

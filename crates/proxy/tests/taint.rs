@@ -14,7 +14,7 @@ use serde_json::json;
 use toolgate_core::policy::PolicySpec;
 use toolgate_proxy::Gateway;
 use toolgate_proxy::session::ClientBound;
-use toolgate_proxy::spec::GuardrailSpec;
+use toolgate_spec::GuardrailSpec;
 
 use support::{Client, Elicit, FixtureLog, GUARD, start_guarded, text_of, tool_error, upstream};
 

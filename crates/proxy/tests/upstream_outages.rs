@@ -19,8 +19,8 @@ use toolgate_core::decision::Verdict;
 use toolgate_core::policy::{MatchSpec, PolicySpec, RuleSpec};
 use toolgate_proxy::Gateway;
 use toolgate_proxy::session::{Caller, ClientBound, ClientSession, SessionFactory, TransportKind};
-use toolgate_proxy::spec::{GuardrailSpec, Limits, Prefix, UpstreamSpec};
 use toolgate_proxy::upstreams::UpstreamStatus;
+use toolgate_spec::{GuardrailSpec, Limits, Prefix, UpstreamSpec};
 use toolgate_store::{AuditFilter, Store};
 
 use support::{Client, FixtureLog, GUARD, start, start_guarded, status_of, text_of, tool_error, upstream};

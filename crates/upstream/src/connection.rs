@@ -22,7 +22,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::endpoint::{ConnectOptions, Endpoint, SUPPORTED_PROTOCOL_VERSIONS};
+use crate::Endpoint;
+use crate::endpoint::{ConnectOptions, SUPPORTED_PROTOCOL_VERSIONS};
 use crate::error::UpstreamError;
 use crate::events::{EventSink, Responder};
 use crate::http::DirectPoster;

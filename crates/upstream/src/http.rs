@@ -26,7 +26,8 @@ use sse_stream::SseStream;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::endpoint::{ConnectOptions, Endpoint};
+use crate::Endpoint;
+use crate::endpoint::ConnectOptions;
 use crate::error::UpstreamError;
 use crate::jsonrpc::{MessageKind, classify};
 use crate::transport::{Closer, Diagnostics, Inbound, PendingResponses, Transport, channel_stream, split_batch};

@@ -30,6 +30,7 @@ mod stdio;
 mod transport;
 
 pub use connection::{Connection, InitializeOutcome, ListKind, Listed, PendingRequest, into_result};
-pub use endpoint::{ConnectOptions, DEFAULT_MAX_IN_FLIGHT, Endpoint, SUPPORTED_PROTOCOL_VERSIONS};
+pub use endpoint::{ConnectOptions, SUPPORTED_PROTOCOL_VERSIONS};
 pub use error::{FaultSide, UpstreamError};
 pub use events::{EventSink, Responder};
+pub use toolgate_spec::Endpoint;

@@ -21,7 +21,8 @@ use tokio::task::JoinHandle;
 use tokio_util::codec::{AnyDelimiterCodec, AnyDelimiterCodecError, FramedRead};
 use tokio_util::sync::CancellationToken;
 
-use crate::endpoint::{ConnectOptions, Endpoint};
+use crate::Endpoint;
+use crate::endpoint::ConnectOptions;
 use crate::error::UpstreamError;
 use crate::framing::{Line, Lines};
 use crate::transport::{Closer, Diagnostics, Inbound, InboundStream, Transport, split_batch};

@@ -12,19 +12,14 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use toolgate_proxy::Gateway;
-use toolgate_proxy::session::{Caller, SessionFactory};
-use toolgate_proxy::spec::{
-    CallerSpec, GatewaySpec, GuardrailSpec, HttpListenerSpec, Limits, Prefix, StdioListenerSpec, UpstreamSpec,
-    UpstreamTrust,
+use toolgate_proxy::session::SessionFactory;
+use toolgate_spec::{
+    Caller, CallerSpec, DEFAULT_BIND, Endpoint, GatewaySpec, HttpListenerSpec, Limits, StdioListenerSpec, UpstreamSpec,
 };
-use toolgate_upstream::Endpoint;
 use toolgate_web::{ConsoleHandle, ConsoleUser};
 
 use crate::Outcome;
 use crate::cli::{PolicyChoice, ServeArgs};
-
-/// The port the embedded defaults try first.
-const DEFAULT_PORT: u16 = 8765;
 
 /// How long a start waits for the upstreams before it serves clients: long enough that upstreams which start quickly
 /// are in a client's first `tools/list`, short enough that one which never answers `initialize` holds nobody up
@@ -145,11 +140,7 @@ pub(crate) async fn serve_spec(
     let result = match (spec.stdio.is_some(), http) {
         // stdio ends the process when the client closes stdin, whatever else is listening.
         (true, http) => {
-            let caller = spec
-                .stdio
-                .as_ref()
-                .map(|stdio| Caller { name: stdio.identity.clone(), scopes: stdio.scopes.clone() })
-                .unwrap_or_else(Caller::anonymous);
+            let caller = spec.stdio.as_ref().map(StdioListenerSpec::caller).unwrap_or_else(Caller::anonymous);
             let serving =
                 toolgate_proxy::downstream::stdio::serve_process_stdio(factory, caller, spec.limits.max_message_bytes);
             tokio::select! {
@@ -316,7 +307,7 @@ async fn serve_http(
 ) -> Result<()> {
     let listener = match tokio::net::TcpListener::bind(http.bind).await {
         Ok(listener) => listener,
-        Err(error) if error.kind() == std::io::ErrorKind::AddrInUse && http.bind.port() == DEFAULT_PORT => {
+        Err(error) if error.kind() == std::io::ErrorKind::AddrInUse && http.bind.port() == DEFAULT_BIND.port() => {
             // The embedded defaults should just work: take any free loopback port instead.
             let fallback = std::net::SocketAddr::new(http.bind.ip(), 0);
             tokio::net::TcpListener::bind(fallback).await.with_context(|| format!("cannot listen on {fallback}"))?
@@ -348,7 +339,6 @@ async fn serve_http(
 }
 
 fn spec_from_args(args: &ServeArgs) -> Result<GatewaySpec> {
-    let timeout = Duration::from_secs(args.timeout);
     let (name, endpoint) = if let Some(url) = &args.upstream_url {
         ("upstream".to_owned(), Endpoint::http(url.clone()))
     } else if let Some((program, rest)) = args.command.split_first() {
@@ -358,34 +348,18 @@ fn spec_from_args(args: &ServeArgs) -> Result<GatewaySpec> {
         ("demo".to_owned(), Endpoint::stdio(own.to_string_lossy().into_owned(), ["demo-server"]))
     };
     let embedded_defaults = args.upstream_url.is_none() && args.command.is_empty();
-    let upstream = UpstreamSpec {
-        name,
-        endpoint,
-        prefix: Prefix::None,
-        overrides: Default::default(),
-        initialize_timeout: Duration::from_secs(30),
-        request_timeout: timeout,
-        max_in_flight: toolgate_upstream::DEFAULT_MAX_IN_FLIGHT,
-        trust: UpstreamTrust::default(),
-    };
-    let listen = args.listen.or(embedded_defaults.then(|| std::net::SocketAddr::from(([127, 0, 0, 1], DEFAULT_PORT))));
+    let upstream =
+        UpstreamSpec { request_timeout: Duration::from_secs(args.timeout), ..UpstreamSpec::new(name, endpoint) };
+    let listen = args.listen.or(embedded_defaults.then_some(DEFAULT_BIND));
     let (stdio, http) = match listen {
-        Some(bind) => (
-            None,
-            Some(HttpListenerSpec {
-                bind,
-                path: "/mcp".into(),
-                allowed_origins: Vec::new(),
-                allowed_hosts: Vec::new(),
-            }),
-        ),
-        None => (Some(StdioListenerSpec { identity: "stdio".into(), scopes: Vec::new() }), None),
+        Some(bind) => (None, Some(HttpListenerSpec::new(bind))),
+        None => (Some(StdioListenerSpec::default()), None),
     };
-    let mut guardrails = GuardrailSpec::default();
+    let mut spec = GatewaySpec { stdio, http, ..GatewaySpec::new(vec![upstream]) };
     if args.policy == PolicyChoice::Permissive {
-        guardrails.policy = toolgate_core::policy::PolicySpec::permissive();
+        spec.guardrails.policy = toolgate_core::policy::PolicySpec::permissive();
     }
-    Ok(GatewaySpec { upstreams: vec![upstream], stdio, http, limits: Limits::default(), guardrails, source: None })
+    Ok(spec)
 }
 
 /// A short upstream name from a command (`/usr/bin/mcp-server-git` -> `mcp-server-git`).

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use toml::Spanned;
 use toml::de::DeValue;
 use toolgate_core::fingerprint::digest_bytes;
-use toolgate_proxy::spec::CallerSpec;
+use toolgate_spec::CallerSpec;
 
 use crate::error::{Locator, Problem};
 use crate::guardrails::RawGuardrails;

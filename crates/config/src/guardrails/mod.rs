@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use toml::Spanned;
 use toolgate_core::policy::glob::Glob;
-use toolgate_proxy::spec::{
+use toolgate_spec::{
     AuditSpec, ConfirmVia, ConfirmationSpec, GuardrailSpec, PinSpec, Quarantine, ResultSpec, RetrySpec, SelectionSpec,
 };
 

@@ -12,10 +12,10 @@ mod server;
 use std::path::Path;
 
 use crate::error::{ConfigError, Locator, Problem, invalid};
-use crate::lower::{DEFAULT_BIND, DEFAULT_HTTP_PATH};
 use crate::rules::{sanitize_name, toml_string};
 use model::{ClientFile, InputEntry, OrderedMap, ServerEntry};
 use server::translate_server;
+use toolgate_spec::{DEFAULT_BIND, DEFAULT_HTTP_PATH};
 
 /// The client whose file is imported, which decides the listener and the instructions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

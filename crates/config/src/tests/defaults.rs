@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use toolgate_core::HintOverrides;
-use toolgate_proxy::spec::{GatewaySpec, Limits, Prefix};
-use toolgate_upstream::Endpoint;
+use toolgate_spec::Endpoint;
+use toolgate_spec::{GatewaySpec, Limits, Prefix};
 
 use super::errors::test_env;
 use crate::{ListenerSummary, Transport, check_config_text, parse_config_with_env};
@@ -157,7 +157,7 @@ fn timeouts_default_to_the_connection_defaults() {
 #[test]
 fn max_in_flight_defaults_to_the_connection_default() {
     let spec = parse(&format!("{TWO}max_in_flight = 8\n"));
-    assert_eq!(spec.upstreams[0].max_in_flight, toolgate_upstream::DEFAULT_MAX_IN_FLIGHT);
+    assert_eq!(spec.upstreams[0].max_in_flight, toolgate_spec::DEFAULT_MAX_IN_FLIGHT);
     assert_eq!(spec.upstreams[1].max_in_flight, 8);
 }
 

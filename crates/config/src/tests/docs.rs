@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use toolgate_core::trust::TrustLevel;
-use toolgate_proxy::spec::Prefix;
+use toolgate_spec::Prefix;
 
 use super::errors::test_env;
 use crate::parse_config_with_env;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use toolgate_core::fingerprint::digest_bytes;
 use toolgate_core::policy::{DefaultProfile, Mode, PolicySpec, Verdict};
 use toolgate_core::trust::TrustLevel;
-use toolgate_proxy::spec::{
+use toolgate_spec::{
     AuditSpec, CallerSpec, ConfirmVia, ConfirmationSpec, GatewaySpec, ManifestSpec, PinSpec, Quarantine, ResultSpec,
     RetrySpec, SelectionSpec, UpstreamTrust,
 };

@@ -3,8 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use toolgate_proxy::spec::{GatewaySpec, Prefix};
-use toolgate_upstream::Endpoint;
+use toolgate_spec::Endpoint;
+use toolgate_spec::{GatewaySpec, Prefix};
 
 use super::errors::test_env;
 use crate::import::import_text;

@@ -10,7 +10,7 @@ use super::*;
 use crate::spec::Prefix;
 
 fn spec(name: &str, prefix: Prefix, overrides: BTreeMap<String, HintOverrides>) -> UpstreamSpec {
-    UpstreamSpec { prefix, overrides, ..UpstreamSpec::unstarted(name) }
+    UpstreamSpec { prefix, overrides, ..crate::unstarted_upstream(name) }
 }
 
 fn listing(tools: Value) -> Option<Arc<UpstreamListing>> {

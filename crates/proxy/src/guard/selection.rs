@@ -28,10 +28,9 @@ mod tests {
 
     use super::*;
     use crate::catalog::{Catalog, CatalogContext, CheckedListing, UpstreamListing};
-    use crate::spec::UpstreamSpec;
 
     fn catalog() -> Catalog {
-        let mut spec = UpstreamSpec::unstarted("notes");
+        let mut spec = crate::unstarted_upstream("notes");
         spec.trust.level = toolgate_core::trust::TrustLevel::Pinned;
         let tool = |name: &str, destructive: bool| {
             json!({"name": name, "inputSchema": {"type": "object"},

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolgate_core::display::must_escape;
-use toolgate_proxy::spec::{Prefix, UpstreamSpec};
+use toolgate_spec::{Prefix, UpstreamSpec};
 
 use crate::harness::{Elicit, Harness, RawSession, is_error, policy, standard, text};
 use crate::support::upstream;

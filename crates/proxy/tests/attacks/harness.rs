@@ -10,7 +10,7 @@ use toolgate_core::policy::PolicySpec;
 use toolgate_core::trust::TrustLevel;
 use toolgate_proxy::Gateway;
 use toolgate_proxy::session::{Caller, ClientBound, ClientSession, SessionFactory, TransportKind};
-use toolgate_proxy::spec::{ConfirmationSpec, GuardrailSpec, UpstreamSpec};
+use toolgate_spec::{ConfirmationSpec, GuardrailSpec, UpstreamSpec};
 use toolgate_store::{ApprovalRecord, AuditFilter, Store, digest_arguments};
 
 pub(crate) use crate::support::{Client, Elicit};

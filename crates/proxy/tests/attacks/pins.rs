@@ -8,7 +8,7 @@ use serde_json::json;
 use toolgate_core::normalize::normalize_annotations;
 use toolgate_core::trust::TrustLevel;
 use toolgate_core::{HintOverrides, ToolDefinition, resolve_hints};
-use toolgate_proxy::spec::{GuardrailSpec, PinSpec, Quarantine};
+use toolgate_spec::{GuardrailSpec, PinSpec, Quarantine};
 use toolgate_store::{AuditFilter, AuditKind, ToolSnapshot};
 
 use crate::harness::*;

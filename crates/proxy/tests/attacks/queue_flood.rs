@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::json;
 use toolgate_core::trust::TrustLevel;
 use toolgate_proxy::session::Caller;
-use toolgate_proxy::spec::{GatewaySpec, Limits};
+use toolgate_spec::{GatewaySpec, Limits};
 use toolgate_store::{ApprovalDecision, AuditFilter, AuditKind, Store};
 
 use crate::harness::*;

@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use toolgate_core::policy::PolicySpec;
 use toolgate_core::trust::TrustLevel;
-use toolgate_proxy::spec::{GuardrailSpec, Prefix};
+use toolgate_spec::{GuardrailSpec, Prefix};
 
 use crate::harness::*;
 use crate::support::{FixtureLog, upstream};

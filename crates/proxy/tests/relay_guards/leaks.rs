@@ -3,7 +3,7 @@
 //! request owns goes to the operator's log, never to every session.
 
 use serde_json::json;
-use toolgate_proxy::spec::Limits;
+use toolgate_spec::Limits;
 
 use crate::message_of;
 use crate::support::{Client, Elicit, FixtureLog, GUARD, start, text_of, upstream};

@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 use toolgate_core::normalize::{hint_of_key, loose_bool};
 use toolgate_proxy::session::ClientBound;
-use toolgate_proxy::spec::Limits;
+use toolgate_spec::Limits;
 
 use crate::support::{Client, Elicit, GUARD, start, text_of, upstream};
 

@@ -3,7 +3,7 @@
 //! reported (status, log) like a tool name collision.
 
 use serde_json::json;
-use toolgate_proxy::spec::Limits;
+use toolgate_spec::Limits;
 
 use crate::support::{Client, GUARD, start, upstream};
 

@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolgate_proxy::Gateway;
-use toolgate_proxy::spec::{GatewaySpec, GuardrailSpec, Limits, Prefix, UpstreamSpec};
 use toolgate_proxy::upstreams::UpstreamStatus;
+use toolgate_spec::{GatewaySpec, GuardrailSpec, Limits, Prefix, UpstreamSpec};
 use toolgate_upstream::Endpoint;
 
 /// The longest any single wait may take before the test fails as hung.
@@ -41,7 +41,7 @@ pub(crate) fn upstream(name: &str, mode: &str, request_timeout: Duration, log: O
         overrides: Default::default(),
         initialize_timeout: Duration::from_secs(20),
         request_timeout,
-        max_in_flight: toolgate_upstream::DEFAULT_MAX_IN_FLIGHT,
+        max_in_flight: toolgate_spec::DEFAULT_MAX_IN_FLIGHT,
         trust: Default::default(),
     }
 }

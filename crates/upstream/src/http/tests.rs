@@ -11,8 +11,9 @@ use tokio::net::TcpListener;
 
 use super::test_server::{Reply, Request, TestServer, handshake};
 use super::{GET_STREAM_ATTEMPTS, UNREACHABLE_POSTS_TO_END};
+use crate::Endpoint;
 use crate::connection::Connection;
-use crate::endpoint::{ConnectOptions, Endpoint};
+use crate::endpoint::ConnectOptions;
 use crate::error::UpstreamError;
 use crate::events::{EventSink, Responder};
 

@@ -1,0 +1,97 @@
+//! The gateway's lowered configuration: what the runtime runs from, with the documented defaults.
+//!
+//! A [`GatewaySpec`] is built once, from a config file (by `toolgate-config`) or from the command line (by the CLI),
+//! and never parsed again; nothing here knows TOML or JSON config syntax, and secrets (bearer tokens) are already
+//! resolved into headers. Every default lives here, in a constant, a constructor or a `Default`, so the config file
+//! and the command line cannot drift apart. This crate is data only: it depends on the core for the policy and trust
+//! types and must not do IO, spawn anything or depend on the runtime crates.
+//!
+//! ```
+//! use toolgate_spec::{Endpoint, GatewaySpec, StdioListenerSpec, UpstreamSpec};
+//!
+//! let upstream = UpstreamSpec::new("everything", Endpoint::stdio("mcp-server-everything", ["stdio"]));
+//! let spec = GatewaySpec {
+//!     stdio: Some(StdioListenerSpec::default()),
+//!     ..GatewaySpec::new(vec![upstream])
+//! };
+//! assert_eq!(spec.identities()[0].name, "stdio");
+//! ```
+
+mod endpoint;
+mod guardrails;
+mod listen;
+mod upstream;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use endpoint::Endpoint;
+pub use guardrails::{
+    AuditSpec, CallerSpec, ConfirmVia, ConfirmationSpec, GuardrailSpec, PinSpec, Quarantine, ResultSpec, RetrySpec,
+    SelectionSpec,
+};
+pub use listen::{
+    Caller, DEFAULT_BIND, DEFAULT_HTTP_PATH, DEFAULT_STDIO_IDENTITY, HttpListenerSpec, Limits, StdioListenerSpec,
+};
+pub use upstream::{ManifestSpec, Prefix, UpstreamSpec, UpstreamTrust};
+
+/// Time an upstream is allowed for `initialize` unless configured otherwise.
+pub const DEFAULT_INITIALIZE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Time an upstream is allowed for each request unless configured otherwise.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Most requests waiting for one upstream's answers at once: above what a busy gateway sends one healthy server (the
+/// benchmark's 64 sessions with 4 calls each), and small enough that a hung server holds a bounded number of callers.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 512;
+
+/// Largest message accepted from a client or an upstream unless configured otherwise, in bytes.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+/// Everything the gateway needs to run.
+#[derive(Debug, Clone)]
+pub struct GatewaySpec {
+    /// The upstream servers, in configuration order (which also breaks name-collision ties).
+    pub upstreams: Vec<UpstreamSpec>,
+    /// Serve MCP on stdin/stdout.
+    pub stdio: Option<StdioListenerSpec>,
+    /// Serve MCP over Streamable HTTP.
+    pub http: Option<HttpListenerSpec>,
+    /// Limits that apply to every session.
+    pub limits: Limits,
+    /// Policy, confirmation, pinning, results, retries, audit and callers.
+    pub guardrails: GuardrailSpec,
+    /// The config file this came from, for messages (`None` for command-line setups).
+    pub source: Option<PathBuf>,
+}
+
+impl GatewaySpec {
+    /// These upstreams with no listener, the default limits and guardrails, and no source file.
+    pub fn new(upstreams: Vec<UpstreamSpec>) -> GatewaySpec {
+        GatewaySpec {
+            upstreams,
+            stdio: None,
+            http: None,
+            limits: Limits::default(),
+            guardrails: GuardrailSpec::default(),
+            source: None,
+        }
+    }
+
+    /// Every identity a session can have: the stdio listener's, then each configured HTTP caller, or `anonymous`
+    /// for an HTTP listener without callers (or when no listener is configured at all).
+    pub fn identities(&self) -> Vec<Caller> {
+        let mut identities: Vec<Caller> = self.stdio.iter().map(StdioListenerSpec::caller).collect();
+        identities.extend(
+            self.guardrails
+                .callers
+                .iter()
+                .map(|caller| Caller { name: caller.name.clone(), scopes: caller.scopes.clone() }),
+        );
+        let anonymous_http = self.http.is_some() && self.guardrails.callers.is_empty();
+        if anonymous_http || identities.is_empty() {
+            identities.push(Caller::anonymous());
+        }
+        identities
+    }
+}

@@ -1,0 +1,96 @@
+//! One upstream server as configured: where it is, how its names are exposed and how far it is believed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use toolgate_core::HintOverrides;
+use toolgate_core::trust::{DEFAULT_MIN_CONFIDENCE, TrustLevel};
+
+use crate::{DEFAULT_INITIALIZE_TIMEOUT, DEFAULT_MAX_IN_FLIGHT, DEFAULT_REQUEST_TIMEOUT, Endpoint};
+
+/// One upstream MCP server.
+#[derive(Debug, Clone)]
+pub struct UpstreamSpec {
+    /// Unique name (`[A-Za-z0-9_-]`, at most 32 characters), used in logs, status and default prefixes.
+    pub name: String,
+    /// How to reach it (stdio command or Streamable HTTP URL with its own headers).
+    pub endpoint: Endpoint,
+    /// How its tool and prompt names are exposed.
+    pub prefix: Prefix,
+    /// Per-tool hint overrides, keyed by the upstream's own tool name; they always win.
+    pub overrides: BTreeMap<String, HintOverrides>,
+    /// Time allowed for `initialize`.
+    pub initialize_timeout: Duration,
+    /// Time allowed for each request (a `tools/call` included), queueing it for the upstream included.
+    pub request_timeout: Duration,
+    /// Most requests waiting for its answers at once; one more is refused at once with an error naming the
+    /// upstream and the limit ([`DEFAULT_MAX_IN_FLIGHT`] by default).
+    pub max_in_flight: usize,
+    /// How far its declared hints are believed.
+    pub trust: UpstreamTrust,
+}
+
+impl UpstreamSpec {
+    /// An upstream with the documented defaults: unprefixed, no overrides, the default timeouts and in-flight
+    /// limit, untrusted.
+    pub fn new(name: impl Into<String>, endpoint: Endpoint) -> UpstreamSpec {
+        UpstreamSpec {
+            name: name.into(),
+            endpoint,
+            prefix: Prefix::None,
+            overrides: BTreeMap::new(),
+            initialize_timeout: DEFAULT_INITIALIZE_TIMEOUT,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            trust: UpstreamTrust::default(),
+        }
+    }
+}
+
+/// How an upstream's tool and prompt names are exposed to clients.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Prefix {
+    /// Names as the upstream gives them (single upstream, or MCP Apps that call tools by their own names).
+    None,
+    /// `<prefix>_<name>`, sanitized to `[A-Za-z0-9_-]` and kept within 64 characters.
+    With(String),
+}
+
+/// How far an upstream's declarations are believed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpstreamTrust {
+    /// `untrusted` (declared hints may only tighten), `pinned` or `verified`.
+    pub level: TrustLevel,
+    /// Least inference confidence that lets an untrusted upstream's relaxing declaration count.
+    pub min_confidence: f32,
+    /// For `verified`: the signed manifest of its tool definitions and the keys that may sign it.
+    pub manifest: Option<ManifestSpec>,
+    /// For `verified`: the tool fingerprints of a manifest whose signature was checked at start (by the CLI,
+    /// which holds the crypto). A verified upstream's tool whose fingerprint is not here is treated as untrusted.
+    pub verified_fingerprints: Option<BTreeSet<String>>,
+    /// Whether its prompts, resources and completions are open-world content (they taint the session that gets
+    /// them). `None`: judged from its tools (open-world unless every tool is closed-world by its effective hints).
+    pub open_world_content: Option<bool>,
+}
+
+impl Default for UpstreamTrust {
+    fn default() -> Self {
+        UpstreamTrust {
+            level: TrustLevel::Untrusted,
+            min_confidence: DEFAULT_MIN_CONFIDENCE,
+            manifest: None,
+            verified_fingerprints: None,
+            open_world_content: None,
+        }
+    }
+}
+
+/// Where a verified upstream's signed manifest is and who may sign it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManifestSpec {
+    /// The manifest file (written by `toolgate manifest sign`).
+    pub path: PathBuf,
+    /// Ed25519 public keys (base64) accepted as signers.
+    pub public_keys: Vec<String>,
+}
