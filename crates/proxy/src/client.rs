@@ -208,6 +208,11 @@ impl SessionShared {
         answer
     }
 
+    /// The bytes (estimated) queued for this client now, wherever they wait.
+    pub(crate) fn queued_bytes(&self) -> usize {
+        self.outbox.queued_bytes()
+    }
+
     /// Cancels every in-flight request and stops the session.
     pub(crate) fn close(&self) {
         self.closed.cancel();
@@ -307,6 +312,10 @@ impl ClientSession for GatewaySession {
 
     fn protocol_version(&self) -> Option<String> {
         self.shared.declared.lock().ok().and_then(|declared| declared.protocol_version.clone())
+    }
+
+    fn held_bytes(&self) -> crate::session::HeldBytes {
+        self.shared.outbox.held()
     }
 
     fn close(&self) {

@@ -206,7 +206,9 @@ impl SessionFactory for Gateway {
     ) -> (Box<dyn ClientSession>, mpsc::Receiver<ClientBound>) {
         let (sender, receiver) = mpsc::channel(1024);
         let dropped = self.inner.metrics.client_messages_dropped();
-        let outbox = crate::outbox::Outbox::new(sender, self.inner.spec.limits.max_client_queue_bytes, dropped);
+        let stalled = self.inner.metrics.client_sessions_stalled();
+        let max_bytes = self.inner.spec.limits.max_client_queue_bytes;
+        let outbox = crate::outbox::Outbox::new(sender, max_bytes, dropped, stalled);
         let shared = Arc::new(SessionShared::new(uuid::Uuid::new_v4().simple().to_string(), outbox, caller));
         if let Ok(mut sessions) = self.inner.sessions.lock() {
             sessions.insert(shared.id.clone(), Arc::clone(&shared));

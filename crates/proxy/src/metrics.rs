@@ -58,6 +58,10 @@ pub const SESSIONS_REFUSED: &str = "toolgate_sessions_refused_total";
 pub const CONNECTIONS_REFUSED: &str = "toolgate_connections_refused_total";
 /// Notifications dropped because their client was not reading (its queue was full).
 pub const CLIENT_MESSAGES_DROPPED: &str = "toolgate_client_messages_dropped_total";
+/// Sessions closed because a response found no room for a minute: their client read nothing.
+pub const CLIENT_SESSIONS_STALLED: &str = "toolgate_client_sessions_stalled_total";
+/// Bytes (estimated) queued toward clients over all sessions: the gateway's queues and what transports hold.
+pub const CLIENT_QUEUED_BYTES: &str = "toolgate_client_queued_bytes";
 /// Bytes of the audit database and its write-ahead log.
 pub const AUDIT_BYTES: &str = "toolgate_audit_bytes";
 /// Bytes free on the state directory's filesystem.
@@ -186,6 +190,11 @@ impl GatewayMetrics {
         self.recorder.register_counter(&Key::from_static_name(CLIENT_MESSAGES_DROPPED), &METADATA)
     }
 
+    /// The counter of sessions closed because their client read nothing while a response waited for room.
+    pub(crate) fn client_sessions_stalled(&self) -> metrics::Counter {
+        self.recorder.register_counter(&Key::from_static_name(CLIENT_SESSIONS_STALLED), &METADATA)
+    }
+
     /// Counts a session or connection the HTTP listener turned away.
     pub(crate) fn count_refusal(&self, refusal: Refusal) {
         let name = match refusal {
@@ -219,7 +228,7 @@ impl GatewayMetrics {
 }
 
 fn describe(recorder: &PrometheusRecorder) {
-    let help: [(&'static str, &'static str); 21] = [
+    let help: [(&'static str, &'static str); 23] = [
         (TOOL_CALLS, "Tool calls by upstream, tool, verdict and outcome."),
         (CALL_DURATION, "Seconds from forwarding a permitted call upstream to its answer, by upstream."),
         (UPSTREAM_UP, "1 when the upstream is connected and listed, 0 otherwise."),
@@ -237,6 +246,8 @@ fn describe(recorder: &PrometheusRecorder) {
         (SESSIONS_REFUSED, "HTTP sessions refused at a session limit, by reason (per_caller, total)."),
         (CONNECTIONS_REFUSED, "HTTP connections refused, by reason (connection_limit, fd_limit)."),
         (CLIENT_MESSAGES_DROPPED, "Notifications dropped because their client was not reading."),
+        (CLIENT_SESSIONS_STALLED, "Sessions closed because their client read nothing while a response waited."),
+        (CLIENT_QUEUED_BYTES, "Bytes (estimated) queued toward clients, all sessions, wherever they wait."),
         (AUDIT_BYTES, "Bytes of the audit database and its write-ahead log."),
         (AUDIT_DISK_FREE, "Bytes free on the state directory's filesystem."),
         (AUDIT_FAILING, "1 while the audit writer's attempts fail; it retries until they succeed."),
@@ -268,6 +279,8 @@ impl Gateway {
                 Key::from_parts(UPSTREAM_CANCELS_DROPPED, vec![Label::new("upstream", runtime.spec.name.clone())]);
             metrics.recorder.register_counter(&key, &METADATA).absolute(dropped);
         }
+        let queued: usize = inner.sessions().iter().map(|session| session.queued_bytes()).sum();
+        metrics.gauge(CLIENT_QUEUED_BYTES, Vec::new(), queued as f64);
         if let Some(store) = &inner.store {
             let stats = store.audit().stats();
             metrics.gauge(AUDIT_QUEUED, Vec::new(), stats.queued as f64);

@@ -8,7 +8,13 @@
 //! (never another session blocked). One message larger than the whole budget still goes when the queue is empty,
 //! so the budget never makes an answer undeliverable.
 //!
-//! The bytes queued are known without the transport's help: messages leave the channel in the order they entered
+//! The budget is one per session across every queue that holds bytes for the client: the transport counts what it
+//! took from the channel and still holds (an HTTP request's stream, the GET stream, its backlog) in the session's
+//! [`HeldBytes`], and room is judged on both. A client that stops reading therefore stops the flow at the budget
+//! wherever its bytes wait, and a response that finds no room for [`STALL_TIMEOUT`] ends the session (counted in
+//! `toolgate_client_sessions_stalled_total`).
+//!
+//! The bytes queued in the channel are known without the transport's help: messages leave the channel in the order they entered
 //! it, so the sizes of the messages sent are kept in the same order, and those no longer in the channel (its
 //! capacity says how many are) are the oldest. Nothing here reads or writes a socket; sizes are estimated from the
 //! JSON value (string lengths and structure), not by serializing it.
@@ -21,7 +27,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::session::ClientBound;
+use crate::session::{ClientBound, HeldBytes};
 
 /// How long a response or request waits for the client to make room before the session is given up.
 pub(crate) const STALL_TIMEOUT: Duration = Duration::from_secs(60);
@@ -44,6 +50,10 @@ pub(crate) struct Outbox {
     max_bytes: usize,
     queued: Mutex<Queued>,
     dropped: metrics::Counter,
+    /// Sessions given up because their client read nothing for [`STALL_TIMEOUT`].
+    stalled: metrics::Counter,
+    /// What the transport holds for this client beyond the channel (see the module's documentation).
+    held: HeldBytes,
     warned: AtomicBool,
 }
 
@@ -55,11 +65,35 @@ struct Queued {
 }
 
 impl Outbox {
-    /// A queue over `sender` (whose capacity is its message bound) holding at most `max_bytes` (estimated);
-    /// `dropped` counts the notifications dropped.
-    pub(crate) fn new(sender: mpsc::Sender<ClientBound>, max_bytes: usize, dropped: metrics::Counter) -> Outbox {
+    /// A queue over `sender` (whose capacity is its message bound) holding at most `max_bytes` (estimated) with
+    /// what the transport holds; `dropped` counts the notifications dropped, `stalled` the sessions given up.
+    pub(crate) fn new(
+        sender: mpsc::Sender<ClientBound>,
+        max_bytes: usize,
+        dropped: metrics::Counter,
+        stalled: metrics::Counter,
+    ) -> Outbox {
         let max_messages = sender.max_capacity();
-        Outbox { sender, max_messages, max_bytes, queued: Mutex::new(Queued::default()), dropped, warned: false.into() }
+        Outbox {
+            sender,
+            max_messages,
+            max_bytes,
+            queued: Mutex::new(Queued::default()),
+            dropped,
+            stalled,
+            held: HeldBytes::default(),
+            warned: false.into(),
+        }
+    }
+
+    /// The count the transport adds what it holds for this client to.
+    pub(crate) fn held(&self) -> HeldBytes {
+        self.held.clone()
+    }
+
+    /// The bytes (estimated) queued for this client now: in the channel and held by the transport.
+    pub(crate) fn queued_bytes(&self) -> usize {
+        self.lock(0).bytes.saturating_add(self.held.get())
     }
 
     /// The queued sizes, brought up to date. `reserved` is how many channel slots the caller holds (a permit
@@ -77,7 +111,8 @@ impl Outbox {
     }
 
     fn has_room(&self, queued: &Queued, size: usize) -> bool {
-        queued.bytes == 0 || queued.bytes.saturating_add(size) <= self.max_bytes
+        let bytes = queued.bytes.saturating_add(self.held.get());
+        bytes == 0 || bytes.saturating_add(size) <= self.max_bytes
     }
 
     /// Queues a notification without waiting; drops it (counted, logged once) when the client is not reading.
@@ -107,7 +142,7 @@ impl Outbox {
         let deadline = tokio::time::Instant::now() + STALL_TIMEOUT;
         loop {
             let permit = match tokio::time::timeout_at(deadline, self.sender.reserve()).await {
-                Err(_) => return Err(Undelivered::Stalled),
+                Err(_) => return Err(self.stall()),
                 Ok(Err(_)) => return Err(Undelivered::Closed),
                 Ok(Ok(permit)) => permit,
             };
@@ -122,10 +157,17 @@ impl Outbox {
                 }
             }
             if tokio::time::Instant::now() >= deadline {
-                return Err(Undelivered::Stalled);
+                return Err(self.stall());
             }
             tokio::time::sleep(ROOM_POLL).await;
         }
+    }
+}
+
+impl Outbox {
+    fn stall(&self) -> Undelivered {
+        self.stalled.increment(1);
+        Undelivered::Stalled
     }
 }
 
@@ -162,7 +204,7 @@ mod tests {
     #[tokio::test]
     async fn notifications_past_the_byte_budget_are_dropped_until_the_client_reads() {
         let (sender, mut receiver) = mpsc::channel(1024);
-        let outbox = Outbox::new(sender, 10_000, metrics::Counter::noop());
+        let outbox = Outbox::new(sender, 10_000, metrics::Counter::noop(), metrics::Counter::noop());
         for _ in 0..5 {
             outbox.offer("s", note(4_000));
         }

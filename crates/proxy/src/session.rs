@@ -6,6 +6,9 @@
 //! notifications and requests that belong to a client request on that request's SSE stream, and the rest on the
 //! GET stream. Transports know nothing of MCP methods beyond what their framing needs (initialize, session ids).
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use serde_json::Value;
 use tokio::sync::mpsc;
 
@@ -57,6 +60,44 @@ pub trait ClientSession: Send + Sync {
 
     /// Ends the session: in-flight requests are cancelled upstream, nothing more is sent.
     fn close(&self);
+
+    /// The count of bytes the transport holds for this client after taking messages from the session's receiver
+    /// (per-request streams, a GET stream, a backlog): the gateway counts them against the same budget as its own
+    /// queue, so one client's bytes are bounded however the transport stores them. A session with no budget (a
+    /// transport test's fake) returns a detached count.
+    fn held_bytes(&self) -> HeldBytes {
+        HeldBytes::default()
+    }
+}
+
+/// Bytes (estimated) a transport holds for one client, shared with the gateway's queue toward it.
+#[derive(Debug, Clone, Default)]
+pub struct HeldBytes(Arc<AtomicUsize>);
+
+impl HeldBytes {
+    /// Counts `bytes` as held until the returned guard is dropped.
+    pub fn hold(&self, bytes: usize) -> Held {
+        self.0.fetch_add(bytes, Ordering::AcqRel);
+        Held { count: self.clone(), bytes }
+    }
+
+    /// The bytes held now.
+    pub fn get(&self) -> usize {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// Bytes counted in a [`HeldBytes`] while this lives; travels with the message it stands for.
+#[derive(Debug)]
+pub struct Held {
+    count: HeldBytes,
+    bytes: usize,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.count.0.fetch_sub(self.bytes, Ordering::AcqRel);
+    }
 }
 
 /// Why a transport turned a client away before any session could handle it (counted by the gateway's metrics).

@@ -6,6 +6,9 @@
 //! `Receiver<ClientBound>`: `Response`/`Related` go to the POST waiting for that request id (a [`Pending`],
 //! registered before the request is delivered), `Unsolicited` goes to the GET stream or a small backlog. The same
 //! task closes the session when it idles past the limit, when the gateway ends it, or when the server shuts down.
+//! Every message taken from the receiver carries a [`Held`] of its estimated size in the session's [`HeldBytes`]
+//! until a stream writes it out or it is dropped, so what waits here counts against the client's one byte budget
+//! (`crate::outbox`): a client that stops reading cannot grow the per-request, GET-stream or backlog queues past it.
 //! Nothing here parses HTTP or knows MCP methods; locks are never held across an `.await`.
 
 use std::collections::{HashMap, VecDeque};
@@ -22,7 +25,8 @@ use tracing::{debug, warn};
 
 use super::checks::{INTERNAL_ERROR, Rejection, TRANSPORT_ERROR};
 use super::warning::RateLimitedWarning;
-use crate::session::{Caller, ClientBound, ClientSession, Refusal, SessionFactory, TransportKind};
+use crate::outbox::approximate_bytes;
+use crate::session::{Caller, ClientBound, ClientSession, Held, HeldBytes, Refusal, SessionFactory, TransportKind};
 use crate::spec::Limits;
 
 /// Messages buffered for one POST's answer before the demultiplexer waits for the client to read them (then the
@@ -50,6 +54,12 @@ pub(super) enum RequestEvent {
     Related(Value),
     /// The response; nothing follows it.
     Response(Value),
+}
+
+/// A message with its bytes counted in the session's budget while it waits here.
+struct Charged<T> {
+    value: T,
+    _held: Held,
 }
 
 /// The key a request id is found by (its JSON text, so `1` and `"1"` stay apart).
@@ -257,19 +267,19 @@ impl SessionTable {
 #[derive(Clone)]
 struct Waiter {
     serial: u64,
-    sender: mpsc::Sender<RequestEvent>,
+    sender: mpsc::Sender<Charged<RequestEvent>>,
 }
 
 /// The GET stream's end of the session.
 struct StreamSlot {
     serial: u64,
-    sender: mpsc::Sender<Value>,
+    sender: mpsc::Sender<Charged<Value>>,
 }
 
 struct SessionState {
     waiters: HashMap<String, Waiter>,
     stream: Option<StreamSlot>,
-    backlog: VecDeque<Value>,
+    backlog: VecDeque<Charged<Value>>,
     last_used: Instant,
     next_serial: u64,
 }
@@ -277,6 +287,8 @@ struct SessionState {
 /// One open session as the HTTP transport sees it.
 pub(super) struct HttpSession {
     inner: Box<dyn ClientSession>,
+    /// What this transport holds for the client, counted in the gateway's budget for it.
+    held: HeldBytes,
     /// The caller that opened it: every later request must authenticate as the same caller.
     caller: String,
     state: Mutex<SessionState>,
@@ -293,6 +305,7 @@ impl HttpSession {
 
     fn new(inner: Box<dyn ClientSession>, caller: String) -> Self {
         HttpSession {
+            held: inner.held_bytes(),
             inner,
             caller,
             state: Mutex::new(SessionState {
@@ -412,10 +425,15 @@ impl HttpSession {
             ClientBound::Response { request_id, message } => (request_id, RequestEvent::Response(message)),
             ClientBound::Related { request_id, message } => (request_id, RequestEvent::Related(message)),
             ClientBound::Unsolicited(message) => {
-                self.send_unsolicited(message);
+                let held = self.held.hold(approximate_bytes(&message));
+                self.send_unsolicited(Charged { value: message, _held: held });
                 return;
             }
         };
+        let size = match &event {
+            RequestEvent::Response(message) | RequestEvent::Related(message) => approximate_bytes(message),
+        };
+        let held = self.held.hold(size);
         let key = request_key(&request_id);
         let waiter = {
             let mut state = self.lock();
@@ -424,6 +442,7 @@ impl HttpSession {
                 RequestEvent::Related(_) => state.waiters.get(&key).cloned(),
             }
         };
+        let event = Charged { value: event, _held: held };
         let Some(waiter) = waiter else {
             debug!(session = self.id(), request_id = %key, "dropped a message for a request nobody is waiting for");
             return;
@@ -438,7 +457,7 @@ impl HttpSession {
         }
     }
 
-    fn send_unsolicited(&self, message: Value) {
+    fn send_unsolicited(&self, message: Charged<Value>) {
         let mut state = self.lock();
         let message = match state.stream.as_ref() {
             None => message,
@@ -463,7 +482,7 @@ impl HttpSession {
     }
 }
 
-fn push_backlog(state: &mut SessionState, session: &str, message: Value) {
+fn push_backlog(state: &mut SessionState, session: &str, message: Charged<Value>) {
     if state.backlog.len() >= BACKLOG_CAPACITY {
         state.backlog.pop_front();
         debug!(session, "dropped the oldest unsolicited message: no GET stream is open");
@@ -476,13 +495,14 @@ pub(super) struct Pending {
     session: Arc<HttpSession>,
     key: String,
     serial: u64,
-    receiver: mpsc::Receiver<RequestEvent>,
+    receiver: mpsc::Receiver<Charged<RequestEvent>>,
 }
 
 impl Pending {
-    /// The next message for this request; `None` when the session ended before the response.
+    /// The next message for this request; `None` when the session ended before the response. It leaves the
+    /// client's budget here: the caller writes it out at once.
     pub(super) async fn next(&mut self) -> Option<RequestEvent> {
-        self.receiver.recv().await
+        self.receiver.recv().await.map(|charged| charged.value)
     }
 
     pub(super) fn session(&self) -> &Arc<HttpSession> {
@@ -500,13 +520,14 @@ impl Drop for Pending {
 pub(super) struct UnsolicitedStream {
     session: Arc<HttpSession>,
     serial: u64,
-    receiver: mpsc::Receiver<Value>,
+    receiver: mpsc::Receiver<Charged<Value>>,
 }
 
 impl UnsolicitedStream {
-    /// The next unsolicited message; `None` when the session closed.
+    /// The next unsolicited message; `None` when the session closed. It leaves the client's budget here: the
+    /// caller writes it out at once.
     pub(super) async fn next(&mut self) -> Option<Value> {
-        self.receiver.recv().await
+        self.receiver.recv().await.map(|charged| charged.value)
     }
 }
 
