@@ -176,4 +176,24 @@ mod tests {
             ]
         );
     }
+
+    /// A definition's fingerprint depends on the numbers' values as RFC 8785 prints them, not on how serde_json
+    /// holds them: with `arbitrary_precision` (the text as sent) the canonical text, and so every existing pin, is
+    /// what it was when numbers were parsed into doubles and 64-bit integers. The expected text is RFC 8785's.
+    #[test]
+    fn numbers_fingerprint_as_rfc_8785_prints_them() {
+        let definition = r#"{"name": "count", "inputSchema": {"type": "object", "properties": {"n": {
+            "type": "integer", "minimum": -0, "maximum": 9007199254740993, "default": 1.50, "multipleOf": 1e2,
+            "exclusiveMaximum": 18446744073709551615, "exclusiveMinimum": -1.0,
+            "examples": [0.1, 333333333.33333329, 1E30, 5e-7, 1000000000000000000000, 18446744073709551616123]}}}}"#;
+        let value: Value = serde_json::from_str(definition).unwrap_or_default();
+        let expected = concat!(
+            r#"{"inputSchema":{"properties":{"n":{"default":1.5,"examples":[0.1,333333333.3333333,1e+30,5e-7,"#,
+            r#"1e+21,1.8446744073709552e+22],"exclusiveMaximum":18446744073709552000,"exclusiveMinimum":-1,"#,
+            r#""maximum":9007199254740992,"minimum":0,"multipleOf":100,"type":"integer"}},"type":"object"},"#,
+            r#""name":"count"}"#
+        );
+        assert_eq!(canonical_json(&value).unwrap_or_default(), expected);
+        assert_eq!(fingerprint(value).whole, digest_bytes(expected.as_bytes()));
+    }
 }

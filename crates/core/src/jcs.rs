@@ -11,6 +11,15 @@
 //! - integers in plain decimal; other numbers as ECMAScript's `Number.prototype.toString` prints them, which is
 //!   delegated to `serde_json_canonicalizer` (the reference this module is tested against, value by value);
 //! - no whitespace.
+//!
+//! serde_json keeps every number's text as it was sent (`arbitrary_precision`), so an integer beyond what a double
+//! holds exactly (say `18446744073709551616123`) reaches this module whole. RFC 8785 prints it as the double it
+//! rounds to, which is right for fingerprints (every pin and manifest was made that way) but would make two
+//! different integers one value. [`to_string_exact`] is the same canonical form except that an integer keeps its
+//! own digits; it is for what toolgate records or binds about a call's arguments (the audit log's JSON columns, an
+//! approval's argument digest), where the person must see, and the approval must cover, exactly what was sent. For
+//! every number a double holds exactly, and for every text [`to_string`] writes, the two agree, so rows written
+//! before still verify.
 
 use std::cmp::Ordering;
 use std::fmt::Write as _;
@@ -19,13 +28,39 @@ use serde_json::{Map, Number, Value};
 
 use crate::fingerprint::FingerprintError;
 
+/// How numbers are printed: as RFC 8785 says, or with integers kept exact (see the module's documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Numbers {
+    Rfc8785,
+    ExactIntegers,
+}
+
 /// Appends the canonical JSON text of `value` to `out`.
 pub fn write_value(value: &Value, out: &mut String) -> Result<(), FingerprintError> {
+    write_with(value, out, Numbers::Rfc8785)
+}
+
+/// The canonical JSON text of `value`.
+pub fn to_string(value: &Value) -> Result<String, FingerprintError> {
+    let mut out = String::with_capacity(128);
+    write_with(value, &mut out, Numbers::Rfc8785)?;
+    Ok(out)
+}
+
+/// The canonical JSON text of `value`, with every integer printed as its own digits rather than as the double it
+/// rounds to; otherwise identical to [`to_string`].
+pub fn to_string_exact(value: &Value) -> Result<String, FingerprintError> {
+    let mut out = String::with_capacity(128);
+    write_with(value, &mut out, Numbers::ExactIntegers)?;
+    Ok(out)
+}
+
+fn write_with(value: &Value, out: &mut String, numbers: Numbers) -> Result<(), FingerprintError> {
     match value {
         Value::Null => out.push_str("null"),
         Value::Bool(true) => out.push_str("true"),
         Value::Bool(false) => out.push_str("false"),
-        Value::Number(number) => write_number(number, out)?,
+        Value::Number(number) => write_number(number, out, numbers)?,
         Value::String(text) => write_str(text, out),
         Value::Array(items) => {
             out.push('[');
@@ -33,23 +68,16 @@ pub fn write_value(value: &Value, out: &mut String) -> Result<(), FingerprintErr
                 if index > 0 {
                     out.push(',');
                 }
-                write_value(item, out)?;
+                write_with(item, out, numbers)?;
             }
             out.push(']');
         }
-        Value::Object(members) => write_object(members, out)?,
+        Value::Object(members) => write_object(members, out, numbers)?,
     }
     Ok(())
 }
 
-/// The canonical JSON text of `value`.
-pub fn to_string(value: &Value) -> Result<String, FingerprintError> {
-    let mut out = String::with_capacity(128);
-    write_value(value, &mut out)?;
-    Ok(out)
-}
-
-fn write_object(members: &Map<String, Value>, out: &mut String) -> Result<(), FingerprintError> {
+fn write_object(members: &Map<String, Value>, out: &mut String, numbers: Numbers) -> Result<(), FingerprintError> {
     let mut sorted: Vec<(&String, &Value)> = members.iter().collect();
     sorted.sort_unstable_by(|(left, _), (right, _)| compare_names(left, right));
     out.push('{');
@@ -59,7 +87,7 @@ fn write_object(members: &Map<String, Value>, out: &mut String) -> Result<(), Fi
         }
         write_str(name, out);
         out.push(':');
-        write_value(value, out)?;
+        write_with(value, out, numbers)?;
     }
     out.push('}');
     Ok(())
@@ -103,10 +131,12 @@ pub fn write_str(text: &str, out: &mut String) {
     out.push('"');
 }
 
-fn write_number(number: &Number, out: &mut String) -> Result<(), FingerprintError> {
+fn write_number(number: &Number, out: &mut String, numbers: Numbers) -> Result<(), FingerprintError> {
     // Integers a double holds exactly print as themselves.
     if let Some(integer) = number.as_i64().filter(|integer| integer.unsigned_abs() <= 1 << 53) {
         let _ = write!(out, "{integer}");
+    } else if let Some(digits) = (numbers == Numbers::ExactIntegers).then(|| integer_text(number)).flatten() {
+        out.push_str(&digits);
     } else {
         // Fractions, exponents and integers beyond 2^53 print as the IEEE 754 double ECMAScript would hold.
         let text = serde_json_canonicalizer::to_string(&Value::Number(number.clone()))
@@ -114,6 +144,14 @@ fn write_number(number: &Number, out: &mut String) -> Result<(), FingerprintErro
         out.push_str(&text);
     }
     Ok(())
+}
+
+/// The number's text when it is an integer literal (an optional minus and digits, as JSON writes them: no leading
+/// zeros, no exponent). `-0` never gets here: it is the `i64` zero above.
+fn integer_text(number: &Number) -> Option<String> {
+    let text = number.to_string();
+    let digits = text.strip_prefix('-').unwrap_or(&text);
+    (!digits.is_empty() && digits.bytes().all(|byte| byte.is_ascii_digit())).then_some(text)
 }
 
 #[cfg(test)]
@@ -170,6 +208,40 @@ mod tests {
         #[test]
         fn equals_the_reference_canonicalizer(value in any_json()) {
             prop_assert_eq!(canonical(&value), reference(&value));
+        }
+    }
+
+    fn exact(value: &Value) -> String {
+        to_string_exact(value).unwrap_or_else(|error| unreachable!("exact failed: {error}"))
+    }
+
+    fn parsed(text: &str) -> Value {
+        serde_json::from_str(text).unwrap_or_else(|error| unreachable!("test JSON parses: {error}"))
+    }
+
+    #[test]
+    fn exact_keeps_an_integers_digits_and_prints_the_rest_as_rfc_8785() {
+        let value = parsed(
+            r#"{"big": 18446744073709551616123, "neg": -18446744073709551616123, "u64": 18446744073709551615,
+                "odd": 9007199254740993, "zero": -0, "fraction": 1.50, "exponent": 1e2, "huge": 1E30}"#,
+        );
+        assert_eq!(
+            exact(&value),
+            concat!(
+                r#"{"big":18446744073709551616123,"exponent":100,"fraction":1.5,"huge":1e+30,"#,
+                r#""neg":-18446744073709551616123,"odd":9007199254740993,"u64":18446744073709551615,"zero":0}"#
+            )
+        );
+        assert_eq!(canonical(&value), reference(&value), "the RFC 8785 writer is unchanged");
+    }
+
+    proptest! {
+        /// The audit log re-canonicalizes rows written before integers were kept exact: RFC 8785 text read back must
+        /// print the same, or old rows would stop verifying.
+        #[test]
+        fn exact_reprints_rfc_8785_text_unchanged(value in any_json()) {
+            let rfc = canonical(&value);
+            prop_assert_eq!(exact(&parsed(&rfc)), rfc);
         }
     }
 }

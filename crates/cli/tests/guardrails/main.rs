@@ -2,6 +2,8 @@
 //! in front of the bundled demo server, driven by raw HTTP requests and by the MCP Python SDK's client, with
 //! `toolgate approvals` and `toolgate audit` run against the same state directory.
 //!
+//! - [`big_integers`]: integers beyond 64 bits reach `approvals list`, the console, the upstream and the audit row
+//!   with the digits the client sent.
 //! - [`listener`]: DNS rebinding (foreign `Host` or `Origin`: 403) and callers (no or a wrong token: 401; another
 //!   caller's session id: 404).
 //! - [`limits`]: sessions per caller (idle ones make room first, then a 503 naming the limit), the header-read
@@ -27,6 +29,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod big_integers;
 mod crash;
 mod full_disk;
 mod hostile_text;

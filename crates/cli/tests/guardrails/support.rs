@@ -162,9 +162,13 @@ impl Reply {
 /// POSTs `body` to `http://AUTHORITY/mcp` on a fresh connection. `headers` are added as given; `Host` defaults to
 /// the authority unless `headers` sets it.
 pub(crate) fn post(authority: &str, headers: &[(&str, &str)], body: &Value) -> std::io::Result<Reply> {
+    post_text(authority, headers, &body.to_string())
+}
+
+/// [`post`] with the body as written, byte for byte (a number no `Value` of the test's own would keep).
+pub(crate) fn post_text(authority: &str, headers: &[(&str, &str)], body: &str) -> std::io::Result<Reply> {
     let mut stream = TcpStream::connect(authority)?;
     stream.set_read_timeout(Some(HANG_GUARD))?;
-    let body = body.to_string();
     let mut request = String::from("POST /mcp HTTP/1.1\r\n");
     if !headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("host")) {
         request.push_str(&format!("Host: {authority}\r\n"));
@@ -250,11 +254,16 @@ impl HttpSession {
 
     /// POSTs a message with the session's headers.
     pub(crate) fn post(&self, message: &Value) -> std::io::Result<Reply> {
+        self.post_text(&message.to_string())
+    }
+
+    /// POSTs a message written as text with the session's headers.
+    pub(crate) fn post_text(&self, message: &str) -> std::io::Result<Reply> {
         let mut headers: Vec<(&str, &str)> =
             self.auth.iter().map(|(name, value)| (name.as_str(), value.as_str())).collect();
         headers.push(("Mcp-Session-Id", &self.id));
         headers.push(("MCP-Protocol-Version", "2025-11-25"));
-        post(&self.authority, &headers, message)
+        post_text(&self.authority, &headers, message)
     }
 
     /// Sends a request and returns its response message.

@@ -9,7 +9,7 @@
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use crate::fingerprint::{FingerprintError, canonical_json, digest_value};
+use crate::fingerprint::{FingerprintError, canonical_json, digest_bytes, digest_value};
 
 /// What an approval covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -65,9 +65,10 @@ pub fn bind_approval(
     Ok(ApprovalBinding { scope, tool_fingerprint: tool_fingerprint.to_owned(), arguments_digest, key })
 }
 
-/// `sha256:` of the RFC 8785 canonical arguments.
+/// `sha256:` of the canonical arguments with every integer's own digits (`jcs::to_string_exact`): two integers that
+/// round to the same double are different arguments, so an approval of one never covers the other.
 pub fn arguments_digest(arguments: &Value) -> Result<String, FingerprintError> {
-    digest_value(arguments)
+    Ok(digest_bytes(crate::jcs::to_string_exact(arguments)?.as_bytes()))
 }
 
 /// `sha256:` of the canonical [`argument_shape`].
@@ -125,6 +126,16 @@ mod tests {
         assert_ne!(one.key, other.key);
         assert!(one.key.starts_with("sha256:") && one.key.len() == 71);
         assert_eq!(one.arguments_digest, digest_value(&json!({"repo": "a", "force": true})).unwrap_or_default());
+    }
+
+    #[test]
+    fn integers_that_round_to_one_double_are_different_arguments() {
+        let parse = |text: &str| serde_json::from_str::<Value>(text).unwrap_or_default();
+        let one = bind(ApprovalScope::Exact, parse(r#"{"amount": 18446744073709551616123}"#));
+        let other = bind(ApprovalScope::Exact, parse(r#"{"amount": 18446744073709551616124}"#));
+        let float = bind(ApprovalScope::Exact, parse(r#"{"amount": 1.8446744073709552e22}"#));
+        assert_ne!(one.key, other.key);
+        assert_ne!(one.key, float.key);
     }
 
     #[test]

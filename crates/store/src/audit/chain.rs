@@ -51,9 +51,10 @@ impl JsonColumns {
     }
 }
 
-/// The canonical text of an optional JSON value.
+/// The canonical text of an optional JSON value, integers exact (`jcs::to_string_exact`): a call's arguments are
+/// recorded as the client sent them, and text RFC 8785 wrote before prints the same, so older rows still verify.
 pub(crate) fn canonical(value: Option<&Value>) -> Result<Option<String>, StoreError> {
-    value.map(|value| jcs::to_string(value).map_err(StoreError::from)).transpose()
+    value.map(|value| jcs::to_string_exact(value).map_err(StoreError::from)).transpose()
 }
 
 /// A row on its way into the log: its plain columns, with the JSON ones (left `None` in `row`) as canonical text.

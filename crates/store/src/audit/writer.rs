@@ -287,7 +287,7 @@ fn prepare(entry: AuditEntry, redaction: ArgumentRedaction) -> PreparedRow {
 /// The canonical text of a JSON value. serde_json values always canonicalize today; if that ever changes, the plain
 /// text is kept rather than the row lost.
 fn canonical_text(value: &Value) -> String {
-    jcs::to_string(value).unwrap_or_else(|_| value.to_string())
+    jcs::to_string_exact(value).unwrap_or_else(|_| value.to_string())
 }
 
 /// A typed entry field as a JSON column. These types (strings, booleans, enums, vectors of them) always serialize.
