@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 use toolgate_proxy::Gateway;
 use toolgate_proxy::session::SessionFactory;
-use toolgate_proxy::spec::{HttpListenerSpec, Limits};
+use toolgate_spec::{HttpListenerSpec, Limits};
 
 use support::{FixtureLog, GUARD, memory_kib, start, upstream};
 
