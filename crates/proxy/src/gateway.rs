@@ -22,6 +22,7 @@ use toolgate_store::Store;
 
 use crate::catalog::{Catalog, CatalogContext, CheckedListing};
 use crate::client::{GatewaySession, SessionShared};
+use crate::guard::waiting::ApprovalDirections;
 use crate::lifecycle::run::{run_upstream, watch_quarantine};
 use crate::session::{Caller, ClientBound, ClientSession, SessionFactory, TransportKind};
 use crate::spec::GatewaySpec;
@@ -63,6 +64,10 @@ pub(crate) struct GatewayInner {
     pub(crate) known_tools: crate::known_tools::KnownTools,
     /// Places in the approval queue per session and per caller.
     pub(crate) approval_quota: Arc<crate::guard::approval_quota::ApprovalQuota>,
+    /// The approvals calls are waiting on now, lapsed when the gateway stops.
+    pub(crate) waiting_approvals: crate::guard::waiting::WaitingApprovals,
+    /// Where a person decides a queued call, told to clients that cannot be asked (set once the console is bound).
+    approval_directions: RwLock<ApprovalDirections>,
 }
 
 /// The running gateway (cheap to clone).
@@ -129,8 +134,23 @@ impl Gateway {
                 metrics,
                 known_tools: Default::default(),
                 approval_quota,
+                waiting_approvals: Default::default(),
+                approval_directions: RwLock::new(ApprovalDirections::default()),
             }),
         })
+    }
+
+    /// Says where a person decides a queued call (the console's address, the state directory to name), for the
+    /// notice a client without elicitation gets when its call starts waiting.
+    pub fn set_approval_directions(&self, directions: ApprovalDirections) {
+        if let Ok(mut current) = self.inner.approval_directions.write() {
+            *current = directions;
+        }
+    }
+
+    /// Where a person decides a queued call, as last set.
+    pub fn approval_directions(&self) -> ApprovalDirections {
+        self.inner.approval_directions()
     }
 
     /// Replaces the policy (a config reload): visibility is decided again and every session is told to re-list.
@@ -181,6 +201,10 @@ impl Gateway {
     /// Stops everything: sessions end, upstreams are closed politely (stdin, TERM, KILL).
     pub async fn shutdown(&self) {
         self.inner.shutdown.cancel();
+        // Before the sessions close: their call tasks may not run again once the process is on its way out.
+        if let Some(store) = &self.inner.store {
+            self.inner.waiting_approvals.lapse_all(store, "the gateway stopped").await;
+        }
         let sessions: Vec<Arc<SessionShared>> =
             self.inner.sessions.lock().map(|sessions| sessions.values().cloned().collect()).unwrap_or_default();
         for session in sessions {
@@ -232,6 +256,11 @@ pub enum GatewayError {
 
 impl GatewayInner {
     /// The current policy.
+    /// Where a person decides a queued call, as last set.
+    pub(crate) fn approval_directions(&self) -> ApprovalDirections {
+        self.approval_directions.read().map(|directions| directions.clone()).unwrap_or_default()
+    }
+
     pub(crate) fn policy(&self) -> Arc<CompiledPolicy> {
         self.policy.read().map(|policy| Arc::clone(&policy)).unwrap_or_default()
     }

@@ -33,6 +33,7 @@ pub mod uri_template;
 use toolgate_spec as spec;
 
 pub use gateway::{Gateway, GatewayError, GatewayStatus, NamedStatus};
+pub use guard::waiting::ApprovalDirections;
 
 /// An upstream that is never started (`true` over stdio), for the unit tests of the code that lists, exposes and
 /// selects its tools.

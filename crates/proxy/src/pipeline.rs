@@ -322,8 +322,7 @@ pub(crate) async fn call_tool(
             return Some(refusal(id, &decision));
         }
         Verdict::Confirm => {
-            let arguments = resolved.arguments();
-            match confirm(gateway, session, id, &resolved.tool, &arguments, &decision, cancel).await? {
+            match confirm(gateway, session, id, &resolved.tool, &resolved.params, &decision, cancel).await? {
                 // The tool as the catalog has it now (the same definition the person approved, re-resolved after
                 // the wait), so the call goes where the catalog says and the audit row shows its current hints.
                 Confirmation::Approved { approval_id, via, tool } => {

@@ -5,6 +5,10 @@
 //! default) within a bounded timeout; PostgreSQL can use LISTEN/NOTIFY behind the same call. An approval is used at
 //! most once, only for the tool fingerprint and argument digest it was granted for, only before it expires:
 //! [`ApprovalStore::consume`] is one conditional `UPDATE`, so two racing uses cannot both succeed.
+//!
+//! The queue shows only calls that still wait: when a call stops waiting (its timeout, a cancel, its client gone,
+//! the gateway stopping) the gateway [`ApprovalStore::lapse`]s its approval with the reason, so a person who tries
+//! to decide it is told that nothing waits instead of approving what will never run.
 
 use std::fmt;
 use std::time::{Duration, SystemTime};
@@ -116,6 +120,10 @@ pub enum ApprovalState {
     Denied,
     /// Approved and used.
     Consumed,
+    /// Its call stopped waiting before the approval was used (timed out, cancelled, client gone): nothing can
+    /// decide or use it, and [`ApprovalRecord::lapsed_why`] says why. Derived from the row's `lapsed_why` (the
+    /// stored state stays what it was), so older readers of the table see an expired approval.
+    Lapsed,
 }
 
 impl ApprovalState {
@@ -125,6 +133,7 @@ impl ApprovalState {
             ApprovalState::Approved => "approved",
             ApprovalState::Denied => "denied",
             ApprovalState::Consumed => "consumed",
+            ApprovalState::Lapsed => "lapsed",
         }
     }
 
@@ -146,6 +155,8 @@ pub struct ApprovalRecord {
     pub state: ApprovalState,
     /// Who decided.
     pub decided_by: Option<String>,
+    /// Why its call stopped waiting, when it lapsed ([`ApprovalState::Lapsed`]).
+    pub lapsed_why: Option<String>,
 }
 
 /// How [`ApprovalStore::wait`] ended.
@@ -167,6 +178,8 @@ pub enum ApprovalWait {
     TimedOut,
     /// It was already approved and used.
     AlreadyConsumed,
+    /// It lapsed (another process, or an earlier run of this one, said its call no longer waits).
+    Lapsed,
 }
 
 /// Why [`ApprovalStore::consume`] refused.
@@ -206,7 +219,7 @@ pub struct ApprovalStore {
 macro_rules! approval_columns {
     () => {
         "id, session, upstream, tool, title, action, args_summary, tool_fingerprint, args_digest, \
-     created_us, expires_us, state, decided_by, risk_level, risk_category"
+     created_us, expires_us, state, decided_by, risk_level, risk_category, lapsed_why"
     };
 }
 
@@ -246,17 +259,24 @@ impl ApprovalStore {
         }
     }
 
-    /// Withdraws a pending approval whose call no longer waits (it timed out): it expires now, so nobody approves
-    /// what nothing will use, and its summary is erased as for any settled approval.
-    pub async fn withdraw(&self, id: &ApprovalId) -> Result<(), StoreError> {
+    /// Lapses an approval whose call no longer waits (`why`: it timed out, was cancelled, its client went away):
+    /// it expires now, so it leaves the queue and nobody approves what nothing will use, and it keeps `why` for
+    /// whoever tries to decide it. An approval approved but not yet used lapses too (its call ended between the
+    /// decision and the use); a consumed or denied one is left as it is. Its summary is erased as for any settled
+    /// approval. Returns whether it lapsed.
+    pub async fn lapse(&self, id: &ApprovalId, why: &str) -> Result<bool, StoreError> {
         let Backend::Sqlite(pool) = &self.backend;
-        sqlx::query("UPDATE approvals SET expires_us = MIN(expires_us, ?) WHERE id = ? AND state = 'pending'")
-            .bind(to_micros(SystemTime::now()))
-            .bind(id.as_str())
-            .execute(pool)
-            .await?;
+        let updated = sqlx::query(
+            "UPDATE approvals SET expires_us = MIN(expires_us, ?), lapsed_why = ? \
+             WHERE id = ? AND state IN ('pending', 'approved') AND lapsed_why IS NULL",
+        )
+        .bind(to_micros(SystemTime::now()))
+        .bind(why)
+        .bind(id.as_str())
+        .execute(pool)
+        .await?;
         self.erase_after_write().await;
-        Ok(())
+        Ok(updated.rows_affected() == 1)
     }
 
     /// Records a new pending approval.
@@ -265,7 +285,7 @@ impl ApprovalStore {
         sqlx::query(concat!(
             "INSERT INTO approvals (",
             approval_columns!(),
-            ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', NULL, ?, ?)"
+            ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', NULL, ?, ?, NULL)"
         ))
         .bind(pending.id.as_str())
         .bind(&pending.session)
@@ -335,6 +355,7 @@ impl ApprovalStore {
         }
         match self.get(id).await? {
             None => Err(StoreError::NotFound(format!("approval {id}"))),
+            Some(ApprovalRecord { lapsed_why: Some(why), .. }) => Err(StoreError::Lapsed { id: id.to_string(), why }),
             Some(record) if record.state != ApprovalState::Pending => {
                 Err(StoreError::AlreadyDecided { id: id.to_string(), state: record.state.as_str().to_owned() })
             }
@@ -355,6 +376,7 @@ impl ApprovalStore {
                 ApprovalState::Approved => return Ok(ApprovalWait::Approved { by }),
                 ApprovalState::Denied => return Ok(ApprovalWait::Denied { by }),
                 ApprovalState::Consumed => return Ok(ApprovalWait::AlreadyConsumed),
+                ApprovalState::Lapsed => return Ok(ApprovalWait::Lapsed),
                 ApprovalState::Pending => {}
             }
             let until_expiry = record.approval.expires.duration_since(SystemTime::now()).unwrap_or_default();
@@ -392,6 +414,7 @@ impl ApprovalStore {
             None => ConsumeRefusal::NotFound,
             Some(record) => match record.state {
                 ApprovalState::Consumed => ConsumeRefusal::AlreadyUsed,
+                ApprovalState::Lapsed => ConsumeRefusal::Expired,
                 ApprovalState::Pending | ApprovalState::Denied => ConsumeRefusal::NotApproved(record.state),
                 ApprovalState::Approved if record.approval.tool_fingerprint != tool_fingerprint => {
                     ConsumeRefusal::FingerprintMismatch
@@ -409,6 +432,11 @@ fn decode(row: &SqliteRow) -> Result<ApprovalRecord, StoreError> {
     let state: String = row.try_get("state")?;
     let risk_level: Option<i64> = row.try_get("risk_level")?;
     let risk_category: Option<String> = row.try_get("risk_category")?;
+    let lapsed_why: Option<String> = row.try_get("lapsed_why")?;
+    let mut state = ApprovalState::parse(&state)?;
+    if lapsed_why.is_some() && matches!(state, ApprovalState::Pending | ApprovalState::Approved) {
+        state = ApprovalState::Lapsed;
+    }
     let risk = match (risk_level, risk_category) {
         (Some(level), Some(category)) => Some(ToolRisk {
             level: u8::try_from(level)
@@ -432,7 +460,8 @@ fn decode(row: &SqliteRow) -> Result<ApprovalRecord, StoreError> {
             created: from_micros(row.try_get("created_us")?),
             expires: from_micros(row.try_get("expires_us")?),
         },
-        state: ApprovalState::parse(&state)?,
+        state,
         decided_by: row.try_get("decided_by")?,
+        lapsed_why,
     })
 }

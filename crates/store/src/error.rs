@@ -133,6 +133,15 @@ pub enum StoreError {
     /// A decision arrived after the approval expired.
     #[error("approval {0} has expired")]
     Expired(String),
+    /// A decision arrived for an approval whose call no longer waits (it timed out, was cancelled, its client went
+    /// away): approving it would approve nothing.
+    #[error("approval {id} lapsed: nothing waits for it any more ({why})")]
+    Lapsed {
+        /// The approval.
+        id: String,
+        /// Why its call stopped waiting.
+        why: String,
+    },
 }
 
 /// `try_record` could not queue an audit entry. Never a silent drop: the caller logs it, counts it, or refuses the

@@ -1,8 +1,8 @@
 //! `toolgate approvals list | approve ID | deny ID`: the calls waiting for a person, decided from a terminal.
 //!
 //! The gateway that asked polls the same database and sees the decision within its poll interval. Deciding records
-//! who decided (`--by`, else `$USER`); an unknown, already decided or expired id is an error that says which
-//! (exit 2). This command never consumes an approval: only the gateway uses it, once, for the call it was for.
+//! who decided (`--by`, else `$USER`); an unknown, already decided, expired or lapsed id (its call stopped waiting:
+//! timed out, cancelled, client gone) is an error that says which (exit 2). This command never consumes an approval: only the gateway uses it, once, for the call it was for.
 
 use std::fmt::Write as _;
 use std::io::Write;
@@ -64,6 +64,12 @@ async fn decide(store: &Store, args: DecideArgs, decision: ApprovalDecision) -> 
             anyhow::bail!("approval {id} has expired: the call it was for was refused")
         }
         Err(StoreError::AlreadyDecided { state, .. }) => anyhow::bail!("approval {id} is already {state}"),
+        Err(StoreError::Lapsed { why, .. }) => {
+            anyhow::bail!(
+                "approval {id}: nothing waits for it any more ({}); nothing was {verb}",
+                bounded(&why, NAME_CHARS)
+            )
+        }
         Err(error) => return Err(error).context(format!("cannot record the decision on approval {id}")),
     }
     let record = approvals.get(&id).await?.with_context(|| format!("approval {id} vanished after the decision"))?;

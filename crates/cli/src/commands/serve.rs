@@ -98,6 +98,12 @@ pub(crate) async fn serve_spec(
         .await
         .with_context(|| format!("cannot open the state store in {}", state.display()))?;
     let gateway = Gateway::with_store(spec.clone(), Some(store.clone()))?;
+    // `toolgate approvals` finds this state directory without being told only when it is the default one.
+    let default_state = crate::state::state_dir(None).ok();
+    gateway.set_approval_directions(toolgate_proxy::ApprovalDirections {
+        console_url: None,
+        state_dir: (default_state.as_deref() != Some(state.as_path())).then(|| state.display().to_string()),
+    });
     gateway.start();
     // The approval console on the HTTP listener, behind its own one-time login link (toolgate-web). Made before the
     // reload task, so a SIGHUP while the upstreams connect replaces its users too.
@@ -323,6 +329,11 @@ async fn serve_http(
     eprintln!("toolgate: serving MCP on {url}");
     lock(listeners).push(url);
     eprintln!("toolgate: console at http://{address}{}", console.login_path());
+    // A client that cannot be asked is told where its call waits: this page (after logging in) and the command.
+    gateway.set_approval_directions(toolgate_proxy::ApprovalDirections {
+        console_url: Some(format!("http://{address}/console")),
+        ..gateway.approval_directions()
+    });
     let gateway_for_refusals = gateway.clone();
     let router = toolgate_proxy::downstream::http::router(factory, http, limits, callers)
         // `/metrics` (Prometheus), under the same Host/Origin rules as the MCP endpoint.

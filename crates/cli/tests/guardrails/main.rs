@@ -22,6 +22,8 @@
 //!   an appended instruction whole; no log line is forged by a newline in a tool name.
 //! - [`start`]: an upstream that never answers `initialize` does not hold up the listener: a client is answered at
 //!   once and sees the fast upstream's tools.
+//! - [`lapses`]: a client without elicitation is told where its call waits (console and exact command); a call
+//!   that timed out, was cancelled or whose session closed leaves the queue, and approving it says nothing waits.
 //! - [`python`]: a destructive call confirmed by elicitation, declined by elicitation, and approved through
 //!   `toolgate approvals approve` while a client without elicitation waits.
 //!
@@ -34,6 +36,7 @@ mod crash;
 mod full_disk;
 mod hostile_text;
 mod inventory;
+mod lapses;
 mod limits;
 mod listener;
 mod python;

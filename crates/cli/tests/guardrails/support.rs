@@ -227,6 +227,7 @@ fn dechunk(mut data: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// An MCP session over raw HTTP: initialize, then requests carrying its session id.
+#[derive(Clone)]
 pub(crate) struct HttpSession {
     pub(crate) authority: String,
     pub(crate) id: String,

@@ -31,6 +31,7 @@ use crate::client::SessionShared;
 use crate::gateway::GatewayInner;
 use crate::guard::approval_quota::queue_full;
 use crate::guard::audit;
+use crate::guard::waiting::{QueuedCall, tell_where_it_waits};
 use crate::pipeline::{call_facts, decide_with, resolve};
 use crate::spec::ConfirmVia;
 
@@ -145,17 +146,19 @@ fn question(tool: &ExposedTool, summary: &str, reasons: &[&str]) -> String {
     )
 }
 
-/// Asks a person about one call. `None` when the client cancelled the call meanwhile.
+/// Asks a person about one call (`params`: the client's `tools/call` params). `None` when the client cancelled the
+/// call meanwhile.
 pub(crate) async fn confirm(
     gateway: &Arc<GatewayInner>,
     session: &Arc<SessionShared>,
     request_id: &Value,
     tool: &Arc<ExposedTool>,
-    arguments: &Value,
+    params: &Value,
     decision: &Decision,
     cancel: &CancellationToken,
 ) -> Option<Confirmation> {
     let spec = &gateway.spec.guardrails.confirmation;
+    let arguments = &params.get("arguments").cloned().unwrap_or_else(|| json!({}));
     let shape_key =
         bind_approval(ApprovalScope::Shape, &tool.fingerprint, Some(arguments)).ok().map(|binding| binding.key);
     if let Some(key) = &shape_key
@@ -189,7 +192,7 @@ pub(crate) async fn confirm(
             refused @ Confirmation::Refused(_) => refused,
         }
     } else {
-        by_queue(gateway, session, tool, arguments, &summary, cancel).await?
+        by_queue(gateway, session, request_id, tool, params, &summary, cancel).await?
     };
     if let (Confirmation::Approved { via: "elicitation-remember", .. }, Some(key)) = (&confirmation, shape_key)
         && let Ok(mut remembered) = session.remembered.lock()
@@ -211,14 +214,15 @@ async fn by_elicitation(
     cancel: &CancellationToken,
 ) -> Option<Confirmation> {
     let message = question(tool, summary, reasons);
+    // No property has a default: a client that fills a form from its defaults (or submits it untouched) must not
+    // answer for the person, either way. `approve` is required, so an untouched form is not an answer at all.
     let mut properties = json!({
-        "approve": {"type": "boolean", "title": "Allow this call", "default": false}
+        "approve": {"type": "boolean", "title": "Allow this call"}
     });
     if offer_remember {
         properties["remember"] = json!({
             "type": "boolean",
-            "title": "Also allow this tool with arguments of the same shape for the rest of this session",
-            "default": false
+            "title": "Also allow this tool with arguments of the same shape for the rest of this session"
         });
     }
     let params = json!({
@@ -257,11 +261,13 @@ async fn by_elicitation(
 async fn by_queue(
     gateway: &Arc<GatewayInner>,
     session: &Arc<SessionShared>,
+    request_id: &Value,
     tool: &Arc<ExposedTool>,
-    arguments: &Value,
+    params: &Value,
     summary: &str,
     cancel: &CancellationToken,
 ) -> Option<Confirmation> {
+    let arguments = &params.get("arguments").cloned().unwrap_or_else(|| json!({}));
     let Some(store) = &gateway.store else {
         return Some(Confirmation::Refused(
             "toolgate: this call needs a person's approval, but the client cannot be asked and no approval queue is \
@@ -301,47 +307,69 @@ async fn by_queue(
     entry.approval_id = Some(pending.id.as_str().to_owned());
     entry.outcome = Some("pending".into());
     audit::record(gateway, entry);
+    // From here until a decision reaches the call, however the call ends its approval leaves the queue.
+    let queued = QueuedCall::new(gateway, session, tool, &pending.id, cancel);
     tracing::warn!(
         tool = %tool.exposed_name,
         upstream = %tool.upstream_name,
+        approval = %pending.id,
         "a call waits for approval: run `toolgate approvals list`"
     );
+    tell_where_it_waits(gateway, session, request_id, params, tool, &pending.id, spec.timeout);
     let approvals = store.approvals();
     let wait = tokio::select! {
-        () = cancel.cancelled() => return None,
+        () = cancel.cancelled() => {
+            let why = queued.why_it_ended();
+            queued.lapse(why).await;
+            return None;
+        }
         wait = approvals.wait(&pending.id, spec.timeout) => wait,
     };
     let outcome = match wait {
         // Consumed with the fingerprint of the tool as it is now, so the store's binding is checked against what
         // the call would reach, not against what the person was shown.
         Ok(ApprovalWait::Approved { by }) => match current_tool(gateway, session, tool) {
-            Err(lapse) => lapsed(gateway, session, tool, Some(pending.id.as_str()), &lapse),
+            Err(lapse) => {
+                // `lapsed` writes the row that says why (`tool_changed`).
+                queued.lapse_unaudited(lapse.why).await;
+                lapsed(gateway, session, tool, Some(pending.id.as_str()), &lapse)
+            }
             Ok(current) => match store.approvals().consume(&pending.id, &current.fingerprint, &args_digest).await {
-                Ok(()) => Confirmation::Approved {
-                    approval_id: Some(pending.id.as_str().to_owned()),
-                    via: "queue",
-                    tool: current,
-                },
+                Ok(()) => {
+                    queued.used();
+                    Confirmation::Approved {
+                        approval_id: Some(pending.id.as_str().to_owned()),
+                        via: "queue",
+                        tool: current,
+                    }
+                }
                 Err(error) => {
+                    queued.lapse("the approval could not be used").await;
                     Confirmation::Refused(format!("toolgate: the approval by {by} could not be used ({error})"))
                 }
             },
         },
         Ok(ApprovalWait::Denied { by }) => {
+            queued.used();
             Confirmation::Refused(format!("toolgate: {by} denied this call to {}; it was not made", tool.exposed_name))
         }
-        Ok(ApprovalWait::Expired | ApprovalWait::TimedOut) => {
-            // Nothing waits for it any more: withdrawn, so nobody approves it in vain and its summary goes.
-            if let Err(error) = store.approvals().withdraw(&pending.id).await {
-                tracing::warn!(%error, "cannot withdraw an approval nobody decided");
-            }
-            Confirmation::Refused(format!(
-                "toolgate: nobody approved this call within {} s; it was not made",
-                spec.timeout.as_secs()
-            ))
+        Ok(ApprovalWait::AlreadyConsumed) => {
+            queued.used();
+            Confirmation::Refused("toolgate: that approval was already used".into())
         }
-        Ok(ApprovalWait::AlreadyConsumed) => Confirmation::Refused("toolgate: that approval was already used".into()),
-        Err(error) => Confirmation::Refused(format!("toolgate: waiting for approval failed ({error})")),
+        Ok(ApprovalWait::Lapsed) => {
+            queued.used();
+            Confirmation::Refused("toolgate: the approval lapsed before anyone decided; the call was not made".into())
+        }
+        Ok(ApprovalWait::Expired | ApprovalWait::TimedOut) => {
+            let timeout = spec.timeout.as_secs();
+            queued.lapse(&format!("nobody decided within {timeout} s; the call was refused")).await;
+            Confirmation::Refused(format!("toolgate: nobody approved this call within {timeout} s; it was not made"))
+        }
+        Err(error) => {
+            queued.lapse("waiting for the decision failed").await;
+            Confirmation::Refused(format!("toolgate: waiting for approval failed ({error})"))
+        }
     };
     Some(outcome)
 }

@@ -1,6 +1,6 @@
 //! The guardrails the call pipeline applies: confirmation by a person (`confirm`), result post-processing
 //! (`results`), audit records (`audit`), pin checks on listings (`pins`) and the tool-selection profile
-//! (`selection`), and the sealed request state of 2026-07-28 confirmations ([`request_state`]).
+//! (`selection`), the truth about calls waiting in the approval queue (`waiting`), and the sealed request state of 2026-07-28 confirmations ([`request_state`]).
 //!
 //! Each module is one concern with one entry point; the pipeline (`crate::pipeline`) decides when each runs.
 
@@ -11,3 +11,4 @@ pub(crate) mod pins;
 pub mod request_state;
 pub(crate) mod results;
 pub(crate) mod selection;
+pub(crate) mod waiting;

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolgate_core::trust::TrustLevel;
+use toolgate_proxy::session::ClientBound;
 use toolgate_store::{
     ApprovalDecision, ApprovalId, AuditFilter, AuditKind, ConsumeRefusal, PendingApproval, Store, StoreError,
     digest_arguments,
@@ -197,8 +198,13 @@ async fn no_approval_id_ever_reaches_the_client() {
     ids.sort();
     ids.dedup();
     assert!(ids.len() >= 2, "the queue issued approval ids: {ids:?}");
+    // The queued client was told where its calls wait: toolgate's own log line naming the approval and the command
+    // a person runs. That locator approves nothing (deciding needs the store or a console login), and it never
+    // travels in anything the model reads as a result; everything else is searched as before.
+    let notices = queued.all.iter().filter(|bound| is_waiting_notice(bound)).count();
+    assert_eq!(notices, 2, "each queued call was told where it waits");
     for client in [&queued, &asked] {
-        let everything = client.everything();
+        let everything = client.everything_but_waiting_notices();
         assert!(!everything.is_empty());
         for id in &ids {
             assert!(!everything.contains(id.as_str()), "approval id {id} reached the client:\n{everything}");
@@ -206,7 +212,27 @@ async fn no_approval_id_ever_reaches_the_client() {
     }
 }
 
+/// toolgate's notice that a call waits in the approval queue (a log line with logger `toolgate`).
+fn is_waiting_notice(bound: &ClientBound) -> bool {
+    matches!(bound, ClientBound::Related { message, .. }
+        if message["method"] == "notifications/message" && message["params"]["logger"] == "toolgate")
+}
+
 impl Client {
+    /// [`Client::everything`] without toolgate's waiting notices.
+    fn everything_but_waiting_notices(&self) -> String {
+        self.all
+            .iter()
+            .filter(|bound| !is_waiting_notice(bound))
+            .map(|bound| match bound {
+                ClientBound::Response { message, .. }
+                | ClientBound::Related { message, .. }
+                | ClientBound::Unsolicited(message) => message.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
     /// Takes whatever is already queued for this session, waiting briefly for stragglers.
     async fn drain_pending(&mut self) {
         while self.receive_one(Duration::from_millis(200)).await {}
@@ -384,7 +410,9 @@ async fn only_a_client_that_declared_form_elicitation_is_asked_with_a_form() {
                     session.send(json!({"jsonrpc": "2.0", "id": message["id"], "result": {"action": "decline"}}));
                     break "form";
                 }
-                panic!("unexpected message for {elicitation}: {message}");
+                // A queued call's client is told where it waits; anything else is unexpected.
+                assert_eq!(message["method"], "notifications/message", "unexpected message for {elicitation}");
+                continue;
             }
             let queued = harness.store.approvals().list_pending().await.unwrap();
             if let Some(record) = queued.into_iter().find(|record| record.approval.args_digest == digest) {
@@ -395,7 +423,9 @@ async fn only_a_client_that_declared_form_elicitation_is_asked_with_a_form() {
         };
         assert_eq!(how, expected, "capabilities.elicitation = {elicitation}");
         let response = loop {
-            if let Some(message) = session.next().await {
+            if let Some(message) = session.next().await
+                && message["method"] != "notifications/message"
+            {
                 break message;
             }
             assert!(tokio::time::Instant::now() < deadline, "no answer for {elicitation}");

@@ -11,6 +11,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod approval_lifecycle;
 mod approval_privacy;
 mod approvals;
 mod claims;

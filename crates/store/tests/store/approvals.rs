@@ -1,6 +1,7 @@
 //! Approvals: single use, bound to the tool fingerprint and argument digest, expiry, and a decision written through
 //! a second handle on the same file while the first waits. A failed erase of settled summaries (a full disk) fails
-//! neither the write before it nor the calls after it, and the next write erases them.
+//! neither the write before it nor the calls after it, and the next write erases them. A lapsed approval (its call
+//! stopped waiting) leaves the queue and can be neither decided nor used.
 
 use std::time::{Duration, SystemTime};
 
@@ -170,8 +171,41 @@ async fn a_failed_summary_erase_fails_no_write_and_the_next_write_retries_it() {
 
     // Once the disk has room, the next write erases what the failed ones left.
     tamper(&raw, "DROP TRIGGER fail_erase").await;
-    approvals.withdraw(&second.id).await.expect("withdraw");
+    approvals.lapse(&second.id, "the call ended").await.expect("lapse");
     for id in [&first.id, &second.id] {
         assert_eq!(approvals.get(id).await.expect("get").expect("recorded").approval.args_summary, "");
     }
+}
+
+#[tokio::test]
+async fn a_lapsed_approval_leaves_the_queue_and_can_be_neither_decided_nor_used() {
+    let (_directory, store) = fresh_store(StoreOptions::default()).await;
+    let approvals = store.approvals();
+    let waiting = pending(Duration::from_secs(60));
+    approvals.create(&waiting).await.expect("create");
+    assert!(approvals.lapse(&waiting.id, "the client cancelled the call").await.expect("lapse"));
+    assert!(!approvals.lapse(&waiting.id, "again").await.expect("lapse"), "a lapse keeps its first reason");
+    let record = approvals.get(&waiting.id).await.expect("get").expect("kept");
+    assert_eq!(record.state, toolgate_store::ApprovalState::Lapsed);
+    assert_eq!(record.lapsed_why.as_deref(), Some("the client cancelled the call"));
+    assert!(approvals.list_pending().await.expect("list").is_empty(), "only live calls are listed");
+    match approvals.decide(&waiting.id, ApprovalDecision::Approve, "alice").await {
+        Err(StoreError::Lapsed { why, .. }) => assert_eq!(why, "the client cancelled the call"),
+        other => panic!("approving a lapsed approval: {other:?}"),
+    }
+    assert!(approvals.consume(&waiting.id, "sha256:tool", &waiting.args_digest).await.is_err());
+
+    // Approved, then its call ended before using it: lapsed too. Used: left as it is.
+    let approved = pending(Duration::from_secs(60));
+    approvals.create(&approved).await.expect("create");
+    approvals.decide(&approved.id, ApprovalDecision::Approve, "alice").await.expect("approve");
+    assert!(approvals.lapse(&approved.id, "the gateway stopped").await.expect("lapse"));
+    assert!(approvals.consume(&approved.id, "sha256:tool", &approved.args_digest).await.is_err());
+    let used = pending(Duration::from_secs(60));
+    approvals.create(&used).await.expect("create");
+    approvals.decide(&used.id, ApprovalDecision::Approve, "alice").await.expect("approve");
+    approvals.consume(&used.id, "sha256:tool", &used.args_digest).await.expect("consume");
+    assert!(!approvals.lapse(&used.id, "late").await.expect("lapse"));
+    let record = approvals.get(&used.id).await.expect("get").expect("kept");
+    assert_eq!((record.state, record.lapsed_why), (toolgate_store::ApprovalState::Consumed, None));
 }
