@@ -272,10 +272,25 @@ pub(crate) enum PinsAction {
     },
     /// Show what changed in a quarantined definition, field by field, and the fingerprint to approve.
     Diff(PinToolArgs),
-    /// Pin the quarantined definition of a tool.
+    /// Pin the quarantined definition of a tool (`UPSTREAM TOOL`), or every waiting definition of one upstream
+    /// (`--upstream NAME --all`), or only those whose declared hints inference agrees with and lint finds no error
+    /// in (`--upstream NAME --agreeing`).
     Approve {
-        #[command(flatten)]
-        tool: PinToolArgs,
+        /// The upstream's configured name.
+        #[arg(value_name = "UPSTREAM", required_unless_present = "bulk_upstream", requires = "tool")]
+        upstream: Option<String>,
+        /// The tool's name at the upstream.
+        #[arg(value_name = "TOOL")]
+        tool: Option<String>,
+        /// Pin the waiting definitions of this upstream (with `--all` or `--agreeing`).
+        #[arg(long = "upstream", value_name = "NAME", conflicts_with_all = ["upstream", "tool", "fingerprint"])]
+        bulk_upstream: Option<String>,
+        /// With `--upstream`: every waiting definition.
+        #[arg(long, requires = "bulk_upstream", conflicts_with = "agreeing")]
+        all: bool,
+        /// With `--upstream`: only the definitions that agree (declared hints the trust rule accepts, no lint error).
+        #[arg(long, requires = "bulk_upstream")]
+        agreeing: bool,
         /// The fingerprint shown by `pins diff` (default: the one pending now; give it to avoid approving a
         /// definition that changed while you looked).
         #[arg(long, value_name = "F")]

@@ -107,6 +107,34 @@ pub struct InventoryTool {
     pub updated_at: String,
 }
 
+impl InventoryTool {
+    /// Why this definition is not one a person may pin in bulk as "agreeing" (`toolgate pins approve --upstream NAME
+    /// --agreeing`, the console's "pin the agreeing ones"); empty when it agrees. A definition agrees when it declares
+    /// hints, the trust rule accepted every declared hint that relaxes (`declared-relaxing-rejected` on none: inference
+    /// supports what it claims) and lint found no error. It reads the gateway's own record of the tool (`rules` in
+    /// `annotations`, `findings`), so it judges exactly what the gateway enforced for this fingerprint.
+    pub fn disagreements(&self) -> Vec<String> {
+        let rules = self.annotations.get("rules").and_then(Value::as_object);
+        let mut reasons = Vec::new();
+        let declares = rules.is_some_and(|rules| {
+            rules.values().any(|rule| rule.as_str().is_some_and(|rule| rule.starts_with("declared")))
+        });
+        if !declares {
+            reasons.push("declares no hints: there is nothing for inference to agree with".to_owned());
+        }
+        for (hint, rule) in rules.into_iter().flatten() {
+            if rule.as_str() == Some("declared-relaxing-rejected") {
+                reasons
+                    .push(format!("declares {hint} more relaxed than inference supports (the trust rule rejected it)"));
+            }
+        }
+        for finding in self.findings.iter().filter(|finding| finding.severity == "error") {
+            reasons.push(format!("lint {}: {}", finding.code, finding.message));
+        }
+        reasons
+    }
+}
+
 fn to_json<T: Serialize>(value: &T, what: &'static str) -> Result<String, StoreError> {
     serde_json::to_string(value).map_err(|source| StoreError::Json { what, source })
 }

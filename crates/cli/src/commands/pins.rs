@@ -3,7 +3,9 @@
 //!
 //! `diff` shows each changed field with its old and new value (schemas as a compact path-by-path JSON diff) and the
 //! fingerprint to approve; `approve` pins only that fingerprint, so a definition that changed again while the
-//! person read the diff is never approved by accident. Each approval or rejection is an audit row (kind `pin`,
+//! person read the diff is never approved by accident. `approve --upstream NAME --all|--agreeing` onboards an
+//! upstream in one step: every waiting definition, or those whose declared hints the gateway's trust rule accepted
+//! and lint found no error in, judged from the gateway's inventory for the very fingerprint that waits. Each approval or rejection is an audit row (kind `pin`,
 //! with the fingerprint and who decided). Nothing here talks to an upstream.
 
 use std::fmt::Write as _;
@@ -36,7 +38,15 @@ pub(crate) async fn run(args: PinsArgs) -> Result<Outcome> {
     let text = match args.action {
         PinsAction::List { json } => list(&store, json).await,
         PinsAction::Diff(tool) => diff(&store, &tool).await,
-        PinsAction::Approve { tool, fingerprint, by } => approve(&store, &tool, fingerprint, decider(by)).await,
+        PinsAction::Approve { upstream: Some(upstream), tool: Some(tool), fingerprint, by, .. } => {
+            approve(&store, &PinToolArgs { upstream, tool }, fingerprint, decider(by)).await
+        }
+        PinsAction::Approve { bulk_upstream: Some(upstream), all, agreeing, by, .. } if all || agreeing => {
+            approve_upstream(&store, &upstream, agreeing, decider(by)).await
+        }
+        PinsAction::Approve { .. } => Err(anyhow::anyhow!(
+            "say which: `pins approve UPSTREAM TOOL` or `pins approve --upstream NAME --all|--agreeing`"
+        )),
         PinsAction::Reject { tool, by } => reject(&store, &tool, decider(by)).await,
     };
     store.close().await?;
@@ -161,6 +171,59 @@ async fn approve(store: &Store, tool: &PinToolArgs, fingerprint: Option<String>,
         bounded(&pinned.snapshot.fingerprint.whole, NAME_CHARS),
         bounded(&pinned.approved_by, NAME_CHARS)
     ))
+}
+
+/// Pins the waiting definitions of one upstream: all of them, or (`only_agreeing`) those the gateway's inventory
+/// shows agreeing ([`toolgate_store::InventoryTool::disagreements`]) for the very fingerprint waiting. Each is pinned
+/// at the fingerprint listed now and gets its own audit row; the others are named with why they were left.
+async fn approve_upstream(store: &Store, upstream: &str, only_agreeing: bool, by: String) -> Result<String> {
+    let waiting: Vec<PendingPinChange> =
+        store.pins().list_pending().await?.into_iter().filter(|change| change.proposed.upstream == upstream).collect();
+    if waiting.is_empty() {
+        bail!(
+            "upstream {} has no definition waiting to be pinned (see `toolgate pins list`)",
+            bounded(upstream, NAME_CHARS)
+        );
+    }
+    let inventory = if only_agreeing { store.inventory().await? } else { Vec::new() };
+    let mut text = String::new();
+    let (mut pinned, mut left) = (0usize, 0usize);
+    for change in &waiting {
+        let (name, fingerprint) = (&change.proposed.tool, &change.proposed.fingerprint.whole);
+        if only_agreeing {
+            let assessed = inventory
+                .iter()
+                .find(|tool| tool.upstream == upstream && &tool.tool == name && &tool.fingerprint == fingerprint);
+            let reasons = match assessed {
+                Some(tool) => tool.disagreements(),
+                None => vec!["the gateway has not assessed this definition yet (is `toolgate serve` running?)".into()],
+            };
+            if !reasons.is_empty() {
+                left += 1;
+                let reasons: Vec<String> = reasons.iter().map(|reason| bounded(reason, 300)).collect();
+                let _ = writeln!(text, "left {}: {}", shown(upstream, name), reasons.join("; "));
+                continue;
+            }
+        }
+        match store.pins().approve_pending(upstream, name, fingerprint, &by).await {
+            Ok(_) => {}
+            // It changed again since it was listed: not what anyone looked at.
+            Err(StoreError::NotFound(_)) => {
+                left += 1;
+                let _ = writeln!(text, "left {}: its definition changed while pinning", shown(upstream, name));
+                continue;
+            }
+            Err(error) => return Err(error.into()),
+        }
+        store
+            .record_pin_decision(upstream, name, fingerprint, PinDecision::Approved, &by)
+            .await
+            .context("a definition is pinned, but its audit row could not be written")?;
+        pinned += 1;
+        let _ = writeln!(text, "pinned {} at {}", shown(upstream, name), bounded(fingerprint, NAME_CHARS));
+    }
+    let _ = writeln!(text, "{pinned} pinned, {left} left waiting (approved by {})", bounded(&by, NAME_CHARS));
+    Ok(text)
 }
 
 async fn reject(store: &Store, tool: &PinToolArgs, by: String) -> Result<String> {

@@ -24,6 +24,8 @@
 //!   once and sees the fast upstream's tools.
 //! - [`lapses`]: a client without elicitation is told where its call waits (console and exact command); a call
 //!   that timed out, was cancelled or whose session closed leaves the queue, and approving it says nothing waits.
+//! - [`onboarding`]: a `pinned` upstream's waiting definitions pinned in two commands, `pins approve --upstream
+//!   NAME --agreeing` (naming why each other one is left) and `--all`.
 //! - [`python`]: a destructive call confirmed by elicitation, declined by elicitation, and approved through
 //!   `toolgate approvals approve` while a client without elicitation waits.
 //!
@@ -39,6 +41,7 @@ mod inventory;
 mod lapses;
 mod limits;
 mod listener;
+mod onboarding;
 mod python;
 mod reload;
 mod retention;
