@@ -27,6 +27,7 @@ const MAX_MESSAGE_MIB: u64 = 1024;
 const MAX_SESSIONS: u64 = 100_000;
 const MAX_SESSION_IDLE_MINUTES: u64 = 7 * 24 * 60;
 const MAX_TOOLS_PER_UPSTREAM: u64 = 100_000;
+const MAX_LIST_ITEMS_PER_UPSTREAM: u64 = 1_000_000;
 const MAX_CONNECTIONS: u64 = 1_000_000;
 const MAX_HEADER_READ_TIMEOUT_SECONDS: u64 = 3600;
 const MAX_PENDING_APPROVALS: u64 = 10_000;
@@ -263,6 +264,9 @@ fn lower_limits(raw: Option<Spanned<RawLimits>>, has_callers: bool, cx: &mut Con
     let max_sessions = bounded(raw.max_sessions, "max_sessions", MAX_SESSIONS);
     let idle_minutes = bounded(raw.session_idle_minutes, "session_idle_minutes", MAX_SESSION_IDLE_MINUTES);
     let max_tools = bounded(raw.max_tools_per_upstream, "max_tools_per_upstream", MAX_TOOLS_PER_UPSTREAM);
+    let max_items =
+        bounded(raw.max_list_items_per_upstream, "max_list_items_per_upstream", MAX_LIST_ITEMS_PER_UPSTREAM);
+    let listing_mib = bounded(raw.max_listing_mib_per_upstream, "max_listing_mib_per_upstream", MAX_MESSAGE_MIB);
     let per_caller = bounded(raw.max_sessions_per_caller, "max_sessions_per_caller", MAX_SESSIONS);
     let max_connections = bounded(raw.max_connections, "max_connections", MAX_CONNECTIONS);
     let header_seconds =
@@ -284,6 +288,10 @@ fn lower_limits(raw: Option<Spanned<RawLimits>>, has_callers: bool, cx: &mut Con
         max_tools_per_upstream: max_tools
             .and_then(|count| usize::try_from(count).ok())
             .unwrap_or(defaults.max_tools_per_upstream),
+        max_list_items_per_upstream: count(max_items, defaults.max_list_items_per_upstream),
+        max_listing_bytes_per_upstream: listing_mib
+            .and_then(|mib| usize::try_from(mib * 1024 * 1024).ok())
+            .unwrap_or(defaults.max_listing_bytes_per_upstream),
         max_connections: count(max_connections, defaults.max_connections),
         header_read_timeout: header_seconds.map(Duration::from_secs).unwrap_or(defaults.header_read_timeout),
         max_pending_approvals_per_session: count(pending_session, defaults.max_pending_approvals_per_session),

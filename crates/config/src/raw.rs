@@ -135,6 +135,8 @@ pub(crate) struct RawLimits {
     pub(crate) max_sessions: Option<Spanned<u64>>,
     pub(crate) session_idle_minutes: Option<Spanned<u64>>,
     pub(crate) max_tools_per_upstream: Option<Spanned<u64>>,
+    pub(crate) max_list_items_per_upstream: Option<Spanned<u64>>,
+    pub(crate) max_listing_mib_per_upstream: Option<Spanned<u64>>,
     pub(crate) max_sessions_per_caller: Option<Spanned<u64>>,
     pub(crate) max_connections: Option<Spanned<u64>>,
     pub(crate) header_read_timeout_seconds: Option<Spanned<u64>>,

@@ -25,6 +25,7 @@ use toolgate_core::facts::{ToolFacts, tool_facts};
 use toolgate_core::normalize::{hint_of_key, loose_bool};
 use toolgate_core::trust::{TrustLevel, TrustedHints, resolve_trusted_hints};
 use toolgate_core::{EffectiveHints, Hint, HintOverrides, HintSource, ToolDefinition, assess_tool};
+use toolgate_upstream::ListKind;
 
 use crate::guard::results::remove_foreign_meta;
 use crate::naming::exposed_name;
@@ -45,8 +46,44 @@ pub struct UpstreamListing {
     pub resources: Vec<Value>,
     /// `resources/templates/list` items.
     pub templates: Vec<Value>,
-    /// The server offered more pages of tools than were read: enough tools had arrived for the configured maximum.
-    pub more_tools_unread: bool,
+    /// For each kind, the server offered more pages than were read: enough items (or bytes) had arrived for the
+    /// configured maxima.
+    pub unread_pages: ByKind<bool>,
+}
+
+/// One value for each kind of listing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ByKind<T> {
+    /// Tools.
+    pub tools: T,
+    /// Prompts.
+    pub prompts: T,
+    /// Resources.
+    pub resources: T,
+    /// Resource templates.
+    pub templates: T,
+}
+
+impl<T> ByKind<T> {
+    /// The value for `kind`.
+    pub fn get(&self, kind: ListKind) -> &T {
+        match kind {
+            ListKind::Tools => &self.tools,
+            ListKind::Prompts => &self.prompts,
+            ListKind::Resources => &self.resources,
+            ListKind::ResourceTemplates => &self.templates,
+        }
+    }
+
+    /// The value for `kind`, to change.
+    pub fn get_mut(&mut self, kind: ListKind) -> &mut T {
+        match kind {
+            ListKind::Tools => &mut self.tools,
+            ListKind::Prompts => &mut self.prompts,
+            ListKind::Resources => &mut self.resources,
+            ListKind::ResourceTemplates => &mut self.templates,
+        }
+    }
 }
 
 /// One upstream's listing with the outcome of its pin check: stored, read and built into a catalog as one value,
@@ -60,8 +97,8 @@ pub struct CheckedListing {
     /// For a pinned upstream, the fingerprint of each tool's approved pin that the listed definition matched when it
     /// was checked (by original name); `None` for an upstream that is not pinned.
     pub approved: Option<HashMap<String, String>>,
-    /// Tools the upstream listed beyond the configured maximum, dropped.
-    pub dropped_tools: usize,
+    /// Items of each kind the upstream listed beyond the configured maxima (count or bytes), dropped.
+    pub dropped: ByKind<usize>,
 }
 
 impl CheckedListing {
@@ -87,7 +124,7 @@ impl CheckedListing {
             listing: Arc::new(listing),
             approved: Some(fingerprints.clone()),
             fingerprints,
-            dropped_tools: 0,
+            dropped: ByKind::default(),
         }
     }
 

@@ -228,7 +228,7 @@ mod tests {
                 approved: Some(approved.map(|(name, fingerprint)| (name.clone(), fingerprint.clone())).collect()),
                 fingerprints,
                 listing: Arc::new(UpstreamListing { tools, ..Default::default() }),
-                dropped_tools: 0,
+                dropped: Default::default(),
             }))
         };
         let unpinned = |tools: Value| {

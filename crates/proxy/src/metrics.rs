@@ -16,6 +16,7 @@ use axum::response::{IntoResponse, Response};
 use metrics::{Counter, Histogram, Key, Label, Metadata, Recorder};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
 use toolgate_core::decision::Verdict;
+use toolgate_upstream::ListKind;
 
 use crate::Gateway;
 use crate::session::Refusal;
@@ -52,6 +53,9 @@ pub const UPSTREAM_CANCELS_DROPPED: &str = "toolgate_upstream_cancel_notices_dro
 pub const RELISTS: &str = "toolgate_upstream_relists_total";
 /// Tools the upstream's last listing had beyond `limits.max_tools_per_upstream`, dropped, by `upstream`.
 pub const TOOLS_DROPPED: &str = "toolgate_upstream_tools_dropped";
+/// Items of the upstream's last listing beyond the limits (a count or `limits.max_listing_bytes_per_upstream`),
+/// dropped, by `upstream` and `kind` (`tools`, `prompts`, `resources`, `resourceTemplates`).
+pub const LIST_ITEMS_DROPPED: &str = "toolgate_upstream_list_items_dropped";
 /// HTTP sessions refused, by `reason` (`per_caller`, `total`).
 pub const SESSIONS_REFUSED: &str = "toolgate_sessions_refused_total";
 /// HTTP connections refused, by `reason` (`connection_limit`, `fd_limit`).
@@ -228,7 +232,7 @@ impl GatewayMetrics {
 }
 
 fn describe(recorder: &PrometheusRecorder) {
-    let help: [(&'static str, &'static str); 23] = [
+    let help: [(&'static str, &'static str); 24] = [
         (TOOL_CALLS, "Tool calls by upstream, tool, verdict and outcome."),
         (CALL_DURATION, "Seconds from forwarding a permitted call upstream to its answer, by upstream."),
         (UPSTREAM_UP, "1 when the upstream is connected and listed, 0 otherwise."),
@@ -243,6 +247,10 @@ fn describe(recorder: &PrometheusRecorder) {
         (UPSTREAM_CANCELS_DROPPED, "Cancellation notices dropped because the upstream was not reading its input."),
         (RELISTS, "Re-listings after an upstream's list_changed (bursts coalesced), by upstream."),
         (TOOLS_DROPPED, "Tools beyond limits.max_tools_per_upstream dropped from the upstream's last listing."),
+        (
+            LIST_ITEMS_DROPPED,
+            "Items of each kind beyond a count or byte limit dropped from the upstream's last listing.",
+        ),
         (SESSIONS_REFUSED, "HTTP sessions refused at a session limit, by reason (per_caller, total)."),
         (CONNECTIONS_REFUSED, "HTTP connections refused, by reason (connection_limit, fd_limit)."),
         (CLIENT_MESSAGES_DROPPED, "Notifications dropped because their client was not reading."),
@@ -272,8 +280,15 @@ impl Gateway {
             let in_flight = connection.as_ref().map_or(0, |connection| connection.in_flight());
             let labels = vec![Label::new("upstream", runtime.spec.name.clone())];
             metrics.gauge(UPSTREAM_IN_FLIGHT, labels.clone(), in_flight as f64);
-            let tools_dropped = runtime.checked_listing().map_or(0, |listing| listing.dropped_tools);
-            metrics.gauge(TOOLS_DROPPED, labels, tools_dropped as f64);
+            let dropped = runtime.checked_listing().map(|listing| listing.dropped).unwrap_or_default();
+            metrics.gauge(TOOLS_DROPPED, labels, dropped.tools as f64);
+            for kind in ListKind::ALL {
+                let labels = vec![
+                    Label::new("upstream", runtime.spec.name.clone()),
+                    Label::from_static_parts("kind", kind.result_key()),
+                ];
+                metrics.gauge(LIST_ITEMS_DROPPED, labels, *dropped.get(kind) as f64);
+            }
             let dropped = connection.as_ref().map_or(0, |connection| connection.cancel_notices_dropped());
             let key =
                 Key::from_parts(UPSTREAM_CANCELS_DROPPED, vec![Label::new("upstream", runtime.spec.name.clone())]);

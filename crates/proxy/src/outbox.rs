@@ -178,19 +178,7 @@ fn message_of(bound: &ClientBound) -> &Value {
     }
 }
 
-/// About how many bytes `value` takes as JSON: exact for strings without escapes, close otherwise; never
-/// serializes.
-pub(crate) fn approximate_bytes(value: &Value) -> usize {
-    match value {
-        Value::Null | Value::Bool(_) => 5,
-        Value::Number(_) => 12,
-        Value::String(text) => text.len() + 2,
-        Value::Array(items) => items.iter().map(approximate_bytes).sum::<usize>() + items.len() + 2,
-        Value::Object(members) => {
-            members.iter().map(|(key, member)| key.len() + 4 + approximate_bytes(member)).sum::<usize>() + 2
-        }
-    }
-}
+pub(crate) use toolgate_upstream::jsonrpc::approximate_bytes;
 
 #[cfg(test)]
 mod tests {

@@ -15,7 +15,7 @@ use tokio::sync::Notify;
 use toolgate_upstream::{ConnectOptions, Connection, EventSink, ListKind, UpstreamError};
 
 use crate::catalog::{CheckedListing, UpstreamListing};
-use crate::spec::UpstreamSpec;
+use crate::spec::{Limits, UpstreamSpec};
 
 /// The capabilities toolgate declares to upstreams: everything it can relay to a client.
 pub fn relayed_client_capabilities() -> Value {
@@ -136,14 +136,15 @@ impl UpstreamRuntime {
         }
     }
 
-    /// Connects and lists (tool pages until `max_tools` tools arrived); what the upstream sends on its own goes to
-    /// `events`. Nothing is published: the run task checks the listing first (`UpstreamRuntime::set_ready`).
+    /// Connects and lists (each kind's pages until its maxima in `limits` are reached); what the upstream sends on
+    /// its own goes to `events`. Nothing is published: the run task checks the listing first
+    /// (`UpstreamRuntime::set_ready`).
     pub async fn connect(
         &self,
-        max_message_bytes: usize,
-        max_tools: usize,
+        limits: &Limits,
         events: Arc<dyn EventSink>,
     ) -> Result<(Arc<Connection>, UpstreamListing), UpstreamError> {
+        let max_message_bytes = limits.max_message_bytes;
         let options = ConnectOptions {
             name: self.spec.name.clone(),
             initialize_timeout: self.spec.initialize_timeout,
@@ -155,7 +156,7 @@ impl UpstreamRuntime {
             ..ConnectOptions::default()
         };
         let connection = Arc::new(Connection::connect(&self.spec.endpoint, options).await?);
-        match list_everything(&connection, max_tools).await {
+        match list_everything(&connection, limits).await {
             Ok(listing) => Ok((connection, listing)),
             Err(error) => {
                 connection.close().await;
@@ -174,18 +175,42 @@ impl UpstreamRuntime {
     }
 }
 
-fn dropped_warning(listing: &CheckedListing) -> Option<String> {
-    let served = listing.listing.tools.len();
-    match (listing.dropped_tools, listing.listing.more_tools_unread) {
-        (0, false) => None,
-        (dropped, false) => {
-            Some(format!("{dropped} more tools than limits.max_tools_per_upstream ({served}) were dropped"))
-        }
-        (dropped, true) => Some(format!(
-            "at least {} more tools than limits.max_tools_per_upstream ({served}) were dropped (further pages were \
-             not read)",
-            dropped.max(1)
-        )),
+/// What the status says about items dropped at the maxima, one sentence per kind that lost any.
+fn dropped_warning(checked: &CheckedListing) -> Option<String> {
+    let sentences: Vec<String> = ListKind::ALL
+        .iter()
+        .filter_map(|kind| {
+            let (noun, setting) = match kind {
+                ListKind::Tools => ("tools", "limits.max_tools_per_upstream"),
+                ListKind::Prompts => ("prompts", "limits.max_list_items_per_upstream"),
+                ListKind::Resources => ("resources", "limits.max_list_items_per_upstream"),
+                ListKind::ResourceTemplates => ("resource templates", "limits.max_list_items_per_upstream"),
+            };
+            let served = listing_items(&checked.listing, *kind).len();
+            match (*checked.dropped.get(*kind), *checked.listing.unread_pages.get(*kind)) {
+                (0, false) => None,
+                (dropped, false) => Some(format!(
+                    "{dropped} more {noun} than {setting} or limits.max_listing_mib_per_upstream allow ({served} \
+                     served) were dropped"
+                )),
+                (dropped, true) => Some(format!(
+                    "at least {} more {noun} than {setting} or limits.max_listing_mib_per_upstream allow ({served} \
+                     served) were dropped (further pages were not read)",
+                    dropped.max(1)
+                )),
+            }
+        })
+        .collect();
+    (!sentences.is_empty()).then(|| sentences.join("; "))
+}
+
+/// The items of one kind in `listing`.
+pub(crate) fn listing_items(listing: &UpstreamListing, kind: ListKind) -> &Vec<Value> {
+    match kind {
+        ListKind::Tools => &listing.tools,
+        ListKind::Prompts => &listing.prompts,
+        ListKind::Resources => &listing.resources,
+        ListKind::ResourceTemplates => &listing.templates,
     }
 }
 
@@ -272,31 +297,37 @@ impl ListingRequests {
     }
 }
 
-/// Lists every kind the server declared a capability for; tool pages only until `max_tools` tools arrived.
-pub async fn list_everything(connection: &Connection, max_tools: usize) -> Result<UpstreamListing, UpstreamError> {
-    relist(connection, &UpstreamListing::default(), &ListKind::ALL, max_tools).await
+/// Lists every kind the server declared a capability for, each only until its maxima in `limits` are reached.
+pub async fn list_everything(connection: &Connection, limits: &Limits) -> Result<UpstreamListing, UpstreamError> {
+    relist(connection, &UpstreamListing::default(), &ListKind::ALL, limits).await
 }
 
-/// Lists `kinds` again into a copy of `listing` (after `list_changed`); tool pages only until `max_tools` tools
-/// arrived, so a server listing without end costs at most one page beyond the maximum.
+/// The most items of `kind` served from one upstream.
+pub(crate) fn max_items(limits: &Limits, kind: ListKind) -> usize {
+    match kind {
+        ListKind::Tools => limits.max_tools_per_upstream,
+        _ => limits.max_list_items_per_upstream,
+    }
+}
+
+/// Lists `kinds` again into a copy of `listing` (after `list_changed`); each kind's pages only until its count or
+/// byte maximum is reached, so a server listing without end costs at most one page beyond them (the cut itself is
+/// `lifecycle::listing::cap_listing`'s).
 pub async fn relist(
     connection: &Connection,
     listing: &UpstreamListing,
     kinds: &[ListKind],
-    max_tools: usize,
+    limits: &Limits,
 ) -> Result<UpstreamListing, UpstreamError> {
     let mut updated = listing.clone();
     for kind in kinds {
         if !has_capability(connection, *kind) {
             continue;
         }
-        if *kind == ListKind::Tools {
-            let listed = connection.list_at_most(*kind, max_tools).await?;
-            updated.tools = listed.items;
-            updated.more_tools_unread = listed.unread_pages;
-        } else {
-            *listing_slot(&mut updated, *kind) = connection.list_all(*kind).await?;
-        }
+        let listed =
+            connection.list_within(*kind, max_items(limits, *kind), limits.max_listing_bytes_per_upstream).await?;
+        *listing_slot(&mut updated, *kind) = listed.items;
+        *updated.unread_pages.get_mut(*kind) = listed.unread_pages;
     }
     Ok(updated)
 }

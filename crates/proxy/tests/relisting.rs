@@ -349,3 +349,88 @@ async fn measure_a_burst_of_list_changed() {
     assert!(description(&client.tools().await, "relist_update_record").contains("(version 2)"));
     gateway.shutdown().await;
 }
+
+/// A `relist` upstream with filler tools and prompts whose descriptions are padded by `padding` bytes each.
+fn filler_upstream(tools: usize, prompts: usize, padding: usize) -> UpstreamSpec {
+    let mut spec = relist_upstream(tools, None, None);
+    if let Endpoint::Stdio { env, .. } = &mut spec.endpoint {
+        env.push(("MISBEHAVE_PROMPTS".to_owned(), prompts.to_string()));
+        env.push(("MISBEHAVE_FILLER_BYTES".to_owned(), padding.to_string()));
+    }
+    spec
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_10_review_prompts_beyond_the_item_maximum_are_cut_to_it_visibly() {
+    let state = tempfile::tempdir().unwrap();
+    let store = Store::open(state.path()).await.unwrap();
+    // summarize, then 30 filler prompts: 31.
+    let limits = Limits { max_list_items_per_upstream: 10, ..Limits::default() };
+    let spec = GatewaySpec {
+        upstreams: vec![filler_upstream(0, 30, 0)],
+        stdio: None,
+        http: None,
+        limits,
+        guardrails: permissive(),
+        source: None,
+    };
+    let gateway = support::start_spec(spec, Some(store.clone())).await;
+    let mut client = Client::connect(&gateway).await;
+    let listed = prompts(&mut client).await;
+    let upstream_prompts: Vec<&str> = names(&listed).into_iter().filter(|name| *name != "toolgate_safety").collect();
+    assert_eq!(upstream_prompts.len(), 10, "{upstream_prompts:?}");
+    assert_eq!(&upstream_prompts[..2], ["relist_summarize", "relist_filler_prompt_0000"]);
+    let UpstreamStatus::Ready { warning, .. } = support::status_of(&gateway, "relist") else {
+        panic!("the upstream is not ready")
+    };
+    let warning = warning.expect("the status says why prompts are missing");
+    assert!(warning.contains("21 more prompts") && warning.contains("max_list_items_per_upstream"), "{warning}");
+    let metrics = gateway.render_metrics().await;
+    let series = "toolgate_upstream_list_items_dropped{upstream=\"relist\",kind=\"prompts\"} 21";
+    assert!(metrics.contains(series), "{metrics}");
+    let rows = listing_rows(&store).await;
+    assert_eq!(rows[0].detail.as_ref().unwrap()["dropped"]["prompts"]["items"], json!(21), "{rows:#?}");
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_10_review_tools_beyond_the_byte_maximum_are_cut_whole_and_in_order() {
+    // update_record, read_records, change (a few hundred bytes each), then 20 fillers of about 20 kB each: within
+    // 100 kB fit the three and four fillers, never part of a fifth.
+    let limits = Limits { max_listing_bytes_per_upstream: 100_000, ..Limits::default() };
+    let spec = GatewaySpec {
+        upstreams: vec![filler_upstream(20, 0, 20_000)],
+        stdio: None,
+        http: None,
+        limits,
+        guardrails: permissive(),
+        source: None,
+    };
+    let gateway = support::start_spec(spec, None).await;
+    let mut client = Client::connect(&gateway).await;
+    let tools = client.tools().await;
+    assert_eq!(
+        names(&tools),
+        [
+            "relist_update_record",
+            "relist_read_records",
+            "relist_change",
+            "relist_filler_0000",
+            "relist_filler_0001",
+            "relist_filler_0002",
+            "relist_filler_0003"
+        ]
+    );
+    assert!(description(&tools, "relist_filler_0003").ends_with(&"x".repeat(100)), "a tool is served whole");
+    let UpstreamStatus::Ready { warning, .. } = support::status_of(&gateway, "relist") else {
+        panic!("the upstream is not ready")
+    };
+    let warning = warning.expect("the status says why tools are missing");
+    assert!(warning.contains("16 more tools") && warning.contains("max_listing_mib_per_upstream"), "{warning}");
+    let metrics = gateway.render_metrics().await;
+    assert!(
+        metrics.contains("toolgate_upstream_list_items_dropped{upstream=\"relist\",kind=\"tools\"} 16"),
+        "{metrics}"
+    );
+    gateway.shutdown().await;
+}

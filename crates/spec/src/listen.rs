@@ -98,6 +98,13 @@ pub struct Limits {
     /// Most tools served from one upstream; the rest of its listing is dropped (logged, in its status and in
     /// `toolgate_upstream_tools_dropped`). Each tool costs memory in the catalog and the inventory.
     pub max_tools_per_upstream: usize,
+    /// Most prompts, resources and resource templates served from one upstream, each kind counted on its own; the
+    /// rest of that kind's listing is dropped (logged, in its status and in `toolgate_upstream_list_items_dropped`).
+    pub max_list_items_per_upstream: usize,
+    /// Most bytes (estimated from the JSON) of one kind of an upstream's listing (its tools, its prompts, its
+    /// resources, its templates); no further page is asked for past it, and the items beyond it are dropped like
+    /// those beyond a count.
+    pub max_listing_bytes_per_upstream: usize,
     /// Most concurrent HTTP connections; more are answered 503 and closed (`serve` lowers it to what the file
     /// descriptor limit allows).
     pub max_connections: usize,
@@ -121,6 +128,8 @@ impl Default for Limits {
             max_sessions_per_caller: 1024,
             session_idle_timeout: Duration::from_secs(30 * 60),
             max_tools_per_upstream: 1000,
+            max_list_items_per_upstream: 10_000,
+            max_listing_bytes_per_upstream: 16 * 1024 * 1024,
             max_connections: 4096,
             header_read_timeout: Duration::from_secs(10),
             max_pending_approvals_per_session: 16,

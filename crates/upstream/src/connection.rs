@@ -49,7 +49,7 @@ pub struct InitializeOutcome {
 pub struct Listed {
     /// The items of every page read, in order.
     pub items: Vec<Value>,
-    /// The server offered more pages, not asked for because enough items had arrived.
+    /// The server offered more pages, not asked for because enough items (or bytes) had arrived.
     pub unread_pages: bool,
 }
 
@@ -458,14 +458,30 @@ impl Connection {
     /// Like [`Connection::list_all`], but asks for no further page once `max_items` items arrived, so what a
     /// server lists beyond them is never fetched or held (the last page read is kept whole).
     pub async fn list_at_most(&self, kind: ListKind, max_items: usize) -> Result<Listed, UpstreamError> {
+        self.list_within(kind, max_items, usize::MAX).await
+    }
+
+    /// Like [`Connection::list_at_most`], and also asks for no further page once the items read take `max_bytes`
+    /// (estimated, [`crate::jsonrpc::approximate_bytes`]): a server paging without end through large items costs
+    /// at most one page beyond the bound, never `max_pages` of them.
+    pub async fn list_within(
+        &self,
+        kind: ListKind,
+        max_items: usize,
+        max_bytes: usize,
+    ) -> Result<Listed, UpstreamError> {
         let mut items = Vec::new();
+        let mut bytes = 0usize;
         let mut cursor: Option<String> = None;
         let mut seen_cursors = HashSet::new();
         for _ in 0..self.options.max_pages {
             let params = cursor.as_ref().map(|cursor| json!({"cursor": cursor}));
             let result = self.request(kind.method(), params).await?;
             match result.get(kind.result_key()) {
-                Some(Value::Array(page)) => items.extend(page.iter().cloned()),
+                Some(Value::Array(page)) => {
+                    bytes = bytes.saturating_add(page.iter().map(crate::jsonrpc::approximate_bytes).sum());
+                    items.extend(page.iter().cloned());
+                }
                 _ => {
                     return Err(UpstreamError::Protocol(format!(
                         "the `{}` result has no `{}` array",
@@ -482,7 +498,7 @@ impl Connection {
                             kind.method()
                         )));
                     }
-                    if items.len() >= max_items {
+                    if items.len() >= max_items || bytes >= max_bytes {
                         return Ok(Listed { items, unread_pages: true });
                     }
                     cursor = Some(next.clone());

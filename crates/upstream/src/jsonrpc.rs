@@ -5,6 +5,20 @@
 
 use serde_json::{Value, json};
 
+/// About how many bytes `value` takes as compact JSON: exact for strings without escapes, close otherwise; never
+/// serializes (so a bound on it costs no copy of what it bounds).
+pub fn approximate_bytes(value: &Value) -> usize {
+    match value {
+        Value::Null | Value::Bool(_) => 5,
+        Value::Number(_) => 12,
+        Value::String(text) => text.len() + 2,
+        Value::Array(items) => items.iter().map(approximate_bytes).sum::<usize>() + items.len() + 2,
+        Value::Object(members) => {
+            members.iter().map(|(key, member)| key.len() + 4 + approximate_bytes(member)).sum::<usize>() + 2
+        }
+    }
+}
+
 /// What kind of JSON-RPC message a value is.
 #[derive(Debug, Clone, PartialEq)]
 pub enum MessageKind<'a> {

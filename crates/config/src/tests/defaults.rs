@@ -80,7 +80,8 @@ fn listeners_and_limits_are_lowered() {
     let spec = parse(&format!(
         "{ONE}[listen.stdio]\n[listen.http]\nbind = \"localhost:9000\"\npath = \"/gw\"\n\
          allowed_origins = [\"https://app.example.com\"]\nallowed_hosts = [\"gw.internal:9000\"]\n\
-         [limits]\nmax_message_mib = 4\nmax_sessions = 8\nsession_idle_minutes = 5\nmax_tools_per_upstream = 50\n"
+         [limits]\nmax_message_mib = 4\nmax_sessions = 8\nsession_idle_minutes = 5\nmax_tools_per_upstream = 50\n\
+         max_list_items_per_upstream = 70\nmax_listing_mib_per_upstream = 2\n"
     ));
     let http = spec.http.unwrap();
     assert_eq!(http.bind.to_string(), "127.0.0.1:9000");
@@ -95,6 +96,8 @@ fn listeners_and_limits_are_lowered() {
             max_sessions: 8,
             session_idle_timeout: Duration::from_secs(300),
             max_tools_per_upstream: 50,
+            max_list_items_per_upstream: 70,
+            max_listing_bytes_per_upstream: 2 * 1024 * 1024,
             max_sessions_per_caller: 8,
             ..Limits::default()
         }

@@ -31,7 +31,7 @@ fn checked(tools: &Value, approved: &[Value]) -> Option<Arc<CheckedListing>> {
         fingerprints: tools.iter().map(|tool| (name(tool), fingerprint(tool))).collect(),
         approved: Some(approved.iter().map(|tool| (name(tool), fingerprint(tool))).collect()),
         listing: Arc::new(UpstreamListing { tools, ..UpstreamListing::default() }),
-        dropped_tools: 0,
+        dropped: Default::default(),
     }))
 }
 

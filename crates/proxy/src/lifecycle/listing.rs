@@ -1,5 +1,7 @@
-//! One upstream's listing made ready for the catalog: tools beyond `limits.max_tools_per_upstream` dropped (with a
-//! log line), every tool fingerprinted once, a pinned upstream's tools compared with their pins, and its `listing`
+//! One upstream's listing made ready for the catalog: items of each kind beyond its count maximum
+//! (`limits.max_tools_per_upstream`, `limits.max_list_items_per_upstream`) or its byte maximum
+//! (`limits.max_listing_bytes_per_upstream`) dropped in listing order, never silently (a log line, the status, the
+//! `listing` audit row and a metric name the upstream), every tool fingerprinted once, a pinned upstream's tools compared with their pins, and its `listing`
 //! audit row, written only when something a reviewer cares about changed.
 //!
 //! The caller hands in the listing to check and stores the result itself ([`crate::upstreams::UpstreamRuntime`]);
@@ -12,11 +14,15 @@ use serde_json::{Value, json};
 use toolgate_core::ToolDefinition;
 use toolgate_core::fingerprint::fingerprint_tool;
 use toolgate_store::{AuditEntry, AuditKind};
+use toolgate_upstream::ListKind;
+use toolgate_upstream::jsonrpc::approximate_bytes;
 
-use crate::catalog::{CheckedListing, UpstreamListing};
+use crate::catalog::{ByKind, CheckedListing, UpstreamListing};
 use crate::gateway::GatewayInner;
 use crate::guard::audit;
 use crate::guard::pins::check_pins;
+use crate::spec::Limits;
+use crate::upstreams::max_items;
 
 /// Why an upstream's tools were checked, as its `listing` audit row says (`detail.trigger`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,23 +54,60 @@ pub(crate) struct Checked {
     pub(crate) accepted_tightening: Vec<String>,
 }
 
-/// Drops the tools beyond `max`, in listing order, and says so; returns how many were dropped (of the pages read:
-/// no page is asked for once `max` tools arrived). A server listing thousands of tools costs memory in every
-/// catalog and inventory built from it, and no model chooses well among them.
-pub(crate) fn cap_tools(upstream: &str, listing: &mut UpstreamListing, max: usize) -> usize {
-    let listed = listing.tools.len();
-    if listed <= max && !listing.more_tools_unread {
-        return 0;
+/// Cuts each of `kinds` in `listing` to its maxima in `limits` (the count, then the bytes, in listing order) and
+/// says so; returns how many items of each kind were dropped (of the pages read: no page is asked for once a
+/// maximum is reached). A server listing thousands of items, or a few huge ones, costs memory in every catalog and
+/// inventory built from it, and no model chooses well among them. The cut keeps a prefix: an item is either served
+/// whole as listed or not at all, and the drop is reported, so nothing is replaced behind a reviewer's back.
+pub(crate) fn cap_listing(
+    upstream: &str,
+    listing: &mut UpstreamListing,
+    limits: &Limits,
+    kinds: &[ListKind],
+) -> ByKind<usize> {
+    let mut dropped = ByKind::default();
+    for kind in kinds {
+        let unread = *listing.unread_pages.get(*kind);
+        let items = listing_slot(listing, *kind);
+        let listed = items.len();
+        let max = max_items(limits, *kind);
+        let mut served = listed.min(max);
+        let mut bytes = 0usize;
+        for (index, item) in items.iter().take(served).enumerate() {
+            bytes = bytes.saturating_add(approximate_bytes(item));
+            if bytes > limits.max_listing_bytes_per_upstream {
+                served = index;
+                break;
+            }
+        }
+        if served == listed && !unread {
+            continue;
+        }
+        items.truncate(served);
+        *dropped.get_mut(*kind) = listed - served;
+        tracing::warn!(
+            upstream,
+            kind = kind.method(),
+            listed,
+            served,
+            more_pages_unread = unread,
+            max_items = max,
+            max_bytes = limits.max_listing_bytes_per_upstream,
+            "the upstream lists more than the limits allow (a count or limits.max_listing_mib_per_upstream); the \
+             rest is dropped"
+        );
     }
-    listing.tools.truncate(max);
-    tracing::warn!(
-        upstream,
-        listed,
-        served = max,
-        more_pages_unread = listing.more_tools_unread,
-        "the upstream lists more tools than limits.max_tools_per_upstream; the rest are dropped"
-    );
-    listed.saturating_sub(max)
+    dropped
+}
+
+/// The items of one kind in `listing`, to cut.
+fn listing_slot(listing: &mut UpstreamListing, kind: ListKind) -> &mut Vec<Value> {
+    match kind {
+        ListKind::Tools => &mut listing.tools,
+        ListKind::Prompts => &mut listing.prompts,
+        ListKind::Resources => &mut listing.resources,
+        ListKind::ResourceTemplates => &mut listing.templates,
+    }
 }
 
 /// Fingerprints `listing`'s tools (reusing `previous`'s when the tools are the same) and compares them with the pins
@@ -73,7 +116,7 @@ pub(crate) async fn check(
     gateway: &GatewayInner,
     index: usize,
     listing: Arc<UpstreamListing>,
-    dropped_tools: usize,
+    dropped: ByKind<usize>,
     previous: Option<&CheckedListing>,
 ) -> Checked {
     let fingerprints = match previous {
@@ -82,7 +125,7 @@ pub(crate) async fn check(
     };
     let pins = check_pins(gateway, index, &listing).await;
     Checked {
-        listing: CheckedListing { listing, fingerprints, approved: pins.approved, dropped_tools },
+        listing: CheckedListing { listing, fingerprints, approved: pins.approved, dropped },
         accepted_tightening: pins.accepted_tightening,
     }
 }
@@ -104,11 +147,11 @@ fn fingerprints(listing: &UpstreamListing) -> HashMap<String, String> {
 pub(crate) fn differs(previous: &CheckedListing, next: &CheckedListing) -> bool {
     (!Arc::ptr_eq(&previous.listing, &next.listing) && previous.listing != next.listing)
         || previous.approved != next.approved
-        || previous.dropped_tools != next.dropped_tools
+        || previous.dropped != next.dropped
 }
 
 /// Writes the upstream's `listing` row: always at start and after a reconnect; otherwise only when the tools'
-/// fingerprints, the quarantine or the number of dropped tools changed, or a tightening was pinned. A burst of
+/// fingerprints, the quarantine or the items dropped at the maxima changed, or a tightening was pinned. A burst of
 /// `list_changed` that changes nothing, and a re-check while tools wait for a person, leave no rows.
 pub(crate) fn record(
     gateway: &GatewayInner,
@@ -124,8 +167,8 @@ pub(crate) fn record(
         (_, Some(previous)) => {
             previous.fingerprints != next.fingerprints
                 || previous.quarantined_names() != quarantined
-                || previous.dropped_tools != next.dropped_tools
-                || previous.listing.more_tools_unread != next.listing.more_tools_unread
+                || previous.dropped != next.dropped
+                || previous.listing.unread_pages != next.listing.unread_pages
                 || !checked.accepted_tightening.is_empty()
         }
     };
@@ -156,9 +199,16 @@ pub(crate) fn record(
         "quarantined": quarantined,
         "acceptedTightening": checked.accepted_tightening,
     });
-    if next.dropped_tools > 0 || next.listing.more_tools_unread {
-        detail["droppedTools"] = json!(next.dropped_tools);
-        detail["morePagesUnread"] = json!(next.listing.more_tools_unread);
+    if next.dropped.tools > 0 || next.listing.unread_pages.tools {
+        detail["droppedTools"] = json!(next.dropped.tools);
+        detail["morePagesUnread"] = json!(next.listing.unread_pages.tools);
+    }
+    // The other kinds, under the same names as their list methods' result keys.
+    for kind in [ListKind::Prompts, ListKind::Resources, ListKind::ResourceTemplates] {
+        if *next.dropped.get(kind) > 0 || *next.listing.unread_pages.get(kind) {
+            detail["dropped"][kind.result_key()] =
+                json!({"items": next.dropped.get(kind), "morePagesUnread": next.listing.unread_pages.get(kind)});
+        }
     }
     entry.detail = Some(detail);
     audit::record(gateway, entry);
@@ -173,15 +223,34 @@ mod tests {
         UpstreamListing { tools, ..UpstreamListing::default() }
     }
 
+    fn limits(max_items: usize, max_bytes: usize) -> Limits {
+        Limits {
+            max_tools_per_upstream: max_items,
+            max_list_items_per_upstream: max_items,
+            max_listing_bytes_per_upstream: max_bytes,
+            ..Limits::default()
+        }
+    }
+
     #[test]
-    fn tools_beyond_the_maximum_are_dropped_in_listing_order() {
+    fn items_beyond_a_count_or_byte_maximum_are_dropped_in_listing_order() {
         let mut within = listing(3);
-        assert_eq!(cap_tools("u", &mut within, 3), 0);
+        assert_eq!(cap_listing("u", &mut within, &limits(3, usize::MAX), &ListKind::ALL), ByKind::default());
         assert_eq!(within.tools.len(), 3);
         let mut beyond = listing(5);
-        assert_eq!(cap_tools("u", &mut beyond, 2), 3);
+        beyond.prompts = beyond.tools.clone();
+        let dropped = cap_listing("u", &mut beyond, &limits(2, usize::MAX), &ListKind::ALL);
+        assert_eq!((dropped.tools, dropped.prompts), (3, 3));
         let names: Vec<&str> = beyond.tools.iter().filter_map(|tool| tool["name"].as_str()).collect();
         assert_eq!(names, ["t0", "t1"]);
+        assert_eq!(beyond.prompts, beyond.tools, "prompts are cut like tools");
+
+        // By bytes: as many whole items as fit, in order, and never part of one.
+        let mut large = listing(5);
+        let one = approximate_bytes(&large.tools[0]);
+        let dropped = cap_listing("u", &mut large, &limits(100, one * 2 + one / 2), &[ListKind::Tools]);
+        assert_eq!((dropped.tools, large.tools.len()), (3, 2));
+        assert_eq!(large.tools[1], json!({"name": "t1", "inputSchema": {}}));
     }
 
     #[test]
@@ -192,7 +261,7 @@ mod tests {
         assert!(differs(&first, &CheckedListing::unpinned(listing(3))), "another tool");
         let approved = CheckedListing { approved: Some(HashMap::new()), ..first.clone() };
         assert!(differs(&first, &approved), "another pin outcome");
-        let dropped = CheckedListing { dropped_tools: 1, ..first.clone() };
+        let dropped = CheckedListing { dropped: ByKind { prompts: 1, ..ByKind::default() }, ..first.clone() };
         assert!(differs(&first, &dropped), "another cut");
     }
 }

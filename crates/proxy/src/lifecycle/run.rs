@@ -68,13 +68,12 @@ pub(crate) async fn run_upstream(gateway: Arc<GatewayInner>, index: usize) {
         let limits = &gateway.spec.limits;
         let connected = tokio::select! {
             () = gateway.shutdown.cancelled() => return,
-            connected = runtime.connect(limits.max_message_bytes, limits.max_tools_per_upstream, sink) => connected,
+            connected = runtime.connect(limits, sink) => connected,
         };
         match connected {
             Ok((connection, mut listed)) => {
                 let connected_at = tokio::time::Instant::now();
-                let max_tools = gateway.spec.limits.max_tools_per_upstream;
-                let dropped = listing::cap_tools(&runtime.spec.name, &mut listed, max_tools);
+                let dropped = listing::cap_listing(&runtime.spec.name, &mut listed, limits, &ListKind::ALL);
                 let checked = listing::check(&gateway, index, Arc::new(listed), dropped, None).await;
                 let trigger = std::mem::replace(&mut trigger, ListingTrigger::Reconnect);
                 listing::record(&gateway, &runtime.spec.name, trigger, None, &checked);
@@ -150,11 +149,11 @@ async fn serve(gateway: &GatewayInner, runtime: &UpstreamRuntime, connection: &C
     let name = &runtime.spec.name;
     let kinds = requested.kinds();
     let (listed, dropped) = if kinds.is_empty() {
-        (Arc::clone(&current.listing), current.dropped_tools)
+        (Arc::clone(&current.listing), current.dropped)
     } else {
         gateway.metrics.count_relist(name);
-        let max_tools = gateway.spec.limits.max_tools_per_upstream;
-        let mut listed = match relist(connection, &current.listing, &kinds, max_tools).await {
+        let limits = &gateway.spec.limits;
+        let mut listed = match relist(connection, &current.listing, &kinds, limits).await {
             Ok(listed) => listed,
             Err(error) => {
                 // The connection is likely ending; its successor lists everything.
@@ -162,11 +161,12 @@ async fn serve(gateway: &GatewayInner, runtime: &UpstreamRuntime, connection: &C
                 return;
             }
         };
-        let dropped = if requested.tools {
-            listing::cap_tools(name, &mut listed, gateway.spec.limits.max_tools_per_upstream)
-        } else {
-            current.dropped_tools
-        };
+        // The kinds re-listed are cut again; the others keep what was dropped of them.
+        let cut = listing::cap_listing(name, &mut listed, limits, &kinds);
+        let mut dropped = current.dropped;
+        for kind in &kinds {
+            *dropped.get_mut(*kind) = *cut.get(*kind);
+        }
         (Arc::new(listed), dropped)
     };
     let checked = if requested.tools || requested.recheck {
@@ -175,7 +175,7 @@ async fn serve(gateway: &GatewayInner, runtime: &UpstreamRuntime, connection: &C
         listing::record(gateway, name, trigger, Some(&current), &checked);
         checked.listing
     } else {
-        CheckedListing { listing: listed, ..(*current).clone() }
+        CheckedListing { listing: listed, dropped, ..(*current).clone() }
     };
     let changed = listing::differs(&current, &checked);
     if changed {
