@@ -51,6 +51,8 @@ pub const UPSTREAM_DISCONNECTS: &str = "toolgate_upstream_disconnects_total";
 pub const UPSTREAM_CANCELS_DROPPED: &str = "toolgate_upstream_cancel_notices_dropped_total";
 /// Re-listings after an upstream's `list_changed` (bursts are coalesced), by `upstream`.
 pub const RELISTS: &str = "toolgate_upstream_relists_total";
+/// Re-listings that failed (saturated, timed out, refused) and were asked again after a backoff, by `upstream`.
+pub const RELIST_FAILURES: &str = "toolgate_upstream_relist_failures_total";
 /// Tools the upstream's last listing had beyond `limits.max_tools_per_upstream`, dropped, by `upstream`.
 pub const TOOLS_DROPPED: &str = "toolgate_upstream_tools_dropped";
 /// Items of the upstream's last listing beyond the limits (a count or `limits.max_listing_bytes_per_upstream`),
@@ -216,6 +218,12 @@ impl GatewayMetrics {
         }
     }
 
+    /// Counts one re-listing of `upstream` that failed (it is retried after a backoff).
+    pub(crate) fn count_relist_failure(&self, upstream: &str) {
+        let key = Key::from_parts(RELIST_FAILURES, vec![Label::new("upstream", upstream.to_owned())]);
+        self.recorder.register_counter(&key, &METADATA).increment(1);
+    }
+
     /// Counts one re-listing of `upstream`.
     pub(crate) fn count_relist(&self, upstream: &str) {
         let key = Key::from_parts(RELISTS, vec![Label::new("upstream", upstream.to_owned())]);
@@ -232,7 +240,7 @@ impl GatewayMetrics {
 }
 
 fn describe(recorder: &PrometheusRecorder) {
-    let help: [(&'static str, &'static str); 24] = [
+    let help: [(&'static str, &'static str); 25] = [
         (TOOL_CALLS, "Tool calls by upstream, tool, verdict and outcome."),
         (CALL_DURATION, "Seconds from forwarding a permitted call upstream to its answer, by upstream."),
         (UPSTREAM_UP, "1 when the upstream is connected and listed, 0 otherwise."),
@@ -246,6 +254,7 @@ fn describe(recorder: &PrometheusRecorder) {
         (UPSTREAM_DISCONNECTS, "Times the upstream's connection ended after it was ready."),
         (UPSTREAM_CANCELS_DROPPED, "Cancellation notices dropped because the upstream was not reading its input."),
         (RELISTS, "Re-listings after an upstream's list_changed (bursts coalesced), by upstream."),
+        (RELIST_FAILURES, "Re-listings that failed and were retried after a backoff, by upstream."),
         (TOOLS_DROPPED, "Tools beyond limits.max_tools_per_upstream dropped from the upstream's last listing."),
         (
             LIST_ITEMS_DROPPED,

@@ -263,6 +263,16 @@ impl ListingRequests {
         });
     }
 
+    /// Asks again for what a failed re-listing did not deliver (merged with anything asked meanwhile).
+    pub(crate) fn again(&self, failed: Requested) {
+        self.update(|requested| {
+            requested.tools |= failed.tools;
+            requested.prompts |= failed.prompts;
+            requested.resources |= failed.resources;
+            requested.recheck |= failed.recheck;
+        });
+    }
+
     /// A person's pin decision may have changed what is quarantined.
     pub(crate) fn recheck(&self) {
         self.update(|requested| requested.recheck = true);

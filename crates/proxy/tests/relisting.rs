@@ -434,3 +434,24 @@ async fn issue_10_review_tools_beyond_the_byte_maximum_are_cut_whole_and_in_orde
     );
     gateway.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_10_review_a_re_listing_that_times_out_is_retried_so_the_change_is_not_lost() {
+    let mut spec = relist_upstream(0, None, None);
+    // The unanswered tools/list fails after this long; the retry then finds the upstream answering.
+    spec.request_timeout = Duration::from_secs(2);
+    let gateway = start_guarded(vec![spec], permissive(), None).await;
+    let mut client = Client::connect(&gateway).await;
+    assert!(!description(&client.tools().await, "relist_update_record").contains("(version"));
+
+    let response = client.call(json!("stall"), "relist_change", json!({"what": "stall"})).await;
+    assert_eq!(support::text_of(&response), "changed: stall", "{response}");
+    let deadline = tokio::time::Instant::now() + GUARD;
+    while !description(&client.tools().await, "relist_update_record").contains("(version 1)") {
+        assert!(tokio::time::Instant::now() < deadline, "the change was lost with the failed re-listing");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let metrics = gateway.render_metrics().await;
+    assert!(metrics.contains("toolgate_upstream_relist_failures_total{upstream=\"relist\"} 1"), "{metrics}");
+    gateway.shutdown().await;
+}

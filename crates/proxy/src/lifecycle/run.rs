@@ -5,7 +5,9 @@
 //! re-check after a person's pin decision) is a request to it ([`crate::upstreams::ListingRequests`]), served one at
 //! a time from the listing it published last: a tools change and a prompts change announced together both land, a
 //! request from a connection that has ended is answered by the next connection's full listing, and a burst costs
-//! the re-listing in flight and one more. It must not decide calls or touch sessions beyond telling them a list
+//! the re-listing in flight and one more. A re-listing that fails while the connection lives (the upstream was
+//! saturated, a page timed out) is asked again after a backoff (1 s doubling to 30 s, counted in
+//! `toolgate_upstream_relist_failures_total`), so a change is never lost until the next `list_changed`. It must not decide calls or touch sessions beyond telling them a list
 //! changed.
 
 use std::sync::{Arc, Mutex, Weak};
@@ -127,25 +129,48 @@ async fn serve_requests(
     let stopped = |reason: Result<String, oneshot::error::RecvError>| {
         Some(reason.unwrap_or_else(|_| "the connection stopped".to_owned()))
     };
+    // Re-listings that failed in a row: the backoff before the next attempt.
+    let mut failures: u32 = 0;
     loop {
         let requested = tokio::select! {
             () = gateway.shutdown.cancelled() => return None,
             reason = &mut *ended => return stopped(reason),
             requested = runtime.requests.next() => requested,
         };
-        tokio::select! {
+        let served = tokio::select! {
             () = gateway.shutdown.cancelled() => return None,
             reason = &mut *ended => return stopped(reason),
-            () = serve(gateway, runtime, connection, requested) => {}
+            served = serve(gateway, runtime, connection, requested) => served,
+        };
+        match served {
+            Ok(()) => failures = 0,
+            Err(RelistFailed) => {
+                failures = failures.saturating_add(1);
+                gateway.metrics.count_relist_failure(&runtime.spec.name);
+                // Asked again after the wait; whatever the upstream announces meanwhile joins the same attempt.
+                tokio::select! {
+                    () = gateway.shutdown.cancelled() => return None,
+                    reason = &mut *ended => return stopped(reason),
+                    () = tokio::time::sleep(backoff(failures)) => runtime.requests.again(requested),
+                }
+            }
         }
     }
 }
 
+/// A re-listing that did not complete: what was requested is asked again.
+struct RelistFailed;
+
 /// Re-lists what was requested into a copy of the published listing, checks it, records it, and publishes it with
 /// a rebuilt catalog when anything a catalog depends on changed. Sessions hear of every kind re-listed (the upstream
 /// said it changed), and of the tools after a re-check only when the quarantine changed.
-async fn serve(gateway: &GatewayInner, runtime: &UpstreamRuntime, connection: &Connection, requested: Requested) {
-    let Some(current) = runtime.checked_listing() else { return };
+async fn serve(
+    gateway: &GatewayInner,
+    runtime: &UpstreamRuntime,
+    connection: &Connection,
+    requested: Requested,
+) -> Result<(), RelistFailed> {
+    let Some(current) = runtime.checked_listing() else { return Ok(()) };
     let name = &runtime.spec.name;
     let kinds = requested.kinds();
     let (listed, dropped) = if kinds.is_empty() {
@@ -156,9 +181,9 @@ async fn serve(gateway: &GatewayInner, runtime: &UpstreamRuntime, connection: &C
         let mut listed = match relist(connection, &current.listing, &kinds, limits).await {
             Ok(listed) => listed,
             Err(error) => {
-                // The connection is likely ending; its successor lists everything.
-                tracing::warn!(upstream = %name, %error, "re-listing after list_changed failed");
-                return;
+                // If the connection is ending its successor lists everything; otherwise this is asked again.
+                tracing::warn!(upstream = %name, %error, "re-listing after list_changed failed; it will be retried");
+                return Err(RelistFailed);
             }
         };
         // The kinds re-listed are cut again; the others keep what was dropped of them.
@@ -193,6 +218,7 @@ async fn serve(gateway: &GatewayInner, runtime: &UpstreamRuntime, connection: &C
         notify.push(ListKind::Resources);
     }
     gateway.notify_list_changed(&notify);
+    Ok(())
 }
 
 /// Asks the run task of every upstream with quarantined tools to check them against the store again, once a
