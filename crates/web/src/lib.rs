@@ -35,6 +35,7 @@ mod handlers;
 mod html;
 mod inventory;
 mod login_limit;
+mod onboarding;
 mod session;
 mod tools;
 
@@ -129,6 +130,8 @@ impl ConsoleHandle {
             .route("/console/logout", post(handlers::logout))
             .route("/console/tools", get(tools::tools_page))
             .route("/console/pins/{decision}", post(tools::decide_pin))
+            .route("/console/upstreams/{upstream}", get(onboarding::upstream_page))
+            .route("/console/upstreams/{upstream}/pin", post(onboarding::pin_upstream))
             .route("/console/audit", get(audit::audit_page))
             .route("/console/activity", get(activity::activity_page))
             .route("/console/api/pending", get(handlers::pending_json))

@@ -102,7 +102,24 @@ pub(crate) async fn decide_pin(
 
 /// The whole tools page.
 fn render(pinned: &[PinnedTool], pending: &[PendingPinChange], inventory: &[InventoryTool], csrf: &str) -> String {
-    let mut body = String::from("<h1>Tools</h1><h2>Changed definitions waiting for review</h2>");
+    let mut body = String::from("<h1>Tools</h1>");
+    // One page per upstream with definitions waiting: review them side by side and pin them in one step.
+    let mut waiting: Vec<&str> = pending.iter().map(|change| change.proposed.upstream.as_str()).collect();
+    waiting.sort_unstable();
+    waiting.dedup();
+    if !waiting.is_empty() {
+        body.push_str("<p>Onboard an upstream (every waiting definition, disagreements first):");
+        for upstream in waiting {
+            let _ = write!(
+                body,
+                " <a href=\"{}\"><code>{}</code></a>",
+                escape_form_value(&crate::onboarding::page_path(upstream)),
+                escape(upstream)
+            );
+        }
+        body.push_str("</p>");
+    }
+    body.push_str("<h2>Changed definitions waiting for review</h2>");
     if pending.is_empty() {
         body.push_str("<p>No changed definitions are waiting.</p>");
     }

@@ -9,6 +9,7 @@
 mod approvals_fixture;
 mod audit;
 mod logins;
+mod onboarding;
 mod tools;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
