@@ -28,6 +28,7 @@ const MAX_SESSIONS: u64 = 100_000;
 const MAX_SESSION_IDLE_MINUTES: u64 = 7 * 24 * 60;
 const MAX_TOOLS_PER_UPSTREAM: u64 = 100_000;
 const MAX_LIST_ITEMS_PER_UPSTREAM: u64 = 1_000_000;
+const MAX_RELAYED_REQUESTS: u64 = 10_000;
 const MAX_CONNECTIONS: u64 = 1_000_000;
 const MAX_HEADER_READ_TIMEOUT_SECONDS: u64 = 3600;
 const MAX_PENDING_APPROVALS: u64 = 10_000;
@@ -275,6 +276,10 @@ fn lower_limits(raw: Option<Spanned<RawLimits>>, has_callers: bool, cx: &mut Con
         bounded(raw.max_pending_approvals_per_session, "max_pending_approvals_per_session", MAX_PENDING_APPROVALS);
     let pending_caller =
         bounded(raw.max_pending_approvals_per_caller, "max_pending_approvals_per_caller", MAX_PENDING_APPROVALS);
+    let relayed_session =
+        bounded(raw.max_relayed_requests_per_session, "max_relayed_requests_per_session", MAX_RELAYED_REQUESTS);
+    let relayed_upstream =
+        bounded(raw.max_relayed_requests_per_upstream, "max_relayed_requests_per_upstream", MAX_RELAYED_REQUESTS);
     let max_sessions = count(max_sessions, defaults.max_sessions);
     Limits {
         max_message_bytes: max_message_mib
@@ -297,6 +302,8 @@ fn lower_limits(raw: Option<Spanned<RawLimits>>, has_callers: bool, cx: &mut Con
         max_pending_approvals_per_session: count(pending_session, defaults.max_pending_approvals_per_session),
         max_pending_approvals_per_caller: count(pending_caller, defaults.max_pending_approvals_per_caller),
         max_client_queue_bytes: defaults.max_client_queue_bytes,
+        max_relayed_requests_per_session: count(relayed_session, defaults.max_relayed_requests_per_session),
+        max_relayed_requests_per_upstream: count(relayed_upstream, defaults.max_relayed_requests_per_upstream),
     }
 }
 

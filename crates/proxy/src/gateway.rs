@@ -68,6 +68,8 @@ pub(crate) struct GatewayInner {
     pub(crate) waiting_approvals: crate::guard::waiting::WaitingApprovals,
     /// Where a person decides a queued call, told to clients that cannot be asked (set once the console is bound).
     approval_directions: RwLock<ApprovalDirections>,
+    /// Places for upstream requests relayed to clients, per session and per upstream.
+    pub(crate) relay_quota: crate::relay_quota::RelayQuota,
 }
 
 /// The running gateway (cheap to clone).
@@ -116,6 +118,10 @@ impl Gateway {
             .collect();
         let (settled, _) = watch::channel(0);
         let metrics = crate::metrics::GatewayMetrics::new(spec.upstreams.iter().map(|upstream| upstream.name.as_str()));
+        let relay_quota = crate::relay_quota::RelayQuota::new(
+            spec.limits.max_relayed_requests_per_session,
+            spec.limits.max_relayed_requests_per_upstream,
+        );
         let approval_quota = Arc::new(crate::guard::approval_quota::ApprovalQuota::new(&spec.limits));
         Ok(Gateway {
             inner: Arc::new(GatewayInner {
@@ -136,6 +142,7 @@ impl Gateway {
                 approval_quota,
                 waiting_approvals: Default::default(),
                 approval_directions: RwLock::new(ApprovalDirections::default()),
+                relay_quota,
             }),
         })
     }

@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod naming;
 mod outbox;
 mod pipeline;
+mod relay_quota;
 mod resource_index;
 mod routing;
 pub mod session;

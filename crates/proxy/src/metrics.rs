@@ -53,6 +53,9 @@ pub const UPSTREAM_CANCELS_DROPPED: &str = "toolgate_upstream_cancel_notices_dro
 pub const RELISTS: &str = "toolgate_upstream_relists_total";
 /// Re-listings that failed (saturated, timed out, refused) and were asked again after a backoff, by `upstream`.
 pub const RELIST_FAILURES: &str = "toolgate_upstream_relist_failures_total";
+/// Requests from an upstream (sampling, elicitation, roots) refused because too many already waited for clients'
+/// answers, by `upstream` and `reason` (`per_session`, `per_upstream`).
+pub const RELAYED_REFUSED: &str = "toolgate_relayed_requests_refused_total";
 /// Tools the upstream's last listing had beyond `limits.max_tools_per_upstream`, dropped, by `upstream`.
 pub const TOOLS_DROPPED: &str = "toolgate_upstream_tools_dropped";
 /// Items of the upstream's last listing beyond the limits (a count or `limits.max_listing_bytes_per_upstream`),
@@ -218,6 +221,12 @@ impl GatewayMetrics {
         }
     }
 
+    /// Counts an upstream request refused because `reason`'s bound on relayed requests was full.
+    pub(crate) fn count_relay_refused(&self, upstream: &str, reason: &'static str) {
+        let labels = vec![Label::new("upstream", upstream.to_owned()), Label::from_static_parts("reason", reason)];
+        self.recorder.register_counter(&Key::from_parts(RELAYED_REFUSED, labels), &METADATA).increment(1);
+    }
+
     /// Counts one re-listing of `upstream` that failed (it is retried after a backoff).
     pub(crate) fn count_relist_failure(&self, upstream: &str) {
         let key = Key::from_parts(RELIST_FAILURES, vec![Label::new("upstream", upstream.to_owned())]);
@@ -240,7 +249,7 @@ impl GatewayMetrics {
 }
 
 fn describe(recorder: &PrometheusRecorder) {
-    let help: [(&'static str, &'static str); 25] = [
+    let help: [(&'static str, &'static str); 26] = [
         (TOOL_CALLS, "Tool calls by upstream, tool, verdict and outcome."),
         (CALL_DURATION, "Seconds from forwarding a permitted call upstream to its answer, by upstream."),
         (UPSTREAM_UP, "1 when the upstream is connected and listed, 0 otherwise."),
@@ -254,6 +263,7 @@ fn describe(recorder: &PrometheusRecorder) {
         (UPSTREAM_DISCONNECTS, "Times the upstream's connection ended after it was ready."),
         (UPSTREAM_CANCELS_DROPPED, "Cancellation notices dropped because the upstream was not reading its input."),
         (RELISTS, "Re-listings after an upstream's list_changed (bursts coalesced), by upstream."),
+        (RELAYED_REFUSED, "Upstream requests refused because too many waited for clients' answers, by reason."),
         (RELIST_FAILURES, "Re-listings that failed and were retried after a backoff, by upstream."),
         (TOOLS_DROPPED, "Tools beyond limits.max_tools_per_upstream dropped from the upstream's last listing."),
         (

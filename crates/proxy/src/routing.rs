@@ -244,16 +244,31 @@ pub(crate) fn on_request(
             Some(target) => Ok(target),
         },
     };
-    let relay = relay.map(|(session, client_request_id, open_world)| {
+    // A place per relayed request, per session and per upstream: past either bound the upstream is refused.
+    let relay = relay.and_then(|(session, client_request_id, open_world)| {
+        let slot = gateway.relay_quota.take(&session.id, upstream).map_err(|(refusal, limit)| {
+            let name = gateway.upstreams.get(upstream).map(|runtime| runtime.spec.name.as_str()).unwrap_or_default();
+            gateway.metrics.count_relay_refused(name, refusal.label());
+            let text = format!(
+                "toolgate refused this {method}: {limit} requests are already waiting for clients' answers, the \
+                 limit of limits.{}",
+                refusal.setting()
+            );
+            Reply::Error(codes::INTERNAL_ERROR, text)
+        })?;
+        Ok((session, client_request_id, open_world, slot))
+    });
+    let relay = relay.map(|(session, client_request_id, open_world, slot)| {
         let cancel = CancellationToken::new();
         let key = (upstream, id_key(responder.request_id()));
         if let Ok(mut relayed) = session.relayed.lock() {
             relayed.insert(key.clone(), cancel.clone());
         }
-        (session, client_request_id, open_world, cancel, key)
+        (session, client_request_id, open_world, cancel, key, slot)
     });
     async move {
-        let (session, client_request_id, open_world, cancel, key) = match relay {
+        // `_slot` gives the place back however this ends.
+        let (session, client_request_id, open_world, cancel, key, _slot) = match relay {
             Ok(relay) => relay,
             Err(Reply::Result(result)) => return responder.respond(result).await,
             Err(Reply::Error(code, text)) => return responder.respond_error(code, &text).await,

@@ -118,6 +118,11 @@ pub struct Limits {
     /// Most bytes (estimated) queued toward one client that is not reading; past it notifications are dropped
     /// and responses wait (a minute at most, then the session is closed).
     pub max_client_queue_bytes: usize,
+    /// Most requests from upstreams (sampling, elicitation, roots) relayed to one session and not answered yet;
+    /// more are refused to the upstream with a JSON-RPC error.
+    pub max_relayed_requests_per_session: usize,
+    /// Most requests from one upstream relayed to clients and not answered yet, over all sessions.
+    pub max_relayed_requests_per_upstream: usize,
 }
 
 impl Default for Limits {
@@ -135,6 +140,8 @@ impl Default for Limits {
             max_pending_approvals_per_session: 16,
             max_pending_approvals_per_caller: 64,
             max_client_queue_bytes: 16 * 1024 * 1024,
+            max_relayed_requests_per_session: 16,
+            max_relayed_requests_per_upstream: 64,
         }
     }
 }

@@ -56,7 +56,8 @@ fn unknown_keys_are_errors() {
         "gateway.toml:5:1: [limits]: unknown key `max_message_bytes` (expected one of max_message_mib, max_sessions, \
          session_idle_minutes, max_tools_per_upstream, max_list_items_per_upstream, max_listing_mib_per_upstream, \
          max_sessions_per_caller, max_connections, \
-         header_read_timeout_seconds, max_pending_approvals_per_session, max_pending_approvals_per_caller)",
+         header_read_timeout_seconds, max_pending_approvals_per_session, max_pending_approvals_per_caller, \
+         max_relayed_requests_per_session, max_relayed_requests_per_upstream)",
     );
 }
 

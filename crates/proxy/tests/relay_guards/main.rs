@@ -12,6 +12,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod floods;
 mod leaks;
 mod metadata;
 mod shadowing;
