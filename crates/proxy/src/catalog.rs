@@ -25,12 +25,12 @@ use toolgate_core::facts::{ToolFacts, tool_facts};
 use toolgate_core::normalize::{hint_of_key, loose_bool};
 use toolgate_core::trust::{TrustLevel, TrustedHints, resolve_trusted_hints};
 use toolgate_core::{EffectiveHints, Hint, HintOverrides, HintSource, ToolDefinition, assess_tool};
+use toolgate_spec::{Quarantine, UpstreamSpec};
 use toolgate_upstream::ListKind;
 
 use crate::guard::results::remove_foreign_meta;
 use crate::naming::exposed_name;
 use crate::resource_index::ResourceIndex;
-use crate::spec::{Quarantine, UpstreamSpec};
 
 /// The `_meta` key under which toolgate puts what it knows about a tool.
 pub const META_KEY: &str = "toolgate/annotations";

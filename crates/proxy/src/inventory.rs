@@ -14,13 +14,13 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use toolgate_core::policy::{CallFacts, CompiledPolicy};
 use toolgate_core::{HintOverrides, ToolDefinition, assess_tool};
+use toolgate_spec::UpstreamSpec;
 use toolgate_store::{InventoryAccess, InventoryFinding, InventoryState, InventoryTool, Store, ToolRisk};
 
+use crate::access::decide_with;
 use crate::catalog::{Catalog, CheckedListing, ExposedTool, META_KEY, expose_definition, is_quarantined};
 use crate::naming::exposed_name;
-use crate::pipeline::decide_with;
 use crate::session::Caller;
-use crate::spec::UpstreamSpec;
 
 /// What one inventory is computed from: a catalog and the checked listings it was built from.
 pub(crate) struct InventoryInputs {
@@ -200,7 +200,7 @@ mod tests {
 
     use super::*;
     use crate::catalog::{CatalogContext, UpstreamListing};
-    use crate::spec::Quarantine;
+    use toolgate_spec::Quarantine;
 
     fn spec(name: &str) -> UpstreamSpec {
         crate::unstarted_upstream(name)

@@ -5,8 +5,7 @@
 //! long names never collapse into one and the same input always gives the same output.
 
 use toolgate_core::fingerprint::digest_bytes;
-
-use crate::spec::Prefix;
+use toolgate_spec::Prefix;
 
 /// Longest exposed name.
 pub const MAX_NAME_LEN: usize = 64;

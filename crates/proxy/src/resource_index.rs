@@ -9,9 +9,9 @@
 use std::collections::HashMap;
 
 use serde_json::Value;
+use toolgate_spec::UpstreamSpec;
 
 use crate::guard::results::remove_foreign_meta;
-use crate::spec::UpstreamSpec;
 use crate::uri_template::UriTemplate;
 
 /// The resources and templates clients see, each with its upstream, in configuration order.

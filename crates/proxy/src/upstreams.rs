@@ -12,10 +12,10 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
+use toolgate_spec::{Limits, UpstreamSpec};
 use toolgate_upstream::{ConnectOptions, Connection, EventSink, ListKind, UpstreamError};
 
 use crate::catalog::{CheckedListing, UpstreamListing};
-use crate::spec::{Limits, UpstreamSpec};
 
 /// The capabilities toolgate declares to upstreams: everything it can relay to a client.
 pub fn relayed_client_capabilities() -> Value {

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use serde_json::json;
 use toolgate_core::DeclaredHints;
 use toolgate_core::trust::HintRule;
+use toolgate_spec::Prefix;
 
 use super::*;
-use crate::spec::Prefix;
 
 fn spec(name: &str, prefix: Prefix, overrides: BTreeMap<String, HintOverrides>) -> UpstreamSpec {
     UpstreamSpec { prefix, overrides, ..crate::unstarted_upstream(name) }

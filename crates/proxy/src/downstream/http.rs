@@ -38,13 +38,13 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Router};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+use toolgate_spec::{CallerSpec, HttpListenerSpec, Limits};
 use tracing::{Instrument, debug, debug_span};
 
 use self::checks::{DEFAULT_VERSION, INVALID_REQUEST, Rejection, SESSION_HEADER};
 use self::message::Incoming;
 use self::session_table::{HttpSession, InitGuard, RequestEvent, SessionTable, request_key};
 use crate::session::{Caller, SessionFactory};
-use crate::spec::{CallerSpec, HttpListenerSpec, Limits};
 
 /// After shutdown is signalled, connections still open this long are abandoned.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);

@@ -9,15 +9,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-
-use serde_json::json;
-use toolgate_store::AuditKind;
-
-use crate::catalog::ExposedTool;
-use crate::client::SessionShared;
-use crate::gateway::GatewayInner;
-use crate::guard::audit;
-use crate::spec::Limits;
+use toolgate_spec::Limits;
 
 /// The places in the approval queue, per session and per caller.
 #[derive(Debug)]
@@ -85,37 +77,6 @@ impl Drop for QueueSlot {
         give_back(sessions, &self.session);
         give_back(callers, &self.caller);
     }
-}
-
-/// The refusal (for the model) of a call whose session or caller already has as many approvals waiting as it may: audited, logged,
-/// and told to the model without queueing anything.
-pub(crate) fn queue_full(
-    gateway: &GatewayInner,
-    session: &SessionShared,
-    tool: &ExposedTool,
-    exceeded: QuotaExceeded,
-) -> String {
-    let (scope, limit, setting) = match exceeded {
-        QuotaExceeded::Session(limit) => ("session", limit, "max_pending_approvals_per_session"),
-        QuotaExceeded::Caller(limit) => ("caller", limit, "max_pending_approvals_per_caller"),
-    };
-    tracing::warn!(
-        tool = %tool.exposed_name,
-        upstream = %tool.upstream_name,
-        caller = %session.caller.name,
-        scope,
-        limit,
-        "a call needing approval was refused: too many approvals already wait (raise [limits] {setting})"
-    );
-    let mut entry = audit::call_entry(AuditKind::Confirmation, session, tool);
-    entry.outcome = Some("queue_full".into());
-    entry.detail = Some(json!({"scope": scope, "limit": limit, "setting": setting}));
-    audit::record(gateway, entry);
-    format!(
-        "toolgate: this call to {} needs a person's approval, but this {scope} already has {limit} approvals \
-         waiting, the most allowed; it was not made. Wait for those to be decided before asking again.",
-        tool.exposed_name
-    )
 }
 
 fn give_back(counts: &mut HashMap<String, usize>, key: &str) {

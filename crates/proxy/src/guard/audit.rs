@@ -11,8 +11,8 @@ use toolgate_core::decision::Decision;
 use toolgate_store::{AuditEntry, AuditKind, Caller, PendingCall};
 
 use crate::catalog::ExposedTool;
-use crate::client::SessionShared;
-use crate::gateway::GatewayInner;
+use crate::state::session::SessionShared;
+use crate::state::shared::Shared;
 
 /// An entry about one tool call, with the session, caller, tool and hint sources filled in.
 pub(crate) fn call_entry(kind: AuditKind, session: &SessionShared, tool: &ExposedTool) -> AuditEntry {
@@ -40,7 +40,7 @@ pub(crate) fn decision_entry(
 }
 
 /// Queues an entry; a full or closed queue is an error in the log, never a silent drop.
-pub(crate) fn record(gateway: &GatewayInner, entry: AuditEntry) {
+pub(crate) fn record(gateway: &Shared, entry: AuditEntry) {
     let Some(store) = &gateway.store else { return };
     if let Err(error) = store.audit().try_record(entry) {
         tracing::error!(%error, "audit record not written: the audit queue refused it");
@@ -50,7 +50,7 @@ pub(crate) fn record(gateway: &GatewayInner, entry: AuditEntry) {
 /// Makes a call's row survive a crash of toolgate before returning (the store's journal: one write, no commit on
 /// the call path; without a journal, a committed transaction) and returns the handle that completes the row with
 /// the call's outcome; `None` without a store, `Err` when it could not be written.
-pub(crate) async fn record_call(gateway: &GatewayInner, entry: AuditEntry) -> Result<Option<PendingCall>, String> {
+pub(crate) async fn record_call(gateway: &Shared, entry: AuditEntry) -> Result<Option<PendingCall>, String> {
     let Some(store) = &gateway.store else { return Ok(None) };
     match store.audit().record_journaled(entry).await {
         Ok(pending) => Ok(Some(pending)),

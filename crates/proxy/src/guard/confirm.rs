@@ -21,19 +21,19 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use toolgate_core::decision::{Decision, Verdict};
+use toolgate_core::decision::Decision;
 use toolgate_core::display::{bounded, escape, json_text, quoted};
 use toolgate_core::policy::approval::{ApprovalScope, bind_approval};
+use toolgate_spec::ConfirmVia;
 use toolgate_store::{ApprovalId, ApprovalWait, AuditKind, PendingApproval, digest_arguments};
 
+use crate::access::{Lapse, current_tool};
 use crate::catalog::ExposedTool;
-use crate::client::SessionShared;
-use crate::gateway::GatewayInner;
-use crate::guard::approval_quota::queue_full;
+use crate::guard::approval_quota::QuotaExceeded;
 use crate::guard::audit;
 use crate::guard::waiting::{QueuedCall, tell_where_it_waits};
-use crate::pipeline::{call_facts, decide_with, resolve};
-use crate::spec::ConfirmVia;
+use crate::state::session::SessionShared;
+use crate::state::shared::Shared;
 
 /// What the person said.
 pub(crate) enum Confirmation {
@@ -51,7 +51,7 @@ const SUMMARY_CHARS: usize = 600;
 const NAME_CHARS: usize = 80;
 
 /// The `_meta` key that marks an `elicitation/create` as toolgate's own question. Relayed upstream requests never
-/// carry it (`routing` strips every `toolgate/` key an upstream sets), so a client can tell the two apart.
+/// carry it (`upstream_events` strips every `toolgate/` key an upstream sets), so a client can tell the two apart.
 pub(crate) const QUESTION_META: &str = "toolgate/question";
 
 /// An upstream's own `elicitation/create`, made to look like what it is before it is relayed: its message (escaped,
@@ -149,7 +149,7 @@ fn question(tool: &ExposedTool, summary: &str, reasons: &[&str]) -> String {
 /// Asks a person about one call (`params`: the client's `tools/call` params). `None` when the client cancelled the
 /// call meanwhile.
 pub(crate) async fn confirm(
-    gateway: &Arc<GatewayInner>,
+    gateway: &Arc<Shared>,
     session: &Arc<SessionShared>,
     request_id: &Value,
     tool: &Arc<ExposedTool>,
@@ -185,7 +185,7 @@ pub(crate) async fn confirm(
         )
         .await?;
         match answer {
-            Confirmation::Approved { via, .. } => match current_tool(gateway, session, tool) {
+            Confirmation::Approved { via, .. } => match recheck(gateway, session, tool) {
                 Ok(current) => Confirmation::Approved { approval_id: None, via, tool: current },
                 Err(lapse) => lapsed(gateway, session, tool, None, &lapse),
             },
@@ -259,7 +259,7 @@ async fn by_elicitation(
 }
 
 async fn by_queue(
-    gateway: &Arc<GatewayInner>,
+    gateway: &Arc<Shared>,
     session: &Arc<SessionShared>,
     request_id: &Value,
     tool: &Arc<ExposedTool>,
@@ -328,7 +328,7 @@ async fn by_queue(
     let outcome = match wait {
         // Consumed with the fingerprint of the tool as it is now, so the store's binding is checked against what
         // the call would reach, not against what the person was shown.
-        Ok(ApprovalWait::Approved { by }) => match current_tool(gateway, session, tool) {
+        Ok(ApprovalWait::Approved { by }) => match recheck(gateway, session, tool) {
             Err(lapse) => {
                 // `lapsed` writes the row that says why (`tool_changed`).
                 queued.lapse_unaudited(lapse.why).await;
@@ -374,44 +374,46 @@ async fn by_queue(
     Some(outcome)
 }
 
-/// Why an approval no longer covers its call.
-struct Lapse {
-    /// For the model and the audit row.
-    why: &'static str,
-    /// The fingerprint the call would reach now, when the name still leads to a tool.
-    current_fingerprint: Option<String>,
+/// The tool approved as `approved`, as the current catalog and policy have it for this session (see
+/// [`current_tool`]).
+fn recheck(gateway: &Shared, session: &SessionShared, approved: &ExposedTool) -> Result<Arc<ExposedTool>, Lapse> {
+    current_tool(&gateway.catalog(), &gateway.policy(), &session.viewer(), approved)
 }
 
-/// The tool a call approved for `approved` would reach now, resolved from the current catalog for this session;
-/// a lapse when that is not the definition the person approved, or the call would no longer be let through.
-fn current_tool(
-    gateway: &GatewayInner,
+/// The refusal (for the model) of a call whose session or caller already has as many approvals waiting as it may: audited, logged,
+/// and told to the model without queueing anything.
+pub(crate) fn queue_full(
+    gateway: &Shared,
     session: &SessionShared,
-    approved: &ExposedTool,
-) -> Result<Arc<ExposedTool>, Lapse> {
-    // Gone and hidden read the same, as everywhere else: a hidden tool cannot be told from a missing one.
-    let gone = Lapse { why: "it is no longer available", current_fingerprint: None };
-    let current = resolve(gateway, session, json!({"name": approved.exposed_name})).map_err(|_| gone)?.tool;
-    let lapse = |why| Lapse { why, current_fingerprint: Some(current.fingerprint.clone()) };
-    if current.upstream != approved.upstream || current.original_name != approved.original_name {
-        return Err(lapse("its name now leads to another tool"));
-    }
-    if current.fingerprint != approved.fingerprint {
-        return Err(lapse("its definition changed"));
-    }
-    if current.quarantined && !approved.quarantined {
-        return Err(lapse("its definition was quarantined"));
-    }
-    match decide_with(&gateway.policy(), &current, &call_facts(&current, session)).verdict {
-        Verdict::Allow | Verdict::Confirm => Ok(current),
-        Verdict::Hide => Err(Lapse { why: "it is no longer available", current_fingerprint: None }),
-        Verdict::Deny => Err(lapse("the policy now refuses it")),
-    }
+    tool: &ExposedTool,
+    exceeded: QuotaExceeded,
+) -> String {
+    let (scope, limit, setting) = match exceeded {
+        QuotaExceeded::Session(limit) => ("session", limit, "max_pending_approvals_per_session"),
+        QuotaExceeded::Caller(limit) => ("caller", limit, "max_pending_approvals_per_caller"),
+    };
+    tracing::warn!(
+        tool = %tool.exposed_name,
+        upstream = %tool.upstream_name,
+        caller = %session.caller.name,
+        scope,
+        limit,
+        "a call needing approval was refused: too many approvals already wait (raise [limits] {setting})"
+    );
+    let mut entry = audit::call_entry(AuditKind::Confirmation, session, tool);
+    entry.outcome = Some("queue_full".into());
+    entry.detail = Some(json!({"scope": scope, "limit": limit, "setting": setting}));
+    audit::record(gateway, entry);
+    format!(
+        "toolgate: this call to {} needs a person's approval, but this {scope} already has {limit} approvals \
+         waiting, the most allowed; it was not made. Wait for those to be decided before asking again.",
+        tool.exposed_name
+    )
 }
 
 /// Refuses a call whose approval lapsed, with a `confirmation` audit row saying why.
 fn lapsed(
-    gateway: &GatewayInner,
+    gateway: &Shared,
     session: &SessionShared,
     approved: &ExposedTool,
     approval_id: Option<&str>,

@@ -2,7 +2,7 @@
 //! (`results`), audit records (`audit`), pin checks on listings (`pins`) and the tool-selection profile
 //! (`selection`), the truth about calls waiting in the approval queue (`waiting`), and the sealed request state of 2026-07-28 confirmations ([`request_state`]).
 //!
-//! Each module is one concern with one entry point; the pipeline (`crate::pipeline`) decides when each runs.
+//! Each module is one concern with one entry point; the pipeline (`crate::call`) decides when each runs.
 
 pub(crate) mod approval_quota;
 pub(crate) mod audit;

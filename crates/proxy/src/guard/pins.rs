@@ -18,7 +18,7 @@ use toolgate_core::{DeclaredHints, Hint, HintOverrides, ToolDefinition, resolve_
 use toolgate_store::{PendingPinChange, PinObservation, ToolSnapshot};
 
 use crate::catalog::UpstreamListing;
-use crate::gateway::GatewayInner;
+use crate::state::shared::Shared;
 
 /// Who approves a change that only tightens hints.
 const TIGHTENING: &str = "toolgate (tightening only)";
@@ -36,7 +36,7 @@ pub(crate) struct PinCheck {
 /// Compares a listing with the pins: the tools approved as listed and the tightenings accepted; nothing for
 /// upstreams that are not pinned. Fails closed: a tool whose pin cannot be read is not approved, and without a
 /// store no tool of a pinned upstream is.
-pub(crate) async fn check_pins(gateway: &GatewayInner, index: usize, listing: &UpstreamListing) -> PinCheck {
+pub(crate) async fn check_pins(gateway: &Shared, index: usize, listing: &UpstreamListing) -> PinCheck {
     let Some(spec) = gateway.spec.upstreams.get(index) else { return PinCheck::default() };
     if spec.trust.level != TrustLevel::Pinned {
         return PinCheck::default();
@@ -112,4 +112,56 @@ fn only_tightens(pinned_definition: &Value, change: &PendingPinChange) -> bool {
         let (old, new) = (value(&before), value(&after));
         old == new || new != hint.relaxed_value()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use toolgate_core::fingerprint::{diff_fingerprints, fingerprint_tool};
+
+    use super::*;
+
+    /// The pending change from `pinned` to `proposed`, as the store would report it.
+    fn change(pinned: &Value, proposed: &Value) -> PendingPinChange {
+        let definition =
+            |raw: &Value| ToolDefinition::from_value(raw.clone()).unwrap_or_else(|error| unreachable!("{error}"));
+        let (before, after) = (definition(pinned), definition(proposed));
+        let fingerprint =
+            |tool: &ToolDefinition| fingerprint_tool(tool).unwrap_or_else(|error| unreachable!("{error}"));
+        let effective = resolve_hints(&HintOverrides::default(), &normalize_annotations(&after).declared, None);
+        let snapshot = ToolSnapshot::new("notes", &after, &effective).unwrap_or_else(|error| unreachable!("{error}"));
+        PendingPinChange {
+            proposed: snapshot,
+            pinned_fingerprint: fingerprint(&before).whole,
+            changes: diff_fingerprints(&fingerprint(&before), &fingerprint(&after)),
+            detected_at: String::new(),
+        }
+    }
+
+    fn tool(annotations: Value) -> Value {
+        json!({"name": "write", "description": "Writes a note.", "inputSchema": {"type": "object"}, "annotations": annotations})
+    }
+
+    #[test]
+    fn a_change_only_tightens_when_every_changed_hint_moves_towards_caution() {
+        let pinned = tool(json!({"readOnlyHint": true, "destructiveHint": false, "openWorldHint": false}));
+        let check = |proposed: Value| only_tightens(&pinned, &change(&pinned, &proposed));
+        assert!(check(tool(json!({"readOnlyHint": false, "destructiveHint": false, "openWorldHint": false}))));
+        assert!(check(tool(json!({"readOnlyHint": true, "destructiveHint": true, "openWorldHint": true}))));
+        assert!(check(tool(json!({}))), "a removed hint means the cautious default");
+
+        let relaxed = json!({"readOnlyHint": false, "destructiveHint": false, "idempotentHint": true});
+        assert!(!only_tightens(&tool(relaxed.clone()), &change(&tool(relaxed), &tool(json!({"readOnlyHint": true})))));
+        let mut described = pinned.clone();
+        described["description"] = json!("Deletes every note.");
+        assert!(!check(described), "any other field edited is not a tightening");
+    }
+
+    #[test]
+    fn a_new_tool_never_only_tightens() {
+        let proposed = tool(json!({"readOnlyHint": false}));
+        let mut new = change(&proposed, &proposed);
+        new.pinned_fingerprint.clear();
+        assert!(!only_tightens(&proposed, &new));
+    }
 }

@@ -7,12 +7,11 @@
 //! schema); the message size limit bounds it.
 //!
 //! `_meta` keys under `toolgate/` belong to toolgate alone: [`remove_foreign_meta`] takes them out of everything an
-//! upstream sends (definitions, results, and with `routing` its notifications and requests) before toolgate adds its own, so an upstream cannot forge a
+//! upstream sends (definitions, results, and with `upstream_events` its notifications and requests) before toolgate adds its own, so an upstream cannot forge a
 //! truncation flag, a trust level or an annotation record.
 
 use serde_json::{Value, json};
-
-use crate::spec::ResultSpec;
+use toolgate_spec::ResultSpec;
 
 /// The `_meta` key of the truncation flag.
 pub(crate) const TRUNCATED_KEY: &str = "toolgate/truncated";

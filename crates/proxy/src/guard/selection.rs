@@ -4,9 +4,9 @@
 use std::sync::Arc;
 
 use toolgate_core::policy::glob::Glob;
+use toolgate_spec::SelectionSpec;
 
 use crate::catalog::ExposedTool;
-use crate::spec::SelectionSpec;
 
 /// Applies the profile to the tools visible to a session, keeping catalog order within each group.
 pub(crate) fn select(tools: Vec<Arc<ExposedTool>>, spec: &SelectionSpec) -> Vec<Arc<ExposedTool>> {

@@ -12,87 +12,27 @@
 //! is lapsed in the store with the reason, so `toolgate approvals list` and the console show only live calls and
 //! approving a lapsed one says that nothing waits. This module never decides a call and never consumes an approval.
 
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolgate_core::display::quoted;
-use toolgate_store::{ApprovalId, AuditKind, Store};
+use toolgate_store::{ApprovalId, AuditKind};
 
 use crate::catalog::ExposedTool;
-use crate::client::SessionShared;
-use crate::gateway::GatewayInner;
 use crate::guard::audit;
+use crate::state::session::SessionShared;
+use crate::state::shared::Shared;
 
 /// Longest tool or upstream name in the notice.
 const NAME_CHARS: usize = 80;
-
-/// Where a person decides a queued call, as the process that runs the gateway knows it: the console exists only
-/// when an HTTP listener serves it (its address is known once it is bound), and `toolgate approvals` needs
-/// `--state-dir` only when the gateway's state is not where the command looks by default.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ApprovalDirections {
-    /// The console's approvals page (`http://HOST:PORT/console`).
-    pub console_url: Option<String>,
-    /// The state directory to name with `--state-dir`, when it is not the default one.
-    pub state_dir: Option<String>,
-}
-
-impl ApprovalDirections {
-    /// The exact command that decides approval `id` (`verb`: `approve` or `deny`).
-    pub fn command(&self, verb: &str, id: &ApprovalId) -> String {
-        match &self.state_dir {
-            Some(dir) => format!("toolgate approvals {verb} {id} --state-dir {}", shell_word(dir)),
-            None => format!("toolgate approvals {verb} {id}"),
-        }
-    }
-}
-
-/// `text` as one shell word: unchanged when it holds only characters no shell treats specially, else single-quoted.
-fn shell_word(text: &str) -> String {
-    let plain = !text.is_empty()
-        && text.chars().all(|character| character.is_ascii_alphanumeric() || "/._-+:,@%".contains(character));
-    if plain { text.to_owned() } else { format!("'{}'", text.replace('\'', r"'\''")) }
-}
-
-/// The approvals this gateway is waiting on, so stopping it lapses them before the process ends (a call task may
-/// never run again once the runtime shuts down).
-#[derive(Debug, Default)]
-pub(crate) struct WaitingApprovals {
-    ids: Mutex<HashSet<String>>,
-}
-
-impl WaitingApprovals {
-    fn insert(&self, id: &ApprovalId) {
-        if let Ok(mut ids) = self.ids.lock() {
-            ids.insert(id.as_str().to_owned());
-        }
-    }
-
-    fn remove(&self, id: &ApprovalId) {
-        if let Ok(mut ids) = self.ids.lock() {
-            ids.remove(id.as_str());
-        }
-    }
-
-    /// Lapses every approval still waited on: the gateway is stopping and nothing will use them.
-    pub(crate) async fn lapse_all(&self, store: &Store, why: &str) {
-        let ids: Vec<String> = self.ids.lock().map(|mut ids| ids.drain().collect()).unwrap_or_default();
-        for id in ids {
-            if let Err(error) = store.approvals().lapse(&ApprovalId::from_text(&id), why).await {
-                tracing::warn!(%error, approval = %id, "cannot lapse an approval nothing waits for");
-            }
-        }
-    }
-}
 
 /// An approval a call is waiting on. Settle it with [`QueuedCall::used`] when a decision reached the call, or
 /// [`QueuedCall::lapse`] when the call stops waiting; dropped unsettled (the task ended another way), it lapses in
 /// the background.
 pub(crate) struct QueuedCall {
-    gateway: Arc<GatewayInner>,
+    gateway: Arc<Shared>,
     session: Arc<SessionShared>,
     tool: Arc<ExposedTool>,
     id: ApprovalId,
@@ -103,7 +43,7 @@ pub(crate) struct QueuedCall {
 impl QueuedCall {
     /// Registers `id` (already created in the store) as waited on by this call.
     pub(crate) fn new(
-        gateway: &Arc<GatewayInner>,
+        gateway: &Arc<Shared>,
         session: &Arc<SessionShared>,
         tool: &Arc<ExposedTool>,
         id: &ApprovalId,
@@ -172,7 +112,7 @@ impl Drop for QueuedCall {
 }
 
 async fn lapse_now(
-    gateway: &GatewayInner,
+    gateway: &Shared,
     session: &SessionShared,
     tool: &ExposedTool,
     id: &ApprovalId,
@@ -197,7 +137,7 @@ async fn lapse_now(
 /// Tells the client at once where its call waits: a `notifications/message` (level `warning`, logger `toolgate`)
 /// and, when the call carried a progress token, a `notifications/progress`, both tied to the call's request.
 pub(crate) fn tell_where_it_waits(
-    gateway: &GatewayInner,
+    gateway: &Shared,
     session: &SessionShared,
     request_id: &Value,
     params: &Value,
@@ -238,20 +178,5 @@ pub(crate) fn tell_where_it_waits(
         let progress = json!({"jsonrpc": "2.0", "method": "notifications/progress",
                               "params": {"progressToken": token, "progress": 0, "message": text}});
         session.offer_related(request_id.clone(), progress);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_command_names_the_state_directory_only_when_needed_and_quotes_it() {
-        let id = ApprovalId::from_text("abc");
-        assert_eq!(ApprovalDirections::default().command("approve", &id), "toolgate approvals approve abc");
-        let plain = ApprovalDirections { state_dir: Some("/srv/toolgate".into()), ..ApprovalDirections::default() };
-        assert_eq!(plain.command("deny", &id), "toolgate approvals deny abc --state-dir /srv/toolgate");
-        let spaced = ApprovalDirections { state_dir: Some("/my state/it's".into()), ..ApprovalDirections::default() };
-        assert_eq!(spaced.command("approve", &id), r"toolgate approvals approve abc --state-dir '/my state/it'\''s'");
     }
 }

@@ -13,15 +13,15 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use toolgate_core::ToolDefinition;
 use toolgate_core::fingerprint::fingerprint_tool;
+use toolgate_spec::Limits;
 use toolgate_store::{AuditEntry, AuditKind};
 use toolgate_upstream::ListKind;
 use toolgate_upstream::jsonrpc::approximate_bytes;
 
 use crate::catalog::{ByKind, CheckedListing, UpstreamListing};
-use crate::gateway::GatewayInner;
 use crate::guard::audit;
 use crate::guard::pins::check_pins;
-use crate::spec::Limits;
+use crate::state::shared::Shared;
 use crate::upstreams::max_items;
 
 /// Why an upstream's tools were checked, as its `listing` audit row says (`detail.trigger`).
@@ -113,7 +113,7 @@ fn listing_slot(listing: &mut UpstreamListing, kind: ListKind) -> &mut Vec<Value
 /// Fingerprints `listing`'s tools (reusing `previous`'s when the tools are the same) and compares them with the pins
 /// when the upstream is pinned.
 pub(crate) async fn check(
-    gateway: &GatewayInner,
+    gateway: &Shared,
     index: usize,
     listing: Arc<UpstreamListing>,
     dropped: ByKind<usize>,
@@ -154,7 +154,7 @@ pub(crate) fn differs(previous: &CheckedListing, next: &CheckedListing) -> bool 
 /// fingerprints, the quarantine or the items dropped at the maxima changed, or a tightening was pinned. A burst of
 /// `list_changed` that changes nothing, and a re-check while tools wait for a person, leave no rows.
 pub(crate) fn record(
-    gateway: &GatewayInner,
+    gateway: &Shared,
     upstream: &str,
     trigger: ListingTrigger,
     previous: Option<&CheckedListing>,

@@ -18,16 +18,16 @@ use tokio::sync::oneshot;
 use toolgate_upstream::{Connection, EventSink, ListKind, Responder, UpstreamError};
 
 use crate::catalog::CheckedListing;
-use crate::gateway::GatewayInner;
 use crate::lifecycle::listing::{self, ListingTrigger};
+use crate::state::shared::Shared;
 use crate::upstreams::{Requested, UpstreamRuntime, attempts_after_disconnect, backoff, relist};
 
 /// How often quarantined tools are checked against the store for a person's decision.
 const QUARANTINE_POLL: Duration = Duration::from_secs(1);
 
-/// Routes what one upstream sends on its own (see [`crate::routing`]) and tells its run task when it ends.
+/// Routes what one upstream sends on its own (see [`crate::upstream_events`]) and tells its run task when it ends.
 struct UpstreamSink {
-    gateway: Weak<GatewayInner>,
+    gateway: Weak<Shared>,
     index: usize,
     ended: Mutex<Option<oneshot::Sender<String>>>,
 }
@@ -35,13 +35,13 @@ struct UpstreamSink {
 impl EventSink for UpstreamSink {
     fn notification(&self, message: Value, related: Option<u64>) {
         if let Some(gateway) = self.gateway.upgrade() {
-            crate::routing::on_notification(&gateway, self.index, message, related);
+            crate::upstream_events::on_notification(&gateway, self.index, message, related);
         }
     }
 
     fn request(&self, message: Value, related: Option<u64>, responder: Responder) {
         if let Some(gateway) = self.gateway.upgrade() {
-            tokio::spawn(crate::routing::on_request(gateway, self.index, message, related, responder));
+            tokio::spawn(crate::upstream_events::on_request(gateway, self.index, message, related, responder));
         }
     }
 
@@ -55,7 +55,7 @@ impl EventSink for UpstreamSink {
 /// One upstream's life: connect, list, check, publish, serve re-listing requests, and reconnect with backoff when
 /// the connection ends. The backoff starts again only after a connection that stayed up
 /// ([`attempts_after_disconnect`]), so a crash loop slows down.
-pub(crate) async fn run_upstream(gateway: Arc<GatewayInner>, index: usize) {
+pub(crate) async fn run_upstream(gateway: Arc<Shared>, index: usize) {
     let Some(runtime) = gateway.upstreams.get(index).cloned() else { return };
     let mut attempts: u32 = 0;
     let mut settled = false;
@@ -82,7 +82,7 @@ pub(crate) async fn run_upstream(gateway: Arc<GatewayInner>, index: usize) {
                 runtime.set_ready(Arc::clone(&connection), Arc::new(checked.listing));
                 // The status says ready from here: rebuild before anything else (logging included), so whoever sees
                 // it finds the catalog with this listing as soon as possible.
-                gateway.rebuild_catalog();
+                crate::lifecycle::catalog::rebuild_catalog(&gateway);
                 tracing::info!(upstream = %runtime.spec.name, status = ?runtime.status(), "upstream ready");
                 gateway.notify_list_changed(&[ListKind::Tools, ListKind::Prompts, ListKind::Resources]);
                 if !std::mem::replace(&mut settled, true) {
@@ -100,7 +100,7 @@ pub(crate) async fn run_upstream(gateway: Arc<GatewayInner>, index: usize) {
                 );
                 runtime.mark_down(reason, attempts);
                 gateway.metrics.count_disconnect(index);
-                gateway.rebuild_catalog();
+                crate::lifecycle::catalog::rebuild_catalog(&gateway);
                 gateway.notify_list_changed(&[ListKind::Tools, ListKind::Prompts, ListKind::Resources]);
             }
             Err(error) => {
@@ -121,7 +121,7 @@ pub(crate) async fn run_upstream(gateway: Arc<GatewayInner>, index: usize) {
 
 /// Serves re-listing requests on `connection` until it ends (`Some(reason)`) or the gateway shuts down (`None`).
 async fn serve_requests(
-    gateway: &GatewayInner,
+    gateway: &Shared,
     runtime: &UpstreamRuntime,
     connection: &Connection,
     ended: &mut oneshot::Receiver<String>,
@@ -165,7 +165,7 @@ struct RelistFailed;
 /// a rebuilt catalog when anything a catalog depends on changed. Sessions hear of every kind re-listed (the upstream
 /// said it changed), and of the tools after a re-check only when the quarantine changed.
 async fn serve(
-    gateway: &GatewayInner,
+    gateway: &Shared,
     runtime: &UpstreamRuntime,
     connection: &Connection,
     requested: Requested,
@@ -205,7 +205,7 @@ async fn serve(
     let changed = listing::differs(&current, &checked);
     if changed {
         runtime.replace_listing(Arc::new(checked));
-        gateway.rebuild_catalog();
+        crate::lifecycle::catalog::rebuild_catalog(gateway);
     }
     let mut notify = Vec::new();
     if requested.tools || (requested.recheck && changed) {
@@ -223,7 +223,7 @@ async fn serve(
 
 /// Asks the run task of every upstream with quarantined tools to check them against the store again, once a
 /// second: `toolgate pins approve` decides from another process. A re-check that changes nothing writes nothing.
-pub(crate) async fn watch_quarantine(gateway: Arc<GatewayInner>) {
+pub(crate) async fn watch_quarantine(gateway: Arc<Shared>) {
     loop {
         tokio::select! {
             () = gateway.shutdown.cancelled() => return,

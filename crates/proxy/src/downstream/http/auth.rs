@@ -7,10 +7,10 @@
 
 use axum::http::{HeaderMap, StatusCode, header};
 use toolgate_core::fingerprint::digest_bytes;
+use toolgate_spec::CallerSpec;
 
 use super::checks::{Rejection, TRANSPORT_ERROR};
 use crate::session::Caller;
-use crate::spec::CallerSpec;
 
 /// The caller a request authenticates as; 401 when callers are configured and the token is missing or unknown.
 pub(super) fn authenticate(headers: &HeaderMap, callers: &[CallerSpec]) -> Result<Caller, Rejection> {

@@ -11,8 +11,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use toolgate_core::rebinding::{host_allowed, origin_allowed};
-
-use crate::spec::HttpListenerSpec;
+use toolgate_spec::HttpListenerSpec;
 
 /// The header that carries the session id.
 pub(super) const SESSION_HEADER: &str = "mcp-session-id";

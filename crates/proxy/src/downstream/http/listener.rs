@@ -23,11 +23,11 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
+use toolgate_spec::Limits;
 use tracing::{debug, warn};
 
 use super::warning::RateLimitedWarning;
 use crate::session::Refusal;
-use crate::spec::Limits;
 
 /// What a refused connection is told to wait before trying again.
 const CONNECTION_RETRY_AFTER_SECONDS: u64 = 1;

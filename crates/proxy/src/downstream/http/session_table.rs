@@ -21,13 +21,13 @@ use serde_json::Value;
 use tokio::sync::mpsc::{self, error::TrySendError};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use toolgate_spec::Limits;
 use tracing::{debug, warn};
 
 use super::checks::{INTERNAL_ERROR, Rejection, TRANSPORT_ERROR};
 use super::warning::RateLimitedWarning;
 use crate::outbox::approximate_bytes;
 use crate::session::{Caller, ClientBound, ClientSession, Held, HeldBytes, Refusal, SessionFactory, TransportKind};
-use crate::spec::Limits;
 
 /// Messages buffered for one POST's answer before the demultiplexer waits for the client to read them (then the
 /// session's byte-bounded outbox fills, and drops notifications, behind it).

@@ -19,24 +19,24 @@
 //! without reshaping the others.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolgate_core::decision::{Decision, Reason, Verdict};
-use toolgate_core::policy::{CallFacts, CompiledPolicy, decide as policy_decide, taints_session};
+use toolgate_core::policy::taints_session;
 use toolgate_store::{AuditKind, PendingCall};
 use toolgate_upstream::UpstreamError;
 use toolgate_upstream::jsonrpc::{self, codes};
 
+use crate::access::{call_facts, decide_with, visible_to};
 use crate::catalog::ExposedTool;
-use crate::client::SessionShared;
-use crate::dispatch::{relay_response, send_upstream};
-use crate::gateway::GatewayInner;
 use crate::guard::confirm::{Confirmation, confirm};
 use crate::guard::{audit, results};
-use crate::metrics::Outcome;
+use crate::metrics::registry::Outcome;
+use crate::relay::{relay_response, send_upstream};
+use crate::state::session::SessionShared;
+use crate::state::shared::Shared;
 
 /// A call whose tool was found and is visible to this session.
 pub(crate) struct ResolvedCall {
@@ -81,71 +81,34 @@ impl Unresolved {
 }
 
 /// Phase 1: finds the tool the client named, as this session may see it.
-pub(crate) fn resolve(
-    gateway: &GatewayInner,
-    session: &SessionShared,
-    params: Value,
-) -> Result<ResolvedCall, Unresolved> {
+pub(crate) fn resolve(gateway: &Shared, session: &SessionShared, params: Value) -> Result<ResolvedCall, Unresolved> {
     let name = params.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
-    let catalog = gateway.catalog();
-    match catalog.tool(&name).filter(|tool| visible_to(tool, session)).cloned() {
+    match crate::access::resolve(&gateway.catalog(), &session.viewer(), &name) {
         Some(tool) => Ok(ResolvedCall { tool, params }),
         None => Err(Unresolved { name, params }),
     }
 }
 
-/// The session's filters on a tool: task-required tools are never called here, app-only ones only by MCP Apps
-/// clients.
-fn visible_to(tool: &ExposedTool, session: &SessionShared) -> bool {
-    !tool.task_required && (!tool.app_only || session.declares_apps())
-}
-
 /// Phase 1 for a name the catalog does not know: the tool as its upstream last listed it, when that upstream is
 /// down and reconnecting now and the session could see it, with the reconnect attempt.
 fn resolve_reconnecting(
-    gateway: &GatewayInner,
+    gateway: &Shared,
     session: &SessionShared,
     unresolved: Unresolved,
 ) -> Result<(ResolvedCall, u32), Unresolved> {
     match gateway.known_tools.reconnecting(&unresolved.name, &gateway.upstreams) {
-        Some((tool, attempt)) if visible_to(&tool, session) => {
+        Some((tool, attempt)) if visible_to(&tool, &session.viewer()) => {
             Ok((ResolvedCall { tool, params: unresolved.params }, attempt))
         }
         _ => Err(unresolved),
     }
 }
 
-/// The facts the policy sees about a call in a session.
-pub(crate) fn call_facts<'a>(tool: &'a ExposedTool, session: &'a SessionShared) -> CallFacts<'a> {
-    CallFacts::new(&tool.upstream_name, &tool.original_name, &tool.trusted)
-        .with_scopes(&session.caller.scopes)
-        .with_session_tainted(session.tainted.load(Ordering::Acquire))
-}
-
 /// Phase 2: the policy's decision. A quarantined tool (its definition changed since it was pinned, or it is new on
 /// a pinned upstream) is decided on its untrusted hints (see `catalog`), and needs a person's approval even where
 /// the rules would allow it.
-pub(crate) fn decide(gateway: &GatewayInner, session: &SessionShared, call: &ResolvedCall) -> Decision {
-    decide_with(&gateway.policy(), &call.tool, &call_facts(&call.tool, session))
-}
-
-/// The decision for a call of `tool` with these facts: the policy's, bumped from allow to confirm for a quarantined
-/// tool (deny and hide stand). A quarantined tool's confirmation names the quarantine first, so the person asked
-/// knows the definition is unreviewed. Also what the console's inventory shows per caller.
-pub(crate) fn decide_with(policy: &CompiledPolicy, tool: &ExposedTool, facts: &CallFacts<'_>) -> Decision {
-    let mut decision = policy_decide(policy, facts);
-    if tool.quarantined && matches!(decision.verdict, Verdict::Allow | Verdict::Confirm) {
-        decision.verdict = Verdict::Confirm;
-        decision.reasons.insert(
-            0,
-            Reason::new(
-                "pin-quarantine",
-                "the tool's definition is not the pinned one (new or changed) and waits for review; its hints count as \
-                 untrusted",
-            ),
-        );
-    }
-    decision
+pub(crate) fn decide(gateway: &Shared, session: &SessionShared, call: &ResolvedCall) -> Decision {
+    decide_with(&gateway.policy(), &call.tool, &call_facts(&call.tool, &session.viewer()))
 }
 
 /// Turns an allowing or approved decision into a [`Permitted`] call.
@@ -160,7 +123,7 @@ fn permit(call: ResolvedCall, decision: Decision, approval_id: Option<String>) -
 /// that is left, so a call that timed out is not tried again, and the client's answer never comes later than the
 /// configured timeout.
 pub(crate) async fn forward(
-    gateway: &Arc<GatewayInner>,
+    gateway: &Arc<Shared>,
     session: &Arc<SessionShared>,
     id: &Value,
     permitted: &Permitted,
@@ -212,7 +175,7 @@ fn upstream_failure(upstream: &str, error: &UpstreamError) -> String {
 
 /// Phase 4: the client's response for what the upstream did: results post-processed (truncation, undeclared
 /// structured fields), JSON-RPC errors unchanged, transport failures as `isError` results.
-pub(crate) fn post_process(gateway: &GatewayInner, tool: &ExposedTool, id: &Value, forwarded: Forwarded) -> Value {
+pub(crate) fn post_process(gateway: &Shared, tool: &ExposedTool, id: &Value, forwarded: Forwarded) -> Value {
     match forwarded {
         Forwarded::Response(response) => {
             let mut response = relay_response(id, response);
@@ -231,7 +194,7 @@ pub(crate) fn post_process(gateway: &GatewayInner, tool: &ExposedTool, id: &Valu
 /// `from_upstream` says whether the upstream answered (a result, an `isError` result or a JSON-RPC error): any of
 /// them carries text from the tool into the session, so an open-world tool's answer taints it either way.
 pub(crate) fn record(
-    gateway: &GatewayInner,
+    gateway: &Shared,
     session: &SessionShared,
     permitted: &Permitted,
     audit_row: Option<PendingCall>,
@@ -248,7 +211,7 @@ pub(crate) fn record(
     };
     let tool = &permitted.call.tool;
     if taints_session(&tool.hints, from_upstream) {
-        session.tainted.store(true, Ordering::Release);
+        session.taint();
     }
     let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
     tracing::Span::current().record("outcome", outcome);
@@ -277,7 +240,7 @@ pub(crate) fn record(
 
 /// Runs the phases for one `tools/call`.
 pub(crate) async fn call_tool(
-    gateway: &Arc<GatewayInner>,
+    gateway: &Arc<Shared>,
     session: &Arc<SessionShared>,
     id: &Value,
     params: Value,
@@ -370,7 +333,7 @@ pub(crate) async fn call_tool(
 /// attempt, one `decision` audit row with the verdict and outcome `upstream_unavailable`, and the call counted with
 /// that outcome.
 fn unavailable(
-    gateway: &GatewayInner,
+    gateway: &Shared,
     session: &SessionShared,
     id: &Value,
     call: &ResolvedCall,
@@ -399,7 +362,7 @@ fn unavailable(
 }
 
 /// Counts a call that ended before reaching its upstream (its client gets an `isError` result).
-fn count_refused(gateway: &GatewayInner, call: &ResolvedCall, verdict: Verdict) {
+fn count_refused(gateway: &Shared, call: &ResolvedCall, verdict: Verdict) {
     gateway.metrics.count_call(&call.tool.upstream_name, &call.tool.original_name, verdict, Outcome::IsError);
 }
 

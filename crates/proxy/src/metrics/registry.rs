@@ -1,4 +1,5 @@
-//! Prometheus metrics of one gateway, rendered by `GET /metrics` on toolgate's HTTP listener (docs/metrics.md).
+//! The Prometheus recorder of one gateway and what the call path counts with it; `GET /metrics` renders it
+//! (`crate::metrics`, docs/metrics.md). No HTTP here: it sits below the state that holds it.
 //!
 //! Each gateway owns its recorder (no global one), so two gateways in a process (or in a test binary) never mix
 //! their counts. The hot path only touches pre-registered handles or one registry lookup for a call's label set;
@@ -8,20 +9,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
-use axum::extract::{Request, State};
-use axum::http::header::{ALLOW, CONTENT_TYPE, WWW_AUTHENTICATE};
-use axum::http::{HeaderMap, StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
 use metrics::{Counter, Histogram, Key, Label, Metadata, Recorder};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
 use toolgate_core::decision::Verdict;
 use toolgate_upstream::ListKind;
 
-use crate::Gateway;
+use toolgate_store::Store;
+
 use crate::session::Refusal;
-use crate::spec::HttpListenerSpec;
-use crate::upstreams::UpstreamStatus;
+use crate::upstreams::{UpstreamRuntime, UpstreamStatus};
 
 /// Tool calls by `upstream`, `tool` (the upstream's own name), `verdict` and `outcome`.
 pub const TOOL_CALLS: &str = "toolgate_tool_calls_total";
@@ -286,12 +282,17 @@ fn describe(recorder: &PrometheusRecorder) {
     }
 }
 
-impl Gateway {
-    /// The gateway's metrics in the Prometheus text format: counters and histograms as recorded, gauges read now.
-    pub async fn render_metrics(&self) -> String {
-        let inner = &self.inner;
-        let metrics = &inner.metrics;
-        for runtime in &inner.upstreams {
+impl GatewayMetrics {
+    /// The metrics in the Prometheus text format: counters and histograms as recorded, gauges read now from
+    /// `upstreams`, `store` and the bytes `queued` toward clients.
+    pub(crate) async fn render(
+        &self,
+        upstreams: &[Arc<UpstreamRuntime>],
+        store: Option<&Store>,
+        queued: usize,
+    ) -> String {
+        let metrics = self;
+        for runtime in upstreams {
             let up = matches!(runtime.status(), UpstreamStatus::Ready { .. });
             let labels = vec![Label::new("upstream", runtime.spec.name.clone())];
             metrics.gauge(UPSTREAM_UP, labels, if up { 1.0 } else { 0.0 });
@@ -313,9 +314,8 @@ impl Gateway {
                 Key::from_parts(UPSTREAM_CANCELS_DROPPED, vec![Label::new("upstream", runtime.spec.name.clone())]);
             metrics.recorder.register_counter(&key, &METADATA).absolute(dropped);
         }
-        let queued: usize = inner.sessions().iter().map(|session| session.queued_bytes()).sum();
         metrics.gauge(CLIENT_QUEUED_BYTES, Vec::new(), queued as f64);
-        if let Some(store) = &inner.store {
+        if let Some(store) = store {
             let stats = store.audit().stats();
             metrics.gauge(AUDIT_QUEUED, Vec::new(), stats.queued as f64);
             metrics.absolute(AUDIT_REJECTED, stats.rejected);
@@ -333,77 +333,5 @@ impl Gateway {
             }
         }
         metrics.handle.render()
-    }
-}
-
-/// `GET /metrics` for `gateway`, under the listener's `Host`/`Origin` rules (403 otherwise) and, when callers are
-/// configured, with a caller's token (401 otherwise); other methods get 405.
-/// Merge it into the MCP router (which only answers its own path).
-/// When the MCP endpoint itself is at `/metrics`, the endpoint wins and this router is empty.
-pub fn router(gateway: Gateway, spec: &HttpListenerSpec) -> Router {
-    if spec.path == "/metrics" {
-        tracing::warn!("the MCP endpoint is at /metrics, so Prometheus metrics are not served");
-        return Router::new();
-    }
-    let state = Arc::new((gateway, spec.clone()));
-    Router::new().route("/metrics", axum::routing::any(serve_metrics)).with_state(state)
-}
-
-async fn serve_metrics(State(state): State<Arc<(Gateway, HttpListenerSpec)>>, request: Request) -> Response {
-    let (gateway, spec) = &*state;
-    if !host_and_origin_allowed(request.headers(), request.uri(), spec) {
-        return (StatusCode::FORBIDDEN, "forbidden: host or origin not allowed\n").into_response();
-    }
-    if request.method() != axum::http::Method::GET {
-        return (StatusCode::METHOD_NOT_ALLOWED, [(ALLOW, "GET")], "method not allowed: use GET\n").into_response();
-    }
-    // Callers, sessions refused, tool names and upstreams are the operator's business: with callers configured the
-    // listener is meant to be reached by others, so a scrape needs a caller's token like the MCP endpoint.
-    let callers = &gateway.inner.spec.guardrails.callers;
-    if !crate::downstream::http::is_authenticated(request.headers(), callers) {
-        return (
-            StatusCode::UNAUTHORIZED,
-            [(WWW_AUTHENTICATE, "Bearer realm=\"toolgate\"")],
-            "unauthorized: send `Authorization: Bearer <token>` of a configured caller\n",
-        )
-            .into_response();
-    }
-    let body = gateway.render_metrics().await;
-    (StatusCode::OK, [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body).into_response()
-}
-
-/// The MCP endpoint's rule: `Host` loopback or a configured extra, an `Origin` (when present) loopback over
-/// http(s) or a configured one.
-fn host_and_origin_allowed(headers: &HeaderMap, uri: &Uri, spec: &HttpListenerSpec) -> bool {
-    crate::downstream::http::check_host_and_origin(headers, uri, spec)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use axum::http::HeaderValue;
-    use axum::http::header::{HOST, ORIGIN};
-
-    fn allowed(host: &str, origin: Option<&str>) -> bool {
-        let mut headers = HeaderMap::new();
-        headers.insert(HOST, HeaderValue::from_str(host).unwrap_or(HeaderValue::from_static("invalid")));
-        if let Some(origin) = origin {
-            headers.insert(ORIGIN, HeaderValue::from_str(origin).unwrap_or(HeaderValue::from_static("x")));
-        }
-        let spec = HttpListenerSpec {
-            bind: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
-            path: "/mcp".into(),
-            allowed_origins: vec!["https://app.example:*".into()],
-            allowed_hosts: vec!["gw.internal".into()],
-        };
-        host_and_origin_allowed(&headers, &Uri::from_static("/metrics"), &spec)
-    }
-
-    #[test]
-    fn the_mcp_endpoint_rule_applies() {
-        assert!(allowed("127.0.0.1:8765", None));
-        assert!(allowed("gw.internal:80", Some("https://app.example:8443")));
-        assert!(!allowed("evil.example", None));
-        assert!(!allowed("localhost", Some("https://evil.example")));
     }
 }

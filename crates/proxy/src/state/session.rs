@@ -1,24 +1,22 @@
-//! One client session as the gateway sees it: what the client declared, its in-flight requests, the requests
-//! toolgate sent it on an upstream's behalf, and the dispatch of every client message.
+//! One client session's state: what the client declared, its in-flight requests, the requests toolgate sent it on
+//! an upstream's behalf, its subscriptions, taint and remembered approvals, and its outbox.
 //!
-//! Messages are taken in arrival order: notifications and responses are handled at once (so `initialized` or a
-//! cancel is never overtaken), requests each get a task and may finish out of order. A session only ever sends to
-//! its own client; nothing here writes bytes (the transport does).
+//! What arrives from the client is dispatched by `crate::intake`; this file only keeps the state and offers the
+//! narrow ways to read and change it. A session only ever sends to its own client; nothing here writes bytes (the
+//! transport does) or decides anything.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use toolgate_upstream::SUPPORTED_PROTOCOL_VERSIONS;
-use toolgate_upstream::jsonrpc::{self, MessageKind, classify, codes};
-use tracing::Instrument as _;
 
-use crate::gateway::GatewayInner;
+use crate::access::Viewer;
 use crate::outbox::{Outbox, Undelivered};
-use crate::session::{Caller, ClientBound, ClientSession};
+use crate::session::{Caller, ClientBound};
 
 /// A client request in flight: how to cancel it and where it went upstream.
 pub(crate) struct InflightRequest {
@@ -39,7 +37,7 @@ pub(crate) struct SessionShared {
     outbox: Outbox,
     declared: Mutex<Declared>,
     initialized: AtomicBool,
-    pub(crate) inflight: Mutex<HashMap<String, InflightRequest>>,
+    inflight: Mutex<HashMap<String, InflightRequest>>,
     server_requests: Mutex<HashMap<String, oneshot::Sender<Value>>>,
     next_server_request: AtomicU64,
     pub(crate) subscriptions: Mutex<HashSet<String>>,
@@ -47,7 +45,7 @@ pub(crate) struct SessionShared {
     /// Who the transport authenticated.
     pub(crate) caller: Caller,
     /// An open-world tool's output has entered this session (possible exfiltration path for later writes).
-    pub(crate) tainted: AtomicBool,
+    tainted: AtomicBool,
     /// Approval keys (tool and argument shape) a person said to remember for this session.
     pub(crate) remembered: Mutex<HashSet<String>>,
     /// Upstream requests relayed to this client and not answered yet, by (upstream, the upstream's request id), so
@@ -81,6 +79,70 @@ impl SessionShared {
 
     pub(crate) fn is_initialized(&self) -> bool {
         self.initialized.load(Ordering::Acquire)
+    }
+
+    /// The client sent `notifications/initialized`.
+    pub(crate) fn mark_initialized(&self) {
+        self.initialized.store(true, Ordering::Release);
+    }
+
+    /// Text from an open-world source reached this session's client.
+    pub(crate) fn taint(&self) {
+        self.tainted.store(true, Ordering::Release);
+    }
+
+    pub(crate) fn is_tainted(&self) -> bool {
+        self.tainted.load(Ordering::Acquire)
+    }
+
+    /// What the access rules see of this session now (its caller's scopes, its taint, whether it sees app-only
+    /// tools).
+    pub(crate) fn viewer(&self) -> Viewer<'_> {
+        Viewer { scopes: &self.caller.scopes, tainted: self.is_tainted(), apps: self.declares_apps() }
+    }
+
+    /// The protocol version agreed at initialize.
+    pub(crate) fn protocol_version(&self) -> Option<String> {
+        self.declared.lock().ok().and_then(|declared| declared.protocol_version.clone())
+    }
+
+    /// A client request arrived: it is in flight until [`SessionShared::end_request`] (or a cancel takes it).
+    pub(crate) fn begin_request(&self, id: &Value, cancel: CancellationToken) {
+        if let Ok(mut inflight) = self.inflight.lock() {
+            inflight.insert(id_key(id), InflightRequest { cancel, upstream: None });
+        }
+    }
+
+    /// A client request was answered.
+    pub(crate) fn end_request(&self, id: &Value) {
+        if let Ok(mut inflight) = self.inflight.lock() {
+            inflight.remove(&id_key(id));
+        }
+    }
+
+    /// Takes a request the client cancelled out of the in-flight set.
+    pub(crate) fn take_request(&self, id: &Value) -> Option<InflightRequest> {
+        self.inflight.lock().ok().and_then(|mut inflight| inflight.remove(&id_key(id)))
+    }
+
+    /// Notes which upstream request a client request became, so the client's cancel reaches it.
+    pub(crate) fn set_request_upstream(&self, id: &Value, upstream: usize, upstream_id: u64) {
+        if let Ok(mut inflight) = self.inflight.lock()
+            && let Some(request) = inflight.get_mut(&id_key(id))
+        {
+            request.upstream = Some((upstream, upstream_id));
+        }
+    }
+
+    /// Hands the client's response to the request of toolgate's it answers; false when no request waits for it.
+    pub(crate) fn answer_server_request(&self, id: &Value, message: Value) -> bool {
+        match self.server_requests.lock().ok().and_then(|mut pending| pending.remove(&id_key(id))) {
+            Some(waiter) => {
+                let _ = waiter.send(message);
+                true
+            }
+            None => false,
+        }
     }
 
     /// True when the client declared a capability (`"sampling"`, `"roots"`, `"elicitation"`).
@@ -213,6 +275,11 @@ impl SessionShared {
         self.outbox.queued_bytes()
     }
 
+    /// What the outbox holds for this client, for the transport's budget.
+    pub(crate) fn held_bytes(&self) -> crate::session::HeldBytes {
+        self.outbox.held()
+    }
+
     /// Cancels every in-flight request and stops the session.
     pub(crate) fn close(&self) {
         self.closed.cancel();
@@ -224,149 +291,16 @@ impl SessionShared {
     }
 }
 
-/// The gateway's [`ClientSession`] implementation.
-pub(crate) struct GatewaySession {
-    gateway: Arc<GatewayInner>,
-    shared: Arc<SessionShared>,
-}
-
-impl GatewaySession {
-    pub(crate) fn new(gateway: Arc<GatewayInner>, shared: Arc<SessionShared>) -> GatewaySession {
-        GatewaySession { gateway, shared }
-    }
-}
-
-impl ClientSession for GatewaySession {
-    fn id(&self) -> &str {
-        &self.shared.id
-    }
-
-    fn deliver(&self, message: Value) {
-        if self.shared.closed.is_cancelled() {
-            return;
+impl SessionShared {
+    /// Records what the client declared at initialize; returns the protocol version toolgate answers with.
+    pub(crate) fn accept_initialize(&self, params: &Value) -> String {
+        let requested = params.get("protocolVersion").and_then(Value::as_str).unwrap_or_default();
+        let version =
+            if SUPPORTED_PROTOCOL_VERSIONS.contains(&requested) { requested } else { SUPPORTED_PROTOCOL_VERSIONS[0] };
+        if let Ok(mut declared) = self.declared.lock() {
+            declared.capabilities = params.get("capabilities").cloned().unwrap_or_else(|| json!({}));
+            declared.protocol_version = Some(version.to_owned());
         }
-        match classify(&message) {
-            MessageKind::Request { id, method } => {
-                let id = id.clone();
-                let method = method.to_owned();
-                let cancel = CancellationToken::new();
-                if let Ok(mut inflight) = self.shared.inflight.lock() {
-                    inflight.insert(id_key(&id), InflightRequest { cancel: cancel.clone(), upstream: None });
-                }
-                let gateway = Arc::clone(&self.gateway);
-                let session = Arc::clone(&self.shared);
-                // One span per request, whatever the transport; `tools/call` records its tool, upstream, verdict
-                // and outcome on it (`pipeline`). Debug: off unless the log or the span exporter asks for it.
-                let span = tracing::debug_span!(
-                    "mcp.request",
-                    session = %session.id,
-                    method = %method,
-                    request_id = %id,
-                    tool = tracing::field::Empty,
-                    upstream = tracing::field::Empty,
-                    verdict = tracing::field::Empty,
-                    outcome = tracing::field::Empty,
-                );
-                let handler = async move {
-                    let params = match message {
-                        Value::Object(mut object) => object.remove("params"),
-                        _ => None,
-                    };
-                    // Handlers watch `cancel` themselves, so their cleanup always runs.
-                    let response =
-                        crate::dispatch::handle_request(&gateway, &session, &id, &method, params, &cancel).await;
-                    if let Ok(mut inflight) = session.inflight.lock() {
-                        inflight.remove(&id_key(&id));
-                    }
-                    // A cancelled request gets no response (the client asked us not to send one).
-                    if let Some(response) = response
-                        && !cancel.is_cancelled()
-                    {
-                        session.respond(id, response).await;
-                    }
-                };
-                tokio::spawn(handler.instrument(span));
-            }
-            MessageKind::Notification { method } => self.on_notification(method, &message),
-            MessageKind::Response { id } => {
-                let waiter =
-                    self.shared.server_requests.lock().ok().and_then(|mut pending| pending.remove(&id_key(id)));
-                match waiter {
-                    Some(waiter) => {
-                        let _ = waiter.send(message);
-                    }
-                    None => {
-                        tracing::debug!(session = %self.shared.id, %id, "dropping a response to no request of ours")
-                    }
-                }
-            }
-            MessageKind::Invalid(reason) => {
-                let id = message.get("id").cloned().unwrap_or(Value::Null);
-                let response =
-                    jsonrpc::error_response(&id, codes::INVALID_REQUEST, &format!("invalid request: {reason}"));
-                let session = Arc::clone(&self.shared);
-                tokio::spawn(async move { session.respond(id, response).await });
-            }
-        }
+        version.to_owned()
     }
-
-    fn protocol_version(&self) -> Option<String> {
-        self.shared.declared.lock().ok().and_then(|declared| declared.protocol_version.clone())
-    }
-
-    fn held_bytes(&self) -> crate::session::HeldBytes {
-        self.shared.outbox.held()
-    }
-
-    fn close(&self) {
-        self.shared.close();
-        self.gateway.forget_session(&self.shared.id);
-        crate::dispatch::drop_subscriptions(&self.gateway, &self.shared);
-    }
-}
-
-impl GatewaySession {
-    fn on_notification(&self, method: &str, message: &Value) {
-        match method {
-            "notifications/initialized" => self.shared.initialized.store(true, Ordering::Release),
-            "notifications/cancelled" => {
-                let Some(request_id) = message.pointer("/params/requestId") else { return };
-                let cancelled =
-                    self.shared.inflight.lock().ok().and_then(|mut inflight| inflight.remove(&id_key(request_id)));
-                if let Some(request) = cancelled {
-                    // Upstream first, with the client's reason: the handler's own cleanup then finds nothing to do.
-                    if let Some((upstream, upstream_id)) = request.upstream {
-                        let reason = message
-                            .pointer("/params/reason")
-                            .and_then(Value::as_str)
-                            .unwrap_or("cancelled by the client");
-                        crate::dispatch::cancel_upstream(&self.gateway, upstream, upstream_id, reason);
-                    }
-                    request.cancel.cancel();
-                }
-            }
-            "notifications/roots/list_changed" => {
-                for runtime in &self.gateway.upstreams {
-                    if let Some(connection) = runtime.connection() {
-                        tokio::spawn(async move {
-                            let _ = connection.notify("notifications/roots/list_changed", None).await;
-                        });
-                    }
-                }
-            }
-            _ => tracing::debug!(session = %self.shared.id, %method, "ignoring a client notification"),
-        }
-    }
-}
-
-/// Records what the client declared at initialize; returns the protocol version toolgate answers with.
-pub(crate) fn accept_initialize(session: &SessionShared, params: &Value) -> String {
-    let requested = params.get("protocolVersion").and_then(Value::as_str).unwrap_or_default();
-    let version =
-        if SUPPORTED_PROTOCOL_VERSIONS.contains(&requested) { requested } else { SUPPORTED_PROTOCOL_VERSIONS[0] };
-    if let Ok(mut declared) = session.declared.lock() {
-        declared.capabilities = params.get("capabilities").cloned().unwrap_or_else(|| json!({}));
-        declared.protocol_version = Some(version.to_owned());
-    }
-    version.to_owned()
 }

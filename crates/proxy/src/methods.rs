@@ -1,31 +1,28 @@
 //! Client requests, by method: what toolgate answers itself (initialize, ping, lists, discovery) and what it
-//! routes to the owning upstream (prompts, resources, completion, subscriptions, tasks). `tools/call` goes through
-//! the named phases of [`crate::pipeline`].
+//! routes to the owning upstream (prompts, resources, completion, subscriptions, tasks) through [`crate::relay`].
+//! `tools/call` goes through the named phases of [`crate::call`].
 //!
 //! Every function returns the whole JSON-RPC response for the client, with the client's id; `None` means no
 //! response must be sent (the request was cancelled).
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
-use toolgate_core::decision::Verdict;
-use toolgate_core::policy::visible;
-use toolgate_upstream::UpstreamError;
 use toolgate_upstream::jsonrpc::{self, codes};
 
-use crate::client::{SessionShared, accept_initialize, id_key};
-use crate::gateway::{CallRoute, GatewayInner};
-use crate::routing::ProgressRoute;
+use crate::access::visible_tools;
+use crate::catalog::ExposedTool;
+use crate::relay::forward;
+use crate::state::session::SessionShared;
+use crate::state::shared::Shared;
 
 /// MCP's error code for an unknown resource.
 const RESOURCE_NOT_FOUND: i64 = -32002;
 
 /// Answers one client request.
 pub(crate) async fn handle_request(
-    gateway: &Arc<GatewayInner>,
+    gateway: &Arc<Shared>,
     session: &Arc<SessionShared>,
     id: &Value,
     method: &str,
@@ -50,7 +47,7 @@ pub(crate) async fn handle_request(
         "resources/templates/list" => {
             list_raw(id, &params, "resourceTemplates", gateway.catalog().templates().cloned().collect())
         }
-        "tools/call" => return crate::pipeline::call_tool(gateway, session, id, params, cancel).await,
+        "tools/call" => return crate::call::call_tool(gateway, session, id, params, cancel).await,
         "prompts/get" => return get_prompt(gateway, session, id, params, cancel).await,
         "resources/read" => return route_by_uri(gateway, session, id, method, params, cancel).await,
         "resources/subscribe" => return subscribe(gateway, session, id, params, cancel, true).await,
@@ -62,8 +59,8 @@ pub(crate) async fn handle_request(
     Some(response)
 }
 
-fn initialize_result(gateway: &GatewayInner, session: &SessionShared, params: &Value) -> Value {
-    let version = accept_initialize(session, params);
+fn initialize_result(gateway: &Shared, session: &SessionShared, params: &Value) -> Value {
+    let version = session.accept_initialize(params);
     let mut result = json!({
         "protocolVersion": version,
         "capabilities": {
@@ -128,34 +125,23 @@ fn reject_cursor(id: &Value, params: &Value) -> Option<Value> {
     })
 }
 
-fn list_tools(gateway: &GatewayInner, session: &SessionShared, id: &Value, params: &Value) -> Value {
+fn list_tools(gateway: &Shared, session: &SessionShared, id: &Value, params: &Value) -> Value {
     if let Some(error) = reject_cursor(id, params) {
         return error;
     }
-    let tools: Vec<Value> = visible_tools(gateway, session).iter().map(|tool| tool.definition.clone()).collect();
+    let tools: Vec<Value> = session_tools(gateway, session).iter().map(|tool| tool.definition.clone()).collect();
     jsonrpc::response(id, json!({"tools": tools}))
 }
 
-/// The tools a session sees: not task-required, app-only ones only for MCP Apps clients, not hidden by the
-/// policy, then the selection profile.
-fn visible_tools(gateway: &GatewayInner, session: &SessionShared) -> Vec<Arc<crate::catalog::ExposedTool>> {
-    let catalog = gateway.catalog();
-    let policy = gateway.policy();
-    let apps = session.declares_apps();
-    let visible: Vec<_> = catalog
-        .tools()
-        .iter()
-        .filter(|tool| !tool.task_required && (apps || !tool.app_only))
-        .filter(|tool| visible(&policy, &crate::pipeline::call_facts(tool, session)).verdict != Verdict::Hide)
-        .cloned()
-        .collect();
-    crate::guard::selection::select(visible, &gateway.spec.guardrails.selection)
+/// The tools a session sees (`access::visible_tools` over the current catalog and policy).
+fn session_tools(gateway: &Shared, session: &SessionShared) -> Vec<Arc<ExposedTool>> {
+    visible_tools(&gateway.catalog(), &gateway.policy(), &session.viewer(), &gateway.spec.guardrails.selection)
 }
 
 /// The name of toolgate's own prompt: how to use the visible tools safely.
 pub(crate) const SAFETY_PROMPT: &str = "toolgate_safety";
 
-fn list_prompts(gateway: &GatewayInner, id: &Value, params: &Value) -> Value {
+fn list_prompts(gateway: &Shared, id: &Value, params: &Value) -> Value {
     if let Some(error) = reject_cursor(id, params) {
         return error;
     }
@@ -172,8 +158,8 @@ fn list_prompts(gateway: &GatewayInner, id: &Value, params: &Value) -> Value {
 }
 
 /// The safety prompt over the tools this session sees.
-fn safety_prompt_result(gateway: &GatewayInner, session: &SessionShared, id: &Value) -> Value {
-    let tools = visible_tools(gateway, session);
+fn safety_prompt_result(gateway: &Shared, session: &SessionShared, id: &Value) -> Value {
+    let tools = session_tools(gateway, session);
     let entries: Vec<_> = tools.iter().map(|tool| (tool.exposed_name.as_str(), &tool.facts, &tool.hints)).collect();
     let text = toolgate_core::safety_prompt::safety_prompt(&entries);
     jsonrpc::response(
@@ -195,7 +181,7 @@ fn list_raw(id: &Value, params: &Value, key: &str, items: Vec<Value>) -> Value {
 }
 
 async fn get_prompt(
-    gateway: &Arc<GatewayInner>,
+    gateway: &Arc<Shared>,
     session: &Arc<SessionShared>,
     id: &Value,
     mut params: Value,
@@ -211,7 +197,7 @@ async fn get_prompt(
 }
 
 async fn route_by_uri(
-    gateway: &Arc<GatewayInner>,
+    gateway: &Arc<Shared>,
     session: &Arc<SessionShared>,
     id: &Value,
     method: &str,
@@ -226,7 +212,7 @@ async fn route_by_uri(
 }
 
 async fn subscribe(
-    gateway: &Arc<GatewayInner>,
+    gateway: &Arc<Shared>,
     session: &Arc<SessionShared>,
     id: &Value,
     params: Value,
@@ -258,7 +244,7 @@ async fn subscribe(
 }
 
 /// Drops a closing session's subscriptions, unsubscribing upstream where it was the last subscriber.
-pub(crate) fn drop_subscriptions(gateway: &Arc<GatewayInner>, session: &SessionShared) {
+pub(crate) fn drop_subscriptions(gateway: &Arc<Shared>, session: &SessionShared) {
     let uris: Vec<String> =
         session.subscriptions.lock().map(|mut subscriptions| subscriptions.drain().collect()).unwrap_or_default();
     for uri in uris {
@@ -279,7 +265,7 @@ pub(crate) fn drop_subscriptions(gateway: &Arc<GatewayInner>, session: &SessionS
 }
 
 async fn complete(
-    gateway: &Arc<GatewayInner>,
+    gateway: &Arc<Shared>,
     session: &Arc<SessionShared>,
     id: &Value,
     mut params: Value,
@@ -307,7 +293,7 @@ async fn complete(
     }
 }
 
-async fn set_log_level(gateway: &Arc<GatewayInner>, id: &Value, params: Value) -> Value {
+async fn set_log_level(gateway: &Arc<Shared>, id: &Value, params: Value) -> Value {
     for runtime in &gateway.upstreams {
         let Some(connection) = runtime.connection() else { continue };
         if connection.initialize_outcome().capabilities.get("logging").is_none() {
@@ -318,191 +304,6 @@ async fn set_log_level(gateway: &Arc<GatewayInner>, id: &Value, params: Value) -
         }
     }
     jsonrpc::response(id, json!({}))
-}
-
-/// The forwarded requests whose answers carry an upstream's content to the client.
-const CONTENT_METHODS: [&str; 3] = ["prompts/get", "resources/read", "completion/complete"];
-
-/// Forwards a request to one upstream and relays its response with the client's id.
-///
-/// Transport failures become JSON-RPC errors here (for `tools/call` the pipeline makes them `isError` results).
-pub(crate) async fn forward(
-    gateway: &Arc<GatewayInner>,
-    session: &Arc<SessionShared>,
-    id: &Value,
-    upstream: usize,
-    method: &str,
-    params: Value,
-    cancel: &CancellationToken,
-) -> Option<Value> {
-    let open_world = gateway.catalog().content_open_world(upstream);
-    match send_upstream(gateway, session, id, upstream, method, params, cancel, None).await? {
-        Ok(response) => {
-            // A prompt, a resource's contents or completions from an open-world source reach the client (and
-            // through it the model) as a tool's answer would: the session is tainted, result or error alike.
-            if open_world && CONTENT_METHODS.contains(&method) {
-                session.tainted.store(true, Ordering::Release);
-            }
-            Some(relay_response(id, response))
-        }
-        Err(error) => {
-            let name = gateway.upstreams.get(upstream).map(|runtime| runtime.spec.name.as_str()).unwrap_or_default();
-            Some(jsonrpc::error_response(id, codes::INTERNAL_ERROR, &format!("upstream `{name}` failed: {error}")))
-        }
-    }
-}
-
-/// Sends a request upstream on behalf of a client request and waits for the whole response message.
-///
-/// Registers the route (so progress, logs and server requests find their way back, and a client cancel reaches
-/// the upstream) and removes it afterwards. `None` when the client cancelled; `Err` with a message saying which
-/// upstream failed and how. The request is queued and its answer waited for `within` (what is left of a call's
-/// time), else the upstream's request timeout: a server that stops reading holds a caller no longer than that, and
-/// a saturated one (`max_in_flight` requests waiting) refuses at once.
-#[allow(clippy::too_many_arguments, reason = "the request's whole context; a struct for one call site adds nothing")]
-pub(crate) async fn send_upstream(
-    gateway: &Arc<GatewayInner>,
-    session: &Arc<SessionShared>,
-    id: &Value,
-    upstream: usize,
-    method: &str,
-    params: Value,
-    cancel: &CancellationToken,
-    within: Option<Duration>,
-) -> Option<Result<Value, UpstreamError>> {
-    let Some(runtime) = gateway.upstreams.get(upstream) else {
-        return Some(Err(UpstreamError::InvalidEndpoint("internal error: unknown upstream".into())));
-    };
-    let Some(connection) = runtime.connection() else {
-        let reason = match runtime.status() {
-            crate::upstreams::UpstreamStatus::Down { reason, .. } => reason,
-            _ => "still starting".to_owned(),
-        };
-        return Some(Err(UpstreamError::Closed { detail: format!("not connected: {reason}") }));
-    };
-    let within = within.unwrap_or(runtime.spec.request_timeout);
-    let deadline = Instant::now() + within;
-    let open_world = source_is_open_world(gateway, upstream, method, &params);
-    let (params, progress_token) = map_progress_token(gateway, session, id, upstream, open_world, params);
-    // Removes the routes however this function ends (refusal, response, timeout, cancellation, or the task dropped).
-    let mut routes = RouteGuard { gateway, upstream, upstream_id: None, progress_token };
-    // Queueing counts against the call's time and yields to the client's cancel: a server that stopped reading
-    // fills its queue, and a caller must not wait behind it past its own deadline.
-    // The call route is registered before the request leaves: a fast server's first progress or log line can
-    // arrive before the send returns, and a message nobody owns is not relayed.
-    let registered = std::sync::OnceLock::new();
-    let register = |upstream_id: u64| {
-        let route = CallRoute { session: Arc::clone(session), client_request_id: id.clone(), open_world };
-        gateway.calls.register(upstream, upstream_id, route);
-        let _ = registered.set(upstream_id);
-    };
-    let begun = tokio::select! {
-        () = cancel.cancelled() => None,
-        begun = connection.begin_request_registered(method, Some(params), within, register) => Some(begun),
-    };
-    // Whatever happened, the guard now removes the route it may have registered.
-    routes.upstream_id = registered.get().copied();
-    let pending = match begun? {
-        Ok(pending) => pending,
-        Err(error) => {
-            if let UpstreamError::Saturated { .. } = error {
-                gateway.metrics.count_saturated(upstream);
-            }
-            return Some(Err(error));
-        }
-    };
-    let upstream_id = pending.id();
-    if let Ok(mut inflight) = session.inflight.lock()
-        && let Some(request) = inflight.get_mut(&id_key(id))
-    {
-        request.upstream = Some((upstream, upstream_id));
-    }
-    let outcome = tokio::select! {
-        () = cancel.cancelled() => {
-            // The client cancelled or its session closed: the upstream hears of it, and a late answer is dropped.
-            connection.cancel_soon(upstream_id, "the client cancelled the request or closed its session");
-            None
-        }
-        response = connection.wait(pending, deadline.saturating_duration_since(Instant::now())) => Some(response),
-    };
-    match outcome? {
-        Ok(response) => Some(Ok(response)),
-        // Cancelled on the client's behalf: no answer goes back.
-        Err(UpstreamError::Cancelled) => None,
-        Err(error) => Some(Err(error)),
-    }
-}
-
-/// Removes a forwarded request's routes when it is over.
-struct RouteGuard<'a> {
-    gateway: &'a GatewayInner,
-    upstream: usize,
-    /// Set once the request is sent (and its call route registered).
-    upstream_id: Option<u64>,
-    progress_token: Option<String>,
-}
-
-impl Drop for RouteGuard<'_> {
-    fn drop(&mut self) {
-        if let Some(upstream_id) = self.upstream_id {
-            self.gateway.calls.remove(self.upstream, upstream_id);
-        }
-        if let Some(token) = self.progress_token.take() {
-            self.gateway.progress.remove(self.upstream, token);
-        }
-    }
-}
-
-/// Whether what `upstream` sends for this request comes from an open-world source, so that its content taints the
-/// session: for `tools/call` the called tool's effective `openWorldHint` (a tool the catalog does not know counts as
-/// open-world), for every other request the upstream's content ([`crate::catalog::Catalog::content_open_world`]).
-fn source_is_open_world(gateway: &GatewayInner, upstream: usize, method: &str, params: &Value) -> bool {
-    let catalog = gateway.catalog();
-    if method == "tools/call" {
-        let name = params.get("name").and_then(Value::as_str).unwrap_or_default();
-        return catalog.tool_of(upstream, name).is_none_or(|tool| tool.hints.open_world.value);
-    }
-    catalog.content_open_world(upstream)
-}
-
-/// Replaces the client's progress token with a fresh random one of toolgate's, registered for this upstream only,
-/// so tokens from different clients never collide upstream and no upstream can write into another's requests;
-/// returns the new token for cleanup.
-fn map_progress_token(
-    gateway: &GatewayInner,
-    session: &Arc<SessionShared>,
-    id: &Value,
-    upstream: usize,
-    open_world: bool,
-    mut params: Value,
-) -> (Value, Option<String>) {
-    let Some(client_token) = params.pointer("/_meta/progressToken").cloned() else { return (params, None) };
-    let route = ProgressRoute { session: Arc::clone(session), client_token, client_request_id: id.clone(), open_world };
-    let token = gateway.progress.register(upstream, route);
-    params["_meta"]["progressToken"] = Value::String(token.clone());
-    (params, Some(token))
-}
-
-/// The upstream's response with the client's id (result or error unchanged).
-pub(crate) fn relay_response(id: &Value, response: Value) -> Value {
-    match response {
-        Value::Object(mut object) => {
-            object.insert("id".into(), id.clone());
-            // `toolgate/` keys are toolgate's to set: an upstream's are taken out before anything is added.
-            if let Some(result) = object.get_mut("result") {
-                crate::guard::results::remove_foreign_result_meta(result);
-            }
-            Value::Object(object)
-        }
-        _ => jsonrpc::error_response(id, codes::INTERNAL_ERROR, "the upstream sent a malformed response"),
-    }
-}
-
-/// Cancels a client-cancelled request upstream at once (the pending entry is taken synchronously).
-pub(crate) fn cancel_upstream(gateway: &GatewayInner, upstream: usize, upstream_id: u64, reason: &str) {
-    if let Some(connection) = gateway.upstreams.get(upstream).and_then(|runtime| runtime.connection()) {
-        connection.cancel_soon(upstream_id, reason);
-    }
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //! HTTP stream it arrived on (exact), the progress token toolgate put on the request (exact: a progress
 //! notification's, or a log line's `_meta.progressToken`), or — over stdio, where the wire carries no
 //! association — the only session with requests in flight to that upstream, provided none of them was ever in flight
-//! beside another session's (`call_routes`): a line sent late for an ended call cannot reach the caller whose call
+//! beside another session's (`state::routes`): a line sent late for an ended call cannot reach the caller whose call
 //! overlapped it. When no
 //! single session can be named, requests (elicitation, sampling) are refused upstream rather than guessed: sending
 //! one client's elicitation to another client would leak it. Log lines with no owner go to the operator's log
@@ -16,9 +16,7 @@
 //! taints the session as the answer itself would, however the request ends afterwards. Every relayed message
 //! loses the `toolgate/` `_meta` keys its upstream set (`guard::results::remove_foreign_result_meta`).
 
-use std::collections::HashMap;
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -27,15 +25,16 @@ use toolgate_core::display::json_text;
 use toolgate_upstream::jsonrpc::codes;
 use toolgate_upstream::{ListKind, Responder};
 
-use crate::client::{SessionShared, id_key};
-use crate::gateway::{CallRoute, GatewayInner};
 use crate::guard::results::remove_foreign_result_meta;
+use crate::state::routes::CallRoute;
+use crate::state::session::{SessionShared, id_key};
+use crate::state::shared::Shared;
 
 /// How long a client may take to answer an elicitation or sampling request.
 const CLIENT_ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Routes one upstream notification.
-pub(crate) fn on_notification(gateway: &Arc<GatewayInner>, upstream: usize, mut message: Value, related: Option<u64>) {
+pub(crate) fn on_notification(gateway: &Arc<Shared>, upstream: usize, mut message: Value, related: Option<u64>) {
     // `toolgate/` keys are toolgate's alone, in a relayed notification as in a result.
     strip_foreign_meta(&mut message);
     let method = message.get("method").and_then(Value::as_str).unwrap_or_default().to_owned();
@@ -76,9 +75,9 @@ pub(crate) fn on_notification(gateway: &Arc<GatewayInner>, upstream: usize, mut 
     }
 }
 
-fn route_progress(gateway: &Arc<GatewayInner>, upstream: usize, mut message: Value) {
+fn route_progress(gateway: &Arc<Shared>, upstream: usize, mut message: Value) {
     let Some(token) = message.pointer("/params/progressToken").map(token_key) else { return };
-    let Some(route) = gateway.progress.route(upstream, &token) else {
+    let Some(route) = gateway.routes.progress(upstream, &token) else {
         tracing::debug!(upstream, "dropping progress for no request of this upstream in flight");
         return;
     };
@@ -97,12 +96,12 @@ fn token_key(token: &Value) -> String {
 /// session as soon as it is handed over (the client may show it to the model whatever happens to the request).
 fn deliver_related(session: &SessionShared, client_request_id: Value, open_world: bool, message: Value) {
     if open_world {
-        session.tainted.store(true, Ordering::Release);
+        session.taint();
     }
     session.offer_related(client_request_id, message);
 }
 
-fn route_log(gateway: &Arc<GatewayInner>, upstream: usize, mut message: Value, related: Option<u64>) {
+fn route_log(gateway: &Arc<Shared>, upstream: usize, mut message: Value, related: Option<u64>) {
     match log_owner(gateway, upstream, related, &mut message) {
         Some(route) => deliver_related(&route.session, route.client_request_id, route.open_world, message),
         None => {
@@ -122,25 +121,14 @@ fn route_log(gateway: &Arc<GatewayInner>, upstream: usize, mut message: Value, r
 /// The most characters of an unattributed upstream log message written to the operator's log.
 const OPERATOR_LOG_CHARS: usize = 4_000;
 
-/// The client request an upstream message belongs to, when one can be named for sure: the request whose HTTP
-/// stream carried it (`related`), or, with none, the request [`CallRoutes::sole_owner`] names.
-///
-/// [`CallRoutes::sole_owner`]: crate::call_routes::CallRoutes::sole_owner
-fn owner(gateway: &GatewayInner, upstream: usize, related: Option<u64>) -> Option<CallRoute> {
-    match related {
-        Some(related) => gateway.calls.get(upstream, related),
-        None => gateway.calls.sole_owner(upstream),
-    }
-}
-
-/// The owner of a log line: as [`owner`], except that a line carrying one of toolgate's progress tokens in
+/// The owner of a log line: as `RouteTable::owner`, except that a line carrying one of toolgate's progress tokens in
 /// `params._meta.progressToken` belongs to the request that token was given for (exact; the token becomes the
 /// client's). Only for notifications: in a request, `_meta.progressToken` is the upstream's own token for progress
 /// about that request (SDKs set one on every request they send), not a reference to a call.
-fn log_owner(gateway: &GatewayInner, upstream: usize, related: Option<u64>, message: &mut Value) -> Option<CallRoute> {
+fn log_owner(gateway: &Shared, upstream: usize, related: Option<u64>, message: &mut Value) -> Option<CallRoute> {
     if related.is_none()
         && let Some(token) = message.pointer("/params/_meta/progressToken").map(token_key)
-        && let Some(route) = gateway.progress.route(upstream, &token)
+        && let Some(route) = gateway.routes.progress(upstream, &token)
     {
         message["params"]["_meta"]["progressToken"] = route.client_token.clone();
         return Some(CallRoute {
@@ -149,49 +137,7 @@ fn log_owner(gateway: &GatewayInner, upstream: usize, related: Option<u64>, mess
             open_world: route.open_world,
         });
     }
-    owner(gateway, upstream, related)
-}
-
-/// A progress token toolgate put on an upstream request, and the client's token it stands for.
-#[derive(Clone)]
-pub(crate) struct ProgressRoute {
-    pub(crate) session: Arc<SessionShared>,
-    pub(crate) client_token: Value,
-    pub(crate) client_request_id: Value,
-    /// The request went to an open-world source: its progress text taints the session.
-    pub(crate) open_world: bool,
-}
-
-/// The progress tokens toolgate put on upstream requests, by (upstream, token).
-///
-/// Tokens are random (not a counter) and looked up with the upstream that sent the notification, so an upstream
-/// can reach only its own requests' progress.
-#[derive(Default)]
-pub(crate) struct ProgressRoutes {
-    routes: Mutex<HashMap<(usize, String), ProgressRoute>>,
-}
-
-impl ProgressRoutes {
-    /// Registers a fresh, unguessable token for a request to `upstream`; returns it.
-    pub(crate) fn register(&self, upstream: usize, route: ProgressRoute) -> String {
-        let token = format!("toolgate-{}", uuid::Uuid::new_v4().simple());
-        if let Ok(mut routes) = self.routes.lock() {
-            routes.insert((upstream, token.clone()), route);
-        }
-        token
-    }
-
-    /// Forgets a token when its request is over.
-    pub(crate) fn remove(&self, upstream: usize, token: String) {
-        if let Ok(mut routes) = self.routes.lock() {
-            routes.remove(&(upstream, token));
-        }
-    }
-
-    fn route(&self, upstream: usize, token: &str) -> Option<ProgressRoute> {
-        let routes = self.routes.lock().ok()?;
-        routes.get(&(upstream, token.to_owned())).cloned()
-    }
+    gateway.routes.owner(upstream, related)
 }
 
 /// Routes one upstream request (elicitation, sampling, roots, ping) to the client it belongs to, and relays the
@@ -201,7 +147,7 @@ impl ProgressRoutes {
 /// arrives (the returned future does the rest): an upstream that withdraws its request right after sending it
 /// finds it registered, whenever the spawned future first runs.
 pub(crate) fn on_request(
-    gateway: Arc<GatewayInner>,
+    gateway: Arc<Shared>,
     upstream: usize,
     message: Value,
     related: Option<u64>,
@@ -220,7 +166,9 @@ pub(crate) fn on_request(
     }
     let relay = match method.as_str() {
         "ping" => Err(Reply::Result(json!({}))),
-        _ => match owner(&gateway, upstream, related)
+        _ => match gateway
+            .routes
+            .owner(upstream, related)
             .map(|route| (route.session, Some(route.client_request_id), route.open_world))
         {
             // Outside any call (after initialize, or after the client's roots/list_changed): the roots of the only
@@ -282,7 +230,7 @@ pub(crate) fn on_request(
         }
         if open_world && method != "roots/list" {
             // The request's text (a sampling prompt, an elicitation message) reaches the client from outside.
-            session.tainted.store(true, Ordering::Release);
+            session.taint();
         }
         let answer = session.ask_client_until(client_request_id, &method, params, CLIENT_ANSWER_TIMEOUT, &cancel).await;
         if let Ok(mut relayed) = session.relayed.lock() {
@@ -334,7 +282,7 @@ fn limit_sampling_context(method: &str, mut params: Value) -> Value {
 }
 
 /// The only initialized session, when there is exactly one.
-fn sole_session(gateway: &GatewayInner) -> Option<Arc<SessionShared>> {
+fn sole_session(gateway: &Shared) -> Option<Arc<SessionShared>> {
     let mut sessions = gateway.sessions().into_iter().filter(|session| session.is_initialized());
     let first = sessions.next()?;
     sessions.next().is_none().then_some(first)

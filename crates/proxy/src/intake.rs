@@ -1,0 +1,139 @@
+//! A client session as the gateway sees it: every message its client sends, dispatched in arrival order.
+//!
+//! Notifications and responses are handled at once (so `initialized` or a cancel is never overtaken), requests each
+//! get a task (and a span) and may finish out of order; [`crate::methods`] answers them. The session's state lives
+//! in [`crate::state::session`]; nothing here writes bytes (the transport does).
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use toolgate_upstream::jsonrpc::{self, MessageKind, classify, codes};
+use tracing::Instrument as _;
+
+use crate::session::ClientSession;
+use crate::state::session::SessionShared;
+use crate::state::shared::Shared;
+
+/// The gateway's [`ClientSession`] implementation.
+pub(crate) struct GatewaySession {
+    gateway: Arc<Shared>,
+    shared: Arc<SessionShared>,
+}
+
+impl GatewaySession {
+    pub(crate) fn new(gateway: Arc<Shared>, shared: Arc<SessionShared>) -> GatewaySession {
+        GatewaySession { gateway, shared }
+    }
+}
+
+impl ClientSession for GatewaySession {
+    fn id(&self) -> &str {
+        &self.shared.id
+    }
+
+    fn deliver(&self, message: Value) {
+        if self.shared.closed.is_cancelled() {
+            return;
+        }
+        match classify(&message) {
+            MessageKind::Request { id, method } => {
+                let id = id.clone();
+                let method = method.to_owned();
+                let cancel = CancellationToken::new();
+                self.shared.begin_request(&id, cancel.clone());
+                let gateway = Arc::clone(&self.gateway);
+                let session = Arc::clone(&self.shared);
+                // One span per request, whatever the transport; `tools/call` records its tool, upstream, verdict
+                // and outcome on it (`call`). Debug: off unless the log or the span exporter asks for it.
+                let span = tracing::debug_span!(
+                    "mcp.request",
+                    session = %session.id,
+                    method = %method,
+                    request_id = %id,
+                    tool = tracing::field::Empty,
+                    upstream = tracing::field::Empty,
+                    verdict = tracing::field::Empty,
+                    outcome = tracing::field::Empty,
+                );
+                let handler = async move {
+                    let params = match message {
+                        Value::Object(mut object) => object.remove("params"),
+                        _ => None,
+                    };
+                    // Handlers watch `cancel` themselves, so their cleanup always runs.
+                    let response =
+                        crate::methods::handle_request(&gateway, &session, &id, &method, params, &cancel).await;
+                    session.end_request(&id);
+                    // A cancelled request gets no response (the client asked us not to send one).
+                    if let Some(response) = response
+                        && !cancel.is_cancelled()
+                    {
+                        session.respond(id, response).await;
+                    }
+                };
+                tokio::spawn(handler.instrument(span));
+            }
+            MessageKind::Notification { method } => self.on_notification(method, &message),
+            MessageKind::Response { id } => {
+                let id = id.clone();
+                if !self.shared.answer_server_request(&id, message) {
+                    tracing::debug!(session = %self.shared.id, %id, "dropping a response to no request of ours");
+                }
+            }
+            MessageKind::Invalid(reason) => {
+                let id = message.get("id").cloned().unwrap_or(Value::Null);
+                let response =
+                    jsonrpc::error_response(&id, codes::INVALID_REQUEST, &format!("invalid request: {reason}"));
+                let session = Arc::clone(&self.shared);
+                tokio::spawn(async move { session.respond(id, response).await });
+            }
+        }
+    }
+
+    fn protocol_version(&self) -> Option<String> {
+        self.shared.protocol_version()
+    }
+
+    fn held_bytes(&self) -> crate::session::HeldBytes {
+        self.shared.held_bytes()
+    }
+
+    fn close(&self) {
+        self.shared.close();
+        self.gateway.forget_session(&self.shared.id);
+        crate::methods::drop_subscriptions(&self.gateway, &self.shared);
+    }
+}
+
+impl GatewaySession {
+    fn on_notification(&self, method: &str, message: &Value) {
+        match method {
+            "notifications/initialized" => self.shared.mark_initialized(),
+            "notifications/cancelled" => {
+                let Some(request_id) = message.pointer("/params/requestId") else { return };
+                if let Some(request) = self.shared.take_request(request_id) {
+                    // Upstream first, with the client's reason: the handler's own cleanup then finds nothing to do.
+                    if let Some((upstream, upstream_id)) = request.upstream {
+                        let reason = message
+                            .pointer("/params/reason")
+                            .and_then(Value::as_str)
+                            .unwrap_or("cancelled by the client");
+                        crate::relay::cancel_upstream(&self.gateway, upstream, upstream_id, reason);
+                    }
+                    request.cancel.cancel();
+                }
+            }
+            "notifications/roots/list_changed" => {
+                for runtime in &self.gateway.upstreams {
+                    if let Some(connection) = runtime.connection() {
+                        tokio::spawn(async move {
+                            let _ = connection.notify("notifications/roots/list_changed", None).await;
+                        });
+                    }
+                }
+            }
+            _ => tracing::debug!(session = %self.shared.id, %method, "ignoring a client notification"),
+        }
+    }
+}

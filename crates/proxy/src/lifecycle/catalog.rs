@@ -1,0 +1,62 @@
+//! Catalog rebuilds: a new catalog from every upstream's current checked listing, installed unless a newer rebuild
+//! got there first, then the console's inventory written from it in the background.
+//!
+//! Run by whoever changed something a catalog depends on (an upstream's run task after a listing or a disconnect,
+//! the gateway after a policy reload). It writes only the catalog cell and the inventory: sessions are told of the
+//! change by the caller.
+
+use std::sync::Arc;
+
+use crate::catalog::{Catalog, CatalogContext, CheckedListing};
+use crate::inventory::InventoryInputs;
+use crate::state::shared::Shared;
+
+/// Rebuilds the catalog from every upstream's current checked listing (each listing with the pin check made of it,
+/// read as one value).
+///
+/// Rebuilds run in the tasks that changed something, in parallel; each takes a number before it reads the listings,
+/// and a catalog replaces the current one only when its number is higher, so a rebuild that read older listings
+/// never replaces one built from newer ones.
+pub(crate) fn rebuild_catalog(gateway: &Shared) {
+    let number = gateway.next_rebuild();
+    let listings: Vec<_> = gateway.upstreams.iter().map(|runtime| runtime.checked_listing()).collect();
+    let resource_servers: Vec<usize> = gateway
+        .upstreams
+        .iter()
+        .filter(|runtime| {
+            runtime.connection().is_some_and(|connection| {
+                connection.initialize_outcome().capabilities.get("resources").is_some_and(|value| !value.is_null())
+            })
+        })
+        .map(|runtime| runtime.index)
+        .collect();
+    let context = CatalogContext { resource_servers, quarantine: gateway.spec.guardrails.pins.quarantine };
+    let catalog = Arc::new(Catalog::build_with(&gateway.spec.upstreams, &listings, &context));
+    if !gateway.install_catalog(number, &catalog) {
+        return;
+    }
+    for collision in &catalog.collisions {
+        tracing::warn!("{collision}");
+    }
+    publish_inventory(gateway, listings, catalog);
+}
+
+/// Hands the console's tool inventory of `catalog` to the store, in the background (with the policy in force, which
+/// says what each caller may do with each tool).
+fn publish_inventory(gateway: &Shared, listings: Vec<Option<Arc<CheckedListing>>>, catalog: Arc<Catalog>) {
+    let Some(store) = &gateway.store else { return };
+    let inputs = InventoryInputs {
+        specs: gateway.spec.upstreams.clone(),
+        listings,
+        catalog,
+        policy: gateway.policy(),
+        identities: gateway.spec.identities(),
+    };
+    gateway.inventory.publish(store, inputs);
+}
+
+/// Rewrites the inventory from the current catalog (after the policy changed: who may do what changed too).
+pub(crate) fn republish_inventory(gateway: &Shared) {
+    let listings = gateway.upstreams.iter().map(|runtime| runtime.checked_listing()).collect();
+    publish_inventory(gateway, listings, gateway.catalog());
+}

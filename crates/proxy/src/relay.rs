@@ -1,0 +1,176 @@
+//! Requests sent upstream on a client request's behalf, and their answers relayed back.
+//!
+//! [`send_upstream`] registers the request's routes ([`crate::state::routes::RouteGuard`]: the call, and a progress
+//! token of toolgate's standing for the client's), waits for the answer within the request's time and removes the
+//! routes however it ends; [`forward`] relays a non-tool request's answer with the client's id; [`relay_response`]
+//! puts the client's id on an upstream response and takes out the `toolgate/` `_meta` keys an upstream set. It
+//! decides nothing: what may be sent was decided before (`crate::call`, `crate::methods`).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use toolgate_upstream::UpstreamError;
+use toolgate_upstream::jsonrpc::{self, codes};
+
+use crate::state::routes::{CallRoute, ProgressRoute};
+use crate::state::session::SessionShared;
+use crate::state::shared::Shared;
+
+/// The forwarded requests whose answers carry an upstream's content to the client.
+const CONTENT_METHODS: [&str; 3] = ["prompts/get", "resources/read", "completion/complete"];
+
+/// Forwards a request to one upstream and relays its response with the client's id.
+///
+/// Transport failures become JSON-RPC errors here (for `tools/call` the pipeline makes them `isError` results).
+pub(crate) async fn forward(
+    gateway: &Arc<Shared>,
+    session: &Arc<SessionShared>,
+    id: &Value,
+    upstream: usize,
+    method: &str,
+    params: Value,
+    cancel: &CancellationToken,
+) -> Option<Value> {
+    let open_world = gateway.catalog().content_open_world(upstream);
+    match send_upstream(gateway, session, id, upstream, method, params, cancel, None).await? {
+        Ok(response) => {
+            // A prompt, a resource's contents or completions from an open-world source reach the client (and
+            // through it the model) as a tool's answer would: the session is tainted, result or error alike.
+            if open_world && CONTENT_METHODS.contains(&method) {
+                session.taint();
+            }
+            Some(relay_response(id, response))
+        }
+        Err(error) => {
+            let name = gateway.upstreams.get(upstream).map(|runtime| runtime.spec.name.as_str()).unwrap_or_default();
+            Some(jsonrpc::error_response(id, codes::INTERNAL_ERROR, &format!("upstream `{name}` failed: {error}")))
+        }
+    }
+}
+
+/// Sends a request upstream on behalf of a client request and waits for the whole response message.
+///
+/// Registers the route (so progress, logs and server requests find their way back, and a client cancel reaches
+/// the upstream) and removes it afterwards. `None` when the client cancelled; `Err` with a message saying which
+/// upstream failed and how. The request is queued and its answer waited for `within` (what is left of a call's
+/// time), else the upstream's request timeout: a server that stops reading holds a caller no longer than that, and
+/// a saturated one (`max_in_flight` requests waiting) refuses at once.
+#[allow(clippy::too_many_arguments, reason = "the request's whole context; a struct for one call site adds nothing")]
+pub(crate) async fn send_upstream(
+    gateway: &Arc<Shared>,
+    session: &Arc<SessionShared>,
+    id: &Value,
+    upstream: usize,
+    method: &str,
+    params: Value,
+    cancel: &CancellationToken,
+    within: Option<Duration>,
+) -> Option<Result<Value, UpstreamError>> {
+    let Some(runtime) = gateway.upstreams.get(upstream) else {
+        return Some(Err(UpstreamError::InvalidEndpoint("internal error: unknown upstream".into())));
+    };
+    let Some(connection) = runtime.connection() else {
+        let reason = match runtime.status() {
+            crate::upstreams::UpstreamStatus::Down { reason, .. } => reason,
+            _ => "still starting".to_owned(),
+        };
+        return Some(Err(UpstreamError::Closed { detail: format!("not connected: {reason}") }));
+    };
+    let within = within.unwrap_or(runtime.spec.request_timeout);
+    let deadline = Instant::now() + within;
+    let open_world = source_is_open_world(gateway, upstream, method, &params);
+    // Removes the routes however this function ends (refusal, response, timeout, cancellation, or the task dropped).
+    let mut routes = gateway.routes.guard(upstream);
+    let params = map_progress_token(&mut routes, session, id, open_world, params);
+    // Queueing counts against the call's time and yields to the client's cancel: a server that stopped reading
+    // fills its queue, and a caller must not wait behind it past its own deadline.
+    // The call route is registered before the request leaves: a fast server's first progress or log line can
+    // arrive before the send returns, and a message nobody owns is not relayed.
+    let register = |upstream_id: u64| {
+        routes.register_call(
+            upstream_id,
+            CallRoute { session: Arc::clone(session), client_request_id: id.clone(), open_world },
+        );
+    };
+    let begun = tokio::select! {
+        () = cancel.cancelled() => None,
+        begun = connection.begin_request_registered(method, Some(params), within, register) => Some(begun),
+    };
+    let pending = match begun? {
+        Ok(pending) => pending,
+        Err(error) => {
+            if let UpstreamError::Saturated { .. } = error {
+                gateway.metrics.count_saturated(upstream);
+            }
+            return Some(Err(error));
+        }
+    };
+    let upstream_id = pending.id();
+    session.set_request_upstream(id, upstream, upstream_id);
+    let outcome = tokio::select! {
+        () = cancel.cancelled() => {
+            // The client cancelled or its session closed: the upstream hears of it, and a late answer is dropped.
+            connection.cancel_soon(upstream_id, "the client cancelled the request or closed its session");
+            None
+        }
+        response = connection.wait(pending, deadline.saturating_duration_since(Instant::now())) => Some(response),
+    };
+    match outcome? {
+        Ok(response) => Some(Ok(response)),
+        // Cancelled on the client's behalf: no answer goes back.
+        Err(UpstreamError::Cancelled) => None,
+        Err(error) => Some(Err(error)),
+    }
+}
+
+/// Whether what `upstream` sends for this request comes from an open-world source, so that its content taints the
+/// session: for `tools/call` the called tool's effective `openWorldHint` (a tool the catalog does not know counts as
+/// open-world), for every other request the upstream's content ([`crate::catalog::Catalog::content_open_world`]).
+fn source_is_open_world(gateway: &Shared, upstream: usize, method: &str, params: &Value) -> bool {
+    let catalog = gateway.catalog();
+    if method == "tools/call" {
+        let name = params.get("name").and_then(Value::as_str).unwrap_or_default();
+        return catalog.tool_of(upstream, name).is_none_or(|tool| tool.hints.open_world.value);
+    }
+    catalog.content_open_world(upstream)
+}
+
+/// Replaces the client's progress token with a fresh random one of toolgate's, registered for this upstream only,
+/// so tokens from different clients never collide upstream and no upstream can write into another's requests;
+/// the guard forgets it when the request is over.
+fn map_progress_token(
+    routes: &mut crate::state::routes::RouteGuard<'_>,
+    session: &Arc<SessionShared>,
+    id: &Value,
+    open_world: bool,
+    mut params: Value,
+) -> Value {
+    let Some(client_token) = params.pointer("/_meta/progressToken").cloned() else { return params };
+    let route = ProgressRoute { session: Arc::clone(session), client_token, client_request_id: id.clone(), open_world };
+    params["_meta"]["progressToken"] = Value::String(routes.map_progress(route));
+    params
+}
+
+/// The upstream's response with the client's id (result or error unchanged).
+pub(crate) fn relay_response(id: &Value, response: Value) -> Value {
+    match response {
+        Value::Object(mut object) => {
+            object.insert("id".into(), id.clone());
+            // `toolgate/` keys are toolgate's to set: an upstream's are taken out before anything is added.
+            if let Some(result) = object.get_mut("result") {
+                crate::guard::results::remove_foreign_result_meta(result);
+            }
+            Value::Object(object)
+        }
+        _ => jsonrpc::error_response(id, codes::INTERNAL_ERROR, "the upstream sent a malformed response"),
+    }
+}
+
+/// Cancels a client-cancelled request upstream at once (the pending entry is taken synchronously).
+pub(crate) fn cancel_upstream(gateway: &Shared, upstream: usize, upstream_id: u64, reason: &str) {
+    if let Some(connection) = gateway.upstreams.get(upstream).and_then(|runtime| runtime.connection()) {
+        connection.cancel_soon(upstream_id, reason);
+    }
+}

@@ -1,0 +1,16 @@
+//! What the gateway's tasks share, apart from what they do with it: the catalog snapshot and policy, the open
+//! sessions, the route table, the upstream runtimes and the quarantine (in each checked listing).
+//!
+//! - [`shared`]: [`shared::Shared`], the parts one gateway holds (handles read as they are, mutable parts behind
+//!   narrow methods).
+//! - [`approvals`]: the approvals calls wait on, and where a person decides them.
+//! - [`session`]: one client session's state ([`session::SessionShared`]).
+//! - [`routes`]: which client request an upstream message belongs to ([`routes::RouteTable`], [`routes::RouteGuard`]).
+//!
+//! State decides nothing and sends nothing upstream: it must never import a behaviour module (`call`, `methods`,
+//! `relay`, `guard`, `lifecycle`, `upstream_events`, `intake`, `gateway`); `cargo xtask tidy` checks it.
+
+pub(crate) mod approvals;
+pub(crate) mod routes;
+pub(crate) mod session;
+pub(crate) mod shared;
