@@ -21,6 +21,7 @@ mod lint_eval;
 mod screenshots;
 mod test_run;
 mod tidy;
+mod tidy_layers;
 
 use anyhow::{Result, bail};
 

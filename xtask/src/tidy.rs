@@ -4,6 +4,7 @@
 //! - Crates depend on each other only downwards, as ARCHITECTURE.md draws it (`ALLOWED_EDGES`).
 //! - The core stays pure: its dependencies are limited to data crates (`CORE_DEPENDENCIES`), so no IO or async
 //!   can creep in through a dependency.
+//! - Inside a crate, module files import each other one way, floor by floor (`crate::tidy_layers`).
 //! - Files stay readable: no Rust file over `MAX_LINES` lines.
 //! - `cargo run -p toolgate` after `cargo build --workspace` compiles nothing (`crate::features`).
 //!
@@ -78,6 +79,7 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
         }
     }
     check_layering(root, &mut problems)?;
+    problems.extend(crate::tidy_layers::check(root)?);
     Ok(problems)
 }
 
