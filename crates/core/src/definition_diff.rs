@@ -2,7 +2,10 @@
 //!
 //! Fields are named as the fingerprint names them (`description`, `inputSchema`, `annotations.readOnlyHint`).
 //! Objects and arrays are compared path by path with RFC 6901 pointers (`~ /properties/path/type: "string" →
-//! "integer"`, `+ /properties/force: {...}`, `- /x: ...`); a scalar field shows as a `-` line and a `+` line. Two
+//! "integer"`, `+ /properties/force: {...}`, `- /x: ...`); a scalar field shows as a `-` line and a `+` line.
+//! Arrays of different lengths are compared item by item (a longest common subsequence of equal items): a removed
+//! item is shown under its old index, an added or changed one under its new index, each on its own line and each
+//! bounded on its own, so an item appended to a long array is never hidden behind a cut of the whole array. Two
 //! texts (a description, a schema's `description`) are compared word by word ([`text_diff`]): unchanged stretches
 //! (`=`) are shortened in the middle with a count, removed (`-`) and added (`+`) stretches are shown whole up to
 //! [`MAX_CHANGE_CHARS`], so an instruction appended to a long description is always on a line of its own.
@@ -133,12 +136,20 @@ fn tokens(text: &str) -> Vec<&str> {
 /// The tokens of both texts in order, each marked same, removed or added: common start and end first, then a
 /// longest-common-subsequence diff of the middle (or, past [`MAX_DIFF_CELLS`], the whole middle replaced).
 fn token_diff<'a>(old: &[&'a str], new: &[&'a str]) -> Vec<(Change, &'a str)> {
+    let mut out = sequence_diff(old, new);
+    slide_forward(&mut out);
+    out
+}
+
+/// The items of both sequences in order, each marked same, removed or added: common start and end first, then a
+/// longest-common-subsequence diff of the middle (or, past [`MAX_DIFF_CELLS`], the whole middle replaced).
+fn sequence_diff<T: PartialEq + Copy>(old: &[T], new: &[T]) -> Vec<(Change, T)> {
     let prefix = old.iter().zip(new).take_while(|(left, right)| left == right).count();
     let suffix =
         old[prefix..].iter().rev().zip(new[prefix..].iter().rev()).take_while(|(left, right)| left == right).count();
     let old_middle = &old[prefix..old.len() - suffix];
     let new_middle = &new[prefix..new.len() - suffix];
-    let mut out: Vec<(Change, &'a str)> = old[..prefix].iter().map(|token| (Change::Same, *token)).collect();
+    let mut out: Vec<(Change, T)> = old[..prefix].iter().map(|token| (Change::Same, *token)).collect();
     if old_middle.len().saturating_mul(new_middle.len()) > MAX_DIFF_CELLS {
         out.extend(old_middle.iter().map(|token| (Change::Removed, *token)));
         out.extend(new_middle.iter().map(|token| (Change::Added, *token)));
@@ -146,7 +157,6 @@ fn token_diff<'a>(old: &[&'a str], new: &[&'a str]) -> Vec<(Change, &'a str)> {
         out.extend(lcs_diff(old_middle, new_middle));
     }
     out.extend(old[old.len() - suffix..].iter().map(|token| (Change::Same, *token)));
-    slide_forward(&mut out);
     out
 }
 
@@ -174,7 +184,7 @@ fn slide_forward(ops: &mut [(Change, &str)]) {
     }
 }
 
-fn lcs_diff<'a>(old: &[&'a str], new: &[&'a str]) -> Vec<(Change, &'a str)> {
+fn lcs_diff<T: PartialEq + Copy>(old: &[T], new: &[T]) -> Vec<(Change, T)> {
     let width = new.len() + 1;
     // lengths[i * width + j]: the longest common subsequence of old[i..] and new[j..].
     let mut lengths = vec![0u32; (old.len() + 1) * width];
@@ -237,6 +247,7 @@ fn json_diff(path: &str, old: &Value, new: &Value, lines: &mut Vec<String>) {
                 json_diff(&format!("{path}/{index}"), value, other, lines);
             }
         }
+        (Value::Array(older), Value::Array(newer)) => array_diff(path, older, newer, lines),
         (Value::String(older), Value::String(newer)) => {
             lines.push(format!("~ {}: text changed", display_path(path)));
             lines.extend(text_diff(older, newer).into_iter().map(|line| format!("    {line}")));
@@ -244,6 +255,46 @@ fn json_diff(path: &str, old: &Value, new: &Value, lines: &mut Vec<String>) {
         (Value::Null, _) => lines.push(format!("+ {}: {}", display_path(path), shown_value(new))),
         (_, Value::Null) => lines.push(format!("- {}: {}", display_path(path), shown_value(old))),
         _ => lines.push(format!("~ {}: {} → {}", display_path(path), shown_value(old), shown_value(new))),
+    }
+}
+
+/// Two arrays of different lengths item by item: equal items are matched (longest common subsequence), and in each
+/// stretch between matches removed and added items are paired in order as changes (compared path by path), the
+/// rest shown as removed (old index) or added (new index).
+fn array_diff(path: &str, older: &[Value], newer: &[Value], lines: &mut Vec<String>) {
+    let old_items: Vec<&Value> = older.iter().collect();
+    let new_items: Vec<&Value> = newer.iter().collect();
+    let ops = sequence_diff(&old_items, &new_items);
+    let (mut old_index, mut new_index) = (0, 0);
+    let mut position = 0;
+    while position < ops.len() {
+        if ops[position].0 == Change::Same {
+            old_index += 1;
+            new_index += 1;
+            position += 1;
+            continue;
+        }
+        let (mut removed, mut added) = (Vec::new(), Vec::new());
+        while let Some((change, _)) = ops.get(position).filter(|(change, _)| *change != Change::Same) {
+            if *change == Change::Removed {
+                removed.push(old_index);
+                old_index += 1;
+            } else {
+                added.push(new_index);
+                new_index += 1;
+            }
+            position += 1;
+        }
+        let paired = removed.len().min(added.len());
+        for (old, new) in removed.iter().zip(&added) {
+            json_diff(&format!("{path}/{new}"), &older[*old], &newer[*new], lines);
+        }
+        for old in &removed[paired..] {
+            lines.push(format!("- {path}/{old}: {}", shown_value(&older[*old])));
+        }
+        for new in &added[paired..] {
+            lines.push(format!("+ {path}/{new}: {}", shown_value(&newer[*new])));
+        }
     }
 }
 
@@ -275,7 +326,7 @@ mod tests {
                 r#"    + "integer""#.to_owned(),
                 "- /properties/a~1b: {}".to_owned(),
                 r#"+ /properties/force: {"type":"boolean"}"#.to_owned(),
-                r#"~ /required: ["path"] → ["path","force"]"#.to_owned(),
+                r#"+ /required/1: "force""#.to_owned(),
             ]
         );
     }
@@ -330,6 +381,32 @@ mod tests {
         let lines = field_diff(&json!({"description": "y"}), &new, "description");
         assert_eq!(lines[0], r#"- "y""#);
         assert!(lines[1].ends_with(&format!("\\[{} more characters]\"", 5000 - MAX_CHANGE_CHARS)), "{lines:?}");
+    }
+
+    #[test]
+    fn an_item_appended_past_a_long_array_is_shown_on_its_own_line() {
+        let items: Vec<Value> = (0..200).map(|index| json!(format!("option number {index}"))).collect();
+        let mut appended = items.clone();
+        appended.push(json!("purge everything"));
+        let old = json!({"inputSchema": {"properties": {"mode": {"enum": items}}}});
+        let new = json!({"inputSchema": {"properties": {"mode": {"enum": appended}}}});
+        assert_eq!(field_diff(&old, &new, "inputSchema"), vec![r#"+ /properties/mode/enum/200: "purge everything""#]);
+    }
+
+    #[test]
+    fn arrays_of_different_lengths_show_removed_added_and_changed_items() {
+        let old = json!({"x": [1, 2, 3, {"a": 1}, 5]});
+        let new = json!({"x": [1, 3, {"a": 2}, 5, 6, 7]});
+        assert_eq!(
+            field_diff(&old, &new, "x"),
+            vec!["- /1: 2", "~ /2/a: 1 → 2", "+ /4: 6", "+ /5: 7"],
+            "2 removed, the object changed in place, two appended"
+        );
+        let old = json!({"x": ["a"]});
+        let new = json!({"x": ["b", "a"]});
+        assert_eq!(field_diff(&old, &new, "x"), vec![r#"+ /0: "b""#]);
+        let lines = field_diff(&json!({"x": [1, 2]}), &json!({"x": []}), "x");
+        assert_eq!(lines, vec!["- /0: 1", "- /1: 2"]);
     }
 
     #[test]
