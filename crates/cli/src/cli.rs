@@ -72,10 +72,28 @@ pub(crate) struct TargetArgs {
     pub(crate) command: Vec<String>,
 }
 
+/// Whose eyes a command looks through: an upstream of a config, or a trust level (`crate::view`).
+#[derive(Debug, Args)]
+pub(crate) struct ViewArgs {
+    /// How far the server's declared hints are believed, as the upstream's `trust` setting in the config (default:
+    /// the config's, else `untrusted`, the gateway's default).
+    #[arg(long, value_enum)]
+    pub(crate) trust: Option<TrustArg>,
+    /// A toolgate config: show the tools as the gateway enforces them for `--upstream` (its trust and overrides; its
+    /// command or URL unless one is given).
+    #[arg(long, value_name = "FILE", requires = "upstream")]
+    pub(crate) config: Option<PathBuf>,
+    /// With `--config`: the upstream's configured name.
+    #[arg(long, value_name = "NAME", requires = "config")]
+    pub(crate) upstream: Option<String>,
+}
+
 #[derive(Debug, Args)]
 pub(crate) struct InspectArgs {
     #[command(flatten)]
     pub(crate) target: TargetArgs,
+    #[command(flatten)]
+    pub(crate) view: ViewArgs,
     /// Print JSON for programs instead of a table.
     #[arg(long)]
     pub(crate) json: bool,
@@ -88,6 +106,8 @@ pub(crate) struct InspectArgs {
 pub(crate) struct LintArgs {
     #[command(flatten)]
     pub(crate) target: TargetArgs,
+    #[command(flatten)]
+    pub(crate) view: ViewArgs,
     /// A saved `tools/list` result (the result object, the whole response, or a bare array of tools).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["url", "command"])]
     pub(crate) tools: Option<PathBuf>,
@@ -372,9 +392,8 @@ pub(crate) struct ToolsArgs {
 pub(crate) struct PromptArgs {
     #[command(flatten)]
     pub(crate) source: ToolsArgs,
-    /// How far the server's declared hints are believed (as the upstream's `trust` setting in the config).
-    #[arg(long, value_enum, default_value_t = TrustArg::Untrusted)]
-    pub(crate) trust: TrustArg,
+    #[command(flatten)]
+    pub(crate) view: ViewArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -11,6 +11,7 @@ mod report;
 mod state;
 mod target;
 mod telemetry;
+mod view;
 
 use std::process::ExitCode;
 

@@ -1,4 +1,6 @@
-//! The report `inspect` and `lint` print: one entry per tool with everything `toolgate-core` concluded.
+//! The report `inspect` and `lint` print: one entry per tool with everything `toolgate-core` concluded, and the hints
+//! the relay enforces for it under the upstream's trust (`crate::view`, through the catalog's own function), beside
+//! the hints the server declared.
 //!
 //! This is a stable output format (`--json`): field names change only with a major version. Building it is pure;
 //! printing is in `render/`.
@@ -9,7 +11,9 @@ use toolgate_core::facts::Category;
 use toolgate_core::infer::InferredHint;
 use toolgate_core::lint::{Finding, Severity};
 use toolgate_core::normalize::ExtendedHints;
-use toolgate_core::{DeclaredHints, EffectiveHints, Hint, HintOverrides, ToolDefinition, assess_tool};
+use toolgate_core::trust::HintRules;
+use toolgate_core::{DeclaredHints, EffectiveHints, Hint, ToolDefinition, assess_tool};
+use toolgate_spec::UpstreamSpec;
 
 use crate::target::{ServerDescription, ToolSource};
 
@@ -18,6 +22,8 @@ use crate::target::{ServerDescription, ToolSource};
 pub(crate) struct Report {
     /// Who served the tools.
     pub(crate) server: ServerDescription,
+    /// The trust the hints were resolved under (`untrusted`, `pinned`, `verified`), as the upstream's.
+    pub(crate) trust: &'static str,
     /// One entry per valid tool, in the server's order.
     pub(crate) tools: Vec<ToolReport>,
     /// Entries of the tools list that are not tool definitions.
@@ -37,8 +43,10 @@ pub(crate) struct ToolReport {
     pub(crate) action: String,
     /// Hints as declared (after normalization); absent keys were not declared.
     pub(crate) declared: DeclaredHints,
-    /// What a client should assume, with the source of each value.
+    /// What the relay enforces under the upstream's trust (what a client is told), with the source of each value.
     pub(crate) effective: EffectiveHints,
+    /// The trust rule behind each enforced value (`declared-relaxing-rejected`: a declaration not believed).
+    pub(crate) rules: HintRules,
     /// Inferred values for the hints the server did not declare, with confidence and evidence.
     #[serde(skip_serializing_if = "Map::is_empty")]
     pub(crate) inferred: Map<String, Value>,
@@ -77,22 +85,24 @@ pub(crate) struct Summary {
     pub(crate) notes: usize,
 }
 
-/// Assesses every tool of a source.
-pub(crate) fn build_report(source: &ToolSource) -> Report {
+/// Assesses every tool of a source as the relay would for `upstream`.
+pub(crate) fn build_report(source: &ToolSource, upstream: &UpstreamSpec) -> Report {
     let mut tools = Vec::new();
     let mut invalid = Vec::new();
     for (index, raw) in source.tools.iter().enumerate() {
         match ToolDefinition::from_value(raw.clone()) {
-            Ok(tool) => tools.push(tool_report(&tool)),
+            Ok(tool) => tools.push(tool_report(&tool, upstream)),
             Err(error) => invalid.push(InvalidTool { index, error: error.to_string() }),
         }
     }
     let summary = summarize(&tools, invalid.len());
-    Report { server: source.server.clone(), tools, invalid, summary }
+    Report { server: source.server.clone(), trust: upstream.trust.level.as_str(), tools, invalid, summary }
 }
 
-fn tool_report(tool: &ToolDefinition) -> ToolReport {
-    let assessment = assess_tool(tool, &HintOverrides::default());
+fn tool_report(tool: &ToolDefinition, upstream: &UpstreamSpec) -> ToolReport {
+    let overrides = upstream.overrides.get(tool.name()).cloned().unwrap_or_default();
+    let assessment = assess_tool(tool, &overrides);
+    let enforced = toolgate_proxy::catalog::enforced_tool(tool, upstream);
     let mut inferred = Map::new();
     for hint in Hint::ALL {
         if assessment.normalized.declared.get(hint).is_none() {
@@ -101,12 +111,13 @@ fn tool_report(tool: &ToolDefinition) -> ToolReport {
     }
     ToolReport {
         name: tool.name().to_owned(),
-        title: assessment.facts.display_title,
-        category: assessment.facts.category,
-        risk_level: assessment.facts.risk_level,
-        action: assessment.facts.action,
+        title: enforced.facts.display_title,
+        category: enforced.facts.category,
+        risk_level: enforced.facts.risk_level,
+        action: enforced.facts.action,
         declared: assessment.normalized.declared,
-        effective: assessment.effective,
+        effective: enforced.hints,
+        rules: enforced.trusted.rules,
         inferred,
         extended: assessment.normalized.extended,
         fingerprint: match assessment.fingerprint {

@@ -39,9 +39,16 @@ pub(crate) struct ServerDescription {
     pub(crate) transport: &'static str,
 }
 
-/// Connects to the server the arguments name (or the bundled demo) and lists every tool.
-pub(crate) async fn tools_from_server(args: &TargetArgs) -> Result<ToolSource> {
-    let (endpoint, transport) = endpoint_for(args)?;
+/// Connects to the server the arguments name (else `configured`, the endpoint a config names, else the bundled
+/// demo) and lists every tool.
+pub(crate) async fn tools_from_server(args: &TargetArgs, configured: Option<&Endpoint>) -> Result<ToolSource> {
+    let (endpoint, transport) = match configured {
+        Some(endpoint) if args.url.is_none() && args.command.is_empty() => {
+            let transport = if matches!(endpoint, Endpoint::Http { .. }) { "http" } else { "stdio" };
+            (endpoint.clone(), transport)
+        }
+        _ => endpoint_for(args)?,
+    };
     let options = ConnectOptions {
         name: endpoint.label(),
         initialize_timeout: Duration::from_secs(args.timeout),

@@ -418,6 +418,16 @@ fn trust_level(spec: &UpstreamSpec, fingerprint: &str, quarantined: bool) -> Tru
     }
 }
 
+/// What the relay enforces for `tool`, listed by the upstream `spec` and matching its pin (not quarantined): the very
+/// function the catalog exposes tools with, for the commands that show a server's tools without a running gateway
+/// (`inspect`, `lint`, `prompt`), so they and the relay never disagree. The tool keeps its own name.
+pub fn enforced_tool(tool: &ToolDefinition, spec: &UpstreamSpec) -> ExposedTool {
+    let mut exposed = expose_definition(tool, tool.name(), spec, false);
+    exposed.original_name = tool.name().to_owned();
+    exposed.upstream_name = spec.name.clone();
+    exposed
+}
+
 /// Rewrites one tool for clients: exposed name, explicit hints, toolgate's `_meta` record. `upstream` and
 /// `original_name` are left for the caller to fill in. A quarantined definition's hints are resolved as untrusted
 /// and its `_meta` record says `"quarantined": true`.

@@ -1,4 +1,5 @@
-//! `toolgate inspect`: connect to a server and show what toolgate concludes about each tool.
+//! `toolgate inspect`: connect to a server and show what toolgate concludes about each tool: what it declares and
+//! what the relay enforces under the upstream's trust (`--trust`, or the upstream of `--config`), side by side.
 
 use std::io::Write;
 
@@ -11,8 +12,9 @@ use crate::report::build_report;
 use crate::target::tools_from_server;
 
 pub(crate) async fn run(args: InspectArgs) -> Result<Outcome> {
-    let source = tools_from_server(&args.target).await?;
-    let report = build_report(&source);
+    let view = crate::view::View::from_args(&args.view)?;
+    let source = tools_from_server(&args.target, view.endpoint.as_ref()).await?;
+    let report = build_report(&source, &view.upstream);
     let text =
         if args.json { render::json::report(&report)? } else { render::table::report(&report, args.color.enabled()) };
     let mut stdout = std::io::stdout().lock();

@@ -12,11 +12,12 @@ use crate::report::{Report, build_report};
 use crate::target::{tools_from_file, tools_from_server};
 
 pub(crate) async fn run(args: LintArgs) -> Result<Outcome> {
+    let view = crate::view::View::from_args(&args.view)?;
     let source = match &args.tools {
         Some(path) => tools_from_file(path)?,
-        None => tools_from_server(&args.target).await?,
+        None => tools_from_server(&args.target, view.endpoint.as_ref()).await?,
     };
-    let report = build_report(&source);
+    let report = build_report(&source, &view.upstream);
     let text = match args.format {
         LintFormat::Text => render::findings::report(&report, args.color.enabled()),
         LintFormat::Json => render::json::report(&report)?,

@@ -21,7 +21,6 @@ use toolgate_core::display::{bounded, json_safe};
 use toolgate_core::manifest::{
     MANIFEST_VERSION, Manifest, ManifestServer, compare_manifest, manifest_tool, parse_manifest, signing_payload,
 };
-use toolgate_core::trust::TrustLevel;
 use toolgate_store::format_rfc3339;
 
 use crate::Outcome;
@@ -89,7 +88,7 @@ fn read_public_key(text_or_path: &str) -> Result<VerifyingKey> {
 
 async fn sign(key_path: &Path, source_args: &ToolsArgs, out: Option<&Path>) -> Result<Outcome> {
     let key = read_signing_key(key_path)?;
-    let (source, tools) = assessed_tools(source_args, TrustLevel::Verified).await?;
+    let (source, tools) = assessed_tools(source_args).await?;
     let entries = tools
         .iter()
         .map(|tool| manifest_tool(&tool.definition, &tool.assessment.effective))
@@ -181,7 +180,7 @@ async fn verify(public_keys: &[String], path: &Path, source_args: &ToolsArgs) ->
             return Ok(Outcome::Findings);
         }
     };
-    let (_, tools) = assessed_tools(source_args, TrustLevel::Verified).await?;
+    let (_, tools) = assessed_tools(source_args).await?;
     let current = tools
         .iter()
         .map(|tool| Ok((tool.definition.name().to_owned(), tool.assessment.fingerprint.clone()?.whole)))

@@ -44,7 +44,7 @@ fn console_users(console: toolgate_config::ConsoleSpec) -> Vec<ConsoleUser> {
 /// Checks the signed manifest of every `verified` upstream once, at start; the gateway then trusts a verified
 /// upstream's tool only when its fingerprint is in the manifest. A manifest that does not verify stops the start:
 /// the operator asked for verification, so running without it would be a silent downgrade.
-fn verify_manifests(spec: &mut GatewaySpec) -> Result<()> {
+pub(crate) fn verify_manifests(spec: &mut GatewaySpec) -> Result<()> {
     for upstream in &mut spec.upstreams {
         if let Some(manifest) = &upstream.trust.manifest {
             let fingerprints = crate::commands::manifest::verified_fingerprints(&manifest.path, &manifest.public_keys)

@@ -26,7 +26,8 @@ pub(crate) fn report(report: &Report, color: bool) -> String {
     out.push('\n');
     out.push_str(
         "sources: decl = declared by the server, inf = inferred by toolgate (confidence), impl = implied by \
-         read-only, cfg = set in config, dflt = spec default\n",
+         read-only, cfg = set in config, dflt = spec default; (said …) = the server declared otherwise and the trust \
+         rule did not believe it\n",
     );
     let with_findings = findings::findings_section(report, color);
     if !with_findings.is_empty() {
@@ -49,6 +50,7 @@ fn header_line(report: &Report) -> String {
     }
     parts.push(server.transport.to_owned());
     parts.push(format!("{} tool(s)", report.tools.len()));
+    parts.push(format!("hints as enforced under trust {}", report.trust));
     parts.join(" · ")
 }
 

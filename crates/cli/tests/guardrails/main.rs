@@ -26,6 +26,8 @@
 //!   that timed out, was cancelled or whose session closed leaves the queue, and approving it says nothing waits.
 //! - [`onboarding`]: a `pinned` upstream's waiting definitions pinned in two commands, `pins approve --upstream
 //!   NAME --agreeing` (naming why each other one is left) and `--all`.
+//! - [`one_truth`]: the relay, the console's inventory, `inspect`, `lint` and `prompt` give every tool of the
+//!   reference servers the same enforced hints and category.
 //! - [`python`]: a destructive call confirmed by elicitation, declined by elicitation, and approved through
 //!   `toolgate approvals approve` while a client without elicitation waits.
 //!
@@ -42,6 +44,7 @@ mod lapses;
 mod limits;
 mod listener;
 mod onboarding;
+mod one_truth;
 mod python;
 mod reload;
 mod retention;
