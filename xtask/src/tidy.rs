@@ -20,7 +20,8 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
     ("toolgate-spec", &["toolgate-core"]),
     ("toolgate-upstream", &["toolgate-spec"]),
     ("toolgate-demo", &[]),
-    ("toolgate-test-support", &[]),
+    // Optional, behind its `store` and `gateway` features: the fixtures and the client that tests share.
+    ("toolgate-test-support", &["toolgate-store", "toolgate-proxy"]),
     ("toolgate-fixture", &[]),
     ("toolgate-bench", &[]),
     ("toolgate-store", &["toolgate-core"]),

@@ -7,17 +7,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[allow(dead_code, unreachable_pub, unused_imports)]
-#[path = "guardrails/support.rs"]
-mod support;
-
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::TcpListener;
 use std::sync::mpsc;
 
 use serde_json::json;
 
-use crate::support::{HANG_GUARD, HttpSession, Serve, Setup};
+use toolgate_test_support::HANG_GUARD;
+use toolgate_test_support::toolgate::raw_http::HttpSession;
+use toolgate_test_support::toolgate::{Setup, start_serve};
 
 /// One POST the collector received: its path, content type and body.
 struct Export {
@@ -71,7 +69,7 @@ fn contains(haystack: &[u8], needle: &str) -> bool {
 fn serve_exports_its_request_spans_over_otlp_http() {
     let (endpoint, exports) = collector();
     let setup = Setup::demo("");
-    let serve = Serve::start(&setup, &[("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint), ("OTEL_BSP_SCHEDULE_DELAY", "100")]);
+    let serve = start_serve(&setup, &[("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint), ("OTEL_BSP_SCHEDULE_DELAY", "100")]);
     let mut session = HttpSession::open(&serve.authority, &[]).unwrap();
     let listed = session.request("tools/call", json!({"name": "list_notes", "arguments": {}})).unwrap();
     assert!(listed["result"].is_object(), "{listed}");

@@ -13,12 +13,9 @@ mod support;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
-use tokio::sync::mpsc;
+use serde_json::json;
 use toolgate_core::decision::Verdict;
 use toolgate_core::policy::{MatchSpec, PolicySpec, RuleSpec};
-use toolgate_proxy::Gateway;
-use toolgate_proxy::session::{Caller, ClientBound, ClientSession, SessionFactory, TransportKind};
 use toolgate_proxy::upstreams::UpstreamStatus;
 use toolgate_spec::{GuardrailSpec, Limits, Prefix, UpstreamSpec};
 use toolgate_store::{AuditFilter, Store};
@@ -45,38 +42,6 @@ fn signal(pid: u64, name: &str) {
 
 async fn pid_of(log: &FixtureLog) -> u64 {
     log.wait_for("the fixture's pid", |entry| entry.get("pid").is_some()).await["pid"].as_u64().unwrap()
-}
-
-/// A session whose responses are collected by a task of their own with the instant each arrived, so calls can be
-/// sent open-loop (at a fixed rate, whatever the answers do).
-struct OpenLoopSession {
-    session: Box<dyn ClientSession>,
-    arrivals: mpsc::UnboundedReceiver<(Value, Instant)>,
-}
-
-impl OpenLoopSession {
-    async fn open(gateway: &Gateway) -> OpenLoopSession {
-        let (session, mut receiver) = gateway.open_session(TransportKind::Stdio, Caller::anonymous());
-        let (sender, arrivals) = mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            while let Some(bound) = receiver.recv().await {
-                if let ClientBound::Response { message, .. } = bound {
-                    let _ = sender.send((message, Instant::now()));
-                }
-            }
-        });
-        let mut open = OpenLoopSession { session, arrivals };
-        let init = json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "tests"}});
-        open.send(json!("init"), "initialize", init);
-        let (response, _) = tokio::time::timeout(GUARD, open.arrivals.recv()).await.unwrap().unwrap();
-        assert!(response["result"]["protocolVersion"].is_string(), "initialize failed: {response}");
-        open.session.deliver(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        open
-    }
-
-    fn send(&self, id: Value, method: &str, params: Value) {
-        self.session.deliver(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-    }
 }
 
 /// The test process's open file descriptors (the gateway runs in it: each socket toward an upstream is one).
@@ -140,7 +105,7 @@ async fn issue_17_a_stopped_upstream_under_open_loop_load_costs_no_call_more_tha
     let healthy = upstream("healthy", "tool-faults", HEALTHY_TIMEOUT, None);
     let gateway = start(vec![stuck, saturated, healthy], Limits::default()).await;
     let pids = [pid_of(&stuck_log).await, pid_of(&saturated_log).await];
-    let mut client = OpenLoopSession::open(&gateway).await;
+    let mut client = Client::connect(&gateway).await.open_loop();
 
     for pid in pids {
         signal(pid, "STOP");
@@ -167,10 +132,10 @@ async fn issue_17_a_stopped_upstream_under_open_loop_load_costs_no_call_more_tha
     let mut outcomes: HashMap<(&str, &str), usize> = HashMap::new();
     let mut answered = 0;
     while answered < sent.len() {
-        let (response, arrived) = tokio::time::timeout(GUARD, client.arrivals.recv())
+        let (response, arrived) = client
+            .arrival()
             .await
-            .unwrap_or_else(|_| panic!("only {answered} of {} calls answered within the hang guard", sent.len()))
-            .unwrap();
+            .unwrap_or_else(|| panic!("only {answered} of {} calls answered within the hang guard", sent.len()));
         answered += 1;
         let id = response["id"].as_str().unwrap().to_owned();
         let call = &sent[&id];
@@ -325,9 +290,9 @@ async fn issue_17_a_stopped_http_upstream_holds_neither_callers_nor_sockets_past
         trust: Default::default(),
     };
     let gateway = start(vec![remote], Limits::default()).await;
-    let mut client = OpenLoopSession::open(&gateway).await;
+    let mut client = Client::connect(&gateway).await.open_loop();
     client.send(json!("first"), "tools/call", json!({"name": "remote_test_simple_text", "arguments": {}}));
-    let (first, _) = tokio::time::timeout(GUARD, client.arrivals.recv()).await.unwrap().unwrap();
+    let (first, _) = client.arrival().await.unwrap();
     assert!(first["result"]["isError"] != json!(true), "the fixture answers while running: {first}");
     let fds_before = open_fds();
 
@@ -344,7 +309,7 @@ async fn issue_17_a_stopped_http_upstream_holds_neither_callers_nor_sockets_past
     }
     let mut late = Vec::new();
     for _ in 0..sent.len() {
-        let (response, arrived) = tokio::time::timeout(GUARD, client.arrivals.recv()).await.unwrap().unwrap();
+        let (response, arrived) = client.arrival().await.unwrap();
         let took = arrived - sent[response["id"].as_str().unwrap()];
         if took > HTTP_TIMEOUT + SLACK {
             late.push(format!("{}: {took:?}", response["id"]));

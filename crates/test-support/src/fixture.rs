@@ -1,5 +1,5 @@
-//! Locating the built `toolgate-fixture` binary (the conformance fixture MCP server) and building the commands
-//! that start it over stdio or Streamable HTTP.
+//! Locating the built `toolgate-fixture` binary (the conformance fixture MCP server; the CLI tests find `toolgate`
+//! the same way) and building the commands that start it over stdio or Streamable HTTP.
 //!
 //! The binary is found next to the running test executable (`target/<profile>/`, one level above `deps/`):
 //! `cargo test --workspace` builds every workspace binary before running tests. This module never builds it;
@@ -16,25 +16,32 @@ const BINARY_NAME: &str = if cfg!(windows) { "toolgate-fixture.exe" } else { "to
 ///
 /// Panics when it is not there, with the command that builds it.
 pub fn fixture_binary() -> PathBuf {
+    built_binary(BINARY_NAME, "toolgate-fixture")
+}
+
+/// The binary `file_name` of the workspace package `package`, built next to the running test executable.
+///
+/// Panics when it is not there, with the command that builds it.
+pub(crate) fn built_binary(file_name: &str, package: &str) -> PathBuf {
     let test_executable = std::env::current_exe().expect("the running test executable has a path");
-    let candidates = fixture_candidates(&test_executable);
+    let candidates = binary_candidates(&test_executable, file_name);
     candidates.iter().find(|candidate| candidate.is_file()).cloned().unwrap_or_else(|| {
         panic!(
-            "toolgate-fixture is not built (looked for {}): build it with `cargo build -p toolgate-fixture`",
+            "{package} is not built (looked for {}): build it with `cargo build -p {package}`",
             candidates.iter().map(|candidate| candidate.display().to_string()).collect::<Vec<_>>().join(", ")
         )
     })
 }
 
-/// Where the fixture may be for a test executable at `test_executable`: its own directory, then the parent of a
+/// Where a binary may be for a test executable at `test_executable`: its own directory, then the parent of a
 /// `deps/` directory (integration and unit tests live in `target/<profile>/deps/`).
-fn fixture_candidates(test_executable: &Path) -> Vec<PathBuf> {
+fn binary_candidates(test_executable: &Path, file_name: &str) -> Vec<PathBuf> {
     let Some(directory) = test_executable.parent() else { return Vec::new() };
-    let mut candidates = vec![directory.join(BINARY_NAME)];
+    let mut candidates = vec![directory.join(file_name)];
     if directory.file_name().is_some_and(|name| name == "deps")
         && let Some(profile_directory) = directory.parent()
     {
-        candidates.push(profile_directory.join(BINARY_NAME));
+        candidates.push(profile_directory.join(file_name));
     }
     candidates
 }
@@ -56,7 +63,7 @@ mod tests {
 
     #[test]
     fn candidates_cover_the_profile_directory_above_deps() {
-        let candidates = fixture_candidates(Path::new("/w/target/debug/deps/peers-0123"));
+        let candidates = binary_candidates(Path::new("/w/target/debug/deps/peers-0123"), BINARY_NAME);
         assert_eq!(
             candidates,
             vec![
@@ -64,7 +71,7 @@ mod tests {
                 PathBuf::from("/w/target/debug").join(BINARY_NAME)
             ]
         );
-        let candidates = fixture_candidates(Path::new("/w/target/debug/toolgate"));
+        let candidates = binary_candidates(Path::new("/w/target/debug/toolgate"), BINARY_NAME);
         assert_eq!(candidates, vec![PathBuf::from("/w/target/debug").join(BINARY_NAME)]);
     }
 }

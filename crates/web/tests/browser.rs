@@ -3,9 +3,6 @@
 //!
 //! Needs Debian's `chromium` (`.ci/run` installs it); like every peer, a missing browser fails the test.
 
-#[path = "common/approvals.rs"]
-mod common;
-
 use std::path::Path;
 use std::time::Duration;
 
@@ -24,7 +21,12 @@ async fn chromium_renders_the_pending_approvals_after_login() -> TestResult {
     );
     let dir = tempfile::tempdir()?;
     let store = Store::open(&dir.path().join("state")).await?;
-    let id = common::pending_approval(&store, "delete_file", "Delete file", "{\"path\":\"/tmp/report.txt\"}").await?;
+    let pending = toolgate_test_support::pending_approval(
+        &serde_json::json!({"path": "/tmp/report.txt"}),
+        Duration::from_secs(600),
+    );
+    store.approvals().create(&pending).await?;
+    let id = pending.id;
     let config = ConsoleConfig::loopback()?;
     let login = config.login_path();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;

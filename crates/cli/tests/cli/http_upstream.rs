@@ -5,13 +5,12 @@
 //! Real processes on loopback: the fixture is killed with SIGKILL and started again on the same port; the test's
 //! client is `toolgate-upstream`'s own connection, speaking to toolgate's HTTP endpoint (whose session survives).
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, mpsc};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use toolgate_test_support::fixture_http;
+use toolgate_test_support::toolgate::Serving;
 use toolgate_upstream::{ConnectOptions, Connection, Endpoint};
 
 use crate::support::toolgate;
@@ -42,48 +41,27 @@ fn start_fixture(port: u16) -> Guard {
     guard
 }
 
-/// `toolgate serve --listen 127.0.0.1:0 --upstream-url ...`, its MCP URL, its state directory and its log.
+/// `toolgate serve --listen 127.0.0.1:0 --upstream-url ...`, its MCP URL and log, and its state directory.
 struct Gateway {
-    _child: Guard,
-    url: String,
+    serving: Serving,
     state: tempfile::TempDir,
-    log: Arc<Mutex<Vec<String>>>,
 }
 
 impl Gateway {
     fn start(upstream_port: u16) -> Gateway {
         let state = tempfile::tempdir().unwrap();
         let upstream_url = format!("http://127.0.0.1:{upstream_port}/mcp");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_toolgate"));
+        let mut command = toolgate_test_support::toolgate::command();
         command
             .args(["serve", "--listen", "127.0.0.1:0", "--policy", "permissive", "--upstream-url", &upstream_url])
             .arg("--state-dir")
             .arg(state.path())
-            .env("TOOLGATE_LOG", "warn")
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let mut child = command.spawn().expect("toolgate serve starts");
-        let stderr = child.stderr.take().expect("stderr is piped");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let (sender, receiver) = mpsc::channel();
-        let lines = Arc::clone(&log);
-        // Read stderr to the end, so that toolgate never blocks on a full pipe; the log explains a failure.
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(url) = line.strip_prefix("toolgate: serving MCP on ") {
-                    let _ = sender.send(url.trim().to_owned());
-                }
-                lines.lock().unwrap().push(line);
-            }
-        });
-        let url = receiver.recv_timeout(Duration::from_secs(60)).expect("toolgate prints its URL");
-        Gateway { _child: Guard(child), url, state, log }
+            .env("TOOLGATE_LOG", "warn");
+        Gateway { serving: Serving::start(command), state }
     }
 
     fn log(&self) -> String {
-        self.log.lock().unwrap().join("\n")
+        self.serving.stderr_text()
     }
 
     /// The upstream's entry in `toolgate status --json`, when there is one.
@@ -96,7 +74,9 @@ impl Gateway {
     /// A client session with toolgate (not with the upstream).
     async fn client(&self) -> Connection {
         let options = ConnectOptions { request_timeout: Duration::from_secs(10), ..ConnectOptions::default() };
-        Connection::connect(&Endpoint::http(self.url.clone()), options).await.expect("a client connects to toolgate")
+        Connection::connect(&Endpoint::http(self.serving.url.clone()), options)
+            .await
+            .expect("a client connects to toolgate")
     }
 }
 

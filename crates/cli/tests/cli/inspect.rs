@@ -125,8 +125,8 @@ fn wait_for_port(port: u16) {
 /// colour escape codes, even without `NO_COLOR`.
 #[test]
 fn the_log_on_a_pipe_has_no_colour_codes() {
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"));
-    command.args(["-v", "inspect"]).env_remove("TOOLGATE_LOG").env_remove("NO_COLOR");
+    let mut command = toolgate_test_support::toolgate::command();
+    command.args(["-v", "inspect"]).env_remove("NO_COLOR");
     let run = toolgate_test_support::run_guarded(command, "toolgate -v inspect");
     assert_eq!(run.code, Some(0), "{run:?}");
     assert!(run.stderr.contains("spawning upstream server"), "{}", run.stderr);

@@ -1,28 +1,20 @@
 //! `toolgate status` and `check-config` against a running `toolgate serve`: one failing upstream does not stop the
 //! others, and its reason is visible.
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
 
+use toolgate_test_support::toolgate::Serving;
+
 use crate::support::toolgate;
-
-struct Guard(std::process::Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 #[test]
 fn a_failing_upstream_is_down_with_its_reason_while_the_other_serves() {
     let directory = tempfile::tempdir().unwrap();
     let state = directory.path().join("state");
     let config = directory.path().join("gateway.toml");
-    let binary = env!("CARGO_BIN_EXE_toolgate");
+    let binary = toolgate_test_support::toolgate::binary();
     std::fs::write(
         &config,
         format!(
@@ -36,14 +28,9 @@ fn a_failing_upstream_is_down_with_its_reason_while_the_other_serves() {
     assert_eq!(checked.code, Some(0), "{checked:?}");
     assert!(checked.stdout.contains("broken"), "{}", checked.stdout);
 
-    let child = Command::new(binary)
-        .args(["serve", "--config", config.to_str().unwrap(), "--state-dir", state.to_str().unwrap()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let _serve = Guard(child);
+    let mut serve = toolgate_test_support::toolgate::command();
+    serve.args(["serve", "--config", config.to_str().unwrap(), "--state-dir", state.to_str().unwrap()]);
+    let _serve = Serving::start(serve);
     let mut last = Value::Null;
     for _ in 0..300 {
         let run = toolgate(&["status", "--json", "--state-dir", state.to_str().unwrap()], None);

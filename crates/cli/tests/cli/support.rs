@@ -1,14 +1,12 @@
-//! Running the built `toolgate` binary with a hang guard, and redactions for snapshots.
-
-use std::process::Command;
+//! Running the built `toolgate` binary with a hang guard (with a peer's environment), and redactions for snapshots.
 
 pub(crate) use toolgate_test_support::Run;
 use toolgate_test_support::{PeerCommand, run_guarded};
 
-/// Runs `toolgate ARGS...`, with a peer's environment when given.
+/// Runs `toolgate ARGS...` (test-support's command and environment), with a peer's environment when given.
 pub(crate) fn toolgate(args: &[&str], peer_env: Option<&PeerCommand>) -> Run {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_toolgate"));
-    command.args(args).env_remove("TOOLGATE_LOG").env("NO_COLOR", "1");
+    let mut command = toolgate_test_support::toolgate::command();
+    command.args(args);
     if let Some(peer) = peer_env {
         for (key, value) in &peer.env {
             command.env(key, value);

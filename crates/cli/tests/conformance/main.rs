@@ -9,10 +9,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
+use toolgate_test_support::toolgate::Serving;
 use toolgate_test_support::{PeerCommand, Peers, fixture_http, fixture_stdio};
 
 /// Kills a child process when dropped.
@@ -25,16 +25,16 @@ impl Drop for Guard {
     }
 }
 
-/// Starts `toolgate serve --listen 127.0.0.1:0 -- <upstream>` and returns it with its MCP URL.
-fn toolgate_in_front_of(upstream: &PeerCommand, peers: &Peers) -> (Guard, String) {
+/// Starts `toolgate serve --listen 127.0.0.1:0 -- <upstream>`; it knows its MCP URL.
+fn toolgate_in_front_of(upstream: &PeerCommand, peers: &Peers) -> Serving {
     let mut arguments = vec!["--".to_owned()];
     arguments.extend(upstream.argv());
     start_toolgate(&arguments, upstream, peers)
 }
 
-/// Starts `toolgate serve --listen 127.0.0.1:0 <arguments>` and returns it with its MCP URL.
-fn start_toolgate(arguments: &[String], upstream: &PeerCommand, peers: &Peers) -> (Guard, String) {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_toolgate"));
+/// Starts `toolgate serve --listen 127.0.0.1:0 <arguments>`; it knows its MCP URL.
+fn start_toolgate(arguments: &[String], upstream: &PeerCommand, peers: &Peers) -> Serving {
+    let mut command = toolgate_test_support::toolgate::command();
     // The relay itself is under test here: every call is allowed (the guardrails have their own tests), and state
     // goes to a scratch directory.
     command.args(["serve", "--listen", "127.0.0.1:0", "--policy", "permissive"]).args(arguments);
@@ -44,19 +44,7 @@ fn start_toolgate(arguments: &[String], upstream: &PeerCommand, peers: &Peers) -
     for (key, value) in &upstream.env {
         command.env(key, value);
     }
-    command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
-    let mut child = command.spawn().expect("toolgate starts");
-    let stderr = child.stderr.take().expect("stderr is piped");
-    let (sender, receiver) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(url) = line.strip_prefix("toolgate: serving MCP on ") {
-                let _ = sender.send(url.trim().to_owned());
-            }
-        }
-    });
-    let url = receiver.recv_timeout(Duration::from_secs(60)).expect("toolgate prints its URL");
-    (Guard(child), url)
+    Serving::start(command)
 }
 
 /// Runs the active server suite against `url`; returns (exit success, per-scenario (passed, failed), output).
@@ -134,7 +122,8 @@ fn scenario_name(directory: &str) -> String {
 #[test]
 fn every_active_scenario_passes_through_toolgate_in_front_of_the_fixture() {
     let peers = Peers::locate();
-    let (_toolgate, url) = toolgate_in_front_of(&fixture_stdio(), &peers);
+    let toolgate = toolgate_in_front_of(&fixture_stdio(), &peers);
+    let url = toolgate.url.clone();
     let (success, scenarios, text) = run_suite(&peers, &url);
     assert!(success, "the suite failed through toolgate:\n{text}");
     assert_eq!(scenarios.len(), 30, "30 active scenarios ran:\n{text}");
@@ -153,7 +142,8 @@ fn every_active_scenario_passes_through_toolgate_in_front_of_the_fixture_over_ht
     let _fixture = Guard(command.spawn().expect("the fixture starts"));
     wait_for_port(port);
     let upstream_url = format!("http://127.0.0.1:{port}/mcp");
-    let (_toolgate, url) = start_toolgate(&["--upstream-url".to_owned(), upstream_url], &fixture, &peers);
+    let toolgate = start_toolgate(&["--upstream-url".to_owned(), upstream_url], &fixture, &peers);
+    let url = toolgate.url.clone();
     let (success, scenarios, text) = run_suite(&peers, &url);
     assert!(success, "the suite failed through toolgate with a Streamable HTTP upstream:\n{text}");
     assert_eq!(scenarios.len(), 30, "30 active scenarios ran:\n{text}");
@@ -178,7 +168,8 @@ fn server_everything_passes_at_least_as_much_through_toolgate() {
         passed_checks(output_dir.path())
     };
     let direct = run_checks(&format!("http://127.0.0.1:{port}/mcp"));
-    let (_toolgate, url) = toolgate_in_front_of(&peers.server_everything(), &peers);
+    let toolgate = toolgate_in_front_of(&peers.server_everything(), &peers);
+    let url = toolgate.url.clone();
     let through = run_checks(&url);
     assert!(!direct.is_empty(), "the direct run passed no check at all");
     let missing: Vec<&String> = direct.iter().filter(|check| !through.contains(check)).collect();

@@ -5,7 +5,7 @@ use serde_json::Value;
 use tokio::task::block_in_place;
 
 use crate::browser::Browser;
-use crate::support::{Serve, Setup, toolgate};
+use crate::support::{Setup, start_serve, toolgate};
 use crate::{client_findings, login_url, pending_approvals, texts, waiting_client};
 
 /// Waits for the pending approval of `delete_note` to appear in the open page (the refresh script, no reload) and
@@ -29,7 +29,7 @@ async fn mark_page(browser: &Browser) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_approves_then_denies_a_waiting_call_in_the_browser() {
     let setup = Setup::demo("[confirmation]\ntimeout_seconds = 120\n");
-    let serve = block_in_place(|| Serve::start(&setup, &[]));
+    let serve = block_in_place(|| start_serve(&setup, &[]));
     let login = block_in_place(|| login_url(&serve));
     let state = setup.state_arg();
     let browser = Browser::start("other-site.test").await;

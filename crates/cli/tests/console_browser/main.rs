@@ -19,9 +19,17 @@ mod approvals;
 mod browser;
 mod pins;
 mod refusals;
-#[allow(dead_code, unreachable_pub)]
-#[path = "../guardrails/support.rs"]
-mod support;
+/// What the console tests share with the guardrail tests: test-support's runner, demo setup and raw HTTP client.
+mod support {
+    pub(crate) use toolgate_test_support::toolgate::raw_http::HttpSession;
+    pub(crate) use toolgate_test_support::toolgate::{Serving as Serve, Setup, poll, run as toolgate, start_serve};
+    pub(crate) use toolgate_test_support::{HANG_GUARD, wait_guarded};
+
+    /// The directory of the Python guardrail clients (the guardrail tests use them too).
+    pub(crate) fn clients_dir() -> &'static std::path::Path {
+        std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/guardrail_clients"))
+    }
+}
 
 use std::process::{Child, Command, Stdio};
 

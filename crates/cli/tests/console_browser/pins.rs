@@ -10,7 +10,7 @@ use toolgate_test_support::misbehave;
 
 use crate::browser::Browser;
 use crate::login_url;
-use crate::support::{HttpSession, Serve, Setup, poll, toolgate};
+use crate::support::{HttpSession, Setup, poll, start_serve, toolgate};
 
 /// A state directory and a config with the rug-pull fixture as the only, pinned, upstream (names unprefixed).
 fn rug_pull_setup() -> Setup {
@@ -49,7 +49,7 @@ async fn pinning_a_quarantined_definition_in_the_browser_releases_the_tool() {
     let state = setup.state_arg();
     // First run: a pinned upstream's tools are all new, so all wait for review; a person pins them with the CLI.
     {
-        let _first = block_in_place(|| Serve::start(&setup, &[]));
+        let _first = block_in_place(|| start_serve(&setup, &[]));
         let pending = block_in_place(|| {
             poll("four definitions in quarantine", || {
                 let list = toolgate(&["pins", "list", "--json", "--state-dir", &state]);
@@ -68,7 +68,7 @@ async fn pinning_a_quarantined_definition_in_the_browser_releases_the_tool() {
         }
     }
     // Second run: every tool matches its pin. Then the server changes update_record and announces it.
-    let serve = block_in_place(|| Serve::start(&setup, &[]));
+    let serve = block_in_place(|| start_serve(&setup, &[]));
     let mut session = block_in_place(|| HttpSession::open(&serve.authority, &[]).expect("an MCP session"));
     let names = block_in_place(|| poll("the pinned tools", || Some(tool_names(&mut session)).filter(|n| n.len() == 4)));
     assert!(names.contains(&"update_record".to_owned()), "{names:?}");

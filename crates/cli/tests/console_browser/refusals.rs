@@ -8,7 +8,7 @@ use fantoccini::Locator;
 use tokio::task::block_in_place;
 
 use crate::browser::{Browser, OtherSite, auto_submit_page};
-use crate::support::{Serve, Setup};
+use crate::support::{Setup, start_serve};
 use crate::{client_findings, login_url, pending_approvals, waiting_client};
 
 const OTHER_HOST: &str = "other-site.test";
@@ -20,7 +20,7 @@ async fn the_browser_is_refused_without_login_from_another_origin_and_without_th
     let setup = Setup::demo(
         "[confirmation]\ntimeout_seconds = 120\n\n[[console.user]]\nname = \"alice\"\ntoken_env = \"ALICE_CONSOLE\"\n",
     );
-    let serve = block_in_place(|| Serve::start(&setup, &[("ALICE_CONSOLE", ALICE)]));
+    let serve = block_in_place(|| start_serve(&setup, &[("ALICE_CONSOLE", ALICE)]));
     let login = block_in_place(|| login_url(&serve));
     let state = setup.state_arg();
     let console = format!("http://{}", serve.authority);

@@ -2,29 +2,17 @@
 //! command line while a waiter (as the gateway) observes the decision; unknown and expired ids exit 2. A decision
 //! whose summary erase fails (a full disk) is still reported as recorded.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use serde_json::{Value, json};
-use toolgate_store::{ApprovalId, ApprovalWait, PendingApproval, digest_arguments};
+use toolgate_store::{ApprovalWait, PendingApproval};
+use toolgate_test_support::pending_approval;
 
 use crate::support::{dir, fresh_state, tamper, toolgate_async};
 
+/// The shared fixture with the arguments these tests look for in `toolgate approvals list`.
 fn pending(expires_in: Duration) -> PendingApproval {
-    let now = SystemTime::now();
-    PendingApproval {
-        id: ApprovalId::generate(),
-        session: "session-1".into(),
-        upstream: "files".into(),
-        tool: "delete_file".into(),
-        title: "Delete file".into(),
-        action: "delete a file".into(),
-        risk: Some(toolgate_store::ToolRisk { level: 4, category: "destructive".into() }),
-        args_summary: json!({"path": "/tmp/report.txt", "force": true}).to_string(),
-        tool_fingerprint: "sha256:tool".into(),
-        args_digest: digest_arguments(&json!({"path": "/tmp/report.txt", "force": true})),
-        created: now,
-        expires: now + expires_in,
-    }
+    pending_approval(&json!({"path": "/tmp/report.txt", "force": true}), expires_in)
 }
 
 #[tokio::test(flavor = "multi_thread")]

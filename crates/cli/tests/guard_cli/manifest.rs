@@ -108,7 +108,7 @@ fn a_live_server_signs_and_verifies() {
         "--out",
         manifest_file.to_str().unwrap(),
         "--",
-        toolgate_binary(),
+        toolgate_binary().to_str().unwrap(),
         "demo-server",
     ]);
     assert_eq!(sign.code, Some(0), "{sign:?}");
@@ -121,7 +121,7 @@ fn a_live_server_signs_and_verifies() {
         &public_key,
         manifest_file.to_str().unwrap(),
         "--",
-        toolgate_binary(),
+        toolgate_binary().to_str().unwrap(),
         "demo-server",
     ]);
     assert_eq!(verify.code, Some(0), "{verify:?}");

@@ -1,25 +1,12 @@
-//! Running the built `toolgate` binary with a hang guard, and a store in a fresh state directory.
+//! Running the built `toolgate` binary (test-support's runner) and a store in a fresh state directory.
 
 use std::path::Path;
-use std::process::Command;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool};
 use toolgate_store::Store;
 pub(crate) use toolgate_test_support::Run;
-use toolgate_test_support::run_guarded;
-
-/// The built binary.
-pub(crate) fn toolgate_binary() -> &'static str {
-    env!("CARGO_BIN_EXE_toolgate")
-}
-
-/// Runs `toolgate ARGS...` (blocking) with `USER=tester`.
-pub(crate) fn toolgate(args: &[&str]) -> Run {
-    let mut command = Command::new(toolgate_binary());
-    command.args(args);
-    command.env_remove("TOOLGATE_LOG").env_remove("TOOLGATE_STATE_DIR").env("NO_COLOR", "1").env("USER", "tester");
-    run_guarded(command, &format!("toolgate {args:?}"))
-}
+/// The built binary, and running it to completion (blocking) with `USER=tester`.
+pub(crate) use toolgate_test_support::toolgate::{binary as toolgate_binary, run as toolgate};
 
 /// Runs `toolgate ARGS...` from async code without blocking the runtime.
 pub(crate) async fn toolgate_async(args: &[&str]) -> Run {

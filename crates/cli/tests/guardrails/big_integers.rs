@@ -12,7 +12,7 @@
 use std::io::{Read, Write};
 use std::sync::mpsc;
 
-use crate::support::{HANG_GUARD, HttpSession, Serve, Setup, poll, toolgate};
+use crate::support::{HANG_GUARD, HttpSession, Serve, Setup, poll, start_serve, toolgate};
 
 const BIG: &str = "18446744073709551616123";
 const NEGATIVE: &str = "-18446744073709551616123";
@@ -72,7 +72,7 @@ fn integers_beyond_64_bits_reach_the_person_and_the_upstream_as_sent() {
     let scratch = tempfile::tempdir().expect("tempdir");
     let log = scratch.path().join("upstream.jsonl");
     let setup = setup(&log);
-    let serve = Serve::start(&setup, &[]);
+    let serve = start_serve(&setup, &[]);
     let state = setup.state_arg();
 
     let (sender, receiver) = mpsc::channel();

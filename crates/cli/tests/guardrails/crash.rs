@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde_json::{Value, json};
 use toolgate_store::digest_arguments;
 
-use crate::support::{HttpSession, Serve, Setup, poll, toolgate};
+use crate::support::{HttpSession, Setup, poll, start_serve, toolgate};
 
 const TASKS: usize = 4;
 const CALLS_PER_TASK: usize = 400;
@@ -22,7 +22,7 @@ fn kill_9_mid_burst_leaves_an_intact_audit_chain_with_a_call_row_for_every_answe
     // counts as open-world, so without this the second call of a session would wait for a person).
     let setup =
         Setup::demo("[policy]\nsession_taint = false\n\n[[policy.rule]]\nid = \"allow-all\"\neffect = \"allow\"\n");
-    let mut serve = Serve::start(&setup, &[]);
+    let mut serve = start_serve(&setup, &[]);
     let answered = Arc::new(AtomicUsize::new(0));
     let workers: Vec<_> = (0..TASKS)
         .map(|task| {

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 use toolgate_store::digest_arguments;
 
-use crate::support::{HttpSession, Serve, Setup, poll, toolgate};
+use crate::support::{HttpSession, Setup, poll, start_serve, toolgate};
 
 const WORKERS: usize = 4;
 
@@ -80,7 +80,7 @@ fn a_full_disk_refuses_calls_and_the_writer_recovers_by_itself_without_losing_an
         Setup::demo("[policy]\nsession_taint = false\n\n[[policy.rule]]\nid = \"allow-all\"\neffect = \"allow\"\n");
     let state = setup.state();
     let mount = Tmpfs::mount(&state, "2m");
-    let mut serve = Serve::start(&setup, &[]);
+    let mut serve = start_serve(&setup, &[]);
     let load = Arc::new(Load::default());
     let workers: Vec<_> = (0..WORKERS)
         .map(|worker| {

@@ -14,7 +14,7 @@ use std::sync::mpsc;
 use serde_json::{Value, json};
 use toolgate_core::display::must_escape;
 
-use crate::support::{HttpSession, Run, Serve, Setup, poll, toolgate};
+use crate::support::{HttpSession, Run, Setup, poll, start_serve, toolgate};
 
 /// The fixture's tool whose name, title, description and schema are hostile (see `misbehave.py`).
 const READ_NOTE: &str =
@@ -76,7 +76,7 @@ fn checked(args: &[&str]) -> Run {
 #[test]
 fn no_command_prints_a_raw_control_character_from_an_upstream_or_a_client() {
     let (setup, fixture_argv) = setup();
-    let serve = Serve::start(&setup, &[]);
+    let serve = start_serve(&setup, &[]);
     let state = setup.state_arg();
 
     // A pinned server's new tools wait in quarantine: reviewed and pinned from the terminal, hostile names and all.

@@ -6,7 +6,7 @@
 use toolgate_core::decision::Verdict;
 use toolgate_store::{InventoryState, InventoryTool, Store};
 
-use crate::support::{HANG_GUARD, Serve, Setup};
+use crate::support::{HANG_GUARD, Setup, start_serve};
 
 /// Reads the inventory until `done` holds for it, failing after [`HANG_GUARD`].
 async fn inventory_when(store: &Store, done: impl Fn(&[InventoryTool]) -> bool) -> Vec<InventoryTool> {
@@ -32,7 +32,7 @@ const DEMO_TOOLS: usize = 10;
 #[test]
 fn serve_writes_every_demo_tool_to_the_inventory() {
     let setup = Setup::demo("");
-    let serve = Serve::start(&setup, &[]);
+    let serve = start_serve(&setup, &[]);
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let store = runtime.block_on(Store::open(&setup.state())).unwrap();
     let tools = runtime.block_on(inventory_when(&store, |tools| tools.len() == DEMO_TOOLS));

@@ -8,7 +8,7 @@ use std::net::TcpStream;
 
 use serde_json::{Value, json};
 
-use crate::support::{HttpSession, Serve, Setup, poll, toolgate};
+use crate::support::{HttpSession, Setup, poll, start_serve, toolgate};
 
 /// The id of the approval waiting for `delete_note`, read from `toolgate approvals list --json`.
 fn waiting_id(state: &str) -> Option<String> {
@@ -34,7 +34,7 @@ fn assert_nothing_waits(state: &str, id: &str, why: &str) {
 #[test]
 fn a_call_that_timed_out_told_where_it_waited_and_approving_it_afterwards_says_nothing_waits() {
     let setup = Setup::demo("[confirmation]\ntimeout_seconds = 2\n");
-    let serve = Serve::start(&setup, &[]);
+    let serve = start_serve(&setup, &[]);
     let state = setup.state_arg();
     let session = HttpSession::open(&serve.authority, &[]).expect("a session");
     let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
@@ -71,7 +71,7 @@ fn a_call_that_timed_out_told_where_it_waited_and_approving_it_afterwards_says_n
 #[test]
 fn a_call_its_client_cancelled_or_abandoned_leaves_the_queue() {
     let setup = Setup::demo("[confirmation]\ntimeout_seconds = 120\n");
-    let serve = Serve::start(&setup, &[]);
+    let serve = start_serve(&setup, &[]);
     let state = setup.state_arg();
 
     // Cancelled: the client sends `notifications/cancelled` for the waiting call.

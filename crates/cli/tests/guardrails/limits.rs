@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::support::{HttpSession, Reply, Serve, Setup, post};
+use crate::support::{HttpSession, Reply, Setup, post, start_serve, start_serve_after};
 
 const CALLERS: &str = "[[caller]]\nname = \"alice\"\ntoken_env = \"ALICE_TOKEN\"\n\n\
                        [[caller]]\nname = \"bob\"\ntoken_env = \"BOB_TOKEN\"\n\n\
@@ -100,7 +100,7 @@ fn logged_number(stderr: &str, key: &str) -> Option<u64> {
 #[test]
 fn one_caller_cannot_take_every_session_and_idle_sessions_make_room_first() {
     let setup = Setup::demo(&format!("{CALLERS}\n[limits]\nmax_sessions = 4\nmax_sessions_per_caller = 2\n"));
-    let serve = Serve::start(&setup, &TOKENS);
+    let serve = start_serve(&setup, &TOKENS);
     let authority = serve.authority.clone();
     let (alice, bob, carol) = (bearer(0), bearer(1), bearer(2));
 
@@ -147,7 +147,7 @@ fn one_caller_cannot_take_every_session_and_idle_sessions_make_room_first() {
 #[test]
 fn half_sent_requests_are_closed_after_the_header_timeout_while_others_are_served() {
     let setup = Setup::demo("[limits]\nheader_read_timeout_seconds = 1\n");
-    let serve = Serve::start(&setup, &[]);
+    let serve = start_serve(&setup, &[]);
     let authority = serve.authority.clone();
     let mut half_sent: Vec<TcpStream> = (0..200)
         .map(|_| {
@@ -179,7 +179,7 @@ fn half_sent_requests_are_closed_after_the_header_timeout_while_others_are_serve
 fn under_a_low_open_files_limit_extra_connections_get_a_clear_refusal_and_the_server_keeps_serving() {
     // A long header timeout, so the held connections stay open for the whole test.
     let setup = Setup::demo("[limits]\nheader_read_timeout_seconds = 600\n");
-    let serve = Serve::start_after("ulimit -n 64", &setup, &[]);
+    let serve = start_serve_after("ulimit -n 64", &setup, &[]);
     let authority = serve.authority.clone();
     let stderr = serve.stderr_text();
     let connections = logged_number(&stderr, "max_connections").unwrap_or_else(|| panic!("no sizing line: {stderr}"));
@@ -223,7 +223,7 @@ fn poll_open(authority: &str) -> HttpSession {
 #[test]
 fn the_soft_open_files_limit_is_raised_to_the_hard_limit_at_start() {
     let setup = Setup::demo("");
-    let serve = Serve::start_after("ulimit -S -n 100", &setup, &[]);
+    let serve = start_serve_after("ulimit -S -n 100", &setup, &[]);
     let stderr = serve.stderr_text();
     let before = logged_number(&stderr, "open_files_before").unwrap_or_else(|| panic!("no sizing line: {stderr}"));
     let now = logged_number(&stderr, "open_files").unwrap_or_else(|| panic!("no sizing line: {stderr}"));
@@ -240,7 +240,7 @@ fn metrics_need_a_callers_token_and_state_files_are_private() {
     let database = setup.state().join("toolgate.db");
     std::fs::write(&database, b"").unwrap();
     set_mode(&database, 0o644);
-    let serve = Serve::start(&setup, &TOKENS);
+    let serve = start_serve(&setup, &TOKENS);
     let authority = serve.authority.clone();
 
     let anonymous = get(&authority, "/metrics", &[]);
@@ -263,7 +263,7 @@ fn metrics_need_a_callers_token_and_state_files_are_private() {
 
     // A state directory toolgate creates is the owner's only.
     let fresh = Setup::demo("");
-    let _fresh_serve = Serve::start(&fresh, &[]);
+    let _fresh_serve = start_serve(&fresh, &[]);
     assert_eq!(mode_of(&fresh.state()), 0o700);
     assert_eq!(mode_of(&fresh.state().join("toolgate.db")), 0o600);
 }
@@ -292,7 +292,7 @@ fn a_client_that_does_not_read_its_answers_costs_bounded_memory_and_blocks_nobod
         log.to_string_lossy()
     );
     let setup = Setup::demo(&extra);
-    let serve = Serve::start(&setup, &[]);
+    let serve = start_serve(&setup, &[]);
     let authority = serve.authority.clone();
 
     // A client asks for 250 progress notifications of 1 MB each, then never reads the answer.
@@ -338,7 +338,7 @@ fn a_client_that_does_not_read_its_answers_costs_bounded_memory_and_blocks_nobod
 fn without_configured_callers_a_new_client_cannot_close_another_clients_recent_session() {
     // Every client is the one anonymous caller here, so "its own" sessions are everybody's.
     let setup = Setup::demo("[limits]\nmax_sessions = 2\n");
-    let serve = Serve::start(&setup, &[]);
+    let serve = start_serve(&setup, &[]);
     let authority = serve.authority.clone();
     let mut first = HttpSession::open(&authority, &[]).unwrap();
     let mut second = HttpSession::open(&authority, &[]).unwrap();
@@ -354,7 +354,7 @@ fn without_configured_callers_a_new_client_cannot_close_another_clients_recent_s
 #[test]
 fn under_a_low_open_files_limit_one_caller_still_gets_only_a_quarter_of_the_sessions() {
     let setup = Setup::demo(&format!("{CALLERS}\n[limits]\nheader_read_timeout_seconds = 600\n"));
-    let serve = Serve::start_after("ulimit -n 64", &setup, &TOKENS);
+    let serve = start_serve_after("ulimit -n 64", &setup, &TOKENS);
     let stderr = serve.stderr_text();
     let sessions = logged_number(&stderr, "max_sessions").unwrap_or_else(|| panic!("no sizing line: {stderr}"));
     let per_caller =
@@ -366,7 +366,7 @@ fn under_a_low_open_files_limit_one_caller_still_gets_only_a_quarter_of_the_sess
 #[test]
 fn a_body_that_trickles_in_is_answered_408_and_closed_while_others_are_served() {
     let setup = Setup::demo("[limits]\nheader_read_timeout_seconds = 1\n");
-    let serve = Serve::start(&setup, &[]);
+    let serve = start_serve(&setup, &[]);
     let authority = serve.authority.clone();
     // Complete headers announcing 200 bytes, then a byte, a pause, and one more byte: never the whole body.
     let mut trickling: Vec<TcpStream> = (0..50)

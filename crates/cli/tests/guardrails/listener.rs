@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use crate::support::{HttpSession, Serve, Setup, post};
+use crate::support::{HttpSession, Setup, post, start_serve};
 
 const CALLERS: &str = "[[caller]]\nname = \"alice\"\ntoken_env = \"ALICE_TOKEN\"\n\n\
                        [[caller]]\nname = \"bob\"\ntoken_env = \"BOB_TOKEN\"\n";
@@ -19,7 +19,7 @@ fn initialize() -> serde_json::Value {
 #[test]
 fn dns_rebinding_is_refused_with_403_and_callers_need_their_own_token_and_session() {
     let setup = Setup::demo(CALLERS);
-    let serve = Serve::start(&setup, &[("ALICE_TOKEN", ALICE), ("BOB_TOKEN", BOB)]);
+    let serve = start_serve(&setup, &[("ALICE_TOKEN", ALICE), ("BOB_TOKEN", BOB)]);
     let authority = serve.authority.clone();
     let alice_auth = format!("Bearer {ALICE}");
     let bob_auth = format!("Bearer {BOB}");

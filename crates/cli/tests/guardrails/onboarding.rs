@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{HttpSession, Serve, Setup, poll, toolgate, toolgate_binary};
+use crate::support::{HttpSession, Setup, poll, start_serve, toolgate, toolgate_binary};
 
 /// The demo server as one `pinned` upstream, HTTP on a loopback port the OS picks.
 fn pinned_demo() -> Setup {
@@ -31,7 +31,7 @@ fn listed(session: &mut HttpSession) -> Vec<String> {
 #[test]
 fn a_pinned_upstream_is_onboarded_in_two_commands_the_agreeing_definitions_first() {
     let setup = pinned_demo();
-    let serve = Serve::start(&setup, &[]);
+    let serve = start_serve(&setup, &[]);
     let state = setup.state_arg();
     let mut session = HttpSession::open(&serve.authority, &[]).expect("a session");
     assert!(listed(&mut session).is_empty(), "a new pinned upstream's tools all wait for a person");

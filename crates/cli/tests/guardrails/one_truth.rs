@@ -11,7 +11,7 @@ use std::process::Command;
 use serde_json::{Value, json};
 use toolgate_test_support::{PeerCommand, Peers};
 
-use crate::support::{HttpSession, Serve, Setup, poll, toolgate};
+use crate::support::{HttpSession, Setup, poll, start_serve, toolgate};
 
 /// The four hints and the category of one tool, as one view shows them.
 type Views = BTreeMap<String, (Vec<bool>, String)>;
@@ -95,7 +95,7 @@ fn prompt_categories(text: &str) -> BTreeMap<String, String> {
 
 fn five_views_agree(peer: PeerCommand, what: &str) {
     let setup = setup_for(&peer);
-    let serve = Serve::start(&setup, &[]);
+    let serve = start_serve(&setup, &[]);
     let (state, config) = (setup.state_arg(), setup.config.to_string_lossy().into_owned());
     let mut session = HttpSession::open(&serve.authority, &[]).expect("a session");
     let relayed = poll(&format!("{what}'s tools through the relay"), || {

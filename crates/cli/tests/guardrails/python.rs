@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use serde_json::Value;
 use toolgate_test_support::Peers;
 
-use crate::support::{Serve, Setup, clients_dir, poll, run_guarded, toolgate, wait_guarded};
+use crate::support::{Setup, clients_dir, poll, run_guarded, start_serve, toolgate, wait_guarded};
 
 fn client(peers: &Peers, url: &str, scenario: &str, note: u64) -> Command {
     let mut command = Command::new(peers.python());
@@ -42,7 +42,7 @@ fn text(result: &Value) -> String {
 fn a_destructive_call_is_confirmed_declined_or_approved_from_the_queue_and_its_effect_follows() {
     let peers = Peers::locate();
     let setup = Setup::demo("[confirmation]\ntimeout_seconds = 120\n");
-    let serve = Serve::start(&setup, &[]);
+    let serve = start_serve(&setup, &[]);
 
     // (a) Accepted by elicitation: the note is gone.
     let run = run_guarded(client(&peers, &serve.url, "accept", 1), "accept");

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{HANG_GUARD, HttpSession, Serve, Setup, poll};
+use crate::support::{HANG_GUARD, HttpSession, Serve, Setup, poll, start_serve};
 
 fn tool_names(session: &mut HttpSession) -> Vec<String> {
     let listed = session.request("tools/list", json!({})).unwrap();
@@ -23,7 +23,7 @@ fn hangup(serve: &Serve) {
 #[test]
 fn sighup_reloads_the_policy_and_a_broken_file_keeps_the_running_one() {
     let setup = Setup::demo("");
-    let serve = Serve::start(&setup, &[]);
+    let serve = start_serve(&setup, &[]);
     let mut session = HttpSession::open(&serve.authority, &[]).unwrap();
     assert!(tool_names(&mut session).contains(&"list_notes".to_owned()));
 
@@ -118,7 +118,7 @@ fn sighup_replaces_the_console_users_and_ends_a_removed_users_session() {
     let setup = Setup::demo(&format!("{caller}\n{}", console_user("alice", ALICE)));
     let base = std::fs::read_to_string(&setup.config).unwrap();
     let without_users = base.replace(&console_user("alice", ALICE), "");
-    let serve = Serve::start(&setup, &[]);
+    let serve = start_serve(&setup, &[]);
 
     let (status, alice) = log_in(&serve, ALICE);
     assert_eq!(status, 303, "alice is configured at start");

@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use crate::support::{HttpSession, Serve, Setup, poll, toolgate};
+use crate::support::{HttpSession, Setup, poll, start_serve, toolgate};
 
 const CALLS: usize = 600;
 
@@ -14,7 +14,7 @@ fn the_gateway_prunes_by_size_and_verify_stays_green_from_the_checkpoint_and_ove
         "[policy]\nsession_taint = false\n\n[[policy.rule]]\nid = \"allow-all\"\neffect = \"allow\"\n\n\
          [audit]\nmax_bytes = 262144\nexport_dir = \"exported\"\n",
     );
-    let serve = Serve::start(&setup, &[]);
+    let serve = start_serve(&setup, &[]);
     let mut session = HttpSession::open(&serve.authority, &[]).expect("a session");
     for call in 0..CALLS {
         let arguments = json!({"title": format!("retention {call}"), "body": "x".repeat(64)});

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::support::{HttpSession, Serve, Setup};
+use crate::support::{HttpSession, Setup, start_serve};
 
 /// Far below the 30 s a start used to wait for every upstream, and far above the short wait `serve` allows the
 /// upstreams that answer: a hang guard for this test's whole start, not a performance figure.
@@ -24,7 +24,7 @@ fn an_upstream_that_never_answers_initialize_does_not_hold_up_clients() {
     );
     let setup = Setup::demo(&extra);
     let started = Instant::now();
-    let serve = Serve::start(&setup, &[]);
+    let serve = start_serve(&setup, &[]);
 
     let mut session = HttpSession::open(&serve.authority, &[]).expect("initialize is answered");
     let listed = session.request("tools/list", json!({})).expect("tools/list is answered");

@@ -13,15 +13,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tempfile::TempDir;
+use toolgate_test_support::toolgate::Serving;
 use toolgate_test_support::{PeerCommand, Peers};
 
 /// A generous limit after which a run counts as hung: not a performance assertion, a guard against hangs.
 pub(crate) use toolgate_test_support::{HANG_GUARD, Run};
 
-/// The toolgate binary under test.
-pub(crate) fn toolgate_binary() -> &'static str {
-    env!("CARGO_BIN_EXE_toolgate")
-}
+/// The toolgate binary under test (test-support finds it).
+pub(crate) use toolgate_test_support::toolgate::binary as toolgate_binary;
 
 /// The `serve` options every toolgate in these tests runs with: the permissive policy (these tests check what the
 /// relay carries; the standard policy's confirmations have their own suite) and a state directory of its own (pins
@@ -97,7 +96,7 @@ pub(crate) fn python_via(script: &str, extra: &[&str], peer: &PeerCommand, via: 
 
 /// A `toolgate serve --listen 127.0.0.1:0 -- <peer>` serving Streamable HTTP; killed when dropped.
 pub(crate) struct HttpToolgate {
-    child: Child,
+    _serving: Serving,
     _state: TempDir,
     /// `http://127.0.0.1:PORT/mcp`, as toolgate announced it.
     pub(crate) url: String,
@@ -107,40 +106,14 @@ impl HttpToolgate {
     /// Starts toolgate relaying `peer` and waits for the address it announces on stderr.
     pub(crate) fn start(peer: &PeerCommand) -> HttpToolgate {
         let state = temp_dir();
-        let mut command = Command::new(toolgate_binary());
+        let mut command = toolgate_test_support::toolgate::command();
         command.args(["serve", "--listen", "127.0.0.1:0"]).args(serve_flags(state.path())).arg("--").args(peer.argv());
         for (key, value) in &peer.env {
             command.env(key, value);
         }
-        command.env_remove("TOOLGATE_LOG").stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
-        let mut child = command.spawn().expect("toolgate serve --listen starts");
-        let stderr = child.stderr.take().expect("stderr is piped");
-        let (sender, receiver) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut announced = false;
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                if !announced && let Some(url) = line.split("serving MCP on ").nth(1) {
-                    announced = true;
-                    let _ = sender.send(url.trim().to_owned());
-                }
-            }
-        });
-        match receiver.recv_timeout(HANG_GUARD) {
-            Ok(url) => HttpToolgate { child, _state: state, url },
-            Err(_) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("toolgate serve --listen did not announce its address within {HANG_GUARD:?}");
-            }
-        }
-    }
-}
-
-impl Drop for HttpToolgate {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let serving = Serving::start(command);
+        let url = serving.url.clone();
+        HttpToolgate { _serving: serving, _state: state, url }
     }
 }
 
@@ -160,7 +133,7 @@ impl RawClient {
     /// Spawns `toolgate serve -- <peer>`.
     pub(crate) fn through_toolgate(peer: &PeerCommand) -> RawClient {
         let state = temp_dir();
-        let mut command = Command::new(toolgate_binary());
+        let mut command = toolgate_test_support::toolgate::command();
         command.arg("serve").args(serve_flags(state.path())).arg("--").args(peer.argv());
         for (key, value) in &peer.env {
             command.env(key, value);

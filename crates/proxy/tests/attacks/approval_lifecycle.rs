@@ -119,8 +119,9 @@ async fn a_confirmation_form_has_no_default_that_could_answer_for_the_person() {
     let mut guardrails = standard(Duration::from_secs(60));
     guardrails.confirmation.remember_for_session = true;
     let harness = Harness::start(vec![rug("rug", &log, TrustLevel::Untrusted)], guardrails).await;
-    let mut asked = RawSession::initialize(&harness.gateway, json!({"elicitation": {"form": {}}})).await;
-    asked.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+    let mut asked =
+        Client::connect_declaring(&harness.gateway, Elicit::Manual, json!({"elicitation": {"form": {}}})).await;
+    asked.deliver(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                       "params": {"name": "rug_purge_records", "arguments": {}}}));
     let question = asked.wait_for("the question", |message| message["method"] == "elicitation/create").await;
     let schema = &question["params"]["requestedSchema"];
@@ -131,7 +132,7 @@ async fn a_confirmation_form_has_no_default_that_could_answer_for_the_person() {
     }
     assert_eq!(schema["required"], json!(["approve"]), "the person must answer: {schema}");
     // A client that submits the form untouched (no content) has not approved anything.
-    asked.send(json!({"jsonrpc": "2.0", "id": question["id"], "result": {"action": "accept", "content": {}}}));
+    asked.deliver(json!({"jsonrpc": "2.0", "id": question["id"], "result": {"action": "accept", "content": {}}}));
     let response = asked.wait_for("the call's answer", |message| message["id"] == 1).await;
     assert!(is_error(&response), "{response}");
     assert_eq!(fixture_called(&log, "purge_records"), 0);

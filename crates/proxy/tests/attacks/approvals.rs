@@ -12,7 +12,8 @@ use toolgate_store::{
 };
 
 use crate::harness::*;
-use crate::support::FixtureLog;
+use crate::support::{FixtureLog, message_of};
+use toolgate_test_support::pending_approval;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_is_single_use_bound_to_its_arguments_and_cannot_be_forged_in_the_store() {
@@ -20,21 +21,7 @@ async fn an_approval_is_single_use_bound_to_its_arguments_and_cannot_be_forged_i
     let store = Store::open(state.path()).await.unwrap();
     let approvals = store.approvals();
     let (a, b) = (json!({"path": "/tmp/a"}), json!({"path": "/tmp/b"}));
-    let now = std::time::SystemTime::now();
-    let pending = PendingApproval {
-        id: ApprovalId::generate(),
-        session: "s".into(),
-        upstream: "files".into(),
-        tool: "delete_file".into(),
-        title: "Delete file".into(),
-        action: "delete a file".into(),
-        risk: None,
-        args_summary: a.to_string(),
-        tool_fingerprint: "sha256:tool".into(),
-        args_digest: digest_arguments(&a),
-        created: now,
-        expires: now + Duration::from_secs(300),
-    };
+    let pending = PendingApproval { session: "s".into(), risk: None, ..pending_approval(&a, Duration::from_secs(300)) };
     approvals.create(&pending).await.unwrap();
 
     // Forged: an id nobody issued cannot be approved or used.
@@ -124,22 +111,17 @@ async fn through_the_gateway_an_approval_is_neither_replayed_nor_reused_nor_forg
 
     // Forged: the client names an approval (a real, approved and unused one even) in the arguments and in
     // `_meta`; the gateway asks anew, and the named approval stays unused.
-    let now = std::time::SystemTime::now();
     let tool = client.tool("rug_purge_records").await.unwrap();
     let fingerprint = tool["_meta"][META_KEY]["fingerprint"].as_str().unwrap().to_owned();
     let planted = PendingApproval {
-        id: ApprovalId::generate(),
         session: "someone-else".into(),
         upstream: "rug".into(),
         tool: "rug_purge_records".into(),
         title: "Purge records".into(),
         action: "purge".into(),
         risk: None,
-        args_summary: "{}".into(),
         tool_fingerprint: fingerprint.clone(),
-        args_digest: digest_arguments(&json!({})),
-        created: now,
-        expires: now + Duration::from_secs(300),
+        ..pending_approval(&json!({}), Duration::from_secs(300))
     };
     person.approvals().create(&planted).await.unwrap();
     person.approvals().decide(&planted.id, ApprovalDecision::Approve, "tester").await.unwrap();
@@ -192,7 +174,7 @@ async fn no_approval_id_ever_reaches_the_client() {
     // Whatever else arrives (list_changed after a change, late notifications) is searched too.
     asked.call(json!(4), "rug_rug_pull", json!({"change": "none"})).await;
     queued.wait_list_changed().await;
-    asked.drain_pending().await;
+    asked.receive_until_quiet(Duration::from_millis(200)).await;
 
     ids.extend(audited_approval_ids(&harness.store).await);
     ids.sort();
@@ -204,7 +186,7 @@ async fn no_approval_id_ever_reaches_the_client() {
     let notices = queued.all.iter().filter(|bound| is_waiting_notice(bound)).count();
     assert_eq!(notices, 2, "each queued call was told where it waits");
     for client in [&queued, &asked] {
-        let everything = client.everything_but_waiting_notices();
+        let everything = everything_but_waiting_notices(client);
         assert!(!everything.is_empty());
         for id in &ids {
             assert!(!everything.contains(id.as_str()), "approval id {id} reached the client:\n{everything}");
@@ -218,25 +200,15 @@ fn is_waiting_notice(bound: &ClientBound) -> bool {
         if message["method"] == "notifications/message" && message["params"]["logger"] == "toolgate")
 }
 
-impl Client {
-    /// [`Client::everything`] without toolgate's waiting notices.
-    fn everything_but_waiting_notices(&self) -> String {
-        self.all
-            .iter()
-            .filter(|bound| !is_waiting_notice(bound))
-            .map(|bound| match bound {
-                ClientBound::Response { message, .. }
-                | ClientBound::Related { message, .. }
-                | ClientBound::Unsolicited(message) => message.to_string(),
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-
-    /// Takes whatever is already queued for this session, waiting briefly for stragglers.
-    async fn drain_pending(&mut self) {
-        while self.receive_one(Duration::from_millis(200)).await {}
-    }
+/// [`Client::everything`] without toolgate's waiting notices.
+fn everything_but_waiting_notices(client: &Client) -> String {
+    client
+        .all
+        .iter()
+        .filter(|bound| !is_waiting_notice(bound))
+        .map(|bound| message_of(bound).to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -364,17 +336,18 @@ async fn an_elicitation_accepted_after_the_definition_changed_runs_nothing() {
         {"id": "ask", "effect": "confirm", "match": {"tool": "update_record"}}
     ]}));
     let harness = Harness::start(vec![rug("rug", &log, TrustLevel::Untrusted)], guardrails).await;
-    let mut asked = RawSession::initialize(&harness.gateway, json!({"elicitation": {"form": {}}})).await;
+    let mut asked =
+        Client::connect_declaring(&harness.gateway, Elicit::Manual, json!({"elicitation": {"form": {}}})).await;
     let mut puller = harness.client(Elicit::None).await;
 
-    asked.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+    asked.deliver(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                       "params": {"name": "rug_update_record", "arguments": {"id": 8}}}));
     let question = asked.wait_for("the question", |message| message["method"] == "elicitation/create").await;
     // The person is still reading the question when the upstream swaps the definition.
     let seen = list_changes(&puller);
     puller.call(json!("pull"), "rug_rug_pull", json!({"change": "describe"})).await;
     wait_list_changes(&mut puller, seen).await;
-    asked.send(json!({"jsonrpc": "2.0", "id": question["id"],
+    asked.deliver(json!({"jsonrpc": "2.0", "id": question["id"],
                       "result": {"action": "accept", "content": {"approve": true}}}));
     let response = asked.wait_for("the call's answer", |message| message["id"] == 1).await;
     assert!(is_error(&response), "{response}");
@@ -398,16 +371,17 @@ async fn only_a_client_that_declared_form_elicitation_is_asked_with_a_form() {
         (json!({"url": {}}), "queue"),
     ];
     for (n, (elicitation, expected)) in cases.into_iter().enumerate() {
-        let mut session = RawSession::initialize(&harness.gateway, json!({"elicitation": elicitation})).await;
+        let mut session =
+            Client::connect_declaring(&harness.gateway, Elicit::Manual, json!({"elicitation": elicitation})).await;
         let arguments = json!({"case": n});
-        session.send(json!({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+        session.deliver(json!({"jsonrpc": "2.0", "id": n, "method": "tools/call",
                             "params": {"name": "rug_purge_records", "arguments": arguments}}));
         let digest = digest_arguments(&arguments);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         let how = loop {
-            if let Some(message) = session.next().await {
+            if let Some(message) = session.next_message(Duration::from_millis(50)).await {
                 if message["method"] == "elicitation/create" {
-                    session.send(json!({"jsonrpc": "2.0", "id": message["id"], "result": {"action": "decline"}}));
+                    session.deliver(json!({"jsonrpc": "2.0", "id": message["id"], "result": {"action": "decline"}}));
                     break "form";
                 }
                 // A queued call's client is told where it waits; anything else is unexpected.
@@ -423,7 +397,7 @@ async fn only_a_client_that_declared_form_elicitation_is_asked_with_a_form() {
         };
         assert_eq!(how, expected, "capabilities.elicitation = {elicitation}");
         let response = loop {
-            if let Some(message) = session.next().await
+            if let Some(message) = session.next_message(Duration::from_millis(50)).await
                 && message["method"] != "notifications/message"
             {
                 break message;

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use toolgate_core::display::must_escape;
 use toolgate_spec::{Prefix, UpstreamSpec};
 
-use crate::harness::{Elicit, Harness, RawSession, is_error, policy, standard, text};
+use crate::harness::{Client, Elicit, Harness, is_error, policy, standard, text};
 use crate::support::upstream;
 
 /// The fixture's tool names (see `misbehave.py`).
@@ -37,8 +37,9 @@ fn assert_printable(text: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn toolgates_question_keeps_its_structure_whatever_the_title_says() {
     let harness = Harness::start(vec![notes()], standard(Duration::from_secs(60))).await;
-    let mut session = RawSession::initialize(&harness.gateway, json!({"elicitation": {"form": {}}})).await;
-    session.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": READ_NOTE,
+    let mut session =
+        Client::connect_declaring(&harness.gateway, Elicit::Manual, json!({"elicitation": {"form": {}}})).await;
+    session.deliver(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": READ_NOTE,
         "arguments": {"path\r\x1b[2K": "~/.ssh/id_rsa", "\u{202e}note": "scratch.txt"}}}));
     let question = session.wait_for("toolgate's question", |message| message["method"] == "elicitation/create").await;
     let message = question["params"]["message"].as_str().unwrap_or_default();
@@ -60,7 +61,7 @@ async fn toolgates_question_keeps_its_structure_whatever_the_title_says() {
     assert!(lines[5].starts_with("Why you are asked: "), "{message}");
     assert!(question["params"]["_meta"]["toolgate/question"].is_object(), "toolgate's marker: {question}");
 
-    session.send(json!({"jsonrpc": "2.0", "id": question["id"], "result": {"action": "decline"}}));
+    session.deliver(json!({"jsonrpc": "2.0", "id": question["id"], "result": {"action": "decline"}}));
     let response = session.wait_for("the refusal", |message| message["id"] == 1).await;
     assert!(is_error(&response), "{response}");
 }
@@ -68,9 +69,11 @@ async fn toolgates_question_keeps_its_structure_whatever_the_title_says() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstreams_own_question_is_labelled_and_loses_toolgates_marker() {
     let harness = Harness::start(vec![notes()], standard(Duration::from_secs(60))).await;
-    let mut session = RawSession::initialize(&harness.gateway, json!({"elicitation": {"form": {}}})).await;
-    session
-        .send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "ask", "arguments": {}}}));
+    let mut session =
+        Client::connect_declaring(&harness.gateway, Elicit::Manual, json!({"elicitation": {"form": {}}})).await;
+    session.deliver(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "ask", "arguments": {}}}),
+    );
     let question =
         session.wait_for("the upstream's question", |message| message["method"] == "elicitation/create").await;
     let params = &question["params"];
@@ -103,7 +106,7 @@ async fn an_upstreams_own_question_is_labelled_and_loses_toolgates_marker() {
     assert_eq!(properties["scope"]["enum"], json!(["once\n", "always"]));
     assert_eq!(properties["mode"]["oneOf"][0]["const"], "r\r");
 
-    session.send(json!({"jsonrpc": "2.0", "id": question["id"], "result": {"action": "decline"}}));
+    session.deliver(json!({"jsonrpc": "2.0", "id": question["id"], "result": {"action": "decline"}}));
     let response = session.wait_for("the call's answer", |message| message["id"] == 1).await;
     assert_eq!(text(&response), r#"{"action":"decline"}"#, "the answer reached the upstream: {response}");
 }

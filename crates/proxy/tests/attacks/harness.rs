@@ -1,15 +1,14 @@
-//! The attack suite's harness: an in-process gateway with a state store, raw JSON-RPC clients that can or cannot
-//! elicit (and a session declaring any capabilities), and helpers to wait for listings, list changes, pending
+//! The attack suite's harness: an in-process gateway with a state store, test-support's client (eliciting or not,
+//! or declaring any capabilities and reading elicitations itself), and helpers to wait for listings, list changes, pending
 //! approvals and fixture calls.
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 use toolgate_core::policy::PolicySpec;
 use toolgate_core::trust::TrustLevel;
 use toolgate_proxy::Gateway;
-use toolgate_proxy::session::{Caller, ClientBound, ClientSession, SessionFactory, TransportKind};
+use toolgate_proxy::session::ClientBound;
 use toolgate_spec::{ConfirmationSpec, GuardrailSpec, UpstreamSpec};
 use toolgate_store::{ApprovalRecord, AuditFilter, Store, digest_arguments};
 
@@ -172,55 +171,6 @@ pub(crate) fn list_changes(client: &Client) -> usize {
 pub(crate) async fn wait_list_changes(client: &mut Client, seen: usize) {
     while list_changes(client) <= seen {
         assert!(client.receive_one(GUARD).await, "no tools/list_changed within the hang guard");
-    }
-}
-
-/// A session that declares exactly the capabilities it is given (the support client declares form elicitation or
-/// nothing), read one message at a time.
-pub(crate) struct RawSession {
-    session: Box<dyn ClientSession>,
-    receiver: mpsc::Receiver<ClientBound>,
-}
-
-impl RawSession {
-    /// Opens a session and runs the initialize handshake with `capabilities`.
-    pub(crate) async fn initialize(gateway: &Gateway, capabilities: Value) -> RawSession {
-        let (session, receiver) = gateway.open_session(TransportKind::Stdio, Caller::anonymous());
-        let mut raw = RawSession { session, receiver };
-        let params =
-            json!({"protocolVersion": "2025-11-25", "capabilities": capabilities, "clientInfo": {"name": "raw"}});
-        raw.send(json!({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": params}));
-        let response = raw.next().await.expect("an answer to initialize");
-        assert!(response["result"]["protocolVersion"].is_string(), "initialize failed: {response}");
-        raw.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        raw
-    }
-
-    pub(crate) fn send(&self, message: Value) {
-        self.session.deliver(message);
-    }
-
-    /// Waits (bounded) for the first message that satisfies `predicate`, dropping the others.
-    pub(crate) async fn wait_for(&mut self, what: &str, predicate: impl Fn(&Value) -> bool) -> Value {
-        let deadline = tokio::time::Instant::now() + GUARD;
-        loop {
-            if let Some(message) = self.next().await
-                && predicate(&message)
-            {
-                return message;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "never saw {what}");
-        }
-    }
-
-    /// The next message for this client, waiting briefly; `None` when nothing came.
-    pub(crate) async fn next(&mut self) -> Option<Value> {
-        match tokio::time::timeout(Duration::from_millis(50), self.receiver.recv()).await {
-            Ok(Some(ClientBound::Response { message, .. } | ClientBound::Related { message, .. })) => Some(message),
-            Ok(Some(ClientBound::Unsolicited(message))) => Some(message),
-            Ok(None) => panic!("the session's outbox closed"),
-            Err(_) => None,
-        }
     }
 }
 

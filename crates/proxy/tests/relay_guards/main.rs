@@ -17,14 +17,4 @@ mod leaks;
 mod metadata;
 mod shadowing;
 
-use serde_json::Value;
-use toolgate_proxy::session::ClientBound;
-
-/// The message inside anything a client received.
-pub(crate) fn message_of(bound: &ClientBound) -> &Value {
-    match bound {
-        ClientBound::Response { message, .. }
-        | ClientBound::Related { message, .. }
-        | ClientBound::Unsolicited(message) => message,
-    }
-}
+pub(crate) use support::message_of;

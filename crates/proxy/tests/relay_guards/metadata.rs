@@ -5,7 +5,6 @@
 
 use serde_json::{Value, json};
 use toolgate_core::normalize::{hint_of_key, loose_bool};
-use toolgate_proxy::session::ClientBound;
 use toolgate_spec::Limits;
 
 use crate::support::{Client, Elicit, GUARD, start, text_of, upstream};
@@ -74,15 +73,8 @@ async fn results_carry_no_upstream_toolgate_meta_so_a_truncation_flag_cannot_be_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_upstream_s_instructions_are_quoted_under_its_name_without_control_characters() {
     let gateway = hostile_gateway().await;
-    let (session, mut receiver) = toolgate_proxy::session::SessionFactory::open_session(
-        &gateway,
-        toolgate_proxy::session::TransportKind::Stdio,
-        toolgate_proxy::session::Caller::anonymous(),
-    );
-    let params = json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "tests"}});
-    session.deliver(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}));
-    let answer = tokio::time::timeout(GUARD, receiver.recv()).await.unwrap().unwrap();
-    let ClientBound::Response { message, .. } = answer else { panic!("not a response: {answer:?}") };
+    let client = Client::connect(&gateway).await;
+    let message = &client.initialized;
     let instructions = message["result"]["instructions"].as_str().unwrap_or_else(|| panic!("{message}")).to_owned();
 
     assert!(!instructions.chars().any(|character| character.is_control() && character != '\n'), "{instructions:?}");

@@ -1,14 +1,13 @@
-//! Shared helpers for the proxy's integration tests: an in-process gateway over `misbehave.py` upstreams, a raw
-//! JSON-RPC client on one gateway session, the fixture's message log, and the test process's memory figures.
+//! Shared helpers for the proxy's integration tests: an in-process gateway over `misbehave.py` upstreams, the
+//! fixture's message log, and the test process's memory figures. The client is test-support's one in-process
+//! client (`toolgate_test_support::gateway_client`).
 //!
 //! Everything waits under [`GUARD`], a hang guard only: tests assert what arrived, never how long it took.
 
 #![allow(dead_code)]
 
-mod client;
-
 #[allow(unused_imports, reason = "each test binary uses its own part")]
-pub(crate) use client::{Client, Elicit};
+pub(crate) use toolgate_test_support::gateway_client::{Client, Elicit, message_of};
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

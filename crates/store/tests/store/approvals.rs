@@ -3,32 +3,20 @@
 //! neither the write before it nor the calls after it, and the next write erases them. A lapsed approval (its call
 //! stopped waiting) leaves the queue and can be neither decided nor used.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use serde_json::json;
 use toolgate_store::{
     ApprovalDecision, ApprovalId, ApprovalWait, ConsumeRefusal, PendingApproval, Store, StoreError, StoreOptions,
     digest_arguments,
 };
+use toolgate_test_support::pending_approval;
 
 use crate::support::{fresh_store, raw_connection, tamper};
 
+/// The shared fixture with the arguments these tests bind approvals to.
 fn pending(expires_in: Duration) -> PendingApproval {
-    let now = SystemTime::now();
-    PendingApproval {
-        id: ApprovalId::generate(),
-        session: "session-1".into(),
-        upstream: "files".into(),
-        tool: "delete_file".into(),
-        title: "Delete file".into(),
-        action: "delete a file".into(),
-        risk: Some(toolgate_store::ToolRisk { level: 4, category: "destructive".into() }),
-        args_summary: "path=/tmp/a".into(),
-        tool_fingerprint: "sha256:tool".into(),
-        args_digest: digest_arguments(&json!({"path": "/tmp/a"})),
-        created: now,
-        expires: now + expires_in,
-    }
+    pending_approval(&json!({"path": "/tmp/a"}), expires_in)
 }
 
 fn refusal(result: Result<(), StoreError>) -> ConsumeRefusal {
@@ -167,7 +155,7 @@ async fn a_failed_summary_erase_fails_no_write_and_the_next_write_retries_it() {
     approvals.consume(&first.id, "sha256:tool", &first.args_digest).await.expect("consume");
     let kept = approvals.get(&first.id).await.expect("get").expect("recorded");
     assert_eq!(kept.state, toolgate_store::ApprovalState::Consumed);
-    assert_eq!(kept.approval.args_summary, "path=/tmp/a", "not erased while the erase fails");
+    assert_eq!(kept.approval.args_summary, r#"{"path":"/tmp/a"}"#, "not erased while the erase fails");
 
     // Once the disk has room, the next write erases what the failed ones left.
     tamper(&raw, "DROP TRIGGER fail_erase").await;

@@ -5,8 +5,6 @@
 //! - [`tools`]: the tools page: quarantined definitions, pin decisions, and the inventory of every tool.
 //! - [`logins`]: the failed-login limit per address, and users replaced while the console serves.
 
-#[path = "../common/approvals.rs"]
-mod approvals_fixture;
 mod audit;
 mod logins;
 mod onboarding;
@@ -17,7 +15,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::json;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use toolgate_store::{ApprovalId, ApprovalState, ApprovalWait, Store};
+use toolgate_store::{ApprovalId, ApprovalState, ApprovalWait, PendingApproval, Store};
 use toolgate_web::ConsoleConfig;
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -154,8 +152,15 @@ fn csrf_of(page: &str) -> Result<String, Box<dyn std::error::Error>> {
     Ok(page[start..start + end].to_owned())
 }
 
+/// Queues test-support's pending approval of `tool`, titled with markup the page must escape.
 async fn pending(store: &Store, tool: &str) -> Result<ApprovalId, Box<dyn std::error::Error>> {
-    approvals_fixture::pending_approval(store, tool, "Delete <file>", "{\"path\":\"/tmp/x\"}").await
+    let pending = PendingApproval {
+        tool: tool.into(),
+        title: "Delete <file>".into(),
+        ..toolgate_test_support::pending_approval(&json!({"path": "/tmp/x"}), Duration::from_secs(600))
+    };
+    store.approvals().create(&pending).await?;
+    Ok(pending.id)
 }
 
 async fn state(store: &Store, id: &ApprovalId) -> Result<ApprovalState, Box<dyn std::error::Error>> {
