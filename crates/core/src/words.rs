@@ -74,6 +74,46 @@ fn flush(current: &mut String, words: &mut Vec<String>) {
     }
 }
 
+/// Words a description may open with before its verb ("This tool retrieves", "Use this tool to delete", "Simply
+/// run", "We help you send"): inference and lint both skip them when they read the description's verb, so the two
+/// cannot disagree about which word that is.
+pub(crate) const DESCRIPTION_FILLERS: &[&str] = &[
+    "this",
+    "tool",
+    "the",
+    "a",
+    "an",
+    "use",
+    "to",
+    "it",
+    "will",
+    "can",
+    "that",
+    "you",
+    "we",
+    "i",
+    "lets",
+    "let",
+    "allows",
+    "allow",
+    "helps",
+    "help",
+    "function",
+    "command",
+    "operation",
+    "endpoint",
+    "mcp",
+    "simply",
+    "quickly",
+    "just",
+    "please",
+];
+
+/// Whether `token` (lowercase) is one of the [`DESCRIPTION_FILLERS`].
+pub(crate) fn is_description_filler(token: &str) -> bool {
+    DESCRIPTION_FILLERS.contains(&token)
+}
+
 /// The class of a verb token, if the lexicon knows it. Inflections (`deletes`, `deleted`, `deleting`) are folded.
 pub fn verb_class(token: &str) -> Option<VerbClass> {
     lookup_verb(token).or_else(|| stem(token))

@@ -8,7 +8,7 @@
 
 use crate::infer::CueSource;
 use crate::infer::signals::Signals;
-use crate::words::{VerbClass, verb_class};
+use crate::words::{VerbClass, is_description_filler, verb_class};
 
 /// The head verb found in one place.
 #[derive(Debug, Clone, PartialEq)]
@@ -125,34 +125,6 @@ const READ_NOUNS: &[&str] = &[
 /// Modifiers that look like verbs but qualify the real one (`force_unlock`, `batch-create`).
 const MODIFIERS: &[&str] = &["force", "batch", "bulk", "safe", "safely", "try", "auto"];
 
-/// Words to skip at the start of a description before its verb ("This tool retrieves ...", "Use this to get").
-const LEAD_FILLER: &[&str] = &[
-    "this",
-    "tool",
-    "the",
-    "a",
-    "an",
-    "use",
-    "to",
-    "will",
-    "can",
-    "you",
-    "it",
-    "that",
-    "lets",
-    "allows",
-    "helps",
-    "function",
-    "command",
-    "operation",
-    "endpoint",
-    "mcp",
-    "simply",
-    "quickly",
-    "just",
-    "please",
-];
-
 fn is_verb(token: &str) -> Option<VerbClass> {
     if MODIFIERS.contains(&token) { None } else { verb_class(token) }
 }
@@ -225,7 +197,7 @@ fn lead_verb(tokens: &[String]) -> Option<(String, VerbClass)> {
     tokens
         .iter()
         .map(String::as_str)
-        .filter(|token| !LEAD_FILLER.contains(token) && !token.ends_with("ly"))
+        .filter(|token| !is_description_filler(token) && !token.ends_with("ly"))
         .take(2)
         .find_map(|token| is_verb(token).map(|class| (token.to_owned(), class)))
 }

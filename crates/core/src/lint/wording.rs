@@ -6,7 +6,7 @@
 //! shared lexicon in [`crate::words`] stays the general one. Nothing here looks at hints or decides a finding.
 
 use crate::tool::ToolDefinition;
-use crate::words::{VerbClass, tokens};
+use crate::words::{VerbClass, is_description_filler, tokens};
 
 /// Where a cue was read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -174,35 +174,6 @@ fn title_action(title_tokens: &[String]) -> Option<(String, VerbClass)> {
     title_tokens.iter().take(2).find_map(|token| strict_class(token).map(|class| (token.clone(), class)))
 }
 
-/// Words a description may open with before its verb ("This tool retrieves", "Use this tool to delete").
-const DESCRIPTION_FILLERS: &[&str] = &[
-    "this",
-    "tool",
-    "the",
-    "a",
-    "an",
-    "use",
-    "to",
-    "it",
-    "will",
-    "that",
-    "lets",
-    "let",
-    "you",
-    "allows",
-    "allow",
-    "helps",
-    "help",
-    "can",
-    "we",
-    "i",
-    "function",
-    "endpoint",
-    "command",
-    "operation",
-    "mcp",
-];
-
 /// The first line or sentence of a description, where its author says what the tool does.
 fn first_sentence(description: &str) -> &str {
     let text = description.trim_start();
@@ -216,7 +187,7 @@ fn description_action(description: &str) -> Option<(String, VerbClass)> {
     // "Notion | Create a page": a product name before a bar is no part of the sentence.
     let sentence = sentence.rsplit('|').next().unwrap_or(sentence);
     let words = tokens(sentence);
-    let first = words.iter().find(|token| !DESCRIPTION_FILLERS.contains(&token.as_str()))?;
+    let first = words.iter().find(|token| !is_description_filler(token))?;
     prose_class(first)
 }
 
