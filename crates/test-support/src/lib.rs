@@ -7,10 +7,10 @@
 //! - [`misbehave`] launches `fixtures/misbehave.py`, a stdlib-only Python fake that crashes, hangs, prints
 //!   garbage or sends huge and oddly annotated answers on demand.
 //! - [`run_guarded`] / [`wait_guarded`] run a child to completion under a hang guard and capture its output.
-//! - With the `cli` feature, [`toolgate`] runs the built `toolgate` binary for the CLI's tests: one command to
+//! - With the `cli` feature, `toolgate` runs the built `toolgate` binary for the CLI's tests: one command to
 //!   completion, or a `toolgate serve` that announced where it listens, and talks raw HTTP to it.
-//! - With the `store` feature, [`pending_approval`]: the one pending-approval fixture.
-//! - With the `gateway` feature, [`gateway_client::Client`]: the one in-process client of a gateway session.
+//! - With the `store` feature, `pending_approval`: the one pending-approval fixture.
+//! - With the `gateway` feature, `gateway_client::Client`: the one in-process client of a gateway session.
 //!
 //! A missing peer is a test failure, never a skip: [`Peers::locate`] panics with the command that installs them.
 //! This crate never installs anything itself and is never a dependency of shipped code.
