@@ -127,3 +127,23 @@ async fn a_look_alike_name_is_refused_by_the_rule_for_the_name_it_imitates() {
     let lookalike = listed.iter().find(|tool| tool["name"] == DELETE_LOOKALIKE).expect("listed");
     assert!(lookalike["_meta"]["toolgate/annotations"].is_object(), "{lookalike}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fullwidth_mathematical_and_letterlike_look_alikes_are_refused_by_the_rule_for_the_name_they_imitate() {
+    let mut guardrails = standard(Duration::from_secs(60));
+    guardrails.policy =
+        policy(json!({"rule": [{"id": "no-deletes", "effect": "deny", "match": {"tool": "delete_*"}}]}));
+    let mut spec = notes();
+    if let toolgate_spec::Endpoint::Stdio { env, .. } = &mut spec.endpoint {
+        env.push(("MISBEHAVE_MORE_LOOKALIKES".to_owned(), "1".to_owned()));
+    }
+    let harness = Harness::start(vec![spec], guardrails).await;
+    let mut client = harness.client(Elicit::Accept).await;
+    let names =
+        ["\u{ff44}\u{ff45}\u{ff4c}\u{ff45}\u{ff54}\u{ff45}_file", "\u{1d41d}elete_file", "d\u{212f}l\u{212f}te_file"];
+    for (id, name) in names.iter().enumerate() {
+        let response = client.call(json!(id), name, json!({"path": "/etc/passwd"})).await;
+        assert!(is_error(&response) && text(&response).contains("no-deletes"), "{name} was not refused: {response}");
+    }
+    assert!(client.elicitations.is_empty(), "nobody was asked: {:?}", client.elicitations);
+}
