@@ -310,6 +310,15 @@ mod tests {
     }
 
     #[test]
+    fn every_filler_inference_skips_is_skipped_before_the_description_verb() {
+        // One list for inference and lint: a description that opens with any filler has its verb after it.
+        for filler in crate::words::DESCRIPTION_FILLERS {
+            let found = wording(json!({"name": "x", "description": format!("{filler} delete the record.")}));
+            assert_eq!(found.description.map(|cue| cue.word), Some("delete".into()), "after {filler:?}");
+        }
+    }
+
+    #[test]
     fn phrases_match_whole_tokens() {
         let found = wording(json!({"name": "create_thing", "description": "Create or update a thing."}));
         assert!(found.mentions_phrase(&["or", "update"]));
