@@ -83,7 +83,7 @@ async fn calls_are_counted_by_upstream_tool_verdict_and_outcome_and_relayed_call
     assert!(tool_error(&denied).contains("refused"), "{denied}");
     let hidden = client.call(json!("hide"), "faulty_log", json!({"text": "x"})).await;
     assert!(tool_error(&hidden).contains("Unknown tool"), "{hidden}");
-    // Unknown tools name no upstream and are not counted.
+    // An unknown tool is counted without its name (verdict `none`, empty upstream and tool): the client chose it.
     client.call(json!("unknown"), "no_such_tool", json!({})).await;
 
     let exposition = gateway.render_metrics().await;

@@ -34,6 +34,16 @@ pub(crate) enum QuotaExceeded {
     Caller(usize),
 }
 
+impl QuotaExceeded {
+    /// The scope the cap applies to (`session` or `caller`), the cap, and the setting that raises it.
+    pub(crate) fn setting(self) -> (&'static str, usize, &'static str) {
+        match self {
+            QuotaExceeded::Session(limit) => ("session", limit, "max_pending_approvals_per_session"),
+            QuotaExceeded::Caller(limit) => ("caller", limit, "max_pending_approvals_per_caller"),
+        }
+    }
+}
+
 impl ApprovalQuota {
     pub(crate) fn new(limits: &Limits) -> ApprovalQuota {
         ApprovalQuota {

@@ -13,8 +13,12 @@
 //! A person answers about the definition they were shown, and the catalog can change while they think (a rug pull
 //! through `list_changed`, a quarantine, a policy reload). So after a yes the tool is resolved again from the
 //! current catalog: if it is gone or hidden, newly quarantined, denied, or its fingerprint is not the approved one,
-//! the approval lapses (an `isError` result and a `confirmation` audit row with outcome `tool_changed`); otherwise
-//! the call goes on with the tool as it is now.
+//! the approval lapses ([`Confirmation::Lapsed`]; the call's end phase answers with an `isError` result and a
+//! `confirmation` audit row with outcome `tool_changed`); otherwise the call goes on with the tool as it is now.
+//!
+//! Every way it ends is a typed value ([`Confirmation`], [`NotApproved`]) that `crate::call` records; it writes no
+//! row of a call's exit. The queue's own rows stay with the queue: the caller's `queued` hook writes the row that a
+//! call waits, and `guard::waiting` the row of an approval it lapses.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -25,12 +29,11 @@ use toolgate_core::decision::Decision;
 use toolgate_core::display::{bounded, escape, json_text, quoted};
 use toolgate_core::policy::approval::{ApprovalScope, bind_approval};
 use toolgate_spec::ConfirmVia;
-use toolgate_store::{ApprovalId, ApprovalWait, AuditKind, PendingApproval, digest_arguments};
+use toolgate_store::{ApprovalId, ApprovalWait, PendingApproval, digest_arguments};
 
 use crate::access::{Lapse, current_tool};
 use crate::catalog::ExposedTool;
 use crate::guard::approval_quota::QuotaExceeded;
-use crate::guard::audit;
 use crate::guard::waiting::{QueuedCall, tell_where_it_waits};
 use crate::state::session::SessionShared;
 use crate::state::shared::Shared;
@@ -39,9 +42,104 @@ use crate::state::shared::Shared;
 pub(crate) enum Confirmation {
     /// Go ahead with `tool`, the approved definition as the catalog has it now; the approval id when the queue was
     /// used.
-    Approved { approval_id: Option<String>, via: &'static str, tool: Arc<ExposedTool> },
-    /// Do not forward; the text says why, for the model.
-    Refused(String),
+    Approved { approval_id: Option<String>, via: ApprovedVia, tool: Arc<ExposedTool> },
+    /// Do not forward: nobody approved it.
+    Refused(NotApproved),
+    /// Approved, but the tool changed while the person thought: do not forward.
+    Lapsed { lapse: Lapse, approval_id: Option<String> },
+}
+
+/// How a call was approved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ApprovedVia {
+    /// The same tool with arguments of the same shape was approved earlier in this session, to be remembered.
+    Remembered,
+    /// The client's user answered toolgate's `elicitation/create`.
+    Elicitation,
+    /// The same, and asked to remember it for this session.
+    ElicitationRemember,
+    /// A person approved it in the approval queue.
+    Queue,
+}
+
+impl ApprovedVia {
+    /// The name the audit row's reason gives it.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            ApprovedVia::Remembered => "remembered-for-session",
+            ApprovedVia::Elicitation => "elicitation",
+            ApprovedVia::ElicitationRemember => "elicitation-remember",
+            ApprovedVia::Queue => "queue",
+        }
+    }
+}
+
+/// Why nobody approved a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum NotApproved {
+    /// The client did not answer the question (closed, or timed out).
+    NobodyAnswered,
+    /// The user declined the question (`cancelled`: dismissed it).
+    Declined { cancelled: bool },
+    /// The client cannot be asked and there is no approval queue.
+    NoQueue,
+    /// The session or caller already has as many approvals waiting as it may.
+    QueueFull(QuotaExceeded),
+    /// The approval could not be queued.
+    CannotQueue(String),
+    /// A person approved it, but the approval could not be used.
+    Unusable { by: String, error: String },
+    /// A person denied it.
+    DeniedBy(String),
+    /// Nobody decided within this many seconds.
+    TimedOut(u64),
+    /// The approval was used already.
+    AlreadyUsed,
+    /// The approval lapsed before anyone decided.
+    LapsedUndecided,
+    /// Waiting for the decision failed.
+    WaitFailed(String),
+}
+
+impl NotApproved {
+    /// What the model is told about a call to `tool` that was not approved.
+    pub(crate) fn message(&self, tool: &str) -> String {
+        match self {
+            NotApproved::NobodyAnswered => "toolgate: nobody answered the confirmation; the call was not made".into(),
+            NotApproved::Declined { cancelled } => {
+                let what = if *cancelled { "cancelled" } else { "declined" };
+                format!(
+                    "toolgate: the user {what} this call to {tool}; it was not made. Do not retry it unless the user asks."
+                )
+            }
+            NotApproved::NoQueue => "toolgate: this call needs a person's approval, but the client cannot be asked \
+                                     and no approval queue is available; it was not made"
+                .into(),
+            NotApproved::QueueFull(exceeded) => {
+                let (scope, limit, _) = exceeded.setting();
+                format!(
+                    "toolgate: this call to {tool} needs a person's approval, but this {scope} already has {limit} \
+                     approvals waiting, the most allowed; it was not made. Wait for those to be decided before \
+                     asking again."
+                )
+            }
+            NotApproved::CannotQueue(error) => {
+                format!("toolgate: cannot queue the approval ({error}); the call was not made")
+            }
+            NotApproved::Unusable { by, error } => {
+                format!("toolgate: the approval by {by} could not be used ({error})")
+            }
+            NotApproved::DeniedBy(by) => format!("toolgate: {by} denied this call to {tool}; it was not made"),
+            NotApproved::TimedOut(seconds) => {
+                format!("toolgate: nobody approved this call within {seconds} s; it was not made")
+            }
+            NotApproved::AlreadyUsed => "toolgate: that approval was already used".into(),
+            NotApproved::LapsedUndecided => {
+                "toolgate: the approval lapsed before anyone decided; the call was not made".into()
+            }
+            NotApproved::WaitFailed(error) => format!("toolgate: waiting for approval failed ({error})"),
+        }
+    }
 }
 
 /// Longest argument summary shown to a person.
@@ -146,17 +244,25 @@ fn question(tool: &ExposedTool, summary: &str, reasons: &[&str]) -> String {
     )
 }
 
-/// Asks a person about one call (`params`: the client's `tools/call` params). `None` when the client cancelled the
-/// call meanwhile.
+/// What a person is asked about: a call of `tool` (`params`: the client's `tools/call` params), and the decision
+/// that asks.
+pub(crate) struct Question<'a> {
+    pub(crate) tool: &'a Arc<ExposedTool>,
+    pub(crate) params: &'a Value,
+    pub(crate) decision: &'a Decision,
+}
+
+/// Asks a person about one call. `None` when the client cancelled the call meanwhile. `queued` runs when the call is
+/// put in the approval queue (the caller records that it waits).
 pub(crate) async fn confirm(
     gateway: &Arc<Shared>,
     session: &Arc<SessionShared>,
     request_id: &Value,
-    tool: &Arc<ExposedTool>,
-    params: &Value,
-    decision: &Decision,
+    question: &Question<'_>,
     cancel: &CancellationToken,
+    queued: &(dyn Fn(&ApprovalId) + Sync),
 ) -> Option<Confirmation> {
+    let Question { tool, params, decision } = *question;
     let spec = &gateway.spec.guardrails.confirmation;
     let arguments = &params.get("arguments").cloned().unwrap_or_else(|| json!({}));
     let shape_key =
@@ -166,7 +272,7 @@ pub(crate) async fn confirm(
     {
         return Some(Confirmation::Approved {
             approval_id: None,
-            via: "remembered-for-session",
+            via: ApprovedVia::Remembered,
             tool: Arc::clone(tool),
         });
     }
@@ -187,14 +293,15 @@ pub(crate) async fn confirm(
         match answer {
             Confirmation::Approved { via, .. } => match recheck(gateway, session, tool) {
                 Ok(current) => Confirmation::Approved { approval_id: None, via, tool: current },
-                Err(lapse) => lapsed(gateway, session, tool, None, &lapse),
+                Err(lapse) => Confirmation::Lapsed { lapse, approval_id: None },
             },
-            refused @ Confirmation::Refused(_) => refused,
+            other => other,
         }
     } else {
-        by_queue(gateway, session, request_id, tool, params, &summary, cancel).await?
+        by_queue(gateway, session, request_id, tool, params, &summary, cancel, queued).await?
     };
-    if let (Confirmation::Approved { via: "elicitation-remember", .. }, Some(key)) = (&confirmation, shape_key)
+    if let (Confirmation::Approved { via: ApprovedVia::ElicitationRemember, .. }, Some(key)) =
+        (&confirmation, shape_key)
         && let Ok(mut remembered) = session.remembered.lock()
     {
         remembered.insert(key);
@@ -235,29 +342,23 @@ async fn by_elicitation(
         answer = session.ask_client(request_id.clone(), "elicitation/create", Some(params), timeout) => answer,
     };
     let Some(answer) = answer else {
-        return Some(Confirmation::Refused("toolgate: nobody answered the confirmation; the call was not made".into()));
+        return Some(Confirmation::Refused(NotApproved::NobodyAnswered));
     };
     let result = answer.get("result").cloned().unwrap_or(Value::Null);
     let action = result.get("action").and_then(Value::as_str).unwrap_or("cancel");
     let approved = action == "accept" && result.pointer("/content/approve") == Some(&Value::Bool(true));
     if !approved {
-        let what = match action {
-            "cancel" => "cancelled",
-            _ => "declined",
-        };
-        return Some(Confirmation::Refused(format!(
-            "toolgate: the user {what} this call to {}; it was not made. Do not retry it unless the user asks.",
-            tool.exposed_name
-        )));
+        return Some(Confirmation::Refused(NotApproved::Declined { cancelled: action == "cancel" }));
     }
     let remember = offer_remember && result.pointer("/content/remember") == Some(&Value::Bool(true));
     Some(Confirmation::Approved {
         approval_id: None,
-        via: if remember { "elicitation-remember" } else { "elicitation" },
+        via: if remember { ApprovedVia::ElicitationRemember } else { ApprovedVia::Elicitation },
         tool: Arc::clone(tool),
     })
 }
 
+#[allow(clippy::too_many_arguments, reason = "the question, the call it is about, and the hook that records the wait")]
 async fn by_queue(
     gateway: &Arc<Shared>,
     session: &Arc<SessionShared>,
@@ -266,19 +367,16 @@ async fn by_queue(
     params: &Value,
     summary: &str,
     cancel: &CancellationToken,
+    queued: &(dyn Fn(&ApprovalId) + Sync),
 ) -> Option<Confirmation> {
     let arguments = &params.get("arguments").cloned().unwrap_or_else(|| json!({}));
     let Some(store) = &gateway.store else {
-        return Some(Confirmation::Refused(
-            "toolgate: this call needs a person's approval, but the client cannot be asked and no approval queue is \
-             available; it was not made"
-                .into(),
-        ));
+        return Some(Confirmation::Refused(NotApproved::NoQueue));
     };
     // Held while the call waits: past the cap, refused (and audited) rather than queued.
     let _slot = match gateway.approval_quota.reserve(&session.id, &session.caller.name) {
         Ok(slot) => slot,
-        Err(exceeded) => return Some(Confirmation::Refused(queue_full(gateway, session, tool, exceeded))),
+        Err(exceeded) => return Some(Confirmation::Refused(NotApproved::QueueFull(exceeded))),
     };
     let spec = &gateway.spec.guardrails.confirmation;
     let now = SystemTime::now();
@@ -299,16 +397,11 @@ async fn by_queue(
     };
     if let Err(error) = store.approvals().create(&pending).await {
         tracing::error!(%error, "cannot queue an approval");
-        return Some(Confirmation::Refused(format!(
-            "toolgate: cannot queue the approval ({error}); the call was not made"
-        )));
+        return Some(Confirmation::Refused(NotApproved::CannotQueue(error.to_string())));
     }
-    let mut entry = audit::call_entry(AuditKind::Confirmation, session, tool);
-    entry.approval_id = Some(pending.id.as_str().to_owned());
-    entry.outcome = Some("pending".into());
-    audit::record(gateway, entry);
+    queued(&pending.id);
     // From here until a decision reaches the call, however the call ends its approval leaves the queue.
-    let queued = QueuedCall::new(gateway, session, tool, &pending.id, cancel);
+    let waiting = QueuedCall::new(gateway, session, tool, &pending.id, cancel);
     tracing::warn!(
         tool = %tool.exposed_name,
         upstream = %tool.upstream_name,
@@ -319,8 +412,8 @@ async fn by_queue(
     let approvals = store.approvals();
     let wait = tokio::select! {
         () = cancel.cancelled() => {
-            let why = queued.why_it_ended();
-            queued.lapse(why).await;
+            let why = waiting.why_it_ended();
+            waiting.lapse(why).await;
             return None;
         }
         wait = approvals.wait(&pending.id, spec.timeout) => wait,
@@ -330,45 +423,45 @@ async fn by_queue(
         // the call would reach, not against what the person was shown.
         Ok(ApprovalWait::Approved { by }) => match recheck(gateway, session, tool) {
             Err(lapse) => {
-                // `lapsed` writes the row that says why (`tool_changed`).
-                queued.lapse_unaudited(lapse.why).await;
-                lapsed(gateway, session, tool, Some(pending.id.as_str()), &lapse)
+                // The end phase writes the row that says why (`tool_changed`).
+                waiting.lapse_unaudited(lapse.why).await;
+                Confirmation::Lapsed { lapse, approval_id: Some(pending.id.as_str().to_owned()) }
             }
             Ok(current) => match store.approvals().consume(&pending.id, &current.fingerprint, &args_digest).await {
                 Ok(()) => {
-                    queued.used();
+                    waiting.used();
                     Confirmation::Approved {
                         approval_id: Some(pending.id.as_str().to_owned()),
-                        via: "queue",
+                        via: ApprovedVia::Queue,
                         tool: current,
                     }
                 }
                 Err(error) => {
-                    queued.lapse("the approval could not be used").await;
-                    Confirmation::Refused(format!("toolgate: the approval by {by} could not be used ({error})"))
+                    waiting.lapse("the approval could not be used").await;
+                    Confirmation::Refused(NotApproved::Unusable { by, error: error.to_string() })
                 }
             },
         },
         Ok(ApprovalWait::Denied { by }) => {
-            queued.used();
-            Confirmation::Refused(format!("toolgate: {by} denied this call to {}; it was not made", tool.exposed_name))
+            waiting.used();
+            Confirmation::Refused(NotApproved::DeniedBy(by))
         }
         Ok(ApprovalWait::AlreadyConsumed) => {
-            queued.used();
-            Confirmation::Refused("toolgate: that approval was already used".into())
+            waiting.used();
+            Confirmation::Refused(NotApproved::AlreadyUsed)
         }
         Ok(ApprovalWait::Lapsed) => {
-            queued.used();
-            Confirmation::Refused("toolgate: the approval lapsed before anyone decided; the call was not made".into())
+            waiting.used();
+            Confirmation::Refused(NotApproved::LapsedUndecided)
         }
         Ok(ApprovalWait::Expired | ApprovalWait::TimedOut) => {
             let timeout = spec.timeout.as_secs();
-            queued.lapse(&format!("nobody decided within {timeout} s; the call was refused")).await;
-            Confirmation::Refused(format!("toolgate: nobody approved this call within {timeout} s; it was not made"))
+            waiting.lapse(&format!("nobody decided within {timeout} s; the call was refused")).await;
+            Confirmation::Refused(NotApproved::TimedOut(timeout))
         }
         Err(error) => {
-            queued.lapse("waiting for the decision failed").await;
-            Confirmation::Refused(format!("toolgate: waiting for approval failed ({error})"))
+            waiting.lapse("waiting for the decision failed").await;
+            Confirmation::Refused(NotApproved::WaitFailed(error.to_string()))
         }
     };
     Some(outcome)
@@ -378,66 +471,6 @@ async fn by_queue(
 /// [`current_tool`]).
 fn recheck(gateway: &Shared, session: &SessionShared, approved: &ExposedTool) -> Result<Arc<ExposedTool>, Lapse> {
     current_tool(&gateway.catalog(), &gateway.policy(), &session.viewer(), approved)
-}
-
-/// The refusal (for the model) of a call whose session or caller already has as many approvals waiting as it may: audited, logged,
-/// and told to the model without queueing anything.
-pub(crate) fn queue_full(
-    gateway: &Shared,
-    session: &SessionShared,
-    tool: &ExposedTool,
-    exceeded: QuotaExceeded,
-) -> String {
-    let (scope, limit, setting) = match exceeded {
-        QuotaExceeded::Session(limit) => ("session", limit, "max_pending_approvals_per_session"),
-        QuotaExceeded::Caller(limit) => ("caller", limit, "max_pending_approvals_per_caller"),
-    };
-    tracing::warn!(
-        tool = %tool.exposed_name,
-        upstream = %tool.upstream_name,
-        caller = %session.caller.name,
-        scope,
-        limit,
-        "a call needing approval was refused: too many approvals already wait (raise [limits] {setting})"
-    );
-    let mut entry = audit::call_entry(AuditKind::Confirmation, session, tool);
-    entry.outcome = Some("queue_full".into());
-    entry.detail = Some(json!({"scope": scope, "limit": limit, "setting": setting}));
-    audit::record(gateway, entry);
-    format!(
-        "toolgate: this call to {} needs a person's approval, but this {scope} already has {limit} approvals \
-         waiting, the most allowed; it was not made. Wait for those to be decided before asking again.",
-        tool.exposed_name
-    )
-}
-
-/// Refuses a call whose approval lapsed, with a `confirmation` audit row saying why.
-fn lapsed(
-    gateway: &Shared,
-    session: &SessionShared,
-    approved: &ExposedTool,
-    approval_id: Option<&str>,
-    lapse: &Lapse,
-) -> Confirmation {
-    tracing::warn!(
-        tool = %approved.exposed_name,
-        upstream = %approved.upstream_name,
-        why = lapse.why,
-        "an approved call is not made: the tool changed while it waited"
-    );
-    let mut entry = audit::call_entry(AuditKind::Confirmation, session, approved);
-    entry.approval_id = approval_id.map(str::to_owned);
-    entry.outcome = Some("tool_changed".into());
-    entry.detail = Some(json!({
-        "reason": lapse.why,
-        "approvedFingerprint": approved.fingerprint,
-        "currentFingerprint": lapse.current_fingerprint,
-    }));
-    audit::record(gateway, entry);
-    Confirmation::Refused(format!(
-        "toolgate: the tool {} changed while this call waited for approval ({}); the call was not made",
-        approved.exposed_name, lapse.why
-    ))
 }
 
 /// A short, readable summary of the arguments for a person (never used to bind the approval).

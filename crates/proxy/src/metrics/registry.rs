@@ -93,6 +93,8 @@ pub(crate) enum Outcome {
     JsonRpcError,
     /// Not sent: the tool's upstream is down and reconnecting (the client gets an `isError` result saying so).
     UpstreamUnavailable,
+    /// The client cancelled the call (or closed its session) before it was answered: nothing was sent back.
+    Cancelled,
 }
 
 impl Outcome {
@@ -113,6 +115,7 @@ impl Outcome {
             Outcome::IsError => "is_error",
             Outcome::JsonRpcError => "jsonrpc_error",
             Outcome::UpstreamUnavailable => "upstream_unavailable",
+            Outcome::Cancelled => "cancelled",
         }
     }
 }
@@ -176,14 +179,15 @@ impl GatewayMetrics {
         }
     }
 
-    /// Counts one tools/call that reached a verdict.
-    pub(crate) fn count_call(&self, upstream: &str, tool: &str, verdict: Verdict, outcome: Outcome) {
+    /// Counts one tools/call, however it ended; one that reached no verdict (its name leads to no tool) has verdict
+    /// `none` and empty `upstream` and `tool` (the name is the client's choice: as a label it would be unbounded).
+    pub(crate) fn count_call(&self, upstream: &str, tool: &str, verdict: Option<Verdict>, outcome: Outcome) {
         let key = Key::from_parts(
             TOOL_CALLS,
             vec![
                 Label::new("upstream", upstream.to_owned()),
                 Label::new("tool", tool.to_owned()),
-                Label::from_static_parts("verdict", verdict_label(verdict)),
+                Label::from_static_parts("verdict", verdict.map_or("none", verdict_label)),
                 Label::from_static_parts("outcome", outcome.label()),
             ],
         );

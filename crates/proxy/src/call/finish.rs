@@ -1,0 +1,249 @@
+//! The end phase of every `tools/call`: however a call ends ([`CallExit`]: answered, refused for a typed
+//! [`Refusal`], or cancelled), [`finish`] runs once and does all of its bookkeeping: the audit row that records the
+//! exit, one `toolgate_tool_calls_total` increment, the session's taint, the span's outcome and one structured event,
+//! then the client's answer.
+//!
+//! The phases before it only hand over what they found ([`Trail`]) and how the call ended; none of them writes an
+//! audit row of an exit or counts a call, so no exit can be left without a record or counted twice. The one row
+//! written before the exit is a confirmation's `decision` row (and the queue's `pending` row), written as the person
+//! is asked, because the console shows calls that wait from it.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{Value, json};
+use toolgate_core::decision::Decision;
+use toolgate_core::display::bounded;
+use toolgate_core::policy::taints_session;
+use toolgate_store::{AuditEntry, AuditKind, PendingCall};
+use toolgate_upstream::jsonrpc;
+
+use crate::access::Lapse;
+use crate::catalog::ExposedTool;
+use crate::guard::audit;
+use crate::guard::confirm::NotApproved;
+use crate::metrics::registry::Outcome;
+use crate::state::session::SessionShared;
+use crate::state::shared::Shared;
+
+/// Longest tool name an audit row keeps of a name that leads to no tool (the client chose it).
+const UNKNOWN_NAME_CHARS: usize = 200;
+
+/// Why a call was not made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// The name leads to no tool this session may see.
+    Unknown,
+    /// The policy hides the tool (answered exactly as an unknown name).
+    Hidden,
+    /// The policy denies it.
+    Denied,
+    /// It needed a person's approval and did not get it.
+    NotApproved(NotApproved),
+    /// A person approved it (in the queue: `approval_id`), but the tool changed while they thought.
+    Lapsed { lapse: Lapse, approval_id: Option<String> },
+    /// Its upstream is down and reconnecting (this attempt).
+    Reconnecting(u32),
+    /// Its audit row could not be written.
+    AuditUnwritable(String),
+}
+
+/// How a call ended.
+pub(crate) enum CallExit {
+    /// The upstream was asked: its answer (or the failure to get one, `from_upstream` false), as the client gets it.
+    Answered { response: Value, from_upstream: bool },
+    /// It was not made.
+    Refused(Refusal),
+    /// The client cancelled it (or its session closed): no answer is sent.
+    Cancelled,
+}
+
+/// What a call got to before it ended.
+pub(crate) struct Trail {
+    /// The name the client asked for.
+    pub(crate) name: String,
+    /// The tool it led to and the arguments (`None`: no tool).
+    pub(crate) tool: Option<(Arc<ExposedTool>, Value)>,
+    /// The decision, once there was one.
+    pub(crate) decision: Option<Decision>,
+    /// The call's journaled row, once it was written.
+    pub(crate) row: Option<PendingCall>,
+    pub(crate) started: Instant,
+}
+
+impl Trail {
+    /// A call of `name` that has got nowhere yet.
+    pub(crate) fn new(name: String, started: Instant) -> Trail {
+        Trail { name, tool: None, decision: None, row: None, started }
+    }
+
+    fn micros(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_micros()).unwrap_or(u64::MAX)
+    }
+}
+
+/// The end phase: records how the call ended and returns the client's answer (`None` for a cancelled call).
+pub(crate) fn finish(
+    gateway: &Shared,
+    session: &SessionShared,
+    id: &Value,
+    mut trail: Trail,
+    exit: CallExit,
+) -> Option<Value> {
+    let row = trail.row.take();
+    let outcome = match &exit {
+        CallExit::Answered { response, .. } => Outcome::of(response),
+        CallExit::Refused(Refusal::Reconnecting(_)) => Outcome::UpstreamUnavailable,
+        CallExit::Refused(_) => Outcome::IsError,
+        CallExit::Cancelled => Outcome::Cancelled,
+    };
+    let verdict = trail.decision.as_ref().map(|decision| decision.verdict);
+    let (upstream, tool_name) = match &trail.tool {
+        Some((tool, _)) => (tool.upstream_name.as_str(), tool.original_name.as_str()),
+        None => ("", ""),
+    };
+    gateway.metrics.count_call(upstream, tool_name, verdict, outcome);
+    let span = tracing::Span::current();
+    span.record("outcome", outcome.label());
+    record_exit(gateway, session, &trail, row, &exit, outcome);
+    tracing::debug!(
+        session = %session.id,
+        tool = %tool_name,
+        upstream = %upstream,
+        verdict = ?verdict,
+        rule = trail.decision.as_ref().map(Decision::rule),
+        outcome = outcome.label(),
+        micros = trail.micros(),
+        "tools/call"
+    );
+    match exit {
+        CallExit::Answered { response, from_upstream } => {
+            if let Some((tool, _)) = &trail.tool
+                && taints_session(&tool.hints, from_upstream)
+            {
+                session.taint();
+            }
+            Some(response)
+        }
+        CallExit::Refused(refusal) => Some(tool_error(id, &message(&trail, &refusal))),
+        CallExit::Cancelled => None,
+    }
+}
+
+/// The audit row that records the exit.
+fn record_exit(
+    gateway: &Shared,
+    session: &SessionShared,
+    trail: &Trail,
+    row: Option<PendingCall>,
+    exit: &CallExit,
+    outcome: Outcome,
+) {
+    let micros = trail.micros();
+    if let Some(row) = row {
+        // A journaled call has one row, completed with the outcome (ok, is_error, jsonrpc_error, cancelled).
+        row.finish(outcome.label(), micros);
+        return;
+    }
+    let (Some((tool, arguments)), Some(decision)) = (&trail.tool, &trail.decision) else {
+        // No tool: the name the client asked for, bounded (the client chose it), and that it leads nowhere.
+        let mut entry = AuditEntry::new(AuditKind::Decision);
+        entry.session = Some(session.id.clone());
+        entry.caller = Some(toolgate_store::Caller {
+            identity: Some(session.caller.name.clone()),
+            scopes: session.caller.scopes.clone(),
+        });
+        entry.tool = Some(bounded(&trail.name, UNKNOWN_NAME_CHARS));
+        entry.outcome = Some("unknown_tool".into());
+        entry.duration_us = Some(micros);
+        audit::record(gateway, entry);
+        return;
+    };
+    match exit {
+        CallExit::Refused(Refusal::Hidden | Refusal::Denied) => {
+            audit::record(gateway, audit::decision_entry(session, tool, decision, arguments));
+        }
+        CallExit::Refused(Refusal::Reconnecting(_)) => {
+            let mut entry = audit::decision_entry(session, tool, decision, arguments);
+            entry.outcome = Some(outcome.label().to_owned());
+            entry.duration_us = Some(micros);
+            audit::record(gateway, entry);
+        }
+        CallExit::Refused(Refusal::Lapsed { lapse, approval_id }) => {
+            tracing::warn!(
+                tool = %tool.exposed_name,
+                upstream = %tool.upstream_name,
+                why = lapse.why,
+                "an approved call is not made: the tool changed while it waited"
+            );
+            let mut entry = audit::call_entry(AuditKind::Confirmation, session, tool);
+            entry.approval_id.clone_from(approval_id);
+            entry.outcome = Some("tool_changed".into());
+            entry.detail = Some(json!({
+                "reason": lapse.why,
+                "approvedFingerprint": tool.fingerprint,
+                "currentFingerprint": lapse.current_fingerprint,
+            }));
+            audit::record(gateway, entry);
+        }
+        CallExit::Refused(Refusal::NotApproved(NotApproved::QueueFull(exceeded))) => {
+            let (scope, limit, setting) = exceeded.setting();
+            tracing::warn!(
+                tool = %tool.exposed_name,
+                upstream = %tool.upstream_name,
+                caller = %session.caller.name,
+                scope,
+                limit,
+                "a call needing approval was refused: too many approvals already wait (raise [limits] {setting})"
+            );
+            let mut entry = audit::call_entry(AuditKind::Confirmation, session, tool);
+            entry.outcome = Some("queue_full".into());
+            entry.detail = Some(json!({"scope": scope, "limit": limit, "setting": setting}));
+            audit::record(gateway, entry);
+        }
+        // Recorded by the decision row written as the person was asked (the console shows waiting calls from it).
+        CallExit::Refused(Refusal::NotApproved(_)) | CallExit::Cancelled => {}
+        // Nothing can be recorded: the audit log cannot be written.
+        CallExit::Refused(Refusal::AuditUnwritable(_)) => {}
+        // With a store every answered call has its journaled row (above); without one nothing is recorded.
+        CallExit::Answered { .. } => {}
+        // A name that leads to no tool has no tool (above).
+        CallExit::Refused(Refusal::Unknown) => {}
+    }
+}
+
+/// What the model is told about a refused call.
+fn message(trail: &Trail, refusal: &Refusal) -> String {
+    let exposed = trail.tool.as_ref().map(|(tool, _)| tool.exposed_name.as_str()).unwrap_or(&trail.name);
+    match refusal {
+        // The same words for both, as the TypeScript and Python SDKs answer an unknown tool, so a hidden tool
+        // cannot be told from a missing one.
+        Refusal::Unknown | Refusal::Hidden => format!("Unknown tool: {}", trail.name),
+        Refusal::Denied => {
+            let reasons: Vec<&str> = trail
+                .decision
+                .iter()
+                .flat_map(|decision| decision.reasons.iter().take(3))
+                .map(|reason| reason.detail.as_str())
+                .collect();
+            format!("toolgate refused this call: {}", reasons.join("; "))
+        }
+        Refusal::NotApproved(not_approved) => not_approved.message(exposed),
+        Refusal::Lapsed { lapse, .. } => format!(
+            "toolgate: the tool {exposed} changed while this call waited for approval ({}); the call was not made",
+            lapse.why
+        ),
+        Refusal::Reconnecting(attempt) => {
+            let upstream = trail.tool.as_ref().map(|(tool, _)| tool.upstream_name.as_str()).unwrap_or_default();
+            format!("toolgate: upstream `{upstream}` is reconnecting (attempt {attempt}); retry later")
+        }
+        Refusal::AuditUnwritable(error) => {
+            format!("toolgate: the audit log cannot be written ({error}); the call was not made")
+        }
+    }
+}
+
+/// An `isError` result the model reads.
+pub(crate) fn tool_error(id: &Value, message: &str) -> Value {
+    jsonrpc::response(id, json!({"content": [{"type": "text", "text": message}], "isError": true}))
+}
