@@ -1,4 +1,5 @@
-//! Fingerprints of tool definitions: SHA-256 over the RFC 8785 (JCS) canonical JSON, whole and per field.
+//! Fingerprints of tool definitions, and of the other definitions a pinned upstream publishes (prompts, resources,
+//! templates, instructions): SHA-256 over the RFC 8785 (JCS) canonical JSON, whole and per field.
 //!
 //! The whole digest pins a definition (annotations included); per-field digests let a later comparison say what
 //! changed (`description`, `inputSchema`, `annotations.readOnlyHint`, ...). Canonicalization makes both stable
@@ -95,6 +96,13 @@ fn hex_digit(nibble: u8) -> char {
 /// Fingerprints a tool definition as it was received.
 pub fn fingerprint_tool(tool: &ToolDefinition) -> Result<ToolFingerprint, FingerprintError> {
     fingerprint_object(tool.raw())
+}
+
+/// Fingerprints any other definition an upstream publishes (a prompt, a resource, a resource template, the server's
+/// instructions as `{"instructions": text}`) the same way: whole, and per top-level field so a diff can name the
+/// field that changed.
+pub fn fingerprint_definition(raw: &Map<String, Value>) -> Result<ToolFingerprint, FingerprintError> {
+    fingerprint_object(raw)
 }
 
 fn fingerprint_object(raw: &Map<String, Value>) -> Result<ToolFingerprint, FingerprintError> {

@@ -81,11 +81,29 @@ impl Store {
         decision: PinDecision,
         decided_by: &str,
     ) -> Result<AuditReceipt, StoreError> {
+        self.record_pin_decision_of(upstream, crate::PinKind::Tool, tool, fingerprint, decision, decided_by).await
+    }
+
+    /// [`Store::record_pin_decision`] for a definition of any kind; a row about another kind than a tool says which
+    /// in `detail.kind` (and `tool` holds the definition's name).
+    pub async fn record_pin_decision_of(
+        &self,
+        upstream: &str,
+        kind: crate::PinKind,
+        name: &str,
+        fingerprint: &str,
+        decision: PinDecision,
+        decided_by: &str,
+    ) -> Result<AuditReceipt, StoreError> {
         let mut row = blank_row(PIN_DECISION_KIND, decided_by);
         row.upstream = Some(upstream.to_owned());
-        row.tool = Some(tool.to_owned());
+        row.tool = Some(name.to_owned());
         row.outcome = Some(decision.as_str().to_owned());
-        row.detail = Some(json!({"fingerprint": fingerprint, "decision": decision.as_str(), "decided_by": decided_by}));
+        let mut detail = json!({"fingerprint": fingerprint, "decision": decision.as_str(), "decided_by": decided_by});
+        if kind != crate::PinKind::Tool {
+            detail["kind"] = json!(kind.as_str());
+        }
+        row.detail = Some(detail);
         self.append_one(row).await
     }
 

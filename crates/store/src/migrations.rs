@@ -22,6 +22,7 @@ const SQLITE: &[(i64, &str, &str)] = &[
     (6, "audit checkpoint", include_str!("../migrations/sqlite/0006_audit_checkpoint.sql")),
     (7, "audit text", include_str!("../migrations/sqlite/0007_audit_text.sql")),
     (8, "approval lapse", include_str!("../migrations/sqlite/0008_approval_lapse.sql")),
+    (9, "pin kinds", include_str!("../migrations/sqlite/0009_pin_kinds.sql")),
 ];
 
 /// The newest migration this build applies.

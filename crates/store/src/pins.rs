@@ -1,5 +1,6 @@
-//! Tool pins: the definition an operator approved for `(upstream, tool)`, and changed definitions held in
-//! quarantine with a field-by-field diff until someone approves or rejects them.
+//! Pins: the definition an operator approved for `(upstream, kind, name)`, and changed definitions held in
+//! quarantine with a field-by-field diff until someone approves or rejects them. Tools are the first kind; a pinned
+//! upstream's prompts, resources, resource templates and server instructions are pinned the same way ([`PinKind`]).
 //!
 //! The store compares fingerprints and keeps records; whether an unpinned tool is trusted on first use, or a
 //! quarantined one hidden, is the proxy's policy. Approving takes the fingerprint the approver saw, so a change
@@ -9,28 +10,75 @@ use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use serde::Serialize;
+use serde_json::Map;
 use serde_json::Value;
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
-use toolgate_core::fingerprint::{FieldChange, ToolFingerprint, diff_fingerprints, fingerprint_tool};
+use toolgate_core::fingerprint::{
+    FieldChange, ToolFingerprint, diff_fingerprints, fingerprint_definition, fingerprint_tool,
+};
 use toolgate_core::{EffectiveHints, ToolDefinition};
 
 use crate::Backend;
 use crate::error::StoreError;
 use crate::time::format_rfc3339;
 
-/// One tool as an upstream lists it now: what a pin is compared with.
+/// What kind of definition a pin holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PinKind {
+    /// A tool (`tools/list`), named by its name.
+    Tool,
+    /// A prompt (`prompts/list`), named by its name.
+    Prompt,
+    /// A listed resource (`resources/list`), named by its URI.
+    Resource,
+    /// A resource template (`resources/templates/list`), named by its `uriTemplate`.
+    ResourceTemplate,
+    /// The server's `instructions` from `initialize`, named [`INSTRUCTIONS`].
+    Instructions,
+}
+
+/// The name of an upstream's instructions pin (there is one per upstream).
+pub const INSTRUCTIONS: &str = "instructions";
+
+impl PinKind {
+    /// Every kind, in the order they are listed.
+    pub const ALL: [PinKind; 5] =
+        [PinKind::Tool, PinKind::Prompt, PinKind::Resource, PinKind::ResourceTemplate, PinKind::Instructions];
+
+    /// The name stored and shown: `tool`, `prompt`, `resource`, `resource_template`, `instructions`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PinKind::Tool => "tool",
+            PinKind::Prompt => "prompt",
+            PinKind::Resource => "resource",
+            PinKind::ResourceTemplate => "resource_template",
+            PinKind::Instructions => "instructions",
+        }
+    }
+
+    /// The kind [`PinKind::as_str`] names.
+    pub fn parse(text: &str) -> Option<PinKind> {
+        PinKind::ALL.into_iter().find(|kind| kind.as_str() == text)
+    }
+}
+
+/// One definition as an upstream lists it now: what a pin is compared with.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolSnapshot {
     /// The upstream's configured name.
     pub upstream: String,
-    /// The tool's name at the upstream.
+    /// What kind of definition this is.
+    pub kind: PinKind,
+    /// Its name at the upstream: a tool's or prompt's name, a resource's URI, a template's `uriTemplate`, or
+    /// [`INSTRUCTIONS`].
     pub tool: String,
     /// Whole and per-field digests of `definition`.
     pub fingerprint: ToolFingerprint,
     /// The definition as received.
     pub definition: Value,
-    /// The effective hints with their sources, as JSON.
+    /// The effective hints with their sources, as JSON (`null` for kinds other than tools).
     pub effective_hints: Value,
 }
 
@@ -39,11 +87,30 @@ impl ToolSnapshot {
     pub fn new(upstream: &str, definition: &ToolDefinition, effective: &EffectiveHints) -> Result<Self, StoreError> {
         Ok(ToolSnapshot {
             upstream: upstream.to_owned(),
+            kind: PinKind::Tool,
             tool: definition.name().to_owned(),
             fingerprint: fingerprint_tool(definition)?,
             definition: Value::Object(definition.raw().clone()),
             effective_hints: serde_json::to_value(effective)
                 .map_err(|source| StoreError::Json { what: "effective hints", source })?,
+        })
+    }
+
+    /// Fingerprints a definition of another kind (a prompt, resource or template as listed; instructions as
+    /// `{"instructions": text}`).
+    pub fn of_content(
+        upstream: &str,
+        kind: PinKind,
+        name: &str,
+        definition: Map<String, Value>,
+    ) -> Result<Self, StoreError> {
+        Ok(ToolSnapshot {
+            upstream: upstream.to_owned(),
+            kind,
+            tool: name.to_owned(),
+            fingerprint: fingerprint_definition(&definition)?,
+            definition: Value::Object(definition),
+            effective_hints: Value::Null,
         })
     }
 }
@@ -93,7 +160,7 @@ pub struct PinStore {
 
 macro_rules! pin_columns {
     () => {
-        "upstream, tool, fingerprint, field_digests, definition, effective_hints"
+        "upstream, kind, tool, fingerprint, field_digests, definition, effective_hints"
     };
 }
 
@@ -104,40 +171,47 @@ impl PinStore {
 
     /// The pin of one tool.
     pub async fn get(&self, upstream: &str, tool: &str) -> Result<Option<PinnedTool>, StoreError> {
+        self.get_of(upstream, PinKind::Tool, tool).await
+    }
+
+    /// The pin of one definition of any kind.
+    pub async fn get_of(&self, upstream: &str, kind: PinKind, name: &str) -> Result<Option<PinnedTool>, StoreError> {
         let Backend::Sqlite(pool) = &self.backend;
         let row = sqlx::query(concat!(
             "SELECT ",
             pin_columns!(),
-            ", approved_at, approved_by FROM pins WHERE upstream = ? AND tool = ?"
+            ", approved_at, approved_by FROM pins WHERE upstream = ? AND kind = ? AND tool = ?"
         ))
         .bind(upstream)
-        .bind(tool)
+        .bind(kind.as_str())
+        .bind(name)
         .fetch_optional(pool)
         .await?;
         row.as_ref().map(decode_pin).transpose()
     }
 
-    /// Every pin, by upstream then tool.
+    /// Every pin, by upstream, kind, then name.
     pub async fn list(&self) -> Result<Vec<PinnedTool>, StoreError> {
         let Backend::Sqlite(pool) = &self.backend;
         let rows = sqlx::query(concat!(
             "SELECT ",
             pin_columns!(),
-            ", approved_at, approved_by FROM pins ORDER BY upstream, tool"
+            ", approved_at, approved_by FROM pins ORDER BY upstream, kind, tool"
         ))
         .fetch_all(pool)
         .await?;
         rows.iter().map(decode_pin).collect()
     }
 
-    /// Pins `snapshot` (approving it), replacing any earlier pin and clearing a pending change for the tool.
+    /// Pins `snapshot` (approving it), replacing any earlier pin and clearing a pending change for the definition.
     pub async fn upsert(&self, snapshot: &ToolSnapshot, approved_by: &str) -> Result<PinnedTool, StoreError> {
         let Backend::Sqlite(pool) = &self.backend;
         let approved_at = format_rfc3339(SystemTime::now());
         let mut transaction = pool.begin_with("BEGIN IMMEDIATE").await?;
         write_pin(&mut transaction, snapshot, &approved_at, approved_by).await?;
-        sqlx::query("DELETE FROM pin_changes WHERE upstream = ? AND tool = ?")
+        sqlx::query("DELETE FROM pin_changes WHERE upstream = ? AND kind = ? AND tool = ?")
             .bind(&snapshot.upstream)
+            .bind(snapshot.kind.as_str())
             .bind(&snapshot.tool)
             .execute(&mut *transaction)
             .await?;
@@ -148,19 +222,20 @@ impl PinStore {
     /// Compares a listed tool with its pin: unpinned, matching (a stale pending change is dropped), or changed (the
     /// new definition is quarantined with its diff, replacing an older pending change).
     pub async fn observe(&self, snapshot: &ToolSnapshot) -> Result<PinObservation, StoreError> {
-        let Some(pin) = self.get(&snapshot.upstream, &snapshot.tool).await? else {
+        let Some(pin) = self.get_of(&snapshot.upstream, snapshot.kind, &snapshot.tool).await? else {
             return Ok(PinObservation::Unpinned);
         };
         let Backend::Sqlite(pool) = &self.backend;
         if pin.snapshot.fingerprint.whole == snapshot.fingerprint.whole {
-            sqlx::query("DELETE FROM pin_changes WHERE upstream = ? AND tool = ?")
+            sqlx::query("DELETE FROM pin_changes WHERE upstream = ? AND kind = ? AND tool = ?")
                 .bind(&snapshot.upstream)
+                .bind(snapshot.kind.as_str())
                 .bind(&snapshot.tool)
                 .execute(pool)
                 .await?;
             return Ok(PinObservation::Matches(pin));
         }
-        if let Some(pending) = self.pending(&snapshot.upstream, &snapshot.tool).await?
+        if let Some(pending) = self.pending_of(&snapshot.upstream, snapshot.kind, &snapshot.tool).await?
             && pending.proposed.fingerprint.whole == snapshot.fingerprint.whole
             && pending.pinned_fingerprint == pin.snapshot.fingerprint.whole
         {
@@ -179,7 +254,7 @@ impl PinStore {
     /// Records a tool that has no pin yet as a pending change (an empty pinned fingerprint, every field added), so
     /// a person can review and approve it like any change; returns it. A tool already pending is left as it is.
     pub async fn propose_new(&self, snapshot: &ToolSnapshot) -> Result<PendingPinChange, StoreError> {
-        if let Some(pending) = self.pending(&snapshot.upstream, &snapshot.tool).await?
+        if let Some(pending) = self.pending_of(&snapshot.upstream, snapshot.kind, &snapshot.tool).await?
             && pending.proposed.fingerprint.whole == snapshot.fingerprint.whole
         {
             return Ok(pending);
@@ -206,9 +281,10 @@ impl PinStore {
             "INSERT OR REPLACE INTO pin_changes (",
             pin_columns!(),
             ", pinned_fingerprint, changes, detected_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         ))
         .bind(&snapshot.upstream)
+        .bind(snapshot.kind.as_str())
         .bind(&snapshot.tool)
         .bind(&snapshot.fingerprint.whole)
         .bind(json_text(&snapshot.fingerprint.fields)?)
@@ -224,27 +300,38 @@ impl PinStore {
 
     /// The pending change of one tool.
     pub async fn pending(&self, upstream: &str, tool: &str) -> Result<Option<PendingPinChange>, StoreError> {
+        self.pending_of(upstream, PinKind::Tool, tool).await
+    }
+
+    /// The pending change of one definition of any kind.
+    pub async fn pending_of(
+        &self,
+        upstream: &str,
+        kind: PinKind,
+        name: &str,
+    ) -> Result<Option<PendingPinChange>, StoreError> {
         let Backend::Sqlite(pool) = &self.backend;
         let row = sqlx::query(concat!(
             "SELECT ",
             pin_columns!(),
             ", pinned_fingerprint, changes, detected_at FROM pin_changes \
-             WHERE upstream = ? AND tool = ?"
+             WHERE upstream = ? AND kind = ? AND tool = ?"
         ))
         .bind(upstream)
-        .bind(tool)
+        .bind(kind.as_str())
+        .bind(name)
         .fetch_optional(pool)
         .await?;
         row.as_ref().map(decode_pending).transpose()
     }
 
-    /// Every pending change, by upstream then tool.
+    /// Every pending change, by upstream, kind, then name.
     pub async fn list_pending(&self) -> Result<Vec<PendingPinChange>, StoreError> {
         let Backend::Sqlite(pool) = &self.backend;
         let rows = sqlx::query(concat!(
             "SELECT ",
             pin_columns!(),
-            ", pinned_fingerprint, changes, detected_at FROM pin_changes ORDER BY upstream, tool"
+            ", pinned_fingerprint, changes, detected_at FROM pin_changes ORDER BY upstream, kind, tool"
         ))
         .fetch_all(pool)
         .await?;
@@ -259,22 +346,48 @@ impl PinStore {
         fingerprint: &str,
         approved_by: &str,
     ) -> Result<PinnedTool, StoreError> {
-        let pending = self.pending(upstream, tool).await?;
+        self.approve_pending_of(upstream, PinKind::Tool, tool, fingerprint, approved_by).await
+    }
+
+    /// Pins the pending change of a definition of any kind, only if its fingerprint is the one the approver saw.
+    pub async fn approve_pending_of(
+        &self,
+        upstream: &str,
+        kind: PinKind,
+        name: &str,
+        fingerprint: &str,
+        approved_by: &str,
+    ) -> Result<PinnedTool, StoreError> {
+        let pending = self.pending_of(upstream, kind, name).await?;
         let Some(pending) = pending.filter(|pending| pending.proposed.fingerprint.whole == fingerprint) else {
-            return Err(StoreError::NotFound(format!("no pending change {fingerprint} for {upstream}/{tool}")));
+            return Err(StoreError::NotFound(format!(
+                "no pending change {fingerprint} for {} {upstream}/{name}",
+                kind.as_str()
+            )));
         };
         self.upsert(&pending.proposed, approved_by).await
     }
 
     /// Drops the pending change of a tool (the pin stays as it was); returns what was dropped.
     pub async fn reject_pending(&self, upstream: &str, tool: &str) -> Result<PendingPinChange, StoreError> {
-        let Some(pending) = self.pending(upstream, tool).await? else {
-            return Err(StoreError::NotFound(format!("no pending change for {upstream}/{tool}")));
+        self.reject_pending_of(upstream, PinKind::Tool, tool).await
+    }
+
+    /// Drops the pending change of a definition of any kind (the pin stays as it was); returns what was dropped.
+    pub async fn reject_pending_of(
+        &self,
+        upstream: &str,
+        kind: PinKind,
+        name: &str,
+    ) -> Result<PendingPinChange, StoreError> {
+        let Some(pending) = self.pending_of(upstream, kind, name).await? else {
+            return Err(StoreError::NotFound(format!("no pending change for {} {upstream}/{name}", kind.as_str())));
         };
         let Backend::Sqlite(pool) = &self.backend;
-        sqlx::query("DELETE FROM pin_changes WHERE upstream = ? AND tool = ? AND fingerprint = ?")
+        sqlx::query("DELETE FROM pin_changes WHERE upstream = ? AND kind = ? AND tool = ? AND fingerprint = ?")
             .bind(upstream)
-            .bind(tool)
+            .bind(kind.as_str())
+            .bind(name)
             .bind(&pending.proposed.fingerprint.whole)
             .execute(pool)
             .await?;
@@ -291,9 +404,10 @@ async fn write_pin(
     sqlx::query(concat!(
         "INSERT OR REPLACE INTO pins (",
         pin_columns!(),
-        ", approved_at, approved_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+        ", approved_at, approved_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
     ))
     .bind(&snapshot.upstream)
+    .bind(snapshot.kind.as_str())
     .bind(&snapshot.tool)
     .bind(&snapshot.fingerprint.whole)
     .bind(json_text(&snapshot.fingerprint.fields)?)
@@ -316,8 +430,10 @@ fn parse_json<T: serde::de::DeserializeOwned>(row: &SqliteRow, column: &'static 
 }
 
 fn decode_snapshot(row: &SqliteRow) -> Result<ToolSnapshot, StoreError> {
+    let kind: String = row.try_get("kind")?;
     Ok(ToolSnapshot {
         upstream: row.try_get("upstream")?,
+        kind: PinKind::parse(&kind).ok_or(StoreError::Corrupt { what: "pin kind", detail: kind })?,
         tool: row.try_get("tool")?,
         fingerprint: ToolFingerprint { whole: row.try_get("fingerprint")?, fields: parse_json(row, "field_digests")? },
         definition: parse_json(row, "definition")?,
