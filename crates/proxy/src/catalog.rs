@@ -15,9 +15,10 @@
 //!
 //! A quarantined definition (changed since it was pinned, or new on a pinned upstream) is exposed as untrusted
 //! whatever the upstream's trust: nobody reviewed it, so its declared hints may only tighten. Trusting it would let
-//! a rug pull relax its own hints past read-only mode or a deny rule.
+//! a rug pull relax its own hints past read-only mode or a deny rule. A pinned upstream's prompts, resources and
+//! templates that are not their approved pin are held back (`held`): left out of every list, and refused by name.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
@@ -28,6 +29,11 @@ use toolgate_core::{EffectiveHints, Hint, HintOverrides, HintSource, ToolDefinit
 use toolgate_spec::{Quarantine, UpstreamSpec};
 use toolgate_upstream::ListKind;
 
+use toolgate_store::PinKind;
+
+use self::held::HeldContent;
+pub use self::held::HeldItem;
+pub(crate) use self::held::content_items;
 use crate::guard::results::remove_foreign_meta;
 use crate::naming::exposed_name;
 use crate::resource_index::ResourceIndex;
@@ -49,6 +55,8 @@ pub struct UpstreamListing {
     /// For each kind, the server offered more pages than were read: enough items (or bytes) had arrived for the
     /// configured maxima.
     pub unread_pages: ByKind<bool>,
+    /// The server's `instructions` from `initialize` (pinned like the lists on a pinned upstream).
+    pub instructions: Option<String>,
 }
 
 /// One value for each kind of listing.
@@ -99,6 +107,9 @@ pub struct CheckedListing {
     pub approved: Option<HashMap<String, String>>,
     /// Items of each kind the upstream listed beyond the configured maxima (count or bytes), dropped.
     pub dropped: ByKind<usize>,
+    /// For a pinned upstream, its prompts, resources, templates and instructions (kind and name) whose listed
+    /// definition matched their approved pin when checked; every other one is held back. `None` when not pinned.
+    pub content_approved: Option<HashSet<(PinKind, String)>>,
 }
 
 impl CheckedListing {
@@ -120,12 +131,36 @@ impl CheckedListing {
                 Some((tool.name().to_owned(), fingerprint.whole))
             })
             .collect();
+        let content = content_items(&listing).into_iter().map(|(kind, name, _)| (kind, name)).collect();
         CheckedListing {
             listing: Arc::new(listing),
             approved: Some(fingerprints.clone()),
             fingerprints,
             dropped: ByKind::default(),
+            content_approved: Some(content),
         }
+    }
+
+    /// Whether this listing's `kind` definition `name` (not a tool) is held back: on the pinned upstream `spec`,
+    /// every one that is not its approved pin, and every one of a listing never checked against the pins.
+    pub fn holds(&self, spec: &UpstreamSpec, kind: PinKind, name: &str) -> bool {
+        match &self.content_approved {
+            Some(approved) => !approved.contains(&(kind, name.to_owned())),
+            None => spec.trust.level == TrustLevel::Pinned,
+        }
+    }
+
+    /// The prompts, resources, templates and instructions of this listing that a pinned upstream's check held back
+    /// (kind and name), sorted.
+    pub fn held_content(&self) -> Vec<(PinKind, String)> {
+        let Some(approved) = &self.content_approved else { return Vec::new() };
+        let mut held: Vec<(PinKind, String)> = content_items(&self.listing)
+            .into_iter()
+            .map(|(kind, name, _)| (kind, name))
+            .filter(|item| !approved.contains(item))
+            .collect();
+        held.sort();
+        held
     }
 
     /// Whether the definition of `name` with this fingerprint waits for a person: on a pinned upstream, every
@@ -201,6 +236,8 @@ pub struct Catalog {
     prompt_index: HashMap<String, usize>,
     /// Listed resources and templates with their owners (configuration order wins).
     resources: ResourceIndex,
+    /// A pinned upstream's prompts, resources and templates held back until approved.
+    held: HeldContent,
     resource_servers: Vec<usize>,
     /// One line per name that lost a collision.
     pub collisions: Vec<String>,
@@ -247,14 +284,32 @@ impl Catalog {
                 every_tool_closed &= open_world == Some(false);
             }
             catalog.content_open_world.push(spec.trust.open_world_content.unwrap_or(!every_tool_closed));
+            let held = |kind: PinKind, raw: &Value, key: &str| {
+                let name = raw.get(key).and_then(Value::as_str)?;
+                checked.holds(spec, kind, name).then(|| HeldItem {
+                    upstream,
+                    upstream_name: spec.name.clone(),
+                    kind,
+                    name: name.to_owned(),
+                })
+            };
             for raw in &listing.prompts {
-                catalog.add_prompt(upstream, spec, raw, specs);
+                match held(PinKind::Prompt, raw, "name") {
+                    Some(item) => catalog.held.hold_prompt(&exposed_name(&spec.prefix, &item.name), item),
+                    None => catalog.add_prompt(upstream, spec, raw, specs),
+                }
             }
             for raw in &listing.resources {
-                catalog.add_resource(upstream, raw, specs);
+                match held(PinKind::Resource, raw, "uri") {
+                    Some(item) => catalog.held.hold_resource(item),
+                    None => catalog.add_resource(upstream, raw, specs),
+                }
             }
             for raw in &listing.templates {
-                catalog.add_template(upstream, raw, specs);
+                match held(PinKind::ResourceTemplate, raw, "uriTemplate") {
+                    Some(item) => catalog.held.hold_template(item),
+                    None => catalog.add_template(upstream, raw, specs),
+                }
             }
         }
         catalog
@@ -310,8 +365,15 @@ impl Catalog {
     fn add_prompt(&mut self, upstream: usize, spec: &UpstreamSpec, raw: &Value, specs: &[UpstreamSpec]) {
         let Some(original_name) = raw.get("name").and_then(Value::as_str) else { return };
         let name = exposed_name(&spec.prefix, original_name);
-        if let Some(owner) = self.prompt_index.get(&name).and_then(|index| self.prompts.get(*index)) {
-            let owner_name = specs.get(owner.upstream).map(|owner| owner.name.as_str()).unwrap_or_default();
+        // A held prompt keeps its name: a later upstream's prompt is not served in its place.
+        let owner = self
+            .prompt_index
+            .get(&name)
+            .and_then(|index| self.prompts.get(*index))
+            .map(|owner| owner.upstream)
+            .or_else(|| self.held.prompt(&name).map(|held| held.upstream));
+        if let Some(owner) = owner {
+            let owner_name = specs.get(owner).map(|owner| owner.name.as_str()).unwrap_or_default();
             self.collisions.push(format!(
                 "prompt `{name}` of upstream `{}` is hidden: upstream `{owner_name}` exposes the same name",
                 spec.name
@@ -335,6 +397,17 @@ impl Catalog {
         if let Some(collision) = self.resources.add_template(upstream, raw, specs) {
             self.collisions.push(collision);
         }
+    }
+
+    /// The held prompt clients call `name`, when no upstream serves a prompt of that name.
+    pub fn held_prompt(&self, name: &str) -> Option<&HeldItem> {
+        self.held.prompt(name)
+    }
+
+    /// The held resource or template that would serve `uri`, unless an earlier upstream (or the same one, with an
+    /// approved definition) serves it.
+    pub fn held_resource(&self, uri: &str) -> Option<&HeldItem> {
+        self.held.resource(uri).filter(|held| self.resources.owner(uri).is_none_or(|owner| owner > held.upstream))
     }
 
     /// The upstream that declared a resource template with exactly this `uriTemplate` (the earliest one).
@@ -540,5 +613,6 @@ pub struct CatalogContext {
     pub quarantine: Quarantine,
 }
 
+mod held;
 #[cfg(test)]
 mod tests;

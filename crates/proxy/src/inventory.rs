@@ -229,6 +229,7 @@ mod tests {
                 fingerprints,
                 listing: Arc::new(UpstreamListing { tools, ..Default::default() }),
                 dropped: Default::default(),
+                content_approved: Some(std::collections::HashSet::new()),
             }))
         };
         let unpinned = |tools: Value| {

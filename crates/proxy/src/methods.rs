@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
+use toolgate_store::{INSTRUCTIONS, PinKind};
 use toolgate_upstream::jsonrpc::{self, codes};
 
 use crate::access::visible_tools;
@@ -76,15 +77,30 @@ fn initialize_result(gateway: &Shared, session: &SessionShared, params: &Value) 
         .upstreams
         .iter()
         .filter_map(|runtime| {
-            let connection = runtime.connection()?;
-            let text = connection.initialize_outcome().instructions.clone()?;
-            Some(quote_instructions(&runtime.spec.name, &text))
+            runtime.connection()?;
+            // The instructions that were checked with the lists: a pinned upstream's are withheld while they are not
+            // their approved pin (a changed text could tell the model anything).
+            let checked = runtime.checked_listing()?;
+            let text = checked.listing.instructions.as_deref()?;
+            if checked.holds(&runtime.spec, PinKind::Instructions, INSTRUCTIONS) {
+                return Some(withheld_instructions(&runtime.spec.name));
+            }
+            Some(quote_instructions(&runtime.spec.name, text))
         })
         .collect();
     if !instructions.is_empty() {
         result["instructions"] = Value::String(instructions.join("\n\n"));
     }
     result
+}
+
+/// toolgate's line in place of a pinned upstream's instructions that changed since they were approved.
+fn withheld_instructions(upstream: &str) -> String {
+    format!(
+        "[toolgate: the instructions of upstream \"{}\" changed since they were pinned and are withheld until a person \
+         approves them]",
+        toolgate_core::display::bounded(upstream, 200)
+    )
 }
 
 /// The most characters of one upstream's instructions relayed to clients.
@@ -190,6 +206,9 @@ async fn get_prompt(
     let name = params.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
     let catalog = gateway.catalog();
     let Some(prompt) = catalog.prompt(&name) else {
+        if let Some(held) = catalog.held_prompt(&name) {
+            return Some(jsonrpc::error_response(id, codes::INVALID_PARAMS, &held.refusal()));
+        }
         return Some(jsonrpc::error_response(id, codes::INVALID_PARAMS, &format!("unknown prompt: {name}")));
     };
     params["name"] = Value::String(prompt.original_name.clone());
@@ -205,7 +224,11 @@ async fn route_by_uri(
     cancel: &CancellationToken,
 ) -> Option<Value> {
     let uri = params.get("uri").and_then(Value::as_str).unwrap_or_default();
-    match gateway.catalog().resource_owner(uri) {
+    let catalog = gateway.catalog();
+    if let Some(held) = catalog.held_resource(uri) {
+        return Some(jsonrpc::error_response(id, RESOURCE_NOT_FOUND, &held.refusal()));
+    }
+    match catalog.resource_owner(uri) {
         Some(upstream) => forward(gateway, session, id, upstream, method, params, cancel).await,
         None => Some(jsonrpc::error_response(id, RESOURCE_NOT_FOUND, &format!("resource not found: {uri}"))),
     }
@@ -220,6 +243,9 @@ async fn subscribe(
     subscribe: bool,
 ) -> Option<Value> {
     let uri = params.get("uri").and_then(Value::as_str).unwrap_or_default().to_owned();
+    if let Some(held) = gateway.catalog().held_resource(&uri) {
+        return Some(jsonrpc::error_response(id, RESOURCE_NOT_FOUND, &held.refusal()));
+    }
     let Some(upstream) = gateway.catalog().resource_owner(&uri) else {
         return Some(jsonrpc::error_response(id, RESOURCE_NOT_FOUND, &format!("resource not found: {uri}")));
     };

@@ -309,7 +309,10 @@ impl ListingRequests {
 
 /// Lists every kind the server declared a capability for, each only until its maxima in `limits` are reached.
 pub async fn list_everything(connection: &Connection, limits: &Limits) -> Result<UpstreamListing, UpstreamError> {
-    relist(connection, &UpstreamListing::default(), &ListKind::ALL, limits).await
+    let mut listing = relist(connection, &UpstreamListing::default(), &ListKind::ALL, limits).await?;
+    // Kept with the lists, so what is pinned and what is relayed in `initialize` are the same text.
+    listing.instructions = connection.initialize_outcome().instructions.clone();
+    Ok(listing)
 }
 
 /// The most items of `kind` served from one upstream.

@@ -139,6 +139,7 @@ pub const MISBEHAVE_MODES: &[&str] = &[
     "hostile-relay",
     "resource-templates",
     "hostile-text",
+    "pinned-content",
 ];
 
 /// Launches the misbehaving fake MCP server over stdio in `mode` (one of [`MISBEHAVE_MODES`]).

@@ -32,6 +32,7 @@ fn checked(tools: &Value, approved: &[Value]) -> Option<Arc<CheckedListing>> {
         approved: Some(approved.iter().map(|tool| (name(tool), fingerprint(tool))).collect()),
         listing: Arc::new(UpstreamListing { tools, ..UpstreamListing::default() }),
         dropped: Default::default(),
+        content_approved: Some(HashSet::new()),
     }))
 }
 

@@ -8,16 +8,20 @@
 //!
 //! Its outcome is the fingerprint each approved tool was approved with, never a list of names to hide: the catalog
 //! compares every definition it exposes with it, so a definition listed after this check is never taken as reviewed.
+//!
+//! A pinned upstream's prompts, resources, templates and instructions are pinned the same way (fingerprinted with
+//! `core::fingerprint`, stored by kind): one that is not its approved pin is held back until a person approves it.
+//! There is no tightening for them: any change waits.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 use toolgate_core::normalize::normalize_annotations;
 use toolgate_core::trust::TrustLevel;
 use toolgate_core::{DeclaredHints, Hint, HintOverrides, ToolDefinition, resolve_hints};
-use toolgate_store::{PendingPinChange, PinObservation, ToolSnapshot};
+use toolgate_store::{PendingPinChange, PinKind, PinObservation, PinStore, ToolSnapshot};
 
-use crate::catalog::UpstreamListing;
+use crate::catalog::{UpstreamListing, content_items};
 use crate::state::shared::Shared;
 
 /// Who approves a change that only tightens hints.
@@ -31,6 +35,9 @@ pub(crate) struct PinCheck {
     pub(crate) approved: Option<HashMap<String, String>>,
     /// Tools whose change only tightened hints, pinned by this check.
     pub(crate) accepted_tightening: Vec<String>,
+    /// For a pinned upstream, its other definitions (kind and name) that are their approved pin; every other one is
+    /// held back. `None` for an upstream that is not pinned.
+    pub(crate) content_approved: Option<HashSet<(PinKind, String)>>,
 }
 
 /// Compares a listing with the pins: the tools approved as listed and the tightenings accepted; nothing for
@@ -43,7 +50,11 @@ pub(crate) async fn check_pins(gateway: &Shared, index: usize, listing: &Upstrea
     }
     let Some(store) = &gateway.store else {
         tracing::error!(upstream = %spec.name, "a pinned upstream needs the state store; all its tools are quarantined");
-        return PinCheck { approved: Some(HashMap::new()), accepted_tightening: Vec::new() };
+        return PinCheck {
+            approved: Some(HashMap::new()),
+            accepted_tightening: Vec::new(),
+            content_approved: Some(HashSet::new()),
+        };
     };
     let pins = store.pins();
     let mut approved = HashMap::new();
@@ -88,7 +99,36 @@ pub(crate) async fn check_pins(gateway: &Shared, index: usize, listing: &Upstrea
             }
         }
     }
-    PinCheck { approved: Some(approved), accepted_tightening: accepted }
+    let content_approved = check_content(&pins, &spec.name, listing).await;
+    PinCheck { approved: Some(approved), accepted_tightening: accepted, content_approved: Some(content_approved) }
+}
+
+/// Compares a pinned upstream's prompts, resources, templates and instructions with their pins: returns those that
+/// match; records every other one as a pending change (a new one like a new tool). Fails closed: one whose pin
+/// cannot be read or written is held.
+async fn check_content(pins: &PinStore, upstream: &str, listing: &UpstreamListing) -> HashSet<(PinKind, String)> {
+    let mut approved = HashSet::new();
+    for (kind, name, definition) in content_items(listing) {
+        let outcome = match ToolSnapshot::of_content(upstream, kind, &name, definition) {
+            Ok(snapshot) => match pins.observe(&snapshot).await {
+                Ok(PinObservation::Matches(_)) => Ok(true),
+                Ok(PinObservation::Unpinned) => pins.propose_new(&snapshot).await.map(|_| false),
+                Ok(PinObservation::Quarantined(_)) => Ok(false),
+                Err(error) => Err(error),
+            },
+            Err(error) => Err(error),
+        };
+        match outcome {
+            Ok(true) => {
+                approved.insert((kind, name));
+            }
+            Ok(false) => {}
+            Err(error) => {
+                tracing::error!(upstream, kind = kind.as_str(), name = %name, %error, "pin check failed; it is held");
+            }
+        }
+    }
+    approved
 }
 
 /// True when the only changes are hints moved towards caution (not read-only, destructive, not idempotent,

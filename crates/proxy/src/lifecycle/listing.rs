@@ -1,8 +1,9 @@
 //! One upstream's listing made ready for the catalog: items of each kind beyond its count maximum
 //! (`limits.max_tools_per_upstream`, `limits.max_list_items_per_upstream`) or its byte maximum
 //! (`limits.max_listing_bytes_per_upstream`) dropped in listing order, never silently (a log line, the status, the
-//! `listing` audit row and a metric name the upstream), every tool fingerprinted once, a pinned upstream's tools compared with their pins, and its `listing`
-//! audit row, written only when something a reviewer cares about changed.
+//! `listing` audit row and a metric name the upstream), every tool fingerprinted once, a pinned upstream's tools,
+//! prompts, resources, templates and instructions compared with their pins, and its `listing` audit row, written
+//! only when something a reviewer cares about changed.
 //!
 //! The caller hands in the listing to check and stores the result itself ([`crate::upstreams::UpstreamRuntime`]);
 //! nothing here reads an upstream's stored listing back or builds a catalog, so what is checked is what is stored.
@@ -125,7 +126,13 @@ pub(crate) async fn check(
     };
     let pins = check_pins(gateway, index, &listing).await;
     Checked {
-        listing: CheckedListing { listing, fingerprints, approved: pins.approved, dropped },
+        listing: CheckedListing {
+            listing,
+            fingerprints,
+            approved: pins.approved,
+            content_approved: pins.content_approved,
+            dropped,
+        },
         accepted_tightening: pins.accepted_tightening,
     }
 }
@@ -147,6 +154,7 @@ fn fingerprints(listing: &UpstreamListing) -> HashMap<String, String> {
 pub(crate) fn differs(previous: &CheckedListing, next: &CheckedListing) -> bool {
     (!Arc::ptr_eq(&previous.listing, &next.listing) && previous.listing != next.listing)
         || previous.approved != next.approved
+        || previous.content_approved != next.content_approved
         || previous.dropped != next.dropped
 }
 
@@ -162,11 +170,13 @@ pub(crate) fn record(
 ) {
     let next = &checked.listing;
     let quarantined = next.quarantined_names();
+    let held = next.held_content();
     let due = match (trigger, previous) {
         (ListingTrigger::Start | ListingTrigger::Reconnect, _) | (_, None) => true,
         (_, Some(previous)) => {
             previous.fingerprints != next.fingerprints
                 || previous.quarantined_names() != quarantined
+                || previous.held_content() != held
                 || previous.dropped != next.dropped
                 || previous.listing.unread_pages != next.listing.unread_pages
                 || !checked.accepted_tightening.is_empty()
@@ -180,6 +190,13 @@ pub(crate) fn record(
             upstream,
             quarantined = quarantined.len(),
             "tool definitions wait for approval: run `toolgate pins list`"
+        );
+    }
+    if !held.is_empty() {
+        tracing::warn!(
+            upstream,
+            held = held.len(),
+            "prompts, resources or instructions wait for approval: run `toolgate pins list`"
         );
     }
     if gateway.store.is_none() {
@@ -199,6 +216,10 @@ pub(crate) fn record(
         "quarantined": quarantined,
         "acceptedTightening": checked.accepted_tightening,
     });
+    if !held.is_empty() {
+        let held: Vec<Value> = held.iter().map(|(kind, name)| json!({"kind": kind.as_str(), "name": name})).collect();
+        detail["held"] = Value::Array(held);
+    }
     if next.dropped.tools > 0 || next.listing.unread_pages.tools {
         detail["droppedTools"] = json!(next.dropped.tools);
         detail["morePagesUnread"] = json!(next.listing.unread_pages.tools);

@@ -194,7 +194,8 @@ async fn serve(
         }
         (Arc::new(listed), dropped)
     };
-    let checked = if requested.tools || requested.recheck {
+    // Any re-listing is checked: a pinned upstream's prompts and resources are pinned like its tools.
+    let checked = if requested.tools || requested.prompts || requested.resources || requested.recheck {
         let checked = listing::check(gateway, runtime.index, listed, dropped, Some(&current)).await;
         let trigger = if requested.tools { ListingTrigger::ListChanged } else { ListingTrigger::Recheck };
         listing::record(gateway, name, trigger, Some(&current), &checked);
@@ -230,7 +231,10 @@ pub(crate) async fn watch_quarantine(gateway: Arc<Shared>) {
             () = tokio::time::sleep(QUARANTINE_POLL) => {}
         }
         for runtime in &gateway.upstreams {
-            if runtime.checked_listing().is_some_and(|checked| !checked.quarantined_names().is_empty()) {
+            let waiting = |checked: &CheckedListing| {
+                !checked.quarantined_names().is_empty() || !checked.held_content().is_empty()
+            };
+            if runtime.checked_listing().is_some_and(|checked| waiting(&checked)) {
                 runtime.requests.recheck();
             }
         }

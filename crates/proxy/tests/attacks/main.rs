@@ -17,6 +17,7 @@ mod approvals;
 mod claims;
 mod display;
 mod harness;
+mod pinned_content;
 mod pins;
 mod queue_flood;
 mod visibility;
