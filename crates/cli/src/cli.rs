@@ -297,11 +297,16 @@ pub(crate) enum PinsAction {
     /// in (`--upstream NAME --agreeing`).
     Approve {
         /// The upstream's configured name.
-        #[arg(value_name = "UPSTREAM", required_unless_present = "bulk_upstream", requires = "tool")]
+        #[arg(value_name = "UPSTREAM", required_unless_present = "bulk_upstream")]
         upstream: Option<String>,
-        /// The tool's name at the upstream.
+        /// The tool's name at the upstream (with --kind: the prompt's name, the resource's URI or the template's
+        /// uriTemplate; none for instructions).
         #[arg(value_name = "TOOL")]
         tool: Option<String>,
+        /// What kind of definition: tool, prompt, resource, resource_template or instructions.
+        #[arg(long, value_name = "KIND", default_value = "tool", value_parser = parse_pin_kind,
+              conflicts_with = "bulk_upstream")]
+        kind: toolgate_store::PinKind,
         /// Pin the waiting definitions of this upstream (with `--all` or `--agreeing`).
         #[arg(long = "upstream", value_name = "NAME", conflicts_with_all = ["upstream", "tool", "fingerprint"])]
         bulk_upstream: Option<String>,
@@ -334,9 +339,27 @@ pub(crate) struct PinToolArgs {
     /// The upstream's configured name.
     #[arg(value_name = "UPSTREAM")]
     pub(crate) upstream: String,
-    /// The tool's name at the upstream.
+    /// The tool's name at the upstream (with --kind: the prompt's name, the resource's URI or the template's
+    /// uriTemplate; none for instructions).
     #[arg(value_name = "TOOL")]
-    pub(crate) tool: String,
+    pub(crate) tool: Option<String>,
+    /// What kind of definition: tool, prompt, resource, resource_template or instructions.
+    #[arg(long, value_name = "KIND", default_value = "tool", value_parser = parse_pin_kind)]
+    pub(crate) kind: toolgate_store::PinKind,
+}
+
+impl PinToolArgs {
+    /// The definition's name: the one given, or `instructions` for the instructions (an upstream has one).
+    pub(crate) fn name(&self) -> &str {
+        self.tool.as_deref().unwrap_or(toolgate_store::INSTRUCTIONS)
+    }
+}
+
+fn parse_pin_kind(text: &str) -> Result<toolgate_store::PinKind, String> {
+    toolgate_store::PinKind::parse(text).ok_or_else(|| {
+        let names: Vec<&str> = toolgate_store::PinKind::ALL.iter().map(|kind| kind.as_str()).collect();
+        format!("expected one of {}", names.join(", "))
+    })
 }
 
 #[derive(Debug, Args)]

@@ -8,7 +8,7 @@
 use std::fmt::Write as _;
 
 use toolgate_core::decision::Verdict;
-use toolgate_store::{InventoryState, InventoryTool, PendingPinChange, PinnedTool};
+use toolgate_store::{InventoryState, InventoryTool, PendingPinChange, PinKind, PinnedTool, ToolSnapshot};
 
 use crate::html::{escape, risk_badge};
 use crate::tools::{HINTS, hint_cell, short};
@@ -16,11 +16,14 @@ use crate::tools::{HINTS, hint_cell, short};
 /// What a tool's pin says: pinned at the fingerprint the upstream lists now, pinned at another one, a changed
 /// definition waiting for review, or not pinned.
 fn pin_state(tool: &InventoryTool, pinned: &[PinnedTool], pending: &[PendingPinChange]) -> String {
-    let same = |upstream: &str, name: &str| upstream == tool.upstream && name == tool.tool;
-    if pending.iter().any(|change| same(&change.proposed.upstream, &change.proposed.tool)) {
+    // Tools only: a prompt or resource of the same name has a pin of its own.
+    let same = |snapshot: &ToolSnapshot| {
+        snapshot.kind == PinKind::Tool && snapshot.upstream == tool.upstream && snapshot.tool == tool.tool
+    };
+    if pending.iter().any(|change| same(&change.proposed)) {
         return "<strong>change waiting for review</strong>".to_owned();
     }
-    match pinned.iter().find(|pin| same(&pin.snapshot.upstream, &pin.snapshot.tool)) {
+    match pinned.iter().find(|pin| same(&pin.snapshot)) {
         Some(pin) if pin.snapshot.fingerprint.whole == tool.fingerprint => {
             format!("pinned by {}", escape(&pin.approved_by))
         }

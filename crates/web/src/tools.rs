@@ -14,7 +14,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use serde_json::Value;
 use toolgate_core::definition_diff::field_diff;
-use toolgate_store::{InventoryTool, PendingPinChange, PinDecision, PinnedTool, StoreError};
+use toolgate_store::{InventoryTool, PendingPinChange, PinDecision, PinKind, PinnedTool, StoreError};
 
 use crate::handlers::{checked_post, see_other, session, store_failure, unauthorized};
 use crate::html::{Page, escape, escape_form_value, escape_markup, layout, message};
@@ -64,8 +64,13 @@ pub(crate) async fn decide_pin(
         let page = message("Bad request", "The form needs upstream, tool and fingerprint.", true);
         return (StatusCode::BAD_REQUEST, Html(page)).into_response();
     };
+    // Forms from before pins had kinds carry none: those are tools.
+    let Some(kind) = form::field(fields, "kind").map_or(Some(PinKind::Tool), PinKind::parse) else {
+        let page = message("Bad request", "The form names an unknown kind of definition.", true);
+        return (StatusCode::BAD_REQUEST, Html(page)).into_response();
+    };
     let pins = console.store.pins();
-    let current = match pins.pending(upstream, tool).await {
+    let current = match pins.pending_of(upstream, kind, tool).await {
         Ok(current) => current,
         Err(error) => return store_failure(&error),
     };
@@ -79,15 +84,25 @@ pub(crate) async fn decide_pin(
     }
     let (result, recorded) = match decision.as_str() {
         "approve" => {
-            (pins.approve_pending(upstream, tool, fingerprint, decided_by).await.map(|_| ()), PinDecision::Approved)
+            let approved = pins.approve_pending_of(upstream, kind, tool, fingerprint, decided_by).await;
+            (approved.map(|_| ()), PinDecision::Approved)
         }
-        "reject" => (pins.reject_pending(upstream, tool).await.map(|_| ()), PinDecision::Rejected),
+        "reject" => (pins.reject_pending_of(upstream, kind, tool).await.map(|_| ()), PinDecision::Rejected),
         _ => return StatusCode::NOT_FOUND.into_response(),
     };
     match result {
         Ok(()) => {
-            tracing::info!(upstream, tool, fingerprint, decision, decided_by, "tool definition decided in the console");
-            match console.store.record_pin_decision(upstream, tool, fingerprint, recorded, decided_by).await {
+            let kind_name = kind.as_str();
+            tracing::info!(
+                upstream,
+                kind = kind_name,
+                tool,
+                fingerprint,
+                decision,
+                decided_by,
+                "definition decided in the console"
+            );
+            match console.store.record_pin_decision_of(upstream, kind, tool, fingerprint, recorded, decided_by).await {
                 Ok(_) => see_other("/console/tools"),
                 Err(error) => store_failure(&error),
             }
@@ -124,9 +139,11 @@ fn render(pinned: &[PinnedTool], pending: &[PendingPinChange], inventory: &[Inve
         body.push_str("<p>No changed definitions are waiting.</p>");
     }
     for change in pending {
-        let pin = pinned
-            .iter()
-            .find(|pin| pin.snapshot.upstream == change.proposed.upstream && pin.snapshot.tool == change.proposed.tool);
+        let pin = pinned.iter().find(|pin| {
+            pin.snapshot.upstream == change.proposed.upstream
+                && pin.snapshot.kind == change.proposed.kind
+                && pin.snapshot.tool == change.proposed.tool
+        });
         pending_card(&mut body, change, pin, csrf);
     }
     body.push_str("<h2 id=\"every-tool\">Every tool</h2>");
@@ -146,9 +163,10 @@ fn pending_card(out: &mut String, change: &PendingPinChange, pin: Option<&Pinned
     let what = if pin.is_some() { "changed since it was pinned" } else { "new, not pinned yet" };
     let _ = write!(
         out,
-        "<article class=\"card\" aria-labelledby=\"{heading}\"><h3 id=\"{heading}\"><code>{tool}</code> on \
+        "<article class=\"card\" aria-labelledby=\"{heading}\"><h3 id=\"{heading}\">{kind}<code>{tool}</code> on \
          <strong>{upstream}</strong></h3><p class=\"meta\">{what} · first seen {detected} · proposed <code>{fp}</code>\
          </p>",
+        kind = kind_label(proposed.kind),
         tool = escape(&proposed.tool),
         upstream = escape(&proposed.upstream),
         detected = escape(&change.detected_at),
@@ -176,6 +194,7 @@ fn pending_card(out: &mut String, change: &PendingPinChange, pin: Option<&Pinned
     let fields = [
         hidden("csrf", csrf),
         hidden("upstream", &proposed.upstream),
+        hidden("kind", proposed.kind.as_str()),
         hidden("tool", &proposed.tool),
         hidden("fingerprint", &proposed.fingerprint.whole),
     ]
@@ -199,8 +218,13 @@ fn pinned_table(out: &mut String, pinned: &[PinnedTool]) {
     out.push_str("<th scope=\"col\">Fingerprint</th><th scope=\"col\">Approved</th></tr></thead><tbody>");
     for pin in pinned {
         let snapshot = &pin.snapshot;
-        let _ =
-            write!(out, "<tr><td>{}</td><td><code>{}</code></td>", escape(&snapshot.upstream), escape(&snapshot.tool));
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}<code>{}</code></td>",
+            escape(&snapshot.upstream),
+            kind_label(snapshot.kind),
+            escape(&snapshot.tool)
+        );
         for (key, _) in HINTS {
             let _ = write!(out, "<td>{}</td>", escape(&hint_cell(&snapshot.effective_hints, key)));
         }
@@ -214,6 +238,14 @@ fn pinned_table(out: &mut String, pinned: &[PinnedTool]) {
         );
     }
     out.push_str("</tbody></table></div>");
+}
+
+/// The kind before a definition's name, for every kind but a tool (`prompt `, `resource template `, ...): fixed text.
+fn kind_label(kind: PinKind) -> String {
+    match kind {
+        PinKind::Tool => String::new(),
+        kind => format!("{} ", kind.as_str().replace('_', " ")),
+    }
 }
 
 /// `yes (declared)`, `no (inferred)`, ... from the stored effective hints; `?` when the row lacks the hint.

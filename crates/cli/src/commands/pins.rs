@@ -1,5 +1,6 @@
-//! `toolgate pins list | diff | approve | reject`: the pinned tool definitions and the changed ones held in
-//! quarantine until a person looks.
+//! `toolgate pins list | diff | approve | reject`: the pinned definitions (tools; with `--kind`, a pinned upstream's
+//! prompts, resources, resource templates and instructions) and the changed ones held in quarantine until a person
+//! looks.
 //!
 //! `diff` shows each changed field with its old and new value (schemas as a compact path-by-path JSON diff) and the
 //! fingerprint to approve; `approve` pins only that fingerprint, so a definition that changed again while the
@@ -15,7 +16,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use toolgate_core::definition_diff::field_diff;
 use toolgate_core::display::{bounded, json_safe};
-use toolgate_store::{PendingPinChange, PinDecision, Store, StoreError};
+use toolgate_store::{PendingPinChange, PinDecision, PinKind, Store, StoreError};
 
 use crate::Outcome;
 use crate::cli::{PinToolArgs, PinsAction, PinsArgs};
@@ -28,18 +29,40 @@ const MAX_DIFF_LINES: usize = 60;
 /// Longest upstream or tool name shown (names come from the upstream; every one is escaped).
 const NAME_CHARS: usize = 120;
 
-/// `upstream/tool`, escaped and bounded.
-fn shown(upstream: &str, tool: &str) -> String {
-    format!("{}/{}", bounded(upstream, NAME_CHARS), bounded(tool, NAME_CHARS))
+/// `upstream/tool` (a kind other than a tool first: `prompt upstream/name`), escaped and bounded.
+fn shown(upstream: &str, kind: PinKind, name: &str) -> String {
+    let what = format!("{}/{}", bounded(upstream, NAME_CHARS), bounded(name, NAME_CHARS));
+    match kind {
+        PinKind::Tool => what,
+        kind => format!("{} {what}", kind.as_str()),
+    }
+}
+
+/// The `--kind` option a command about this kind needs (none for a tool).
+fn kind_option(kind: PinKind) -> String {
+    match kind {
+        PinKind::Tool => String::new(),
+        kind => format!(" --kind {}", kind.as_str()),
+    }
 }
 
 pub(crate) async fn run(args: PinsArgs) -> Result<Outcome> {
+    let named = match &args.action {
+        PinsAction::Diff(tool) | PinsAction::Reject { tool, .. } => Some((tool.tool.is_some(), tool.kind)),
+        PinsAction::Approve { upstream: Some(_), tool, kind, .. } => Some((tool.is_some(), *kind)),
+        _ => None,
+    };
+    if let Some((false, kind)) = named
+        && kind != PinKind::Instructions
+    {
+        bail!("name the {} after the upstream (only instructions have no name)", kind.as_str());
+    }
     let store = open_store(args.state_dir.as_deref()).await?;
     let text = match args.action {
         PinsAction::List { json } => list(&store, json).await,
         PinsAction::Diff(tool) => diff(&store, &tool).await,
-        PinsAction::Approve { upstream: Some(upstream), tool: Some(tool), fingerprint, by, .. } => {
-            approve(&store, &PinToolArgs { upstream, tool }, fingerprint, decider(by)).await
+        PinsAction::Approve { upstream: Some(upstream), tool, kind, fingerprint, by, .. } => {
+            approve(&store, &PinToolArgs { upstream, tool, kind }, fingerprint, decider(by)).await
         }
         PinsAction::Approve { bulk_upstream: Some(upstream), all, agreeing, by, .. } if all || agreeing => {
             approve_upstream(&store, &upstream, agreeing, decider(by)).await
@@ -73,7 +96,7 @@ async fn list(store: &Store, json: bool) -> Result<String> {
         let _ = writeln!(
             text,
             "{}  {}  approved {} by {}",
-            shown(&snapshot.upstream, &snapshot.tool),
+            shown(&snapshot.upstream, snapshot.kind, &snapshot.tool),
             bounded(&snapshot.fingerprint.whole, NAME_CHARS),
             bounded(&pin.approved_at, NAME_CHARS),
             bounded(&pin.approved_by, NAME_CHARS)
@@ -85,12 +108,13 @@ async fn list(store: &Store, json: bool) -> Result<String> {
             let fields: Vec<String> = change.changes.iter().map(|(field, _)| bounded(field, NAME_CHARS)).collect();
             let _ = writeln!(
                 text,
-                "{}  {}  changed: {}  (see `toolgate pins diff {} {}`)",
-                shown(&change.proposed.upstream, &change.proposed.tool),
+                "{}  {}  changed: {}  (see `toolgate pins diff {} {}{}`)",
+                shown(&change.proposed.upstream, change.proposed.kind, &change.proposed.tool),
                 bounded(&change.proposed.fingerprint.whole, NAME_CHARS),
                 fields.join(", "),
                 bounded(&change.proposed.upstream, NAME_CHARS),
-                bounded(&change.proposed.tool, NAME_CHARS)
+                bounded(&change.proposed.tool, NAME_CHARS),
+                kind_option(change.proposed.kind)
             );
         }
     }
@@ -98,21 +122,24 @@ async fn list(store: &Store, json: bool) -> Result<String> {
 }
 
 async fn pending_change(store: &Store, tool: &PinToolArgs) -> Result<PendingPinChange> {
-    store.pins().pending(&tool.upstream, &tool.tool).await?.with_context(|| {
-        format!("{} has no definition in quarantine (see `toolgate pins list`)", shown(&tool.upstream, &tool.tool))
+    store.pins().pending_of(&tool.upstream, tool.kind, tool.name()).await?.with_context(|| {
+        format!(
+            "{} has no definition in quarantine (see `toolgate pins list`)",
+            shown(&tool.upstream, tool.kind, tool.name())
+        )
     })
 }
 
 async fn diff(store: &Store, tool: &PinToolArgs) -> Result<String> {
     let change = pending_change(store, tool).await?;
-    let pin = store.pins().get(&tool.upstream, &tool.tool).await?;
+    let pin = store.pins().get_of(&tool.upstream, tool.kind, tool.name()).await?;
     let old_definition = pin.as_ref().map(|pin| &pin.snapshot.definition).unwrap_or(&Value::Null);
     let new_definition = &change.proposed.definition;
     let mut text = String::new();
     let _ = writeln!(
         text,
         "{}: definition changed (first seen {})",
-        shown(&tool.upstream, &tool.tool),
+        shown(&tool.upstream, tool.kind, tool.name()),
         bounded(&change.detected_at, NAME_CHARS)
     );
     let _ = writeln!(text, "  pinned:   {}", bounded(&change.pinned_fingerprint, NAME_CHARS));
@@ -128,11 +155,12 @@ async fn diff(store: &Store, tool: &PinToolArgs) -> Result<String> {
             let _ = writeln!(text, "  … and {hidden} more line(s) of changes");
         }
     }
-    let (upstream, name) = (bounded(&tool.upstream, NAME_CHARS), bounded(&tool.tool, NAME_CHARS));
+    let (upstream, name) = (bounded(&tool.upstream, NAME_CHARS), bounded(tool.name(), NAME_CHARS));
+    let kind = kind_option(tool.kind);
     let _ = writeln!(
         text,
-        "\napprove: toolgate pins approve {upstream} {name} --fingerprint {}\nreject:  toolgate pins reject {upstream} \
-         {name}",
+        "\napprove: toolgate pins approve {upstream} {name}{kind} --fingerprint {}\nreject:  toolgate pins reject \
+         {upstream} {name}{kind}",
         bounded(&change.proposed.fingerprint.whole, NAME_CHARS)
     );
     Ok(text)
@@ -143,31 +171,30 @@ async fn approve(store: &Store, tool: &PinToolArgs, fingerprint: Option<String>,
     let wanted = fingerprint.unwrap_or_else(|| change.proposed.fingerprint.whole.clone());
     if wanted != change.proposed.fingerprint.whole {
         bail!(
-            "the definition in quarantine for {}/{} is now {}, not {wanted}: it changed again; run `toolgate pins \
-             diff {} {}` and look again",
-            tool.upstream,
-            tool.tool,
+            "the definition in quarantine for {} is now {}, not {wanted}: it changed again; run `toolgate pins \
+             diff {} {}{}` and look again",
+            shown(&tool.upstream, tool.kind, tool.name()),
             change.proposed.fingerprint.whole,
             tool.upstream,
-            tool.tool
+            tool.name(),
+            kind_option(tool.kind)
         );
     }
-    let pinned = match store.pins().approve_pending(&tool.upstream, &tool.tool, &wanted, &by).await {
+    let pinned = match store.pins().approve_pending_of(&tool.upstream, tool.kind, tool.name(), &wanted, &by).await {
         Ok(pinned) => pinned,
         Err(StoreError::NotFound(_)) => bail!(
-            "the definition in quarantine for {}/{} changed while approving; run `toolgate pins diff` again",
-            tool.upstream,
-            tool.tool
+            "the definition in quarantine for {} changed while approving; run `toolgate pins diff` again",
+            shown(&tool.upstream, tool.kind, tool.name())
         ),
         Err(error) => return Err(error.into()),
     };
     store
-        .record_pin_decision(&tool.upstream, &tool.tool, &wanted, PinDecision::Approved, &by)
+        .record_pin_decision_of(&tool.upstream, tool.kind, tool.name(), &wanted, PinDecision::Approved, &by)
         .await
         .context("the definition is pinned, but its audit row could not be written")?;
     Ok(format!(
         "pinned {} at {} (approved by {})\n",
-        shown(&tool.upstream, &tool.tool),
+        shown(&tool.upstream, tool.kind, tool.name()),
         bounded(&pinned.snapshot.fingerprint.whole, NAME_CHARS),
         bounded(&pinned.approved_by, NAME_CHARS)
     ))
@@ -189,7 +216,15 @@ async fn approve_upstream(store: &Store, upstream: &str, only_agreeing: bool, by
     let mut text = String::new();
     let (mut pinned, mut left) = (0usize, 0usize);
     for change in &waiting {
-        let (name, fingerprint) = (&change.proposed.tool, &change.proposed.fingerprint.whole);
+        let (kind, name, fingerprint) =
+            (change.proposed.kind, &change.proposed.tool, &change.proposed.fingerprint.whole);
+        if only_agreeing && kind != PinKind::Tool {
+            // Agreement is about a tool's hints; a prompt's, resource's or the instructions' text has none.
+            left += 1;
+            let _ =
+                writeln!(text, "left {}: not a tool; review it with `toolgate pins diff`", shown(upstream, kind, name));
+            continue;
+        }
         if only_agreeing {
             let assessed = inventory
                 .iter()
@@ -201,46 +236,48 @@ async fn approve_upstream(store: &Store, upstream: &str, only_agreeing: bool, by
             if !reasons.is_empty() {
                 left += 1;
                 let reasons: Vec<String> = reasons.iter().map(|reason| bounded(reason, 300)).collect();
-                let _ = writeln!(text, "left {}: {}", shown(upstream, name), reasons.join("; "));
+                let _ = writeln!(text, "left {}: {}", shown(upstream, kind, name), reasons.join("; "));
                 continue;
             }
         }
-        match store.pins().approve_pending(upstream, name, fingerprint, &by).await {
+        match store.pins().approve_pending_of(upstream, kind, name, fingerprint, &by).await {
             Ok(_) => {}
             // It changed again since it was listed: not what anyone looked at.
             Err(StoreError::NotFound(_)) => {
                 left += 1;
-                let _ = writeln!(text, "left {}: its definition changed while pinning", shown(upstream, name));
+                let _ = writeln!(text, "left {}: its definition changed while pinning", shown(upstream, kind, name));
                 continue;
             }
             Err(error) => return Err(error.into()),
         }
         store
-            .record_pin_decision(upstream, name, fingerprint, PinDecision::Approved, &by)
+            .record_pin_decision_of(upstream, kind, name, fingerprint, PinDecision::Approved, &by)
             .await
             .context("a definition is pinned, but its audit row could not be written")?;
         pinned += 1;
-        let _ = writeln!(text, "pinned {} at {}", shown(upstream, name), bounded(fingerprint, NAME_CHARS));
+        let _ = writeln!(text, "pinned {} at {}", shown(upstream, kind, name), bounded(fingerprint, NAME_CHARS));
     }
     let _ = writeln!(text, "{pinned} pinned, {left} left waiting (approved by {})", bounded(&by, NAME_CHARS));
     Ok(text)
 }
 
 async fn reject(store: &Store, tool: &PinToolArgs, by: String) -> Result<String> {
-    let dropped = match store.pins().reject_pending(&tool.upstream, &tool.tool).await {
+    let dropped = match store.pins().reject_pending_of(&tool.upstream, tool.kind, tool.name()).await {
         Ok(dropped) => dropped,
-        Err(StoreError::NotFound(_)) => bail!("{}/{} has no definition in quarantine", tool.upstream, tool.tool),
+        Err(StoreError::NotFound(_)) => {
+            bail!("{} has no definition in quarantine", shown(&tool.upstream, tool.kind, tool.name()))
+        }
         Err(error) => return Err(error.into()),
     };
     let fingerprint = &dropped.proposed.fingerprint.whole;
     store
-        .record_pin_decision(&tool.upstream, &tool.tool, fingerprint, PinDecision::Rejected, &by)
+        .record_pin_decision_of(&tool.upstream, tool.kind, tool.name(), fingerprint, PinDecision::Rejected, &by)
         .await
         .context("the definition is rejected, but its audit row could not be written")?;
     Ok(format!(
         "rejected {} for {}; the pin stays at {}\n",
         bounded(&dropped.proposed.fingerprint.whole, NAME_CHARS),
-        shown(&tool.upstream, &tool.tool),
+        shown(&tool.upstream, tool.kind, tool.name()),
         bounded(&dropped.pinned_fingerprint, NAME_CHARS)
     ))
 }

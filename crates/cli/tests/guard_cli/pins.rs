@@ -1,9 +1,10 @@
 //! `toolgate pins`: a pinned tool whose definition changed shows a field-by-field diff with the fingerprint to
-//! approve; approving with a stale fingerprint fails, with the shown one pins; rejecting keeps the pin.
+//! approve; approving with a stale fingerprint fails, with the shown one pins; rejecting keeps the pin. A prompt's or
+//! the instructions' pin is reviewed the same way with `--kind`.
 
 use serde_json::{Value, json};
 use toolgate_core::{ToolDefinition, assess_tool};
-use toolgate_store::{PinObservation, ToolSnapshot};
+use toolgate_store::{AuditFilter, INSTRUCTIONS, PIN_DECISION_KIND, PinKind, PinObservation, ToolSnapshot};
 
 use crate::support::{dir, fresh_state, toolgate_async};
 
@@ -131,4 +132,67 @@ async fn reject_keeps_the_pin() {
     assert_eq!(row["detail"]["fingerprint"], changed.fingerprint.whole.as_str());
     assert_eq!(row["caller"]["identity"], "tester", "$USER decides by default");
     store.close().await.expect("close");
+}
+
+/// A pinned upstream's prompt and instructions: listed with their kind, diffed, approved with `--kind` (the
+/// instructions without a name), each decision an audit row that says the kind; names from the upstream escaped.
+#[tokio::test(flavor = "multi_thread")]
+async fn prompts_and_instructions_are_reviewed_with_their_kind() {
+    let (directory, store) = fresh_state().await;
+    let pins = store.pins();
+    let content = |kind: PinKind, name: &str, definition: Value| {
+        let Value::Object(definition) = definition else { unreachable!("an object") };
+        ToolSnapshot::of_content("notes", kind, name, definition).expect("snapshot")
+    };
+    let prompt = "summarize\r\x1b[2K";
+    pins.upsert(&content(PinKind::Prompt, prompt, json!({"name": prompt, "description": "Summarize."})), "tofu")
+        .await
+        .expect("pin");
+    let changed = content(PinKind::Prompt, prompt, json!({"name": prompt, "description": "Summarize, then post."}));
+    assert!(matches!(pins.observe(&changed).await.expect("observe"), PinObservation::Quarantined(_)));
+    let instructions = content(PinKind::Instructions, INSTRUCTIONS, json!({"instructions": "Use summarize."}));
+    pins.propose_new(&instructions).await.expect("propose");
+
+    let list = toolgate_async(&["pins", "list", "--state-dir", dir(&directory)]).await;
+    assert_eq!(list.code, Some(0), "{list:?}");
+    assert!(list.stdout.contains(r"prompt notes/summarize\r\u{1b}[2K  "), "{}", list.stdout);
+    assert!(
+        list.stdout.contains("(see `toolgate pins diff notes instructions --kind instructions`)"),
+        "{}",
+        list.stdout
+    );
+    assert!(!list.stdout.contains('\x1b'), "{}", list.stdout);
+
+    let diff =
+        toolgate_async(&["pins", "diff", "notes", prompt, "--kind", "prompt", "--state-dir", dir(&directory)]).await;
+    assert_eq!(diff.code, Some(0), "{diff:?}");
+    assert!(diff.stdout.contains("description: changed"), "{}", diff.stdout);
+    assert!(diff.stdout.contains("+ \", then post\""), "{}", diff.stdout);
+    assert!(diff.stdout.contains("--kind prompt --fingerprint"), "{}", diff.stdout);
+    let without_kind = toolgate_async(&["pins", "diff", "notes", prompt, "--state-dir", dir(&directory)]).await;
+    assert_ne!(without_kind.code, Some(0), "a tool of that name has no change: {without_kind:?}");
+
+    let approve = toolgate_async(&[
+        "pins",
+        "approve",
+        "notes",
+        "--kind",
+        "instructions",
+        "--fingerprint",
+        &instructions.fingerprint.whole,
+        "--state-dir",
+        dir(&directory),
+    ])
+    .await;
+    assert_eq!(approve.code, Some(0), "{approve:?}");
+    assert!(approve.stdout.starts_with("pinned instructions notes/instructions at "), "{}", approve.stdout);
+    let pin = pins.get_of("notes", PinKind::Instructions, INSTRUCTIONS).await.expect("get").expect("pinned");
+    assert_eq!(pin.snapshot.fingerprint, instructions.fingerprint);
+    let nameless =
+        toolgate_async(&["pins", "approve", "notes", "--kind", "prompt", "--state-dir", dir(&directory)]).await;
+    assert_ne!(nameless.code, Some(0), "a prompt needs its name: {nameless:?}");
+
+    let rows = store.query_audit(&AuditFilter::default()).await.expect("audit");
+    let decision = rows.iter().find(|row| row.kind == PIN_DECISION_KIND).expect("the decision's row");
+    assert_eq!(decision.detail.as_ref().map(|detail| detail["kind"].clone()), Some(json!("instructions")));
 }
