@@ -18,7 +18,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use serde_json::Value;
 use toolgate_core::{Hint, ToolDefinition, assess_tool};
-use toolgate_store::{InventoryTool, PendingPinChange, PinDecision, PinnedTool, StoreError};
+use toolgate_store::{InventoryTool, PendingPinChange, PinDecision, PinKind, PinnedTool, StoreError, ToolSnapshot};
 
 use crate::handlers::{checked_post, session, store_failure, unauthorized};
 use crate::html::{Page, escape, escape_form_value, layout, message};
@@ -53,9 +53,10 @@ pub(crate) async fn upstream_page(
             (Ok(pinned), Ok(pending), Ok(inventory)) => (pinned, pending, inventory),
             (Err(error), _, _) | (_, Err(error), _) | (_, _, Err(error)) => return store_failure(&error),
         };
-    let pinned: Vec<PinnedTool> = pinned.into_iter().filter(|pin| pin.snapshot.upstream == upstream).collect();
-    let pending: Vec<PendingPinChange> =
-        pending.into_iter().filter(|change| change.proposed.upstream == upstream).collect();
+    // Tools only: a pinned upstream's prompts, resources and instructions wait on the tools page with their kind.
+    let ours = |snapshot: &ToolSnapshot| snapshot.upstream == upstream && snapshot.kind == PinKind::Tool;
+    let pinned: Vec<PinnedTool> = pinned.into_iter().filter(|pin| ours(&pin.snapshot)).collect();
+    let pending: Vec<PendingPinChange> = pending.into_iter().filter(|change| ours(&change.proposed)).collect();
     let inventory: Vec<InventoryTool> = inventory.into_iter().filter(|tool| tool.upstream == upstream).collect();
     if inventory.is_empty() && pending.is_empty() {
         let page = message("Not found", "No upstream by that name has listed tools.", true);

@@ -119,7 +119,11 @@ pub(crate) async fn decide_pin(
 fn render(pinned: &[PinnedTool], pending: &[PendingPinChange], inventory: &[InventoryTool], csrf: &str) -> String {
     let mut body = String::from("<h1>Tools</h1>");
     // One page per upstream with definitions waiting: review them side by side and pin them in one step.
-    let mut waiting: Vec<&str> = pending.iter().map(|change| change.proposed.upstream.as_str()).collect();
+    let mut waiting: Vec<&str> = pending
+        .iter()
+        .filter(|change| change.proposed.kind == PinKind::Tool)
+        .map(|change| change.proposed.upstream.as_str())
+        .collect();
     waiting.sort_unstable();
     waiting.dedup();
     if !waiting.is_empty() {
