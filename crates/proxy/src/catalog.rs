@@ -29,11 +29,10 @@ use toolgate_core::{EffectiveHints, Hint, HintOverrides, HintSource, ToolDefinit
 use toolgate_spec::{Quarantine, UpstreamSpec};
 use toolgate_upstream::ListKind;
 
-use toolgate_store::PinKind;
+use toolgate_store::{INSTRUCTIONS, PinKind};
 
 use self::held::HeldContent;
 pub use self::held::HeldItem;
-pub(crate) use self::held::content_items;
 use crate::guard::results::remove_foreign_meta;
 use crate::naming::exposed_name;
 use crate::resource_index::ResourceIndex;
@@ -466,6 +465,29 @@ impl Catalog {
             _ => None,
         })
     }
+}
+
+/// Every definition of `listing` other than its tools, as pinned: `(kind, name, definition)` for each prompt, listed
+/// resource and template with its name, and the server's instructions as `{"instructions": text}`.
+pub(crate) fn content_items(listing: &UpstreamListing) -> Vec<(PinKind, String, Map<String, Value>)> {
+    let named = |kind: PinKind, key: &'static str, items: &[Value]| -> Vec<(PinKind, String, Map<String, Value>)> {
+        items
+            .iter()
+            .filter_map(|raw| {
+                let name = raw.get(key).and_then(Value::as_str)?.to_owned();
+                Some((kind, name, raw.as_object()?.clone()))
+            })
+            .collect()
+    };
+    let mut items = named(PinKind::Prompt, "name", &listing.prompts);
+    items.extend(named(PinKind::Resource, "uri", &listing.resources));
+    items.extend(named(PinKind::ResourceTemplate, "uriTemplate", &listing.templates));
+    if let Some(text) = &listing.instructions {
+        let mut definition = Map::new();
+        definition.insert(INSTRUCTIONS.to_owned(), Value::String(text.clone()));
+        items.push((PinKind::Instructions, INSTRUCTIONS.to_owned(), definition));
+    }
+    items
 }
 
 /// Whether the definition of `name` with this fingerprint, listed in `checked` by the upstream `spec`, waits for a

@@ -9,11 +9,9 @@
 
 use std::collections::HashMap;
 
-use serde_json::{Map, Value};
 use toolgate_core::display::bounded;
-use toolgate_store::{INSTRUCTIONS, PinKind};
+use toolgate_store::PinKind;
 
-use crate::catalog::UpstreamListing;
 use crate::uri_template::UriTemplate;
 
 /// Longest upstream-controlled text quoted in a refusal.
@@ -82,27 +80,4 @@ impl HeldContent {
         let templated = || self.templates.iter().find(|(template, _)| template.matches(uri)).map(|(_, item)| item);
         self.resources.get(uri).or_else(templated)
     }
-}
-
-/// Every definition of `listing` other than its tools, as pinned: `(kind, name, definition)` for each prompt, listed
-/// resource and template with its name, and the server's instructions as `{"instructions": text}`.
-pub(crate) fn content_items(listing: &UpstreamListing) -> Vec<(PinKind, String, Map<String, Value>)> {
-    let named = |kind: PinKind, key: &'static str, items: &[Value]| -> Vec<(PinKind, String, Map<String, Value>)> {
-        items
-            .iter()
-            .filter_map(|raw| {
-                let name = raw.get(key).and_then(Value::as_str)?.to_owned();
-                Some((kind, name, raw.as_object()?.clone()))
-            })
-            .collect()
-    };
-    let mut items = named(PinKind::Prompt, "name", &listing.prompts);
-    items.extend(named(PinKind::Resource, "uri", &listing.resources));
-    items.extend(named(PinKind::ResourceTemplate, "uriTemplate", &listing.templates));
-    if let Some(text) = &listing.instructions {
-        let mut definition = Map::new();
-        definition.insert(INSTRUCTIONS.to_owned(), Value::String(text.clone()));
-        items.push((PinKind::Instructions, INSTRUCTIONS.to_owned(), definition));
-    }
-    items
 }
