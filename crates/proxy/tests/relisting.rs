@@ -463,3 +463,30 @@ async fn issue_10_review_a_re_listing_that_times_out_is_retried_so_the_change_is
     assert!(metrics.contains("toolgate_upstream_relist_failures_total{upstream=\"relist\"} 1"), "{metrics}");
     gateway.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_10_review_no_page_beyond_the_byte_maximum_is_asked_for() {
+    // The paginated fixture lists 3 tools, then 2, then 2; a 1-byte maximum is reached by the first page's first tool.
+    let log = FixtureLog::new();
+    let paginated = upstream("pages", "paginated", Duration::from_secs(20), Some(&log.path));
+    let limits = Limits { max_listing_bytes_per_upstream: 1, ..Limits::default() };
+    let spec = GatewaySpec {
+        upstreams: vec![paginated],
+        stdio: None,
+        http: None,
+        limits,
+        guardrails: permissive(),
+        source: None,
+    };
+    let gateway = support::start_spec(spec, None).await;
+    let mut client = Client::connect(&gateway).await;
+    assert!(client.tools().await.is_empty(), "no tool is served in part");
+    let lists: Vec<Value> = log.entries().into_iter().filter(|entry| entry["method"] == "tools/list").collect();
+    assert_eq!(lists.len(), 1, "only the first page was asked for: {lists:?}");
+    let UpstreamStatus::Ready { warning, .. } = support::status_of(&gateway, "pages") else {
+        panic!("the upstream is not ready")
+    };
+    let warning = warning.expect("the status says tools are missing");
+    assert!(warning.contains("at least 3 more tools") && warning.contains("not read"), "{warning}");
+    gateway.shutdown().await;
+}
