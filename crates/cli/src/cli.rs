@@ -164,6 +164,17 @@ pub(crate) struct CheckConfigArgs {
     /// The config file to check.
     #[arg(value_name = "FILE")]
     pub(crate) file: PathBuf,
+    /// `warnings`: exit 1 when the file has warnings (a rule that matches no upstream, a public bind without
+    /// callers, ...), as CI should; errors always exit 2.
+    #[arg(long, value_enum, value_name = "LEVEL")]
+    pub(crate) deny: Option<ConfigDeny>,
+}
+
+/// What `check-config --deny` fails on besides errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ConfigDeny {
+    /// Any warning.
+    Warnings,
 }
 
 #[derive(Debug, Args)]

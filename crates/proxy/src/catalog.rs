@@ -346,11 +346,14 @@ impl Catalog {
         }
         if let Some(owner) = owners.get(&name) {
             let owner_name = specs.get(*owner).map(|owner| owner.name.as_str()).unwrap_or_default();
-            self.collisions.push(format!(
-                "tool `{name}` of upstream `{}` is hidden: upstream `{owner_name}` (earlier in the config) exposes \
-                 the same name",
-                spec.name
-            ));
+            // The same upstream can list two tools with one exposed name (`git_status` and `status` under the
+            // prefix `git`, `naming`): the first listed keeps it.
+            let why = if *owner == upstream {
+                "another of its tools, listed earlier, exposes the same name".to_owned()
+            } else {
+                format!("upstream `{owner_name}` (earlier in the config) exposes the same name")
+            };
+            self.collisions.push(format!("tool `{name}` of upstream `{}` is hidden: {why}", spec.name));
             return None;
         }
         owners.insert(name.clone(), upstream);

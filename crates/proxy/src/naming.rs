@@ -2,7 +2,10 @@
 //! `[A-Za-z0-9_-]` (the charset and length clients accept everywhere).
 //!
 //! Pure functions. A name that would be too long keeps its start and ends with a short digest of the whole, so two
-//! long names never collapse into one and the same input always gives the same output.
+//! long names never collapse into one and the same input always gives the same output. A name that already starts
+//! with the prefix and `_` keeps it once (`git`'s `git_status` is `git_status`, not `git_git_status`): it already
+//! says whose it is. Should the same upstream also list the unprefixed twin (`status`), the two collide like any
+//! two names, the first listed wins and the collision is reported.
 
 use toolgate_core::fingerprint::digest_bytes;
 use toolgate_spec::Prefix;
@@ -14,7 +17,14 @@ pub const MAX_NAME_LEN: usize = 64;
 pub fn exposed_name(prefix: &Prefix, name: &str) -> String {
     match prefix {
         Prefix::None => name.to_owned(),
-        Prefix::With(prefix) => bounded(&sanitize(&format!("{prefix}_{name}"))),
+        Prefix::With(prefix) => {
+            let own = format!("{prefix}_");
+            if name.starts_with(&own) && name.len() > own.len() {
+                bounded(&sanitize(name))
+            } else {
+                bounded(&sanitize(&format!("{own}{name}")))
+            }
+        }
     }
 }
 
@@ -42,7 +52,10 @@ mod tests {
 
     #[test]
     fn prefixes_and_sanitizes() {
-        assert_eq!(exposed_name(&Prefix::With("git".into()), "git_status"), "git_git_status");
+        assert_eq!(exposed_name(&Prefix::With("git".into()), "git_status"), "git_status", "the prefix once");
+        assert_eq!(exposed_name(&Prefix::With("git".into()), "status"), "git_status");
+        assert_eq!(exposed_name(&Prefix::With("git".into()), "gitlog"), "git_gitlog", "only a whole prefix counts");
+        assert_eq!(exposed_name(&Prefix::With("git".into()), "git_"), "git_git_");
         assert_eq!(exposed_name(&Prefix::With("fs".into()), "read.file"), "fs_read_file");
         assert_eq!(exposed_name(&Prefix::None, "read.file"), "read.file");
     }

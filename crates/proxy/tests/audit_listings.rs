@@ -117,7 +117,7 @@ async fn every_listing_of_an_untrusted_upstream_has_one_row_with_the_fingerprint
     assert_eq!(detail(&rows[0])["fingerprints"].as_object().map(|map| map.len()), Some(4), "{rows:#?}");
 
     // The upstream edits a description and sends list_changed: one re-listing, one row.
-    let response = client.call(json!(1), "rug_rug_pull", json!({"change": "describe"})).await;
+    let response = client.call(json!(1), "rug_pull", json!({"change": "describe"})).await;
     assert_eq!(response["result"]["content"][0]["text"], "changed: describe", "{response}");
     let rows = wait_rows(&store, 2).await;
     let deadline = tokio::time::Instant::now() + GUARD;

@@ -1,7 +1,8 @@
 //! `toolgate serve`: build a gateway spec from the command line (or the embedded defaults), start the upstreams,
 //! and serve clients on stdio or Streamable HTTP (after a wait of a few seconds at most for the upstreams) until
 //! stdin closes or a signal arrives. On SIGHUP the config file is read again: the policy and the console's users
-//! are replaced, each only if the new one is valid.
+//! are replaced, each only if the new one is valid, and each upstream added, removed or changed in the file is named
+//! in a warning as needing a restart.
 //!
 //! The only commands spawned are the one given after `--` and, for the embedded defaults, toolgate's own
 //! `demo-server`.
@@ -120,8 +121,12 @@ pub(crate) async fn serve_spec(
         None => None,
     };
     if let Some(path) = config {
-        let reload =
-            Reload { gateway: gateway.clone(), console: console.clone(), callers: spec.guardrails.callers.clone() };
+        let reload = Reload {
+            gateway: gateway.clone(),
+            upstreams: spec.upstreams.clone(),
+            console: console.clone(),
+            callers: spec.guardrails.callers.clone(),
+        };
         tokio::spawn(reload_on_hangup(reload, path));
     }
     gateway.wait_settled(START_WAIT).await;
@@ -200,6 +205,8 @@ fn size_from_descriptors(spec: &mut GatewaySpec) {
 /// What a SIGHUP replaces, and the callers the console's users are checked against.
 struct Reload {
     gateway: Gateway,
+    /// The upstreams running (a reload does not change them: each change is named as needing a restart).
+    upstreams: Vec<UpstreamSpec>,
     /// The console, when there is an HTTP listener to serve it.
     console: Option<ConsoleHandle>,
     /// The running callers (a reload does not change them).
@@ -215,6 +222,9 @@ async fn reload_on_hangup(reload: Reload, path: PathBuf) {
         while hangups.recv().await.is_some() {
             match toolgate_config::load_config_with_console(&path) {
                 Ok((spec, console)) => {
+                    for change in upstream_changes(&reload.upstreams, &spec.upstreams) {
+                        tracing::warn!(config = %path.display(), "{change}; restart toolgate to apply it");
+                    }
                     match reload.gateway.reload_policy(&spec.guardrails.policy) {
                         Ok(()) => {
                             tracing::info!(config = %path.display(), "policy reloaded; clients were told to re-list")
@@ -237,6 +247,40 @@ async fn reload_on_hangup(reload: Reload, path: PathBuf) {
     {
         let _ = (reload, path);
     }
+}
+
+/// Each difference between the running upstreams and a reloaded file's, in words, naming the upstream and what
+/// changed (never a value: a header or environment variable may hold a secret). A reload applies the policy and the
+/// console's users only; these need a restart.
+fn upstream_changes(running: &[UpstreamSpec], reloaded: &[UpstreamSpec]) -> Vec<String> {
+    let mut changes = Vec::new();
+    for new in reloaded {
+        let Some(old) = running.iter().find(|old| old.name == new.name) else {
+            changes.push(format!("upstream `{}` was added", new.name));
+            continue;
+        };
+        let fields: Vec<&str> = [
+            ("command, URL, headers or environment", old.endpoint != new.endpoint),
+            ("prefix", old.prefix != new.prefix),
+            ("tool overrides", old.overrides != new.overrides),
+            (
+                "timeouts",
+                (old.initialize_timeout, old.request_timeout) != (new.initialize_timeout, new.request_timeout),
+            ),
+            ("max_in_flight", old.max_in_flight != new.max_in_flight),
+            ("trust", old.trust != new.trust),
+        ]
+        .into_iter()
+        .filter_map(|(field, changed)| changed.then_some(field))
+        .collect();
+        if !fields.is_empty() {
+            changes.push(format!("upstream `{}` changed ({})", new.name, fields.join(", ")));
+        }
+    }
+    for old in running.iter().filter(|old| !reloaded.iter().any(|new| new.name == old.name)) {
+        changes.push(format!("upstream `{}` was removed (it keeps running)", old.name));
+    }
+    changes
 }
 
 /// Replaces the console's users with the reloaded ones. The config's own checks (unique names and tokens, no token

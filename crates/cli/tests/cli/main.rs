@@ -6,6 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod check_config;
 mod faults;
 mod http_upstream;
 mod infer;

@@ -1,7 +1,8 @@
 //! A config reload on SIGHUP: the policy is compiled again, visibility is decided again (a newly hidden tool leaves
 //! the listing and calling it looks unknown), and a broken file keeps the running policy. The console's users are
 //! replaced too: an added user logs in, a removed user cannot and their session ends; a user whose token is a
-//! running caller's is refused, and a broken file keeps the running users.
+//! running caller's is refused, and a broken file keeps the running users. Each upstream added, removed or changed
+//! in the file is named as needing a restart.
 
 use std::io::{Read as _, Write as _};
 use std::time::Duration;
@@ -145,4 +146,26 @@ fn sighup_replaces_the_console_users_and_ends_a_removed_users_session() {
     reload(&serve, &setup, "this is not toml = = =\n", "config reload failed", 1);
     assert_eq!(log_in(&serve, BOB).0, 303, "bob still logs in");
     assert!(!serve.stderr_text().contains(BOB) && !serve.stderr_text().contains(&digest(BOB)), "no token is logged");
+}
+
+#[test]
+fn sighup_names_each_upstream_change_that_needs_a_restart() {
+    let setup = Setup::demo("");
+    let serve = start_serve(&setup, &[]);
+    let text = std::fs::read_to_string(&setup.config).unwrap();
+    // `demo` changes (its overrides and trust, and its prefix: with two upstreams, names are prefixed) and an
+    // upstream `extra` is added.
+    let changed = text.replace(
+        "args = [\"demo-server\"]\n",
+        "args = [\"demo-server\"]\ntrust = \"pinned\"\n\n[upstream.tools.add_note]\nreadOnlyHint = false\n\n\
+         [[upstream]]\nname = \"extra\"\ncommand = \"/nonexistent/extra-server\"\nargs = []\n",
+    );
+    assert_ne!(changed, text);
+    reload(&serve, &setup, &changed, "restart toolgate to apply it", 2);
+    let stderr = serve.stderr_text();
+    assert!(stderr.contains("upstream `demo` changed (prefix, tool overrides, trust); restart toolgate"), "{stderr}");
+    assert!(stderr.contains("upstream `extra` was added; restart toolgate"), "{stderr}");
+    // And back: the file is what runs again (`extra` never ran), so nothing is named.
+    reload(&serve, &setup, &text, "policy reloaded", 2);
+    assert_eq!(serve.stderr_text().matches("restart toolgate to apply it").count(), 2, "{}", serve.stderr_text());
 }

@@ -136,10 +136,14 @@ fn warn_unmatched_upstreams(rules: &[RawRule], upstream_names: &[String], cx: &m
         for pattern in patterns {
             let Ok(glob) = Glob::new(pattern) else { continue };
             if !upstream_names.iter().any(|name| glob.matches(name)) {
-                let message = format!(
-                    "policy rule {}: `match.upstream` pattern `{pattern}` matches no configured upstream",
-                    index + 1
-                );
+                // The id is what a person searches the file (and the audit log) for; the position is for rules
+                // without one.
+                let rule_name = match &rule.spec.id {
+                    Some(id) => format!("policy rule {} (id `{id}`)", index + 1),
+                    None => format!("policy rule {}", index + 1),
+                };
+                let message =
+                    format!("{rule_name}: `match.upstream` pattern `{pattern}` matches no configured upstream");
                 cx.warn(rule.offset_of("match.upstream"), message);
             }
         }

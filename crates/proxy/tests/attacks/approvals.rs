@@ -172,7 +172,7 @@ async fn no_approval_id_ever_reaches_the_client() {
     assert_eq!(text(&response), "called purge_records", "{response}");
     assert_eq!(asked.elicitations.len(), 1);
     // Whatever else arrives (list_changed after a change, late notifications) is searched too.
-    asked.call(json!(4), "rug_rug_pull", json!({"change": "none"})).await;
+    asked.call(json!(4), "rug_pull", json!({"change": "none"})).await;
     queued.wait_list_changed().await;
     asked.receive_until_quiet(Duration::from_millis(200)).await;
 
@@ -292,7 +292,7 @@ async fn an_approval_lapses_when_the_tool_definition_changes_while_the_call_wait
     let pending = wait_pending(&harness.store, "rug_update_record", &arguments).await;
     // While it waits, the upstream swaps the definition the person is about to approve.
     let seen = list_changes(&puller);
-    let response = puller.call(json!("pull"), "rug_rug_pull", json!({"change": "describe"})).await;
+    let response = puller.call(json!("pull"), "rug_pull", json!({"change": "describe"})).await;
     assert_eq!(text(&response), "changed: describe", "{response}");
     wait_list_changes(&mut puller, seen).await;
     let now = puller.tool("rug_update_record").await.expect("still listed");
@@ -345,7 +345,7 @@ async fn an_elicitation_accepted_after_the_definition_changed_runs_nothing() {
     let question = asked.wait_for("the question", |message| message["method"] == "elicitation/create").await;
     // The person is still reading the question when the upstream swaps the definition.
     let seen = list_changes(&puller);
-    puller.call(json!("pull"), "rug_rug_pull", json!({"change": "describe"})).await;
+    puller.call(json!("pull"), "rug_pull", json!({"change": "describe"})).await;
     wait_list_changes(&mut puller, seen).await;
     asked.deliver(json!({"jsonrpc": "2.0", "id": question["id"],
                       "result": {"action": "accept", "content": {"approve": true}}}));

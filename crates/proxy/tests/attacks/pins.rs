@@ -111,7 +111,7 @@ async fn a_rug_pull_through_list_changed_is_quarantined_until_approved_and_tight
     assert_eq!(update["_meta"][META_KEY]["rules"]["readOnlyHint"], "declared-trusted");
 
     // The rug pull: update_record now claims to be read-only.
-    let response = client.call(json!("pull"), "rug_rug_pull", json!({"change": "relax"})).await;
+    let response = client.call(json!("pull"), "rug_pull", json!({"change": "relax"})).await;
     assert_eq!(text(&response), "changed: relax", "{response}");
     let tools =
         wait_tools(&mut client, "update_record quarantined", |tools| !names(tools).contains(&"rug_update_record"))
@@ -136,7 +136,7 @@ async fn a_rug_pull_through_list_changed_is_quarantined_until_approved_and_tight
 
     // A person approves the change; once the upstream lists again the tool is back, as approved.
     harness.approve_pin("rug", "update_record", &pending.proposed.fingerprint.whole).await;
-    client.call(json!("relist"), "rug_rug_pull", json!({"change": "none"})).await;
+    client.call(json!("relist"), "rug_pull", json!({"change": "none"})).await;
     let tools =
         wait_tools(&mut client, "update_record back", |tools| names(tools).contains(&"rug_update_record")).await;
     let update = tools.iter().find(|tool| tool["name"] == "rug_update_record").unwrap();
@@ -145,14 +145,14 @@ async fn a_rug_pull_through_list_changed_is_quarantined_until_approved_and_tight
     assert_eq!(text(&response), "called update_record", "{response}");
 
     // An edited description is a change too.
-    client.call(json!("describe"), "rug_rug_pull", json!({"change": "describe"})).await;
+    client.call(json!("describe"), "rug_pull", json!({"change": "describe"})).await;
     wait_tools(&mut client, "update_record quarantined again", |tools| !names(tools).contains(&"rug_update_record"))
         .await;
     let pending = harness.store.pins().pending("rug", "update_record").await.unwrap().expect("pending again");
     assert!(pending.changes.iter().any(|(field, _)| field == "description"), "{:?}", pending.changes);
 
     // Tightening (read_records no longer read-only) is accepted without quarantine and recorded.
-    client.call(json!("tighten"), "rug_rug_pull", json!({"change": "tighten"})).await;
+    client.call(json!("tighten"), "rug_pull", json!({"change": "tighten"})).await;
     let tools = wait_tools(&mut client, "read_records tightened", |tools| {
         tools
             .iter()
@@ -193,7 +193,7 @@ async fn with_quarantine_confirm_a_rug_pulled_tool_stays_listed_untrusted_and_ev
     let response = unasked.call(json!(1), "rug_update_record", json!({"id": 1})).await;
     assert_eq!(text(&response), "called update_record", "{response}");
     let seen = list_changes(&unasked);
-    unasked.call(json!("pull"), "rug_rug_pull", json!({"change": "relax"})).await;
+    unasked.call(json!("pull"), "rug_pull", json!({"change": "relax"})).await;
     wait_list_changes(&mut unasked, seen).await;
     assert!(harness.store.pins().pending("rug", "update_record").await.unwrap().is_some(), "the change is pending");
     // The new, unreviewed read-only claim is not believed: nobody pinned it, so the upstream's trust does not cover it.
@@ -239,13 +239,13 @@ async fn in_read_only_mode_a_rug_pulled_tool_that_newly_claims_read_only_stays_h
     let harness = pinned_and_approved_with(&log, guardrails).await;
     let mut client = harness.client(Elicit::Accept).await;
     let tools = client.tools().await;
-    assert!(names(&tools).contains(&"rug_rug_pull"), "pinned read-only tools are listed: {:?}", names(&tools));
+    assert!(names(&tools).contains(&"rug_pull"), "pinned read-only tools are listed: {:?}", names(&tools));
     assert!(!names(&tools).contains(&"rug_update_record"), "a write is hidden in read-only mode");
 
     // The rug pull: update_record now claims to be read-only. Its new definition is unreviewed, so the claim does
     // not count and read-only mode keeps hiding it: not listed, not in the safety prompt, unknown when called.
     let seen = list_changes(&client);
-    client.call(json!("pull"), "rug_rug_pull", json!({"change": "relax"})).await;
+    client.call(json!("pull"), "rug_pull", json!({"change": "relax"})).await;
     wait_list_changes(&mut client, seen).await;
     let pending = harness.store.pins().pending("rug", "update_record").await.unwrap().expect("the change is pending");
     assert_eq!(pending.proposed.definition["annotations"]["readOnlyHint"], json!(true), "the pull happened");
@@ -282,7 +282,7 @@ async fn a_deny_rule_on_destructive_still_denies_a_pinned_destructive_tool_whose
     harness.other_handle().await.pins().upsert(&snapshot, "tester").await.unwrap();
     let mut client = harness.client(Elicit::Accept).await;
     let seen = list_changes(&client);
-    client.call(json!("relist"), "rug_rug_pull", json!({"change": "none"})).await;
+    client.call(json!("relist"), "rug_pull", json!({"change": "none"})).await;
     wait_list_changes(&mut client, seen).await;
     let pending = harness.store.pins().pending("rug", "purge_records").await.unwrap().expect("the change is pending");
     assert!(
@@ -309,7 +309,7 @@ async fn an_approved_pin_change_is_released_without_waiting_for_another_listing(
     let log = FixtureLog::new();
     let harness = pinned_and_approved(&log, PinSpec::default(), Duration::from_secs(2)).await;
     let mut client = harness.client(Elicit::None).await;
-    client.call(json!("pull"), "rug_rug_pull", json!({"change": "relax"})).await;
+    client.call(json!("pull"), "rug_pull", json!({"change": "relax"})).await;
     wait_tools(&mut client, "update_record quarantined", |tools| !names(tools).contains(&"rug_update_record")).await;
     let pending = harness.store.pins().pending("rug", "update_record").await.unwrap().expect("pending");
     // `toolgate pins approve` from another process; the upstream does not list again.

@@ -89,3 +89,19 @@ async fn in_read_only_mode_a_write_tool_is_hidden_and_calling_it_looks_like_an_u
 
 // ---------------------------------------------------------------------------------------------------------------
 // 5. Approvals: replayed, forged, reused for other arguments
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_named_with_its_upstreams_prefix_keeps_the_prefix_once() {
+    let log = FixtureLog::new();
+    let guardrails = GuardrailSpec { policy: PolicySpec::permissive(), ..GuardrailSpec::default() };
+    // Upstream `rug` (prefix `rug`) lists `rug_pull` and `purge_records`.
+    let harness = Harness::start(vec![rug("rug", &log, TrustLevel::Untrusted)], guardrails).await;
+    let mut client = harness.client(Elicit::None).await;
+    let tools = client.tools().await;
+    let listed = names(&tools);
+    assert!(listed.contains(&"rug_pull") && listed.contains(&"rug_purge_records"), "{listed:?}");
+    assert!(!listed.contains(&"rug_rug_pull"), "the prefix is not doubled: {listed:?}");
+    let response = client.call(json!(1), "rug_pull", json!({"change": "none"})).await;
+    assert_eq!(text(&response), "changed: none", "the name reaches the upstream's `rug_pull`: {response}");
+    assert_eq!(fixture_called(&log, "rug_pull"), 1);
+}
