@@ -20,11 +20,11 @@ pub(crate) struct KnownTools {
 }
 
 impl KnownTools {
-    /// After a catalog rebuild: every ready upstream's tools in `catalog` replace what was known of it (so a tool
-    /// it stopped listing is forgotten); an upstream that is not ready keeps its last known tools.
+    /// After a catalog rebuild: the tools in `catalog` of every upstream with a listing (connected) replace what
+    /// was known of it (so a tool it stopped listing is forgotten); an upstream without one (down) keeps its last
+    /// known tools. The listing, not the status, says so: the run task says ready only after this rebuild.
     pub(crate) fn remember(&self, catalog: &Catalog, upstreams: &[Arc<UpstreamRuntime>]) {
-        let ready: Vec<bool> =
-            upstreams.iter().map(|runtime| matches!(runtime.status(), UpstreamStatus::Ready { .. })).collect();
+        let ready: Vec<bool> = upstreams.iter().map(|runtime| runtime.checked_listing().is_some()).collect();
         let mut listed: Vec<HashMap<String, Arc<ExposedTool>>> = vec![HashMap::new(); upstreams.len()];
         for tool in catalog.tools() {
             if let Some(tools) = listed.get_mut(tool.upstream) {

@@ -102,8 +102,20 @@ impl UpstreamRuntime {
         self.state.read().map(|state| state.status.clone()).unwrap_or(UpstreamStatus::Starting)
     }
 
-    /// Publishes a new connection with its first checked listing (the run task's, once checked).
-    pub(crate) fn set_ready(&self, connection: Arc<Connection>, listing: Arc<CheckedListing>) {
+    /// Publishes a new connection with its first checked listing (the run task's, once checked). The status is
+    /// left as it was: the run task rebuilds the catalog from this listing first and only then says ready
+    /// ([`UpstreamRuntime::mark_ready`]), so whoever sees `Ready` finds the upstream's tools in the catalog.
+    pub(crate) fn publish(&self, connection: Arc<Connection>, listing: Arc<CheckedListing>) {
+        if let Ok(mut state) = self.state.write() {
+            state.connection = Some(connection);
+            state.listing = Some(listing);
+        }
+    }
+
+    /// Says ready, for the connection and listing [`UpstreamRuntime::publish`] stored (nothing when there is none).
+    pub(crate) fn mark_ready(&self) {
+        let Ok(mut state) = self.state.write() else { return };
+        let (Some(connection), Some(listing)) = (&state.connection, &state.listing) else { return };
         let outcome = connection.initialize_outcome();
         let server = format!(
             "{} {}",
@@ -112,17 +124,12 @@ impl UpstreamRuntime {
         )
         .trim()
         .to_owned();
-        let status = UpstreamStatus::Ready {
+        state.status = UpstreamStatus::Ready {
             server,
             protocol_version: outcome.protocol_version.clone(),
             tools: listing.listing.tools.len(),
-            warning: dropped_warning(&listing),
+            warning: dropped_warning(listing),
         };
-        if let Ok(mut state) = self.state.write() {
-            state.connection = Some(connection);
-            state.listing = Some(listing);
-            state.status = status;
-        }
     }
 
     /// Replaces the listing after a re-listing or a re-check, keeping the connection (the run task's only).
@@ -138,7 +145,7 @@ impl UpstreamRuntime {
 
     /// Connects and lists (each kind's pages until its maxima in `limits` are reached); what the upstream sends on
     /// its own goes to `events`. Nothing is published: the run task checks the listing first
-    /// (`UpstreamRuntime::set_ready`).
+    /// (`UpstreamRuntime::publish`).
     pub async fn connect(
         &self,
         limits: &Limits,

@@ -79,10 +79,11 @@ pub(crate) async fn run_upstream(gateway: Arc<Shared>, index: usize) {
                 let checked = listing::check(&gateway, index, Arc::new(listed), dropped, None).await;
                 let trigger = std::mem::replace(&mut trigger, ListingTrigger::Reconnect);
                 listing::record(&gateway, &runtime.spec.name, trigger, None, &checked);
-                runtime.set_ready(Arc::clone(&connection), Arc::new(checked.listing));
-                // The status says ready from here: rebuild before anything else (logging included), so whoever sees
-                // it finds the catalog with this listing as soon as possible.
+                runtime.publish(Arc::clone(&connection), Arc::new(checked.listing));
+                // The catalog first, then the status: whoever sees `Ready` finds this listing's tools (a call made as
+                // soon as the status said ready got "Unknown tool" when the status came first).
                 crate::lifecycle::catalog::rebuild_catalog(&gateway);
+                runtime.mark_ready();
                 tracing::info!(upstream = %runtime.spec.name, status = ?runtime.status(), "upstream ready");
                 gateway.notify_list_changed(&[ListKind::Tools, ListKind::Prompts, ListKind::Resources]);
                 if !std::mem::replace(&mut settled, true) {
