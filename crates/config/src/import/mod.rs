@@ -3,7 +3,8 @@
 //! The output starts with a comment saying where it came from and how to point the client at toolgate, then one
 //! `[[upstream]]` per server (see [`server`]) and a listener suited to the client (stdio for Claude Desktop,
 //! loopback HTTP for VS Code). It is text for a human to review, not a spec: nothing is run or resolved here,
-//! and no environment variable is read.
+//! and no environment variable is read. A VS Code `${input:...}` placeholder refuses the import (toolgate cannot
+//! ask for it), and a literal secret copied into `env` or a header is marked with a warning.
 
 mod jsonc;
 mod model;
@@ -40,6 +41,27 @@ pub(crate) fn import_text(text: &str, origin: &Path) -> Result<String, ConfigErr
         }
     };
     let blocks = translate_servers(servers, &inputs);
+    // A VS Code input is asked of a person when VS Code starts the server; toolgate cannot ask, and a file carrying
+    // the placeholder would start the server with `${input:...}` as the value: refused, naming each one.
+    let locator = Locator::new(origin, text);
+    let unresolved: Vec<Problem> = blocks
+        .iter()
+        .filter(|block| block.active)
+        .flat_map(|block| block.unresolved_inputs.iter().map(move |placeholder| (block, placeholder)))
+        .map(|(block, placeholder)| {
+            let server = block.lines.get(1).map(String::as_str).unwrap_or_default();
+            locator.problem(
+                text.find(placeholder.as_str()).unwrap_or(0),
+                format!(
+                    "server ({server}): `{placeholder}` is a VS Code input toolgate cannot ask for; put the value in \
+                     the source file (a secret in an environment variable: `${{env:NAME}}`) and import again"
+                ),
+            )
+        })
+        .collect();
+    if !unresolved.is_empty() {
+        return Err(invalid(unresolved));
+    }
     if !blocks.iter().any(|block| block.active) {
         let message = if blocks.is_empty() {
             "the file lists no servers: nothing to import".to_owned()

@@ -14,6 +14,10 @@ pub(crate) struct Block {
     pub(crate) notes: Vec<String>,
     pub(crate) lines: Vec<String>,
     pub(crate) active: bool,
+    /// Every `${input:...}` placeholder the server's settings hold: VS Code asks a person for these, toolgate
+    /// cannot, and a config carrying one would start the server with the placeholder text as the value. The import
+    /// is refused while any remains (`import::import_text`).
+    pub(crate) unresolved_inputs: Vec<String>,
 }
 
 impl Block {
@@ -62,6 +66,7 @@ pub(crate) fn translate_server(name: &str, entry: ServerEntry, inputs: &[InputEn
         notes: Vec::new(),
         lines: vec!["[[upstream]]".to_owned(), format!("name = {}", toml_string(name))],
         active: true,
+        unresolved_inputs: Vec::new(),
     };
     for key in entry.other.keys() {
         block.notes.push(match key.as_str() {
@@ -148,6 +153,12 @@ fn translate_stdio(entry: ServerEntry, inputs: &[InputEntry], block: &mut Block)
             block.notes.push(format!("env `{key}` is passed through from toolgate's own environment (inherited)"));
         } else {
             warn_placeholders(&value, inputs, block);
+            if looks_secret(&key) && !value.contains("${") && !value.trim().is_empty() {
+                block.notes.push(format!(
+                    "warning: env `{key}` is a literal secret copied into this file: set it in toolgate's own \
+                     environment instead (the server inherits it) and remove it here"
+                ));
+            }
             env.push(format!("{} = {}", toml_key(&key), toml_string(&value)));
         }
     }
@@ -194,6 +205,12 @@ fn translate_http(entry: ServerEntry, inputs: &[InputEntry], block: &mut Block) 
                 );
             }
         }
+        if !name.eq_ignore_ascii_case("authorization") && looks_secret(&name) && !value.contains("${") {
+            block.notes.push(format!(
+                "warning: header `{name}` is a literal secret copied into this file: keep credentials out of it \
+                 (for a bearer token, bearer_token_env)"
+            ));
+        }
         warn_placeholders(&value, inputs, block);
         headers.push(format!("{} = {}", toml_key(&name), toml_string(&value)));
     }
@@ -203,6 +220,14 @@ fn translate_http(entry: ServerEntry, inputs: &[InputEntry], block: &mut Block) 
     if let Some(variable) = bearer_token_env {
         block.lines.push(format!("bearer_token_env = {}", toml_string(&variable)));
     }
+}
+
+/// Whether an environment variable or header name says it holds a credential (`GITHUB_TOKEN`, `X-Api-Key`, ...).
+fn looks_secret(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    ["TOKEN", "SECRET", "PASSWORD", "PASSWD", "API_KEY", "APIKEY", "API-KEY", "ACCESS_KEY", "PRIVATE_KEY", "CREDENTIAL"]
+        .iter()
+        .any(|word| upper.contains(word))
 }
 
 /// `VAR` from `Bearer ${env:VAR}` (any case of "Bearer", surrounding spaces allowed).
@@ -225,6 +250,9 @@ fn warn_placeholders(value: &str, inputs: &[InputEntry], block: &mut Block) {
         let placeholder = &rest[start..start + length + 1];
         let inner = &placeholder[2..placeholder.len() - 1];
         let warning = if let Some(id) = inner.strip_prefix("input:") {
+            if !block.unresolved_inputs.iter().any(|seen| seen == placeholder) {
+                block.unresolved_inputs.push(placeholder.to_owned());
+            }
             let described = inputs
                 .iter()
                 .find(|input| input.id.as_deref() == Some(id))

@@ -18,6 +18,9 @@ fn example(name: &str) -> (PathBuf, String) {
 
 fn import_example(name: &str) -> (String, GatewaySpec) {
     let (path, text) = example(name);
+    // The VS Code example asks for a token with an input, which toolgate refuses (below): here the person has put
+    // the value in.
+    let text = text.replace("${input:github-token}", "ghp-typed-in");
     let toml = import_text(&text, &path).unwrap();
     let env = |name: &str| test_env(name).or_else(|| (name == "LINEAR_TOKEN").then(|| "lin-token".to_owned()));
     let spec = parse_config_with_env(&toml, Path::new("gateway.toml"), &env)
@@ -59,10 +62,10 @@ fn vscode_mcp_json_round_trips() {
     insta::assert_snapshot!("vscode_import", toml);
     let names: Vec<&str> = spec.upstreams.iter().map(|upstream| upstream.name.as_str()).collect();
     assert_eq!(names, ["github", "time", "fetch", "search"]);
-    // `${input:...}` is kept (with a warning comment); `Bearer ${env:VAR}` became bearer_token_env.
+    // A literal credential is kept with a note; `Bearer ${env:VAR}` became bearer_token_env.
     let Endpoint::Http { headers, .. } = &spec.upstreams[0].endpoint else { panic!("not http") };
-    assert_eq!(headers, &[("Authorization".to_owned(), "Bearer ${input:github-token}".to_owned())]);
-    assert!(toml.contains("# warning: `${input:github-token}` (GitHub personal access token) is a VS Code input"));
+    assert_eq!(headers, &[("Authorization".to_owned(), "Bearer ghp-typed-in".to_owned())]);
+    assert!(toml.contains("# the Authorization header holds a literal credential"));
     let Endpoint::Http { headers, .. } = &spec.upstreams[3].endpoint else { panic!("not http") };
     assert_eq!(
         headers,
@@ -128,4 +131,22 @@ fn names_are_sanitized_and_kept_unique() {
     let names: Vec<&str> = spec.upstreams.iter().map(|upstream| upstream.name.as_str()).collect();
     assert_eq!(names, ["a_b", "a_b-2", "A_B-3"]);
     assert!(toml.contains("# named \"a.b\" in the source file\n"));
+}
+
+#[test]
+fn an_unresolved_vscode_input_refuses_the_import_and_a_literal_secret_is_warned_about() {
+    let (path, text) = example("vscode_mcp.json");
+    let error = import_text(&text, &path).unwrap_err().to_string();
+    assert!(
+        error.contains("`${input:github-token}` is a VS Code input toolgate cannot ask for; put the value in"),
+        "{error}"
+    );
+    assert!(error.starts_with("examples/vscode_mcp.json:10:"), "the placeholder's position: {error}");
+    let json = r#"{"servers": {"gh": {"command": "gh-mcp", "env": {"GITHUB_TOKEN": "ghp-literal", "LOG": "1"},
+                    "type": "stdio"}, "api": {"type": "http", "url": "https://a.example/mcp",
+                    "headers": {"X-Api-Key": "k-literal"}}}}"#;
+    let toml = import_text(json, Path::new("mcp.json")).unwrap();
+    assert!(toml.contains("# warning: env `GITHUB_TOKEN` is a literal secret copied into this file"), "{toml}");
+    assert!(!toml.contains("env `LOG` is a literal secret"), "{toml}");
+    assert!(toml.contains("# warning: header `X-Api-Key` is a literal secret copied into this file"), "{toml}");
 }
