@@ -3,6 +3,7 @@
 //! - `tidy`: checks the conventions (module docs, crate layering, file length, one feature set for the binary).
 //! - `eval`: scores inference on labelled corpora next to the baseline verb map, and the trust rule and the
 //!   standard policy built on it; `--check` holds each corpus to `xtask/eval-thresholds.toml`.
+//! - `train`: fits inference's learned layer on the labelled corpora and writes its checked-in weights.
 //! - `lint-eval`: measures lint on a labelled corpus (flagged mis-declarations, false-alarm rate).
 //! - `test`: installs the real peers into `.cache/` and runs every test.
 //! - `screenshots`: runs the console's browser tests with screenshots on, into `docs/screenshots/`.
@@ -22,6 +23,7 @@ mod screenshots;
 mod test_run;
 mod tidy;
 mod tidy_layers;
+mod train;
 
 use anyhow::{Result, bail};
 
@@ -31,10 +33,11 @@ fn main() -> Result<()> {
     let rest: Vec<String> = args.collect();
     match command.as_str() {
         "tidy" => tidy::run(&rest),
+        "train" => train::run(&rest),
         "eval" => eval::run(&rest),
         "lint-eval" => lint_eval::run(&rest),
         "test" => test_run::run(&rest),
         "screenshots" => screenshots::run(&rest),
-        _ => bail!("usage: cargo xtask <tidy|eval|lint-eval|test|screenshots> [options]"),
+        _ => bail!("usage: cargo xtask <tidy|eval|train|lint-eval|test|screenshots> [options]"),
     }
 }

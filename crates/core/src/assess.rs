@@ -8,7 +8,8 @@ use serde::Serialize;
 use crate::effective::{EffectiveHints, HintOverrides, resolve_hints};
 use crate::facts::{ToolFacts, tool_facts};
 use crate::fingerprint::{FingerprintError, ToolFingerprint, fingerprint_tool};
-use crate::infer::{Inference, infer_annotations};
+use crate::infer::model::LinearModel;
+use crate::infer::{Inference, infer_annotations_with};
 use crate::lint::{Finding, lint_tool};
 use crate::normalize::{NormalizedAnnotations, normalize_annotations};
 use crate::tool::ToolDefinition;
@@ -33,8 +34,13 @@ pub struct Assessment {
 
 /// Assesses one tool; `overrides` are the operator's per-tool hint settings.
 pub fn assess_tool(tool: &ToolDefinition, overrides: &HintOverrides) -> Assessment {
+    assess_tool_with(tool, overrides, LinearModel::builtin())
+}
+
+/// [`assess_tool`] with another learned model (the eval scores each server with a model trained without it).
+pub fn assess_tool_with(tool: &ToolDefinition, overrides: &HintOverrides, model: &LinearModel) -> Assessment {
     let normalized = normalize_annotations(tool);
-    let inference = infer_annotations(tool);
+    let inference = infer_annotations_with(tool, model);
     let effective = resolve_hints(overrides, &normalized.declared, Some(&inference));
     let facts = tool_facts(tool, &effective);
     let findings = lint_tool(tool, &normalized, &inference);

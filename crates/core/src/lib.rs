@@ -50,7 +50,7 @@ pub mod tool;
 pub mod trust;
 pub mod words;
 
-pub use assess::{Assessment, assess_tool};
+pub use assess::{Assessment, assess_tool, assess_tool_with};
 pub use effective::{EffectiveHint, EffectiveHints, HintOverrides, resolve_hints};
 pub use hints::{DeclaredHints, Hint, HintSource};
 pub use tool::{ToolDefinition, ToolDefinitionError};

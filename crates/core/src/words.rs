@@ -148,9 +148,10 @@ fn lookup_verb(token: &str) -> Option<VerbClass> {
         | "sample" | "measure" | "forecast" | "predict" | "classify" | "rank" | "identify" => VerbClass::Read,
         "create" | "add" | "new" | "insert" | "post" | "upload" | "register" | "put" | "make" | "clone" | "copy"
         | "append" | "attach" | "fork" | "provision" | "allocate" | "generate" | "build" | "duplicate" | "save"
-        | "store" | "write" | "record" | "log" | "comment" | "tag" | "label" | "star" | "enroll" | "open"
-        | "synthesize" | "writer" | "compose" | "draft" | "bookmark" | "subscribe" | "follow" | "reserve" | "mkdir"
-        | "touch" => VerbClass::Create,
+        | "store" | "write" | "record" | "log" | "comment" | "tag" | "label" | "star" | "enroll" | "synthesize"
+        | "writer" | "compose" | "draft" | "bookmark" | "subscribe" | "follow" | "reserve" | "mkdir" | "touch" => {
+            VerbClass::Create
+        }
         "update" | "edit" | "set" | "modify" | "patch" | "rename" | "move" | "assign" | "unassign" | "enable"
         | "disable" | "configure" | "change" | "replace" | "merge" | "apply" | "import" | "sync" | "upsert"
         | "toggle" | "approve" | "reject" | "close" | "reopen" | "resize" | "scale" | "rotate" | "grant" | "lock"
@@ -175,8 +176,10 @@ fn lookup_verb(token: &str) -> Option<VerbClass> {
         | "reboot" | "shutdown" | "dispatch" | "perform" | "do" | "act" | "control" | "handle" | "process"
         | "crawl" | "scrape" | "train" | "migrate" | "upgrade_all" | "kubectl" | "shell" | "command" | "interact"
         | "automate" | "orchestrate" | "simulate" | "benchmark" | "compile" | "bash" | "sudo" => VerbClass::Execute,
-        "connect" | "disconnect" | "login" | "logout" | "signin" | "signout" | "switch" | "use" | "authenticate"
-        | "auth" => VerbClass::Connect,
+        // `open` is a view as often as a creation (`open_nodes`, `open_presentation` read; `open_url` drives a
+        // browser; "open an issue" creates): it names a session step, and the other cues decide.
+        "open" | "connect" | "disconnect" | "login" | "logout" | "signin" | "signout" | "switch" | "use"
+        | "authenticate" | "auth" => VerbClass::Connect,
         _ => return None,
     };
     Some(class)

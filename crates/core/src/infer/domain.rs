@@ -7,7 +7,7 @@
 use crate::infer::CueSource;
 use crate::infer::action::Action;
 use crate::infer::cue::Cue;
-use crate::infer::effects::{StatedEffect, stated_effect};
+use crate::infer::effects::{StatedEffect, stated_effects};
 use crate::infer::signals::{Property, Signals, contains_phrase};
 use crate::words::VerbClass;
 
@@ -40,8 +40,41 @@ pub(crate) struct Domain {
     pub(crate) write_choice: Option<Cue>,
     /// An `action`/`operation` property offering to overwrite or delete (in its enum or its description).
     pub(crate) overwrite_choice: Option<Cue>,
-    /// A delete, send or write the tool states anywhere in its texts or schema (`also deletes every file`).
-    pub(crate) stated_effect: Option<StatedEffect>,
+    /// Every delete, send or write the tool states anywhere in its texts or schema (`also deletes every file`).
+    pub(crate) stated_effects: Vec<StatedEffect>,
+}
+
+impl Domain {
+    /// The names of the cues found, for the learned layer's features (`web`, `stated-delete`, ...).
+    pub(crate) fn flags(&self) -> Vec<&'static str> {
+        let cues: [(&'static str, bool); 13] = [
+            ("web", self.web.is_some()),
+            ("local", self.local.is_some()),
+            ("code", self.code.is_some()),
+            ("control-plane", self.control_plane.is_some()),
+            ("file-output", self.file_output.is_some()),
+            ("danger-switch", self.danger_switch.is_some()),
+            ("static-guidance", self.static_guidance.is_some()),
+            ("dry-run", self.dry_run.is_some()),
+            ("content", self.content.is_some()),
+            ("read-shape", self.read_shape.is_some()),
+            ("delete-choice", self.delete_choice.is_some()),
+            ("write-choice", self.write_choice.is_some()),
+            ("overwrite-choice", self.overwrite_choice.is_some()),
+        ];
+        let mut flags: Vec<&'static str> = cues.into_iter().filter(|(_, found)| *found).map(|(name, _)| name).collect();
+        for effect in &self.stated_effects {
+            let flag = match effect.class {
+                VerbClass::Delete => "stated-delete",
+                VerbClass::Send => "stated-send",
+                _ => "stated-write",
+            };
+            if !flags.contains(&flag) {
+                flags.push(flag);
+            }
+        }
+        flags
+    }
 }
 
 const WEB_WORDS: &[&str] = &[
@@ -171,7 +204,7 @@ const CONTENT_PROPERTIES: &[&str] = &[
 pub(crate) fn read_domain(signals: &Signals, actions: &[Action]) -> Domain {
     let head_class = actions.first().map(|action| action.class);
     Domain {
-        stated_effect: stated_effect(signals),
+        stated_effects: stated_effects(signals),
         web: web_cue(signals),
         local: local_cue(signals),
         code: code_cue(signals, head_class),

@@ -12,6 +12,7 @@
 //! `runs`, `writes`), negations (`never deletes`, `does not send`) and filters (`drops all adult content from
 //! search results`) are not effects.
 
+use crate::confusable::skeleton;
 use crate::infer::CueSource;
 use crate::infer::cue::Cue;
 use crate::infer::signals::{Property, Signals};
@@ -42,6 +43,15 @@ const DELETE_VERBS: &[&str] = &[
     "discard",
     "unlink",
     "shred",
+    "uninstall",
+    "expunge",
+    "obliterate",
+    "nuke",
+    "trash",
+    "flush",
+    "revoke",
+    "format",
+    "empty",
 ];
 /// Verbs whose stated use sends something to other people or systems. `share` is left out: "file shares" and
 /// "the user shares a link" are far more common in honest texts than a tool that shares.
@@ -59,12 +69,17 @@ const SEND_VERBS: &[&str] = &[
     "transmit",
     "exfiltrate",
     "leak",
+    "submit",
+    "transfer",
+    "beacon",
+    "sync",
 ];
 /// Verbs whose stated use writes or changes something. `create` is left out: honest reads "create a plan" or
 /// "create a summary" they only return; so is `replace`, mostly figurative ("replaces the manual chain of ...").
 const WRITE_VERBS: &[&str] = &[
     "write", "modify", "save", "store", "append", "insert", "update", "change", "rename", "move", "commit", "push",
-    "install", "alter", "edit", "patch", "chmod", "chown",
+    "install", "alter", "edit", "patch", "chmod", "chown", "encrypt", "mutate", "persist", "upsert", "reset", "reboot",
+    "restart", "purchase", "charge", "pay", "deploy",
 ];
 /// Third-person forms that are as often plural nouns (`lists posts to a channel`, `shows changes the commit made`):
 /// they count as verbs only at the start of a clause or after a word that leaves a verb next
@@ -93,6 +108,14 @@ const NOUN_LIKE_FORMS: &[&str] = &[
     "saves",
     "writes",
     "reports",
+    "formats",
+    "transfers",
+    "charges",
+    "purchases",
+    "resets",
+    "restarts",
+    "syncs",
+    "submits",
 ];
 /// Words after which a noun-like form is the verb of the clause (`it posts`, `then uploads`, `and stores`).
 const VERB_OPENERS: &[&str] = &[
@@ -188,13 +211,75 @@ const TOOL_NOUNS: &[&str] = &["tool", "function", "it", "command", "server", "en
 /// (`truncates very large content with a marker`): it counts only with a storage object close after it.
 const TRUNCATED_STORES: &[&str] = &["table", "tables", "file", "files", "log", "logs", "database", "collection"];
 const TRUNCATE_REACH: usize = 3;
-/// Words that negate a verb when one of them stands up to [`NEGATION_REACH`] words before it.
+/// Words that negate the verb they govern (`never deletes`, `does not send`, `without deleting`).
 const NEGATIONS: &[&str] = &["not", "never", "no", "without", "cannot", "nor", "neither", "nothing"];
+/// What may stand between a negation and the verb it negates: auxiliaries and adverbs (`does not *ever*
+/// delete`, `will not *automatically* send`). Any other word ends the negation's scope, so "reads nothing else
+/// and deletes the file" still confesses: a negation a few words back is not a negation of this verb.
+const NEGATION_BRIDGES: &[&str] = &[
+    "do",
+    "does",
+    "did",
+    "will",
+    "would",
+    "should",
+    "can",
+    "could",
+    "may",
+    "might",
+    "must",
+    "shall",
+    "be",
+    "is",
+    "are",
+    "was",
+    "were",
+    "been",
+    "ever",
+    "also",
+    "actually",
+    "automatically",
+    "silently",
+    "directly",
+    "itself",
+];
+/// At most this many bridge words between a negation and its verb.
 const NEGATION_REACH: usize = 3;
 /// Words after a predicate that make it a filter of what is returned (`drops all adult content from search
 /// results`, `removes duplicates from the output`).
 const FILTER_TARGETS: &[&str] = &["result", "results", "output", "response", "responses", "list", "listing"];
 const FILTER_REACH: usize = 8;
+/// Words that make a filter target a place in storage (`from the output folder`, `from the results table`): then
+/// the predicate removes stored things, not lines of a reply.
+const STORED_PLACES: &[&str] = &[
+    "folder",
+    "folders",
+    "directory",
+    "directories",
+    "dir",
+    "file",
+    "files",
+    "bucket",
+    "buckets",
+    "table",
+    "tables",
+    "database",
+    "db",
+    "disk",
+    "drive",
+    "path",
+    "storage",
+    "store",
+    "repository",
+    "repo",
+    "server",
+    "cache",
+    "collection",
+    "index",
+    "queue",
+];
+/// Words that may stand between `from` and a filter target (`from the search results`).
+const FILTER_FILLERS: &[&str] = &["the", "a", "its", "their", "your", "this", "search", "returned", "final", "tool's"];
 /// Switch names (tokens) that, as a boolean property, offer to delete or overwrite (`deleteAfterRead`,
 /// `overwrite`). `remove` and `drop` are left out: as switches they mostly shape what is returned
 /// (`removeBase64Images`, `dropEmpty`).
@@ -216,23 +301,36 @@ const SEND_PROPERTIES: &[&str] = &[
     "forwardto",
 ];
 
-/// The first side effect the tool states: in its description, in a property description, or as a schema shape.
-pub(crate) fn stated_effect(signals: &Signals) -> Option<StatedEffect> {
-    if let Some((phrase, class)) = predicate_in(&signals.effect_text) {
-        return Some(StatedEffect {
+/// Every side effect the tool states: in its description, in property descriptions, or as schema shapes, in that
+/// order. All are kept, not only the first: a description that confesses a write first ("saves a copy") and a
+/// delete later ("then deletes the originals") must count as destructive too.
+pub(crate) fn stated_effects(signals: &Signals) -> Vec<StatedEffect> {
+    let mut effects: Vec<StatedEffect> = predicates_in(&signals.effect_text)
+        .into_iter()
+        .map(|(phrase, class)| StatedEffect {
             cue: Cue::new(CueSource::Description, format!("stated effect \"{phrase}\"")),
             class,
-        });
-    }
+        })
+        .collect();
     if signals.effect_text_cut {
         // A text longer than what is read could hide a confession past the cut; fail closed.
         let cue = Cue::new(CueSource::Description, "description too long to read whole".to_owned());
-        return Some(StatedEffect { cue, class: VerbClass::Update });
+        effects.push(StatedEffect { cue, class: VerbClass::Update });
     }
-    signals.properties.iter().find_map(property_effect)
+    effects.extend(signals.properties.iter().flat_map(property_effects));
+    effects
 }
 
-fn property_effect(property: &Property) -> Option<StatedEffect> {
+fn property_effects(property: &Property) -> Vec<StatedEffect> {
+    let mut effects: Vec<StatedEffect> = property_shape_effect(property).into_iter().collect();
+    for (phrase, class) in predicates_in(&property.description) {
+        let cue = Cue::new(CueSource::Schema, format!("property \"{}\" states \"{phrase}\"", property.name));
+        effects.push(StatedEffect { cue, class });
+    }
+    effects
+}
+
+fn property_shape_effect(property: &Property) -> Option<StatedEffect> {
     let schema = |text: String, class: VerbClass| Some(StatedEffect { cue: Cue::new(CueSource::Schema, text), class });
     let boolean = property.types.iter().any(|kind| kind == "boolean");
     if boolean && let Some(word) = DELETE_SWITCH_WORDS.iter().find(|word| property.has_token(&[word])) {
@@ -242,24 +340,44 @@ fn property_effect(property: &Property) -> Option<StatedEffect> {
     if SEND_PROPERTIES.contains(&flat.to_lowercase().as_str()) {
         return schema(format!("recipient property \"{}\"", property.name), VerbClass::Send);
     }
-    let (phrase, class) = predicate_in(&property.description)?;
-    schema(format!("property \"{}\" states \"{phrase}\"", property.name), class)
+    None
 }
 
+/// Most effects kept from one text: enough to see every kind, bounded on hostile input.
+const MAX_EFFECTS: usize = 16;
+
 /// The first effect predicate in a lowercased text, as written, with its class.
+#[cfg(test)]
 pub(crate) fn predicate_in(text: &str) -> Option<(String, VerbClass)> {
-    for clause in text.split(['.', '!', '?', '\n', ';', ':', '(', ')', ',']) {
+    predicates_in(text).into_iter().next()
+}
+
+/// Every effect predicate in a lowercased text (at most [`MAX_EFFECTS`]), in order. Look-alike letters and
+/// invisible characters are folded first (`dеletes` with a Cyrillic `е` reads `deletes`, as a person sees it).
+pub(crate) fn predicates_in(text: &str) -> Vec<(String, VerbClass)> {
+    let folded = skeleton(text);
+    let mut found = Vec::new();
+    for clause in folded.split(['.', '!', '?', '\n', ';', ':', '(', ')', ',']) {
         let words: Vec<&str> = clause
             .split(|character: char| !(character.is_alphanumeric() || character == '\'' || character == '\u{2019}'))
             .filter(|word| !word.is_empty())
             .collect();
+        // A sequence match (`then deletes`) covers the verb it names; the verb must not count again.
+        let mut covered_until = 0;
         for index in 0..words.len() {
-            if let Some(found) = predicate_at(&words, index) {
-                return Some(found);
+            if index < covered_until {
+                continue;
+            }
+            if let Some(predicate) = predicate_at(&words, index) {
+                covered_until = index + predicate.0.split(' ').count();
+                found.push(predicate);
+                if found.len() == MAX_EFFECTS {
+                    return found;
+                }
             }
         }
     }
-    None
+    found
 }
 
 fn predicate_at(words: &[&str], index: usize) -> Option<(String, VerbClass)> {
@@ -369,18 +487,40 @@ fn truncates_storage(words: &[&str], index: usize) -> bool {
         .any(|word| TRUNCATED_STORES.contains(word))
 }
 
+/// True when the word at `index` is negated: a negation right before it, or separated from it only by
+/// [`NEGATION_BRIDGES`] (at most [`NEGATION_REACH`]). `no` also negates across the one noun it determines (`no
+/// files are deleted`).
 fn negated(words: &[&str], index: usize) -> bool {
-    words[index.saturating_sub(NEGATION_REACH)..index]
-        .iter()
-        .any(|word| NEGATIONS.contains(word) || word.ends_with("n't") || word.ends_with("n\u{2019}t"))
+    let is_negation = |word: &str| NEGATIONS.contains(&word) || word.ends_with("n't") || word.ends_with("n\u{2019}t");
+    let mut position = index;
+    let mut bridged = 0;
+    while position > 0 {
+        position -= 1;
+        let word = words[position];
+        if is_negation(word) {
+            return true;
+        }
+        if position > 0 && words[position - 1] == "no" && bridged == 0 {
+            return true;
+        }
+        if !NEGATION_BRIDGES.contains(&word) || bridged == NEGATION_REACH {
+            return false;
+        }
+        bridged += 1;
+    }
+    false
 }
 
+/// True when the predicate at `index` filters what the tool returns (`drops all adult content from search
+/// results`): `from`, then only fillers, then a filter target that does not name a place in storage
+/// (`from the output folder` is a place, so "deletes the files from the output folder" is an effect).
 fn is_filter(words: &[&str], index: usize) -> bool {
     let after = &words[(index + 1).min(words.len())..(index + 1 + FILTER_REACH).min(words.len())];
-    after
-        .iter()
-        .position(|word| *word == "from")
-        .is_some_and(|from| after[from..].iter().any(|word| FILTER_TARGETS.contains(word)))
+    let Some(from) = after.iter().position(|word| *word == "from") else { return false };
+    let rest = &after[from + 1..];
+    let Some(target) = rest.iter().position(|word| !FILTER_FILLERS.contains(word)) else { return false };
+    let noun_after = words.get(index + 1 + from + 1 + target + 1).copied().unwrap_or_default();
+    FILTER_TARGETS.contains(&rest[target]) && !STORED_PLACES.contains(&noun_after)
 }
 
 #[cfg(test)]
@@ -436,10 +576,66 @@ mod tests {
             "Body format. Use stripped to also remove quoted replies.",
             "Lists posts to the channel and the changes the commit made.",
             "Returns the latest updates the team published.",
+            "Builds context from memory. Supports output formats like markdown and json.",
+            "List asset transfers between locations.",
         ];
         for text in cases {
             assert_eq!(found(text), None, "{text}");
         }
+    }
+
+    /// Bypasses a reviewer found in the first version (issue 15): each must now be caught.
+    #[test]
+    fn the_reviewed_bypasses_are_caught() {
+        let cases = [
+            // A place in storage after `from` is not a filter of the output.
+            ("Lists the files. Deletes all files from the output folder.", "deletes all"),
+            ("Reads the report and removes old entries from the results table.", "removes old"),
+            // A negation governs only the verb it stands before (with auxiliaries and adverbs between).
+            ("Reads nothing else and deletes the file.", "deletes the"),
+            ("No confirmation; then deletes the cache.", "then deletes"),
+            ("Not a preview: deletes the folder.", "deletes the"),
+            ("Without delay erases the logs.", "erases the"),
+            // Verbs the first list missed.
+            ("Shows the disk. Formats the drive.", "formats the"),
+            ("Lists packages, then uninstalls the old ones.", "then uninstalls"),
+            ("Reads the vault and encrypts every file with a new key.", "encrypts every"),
+            ("Gets the balance. Transfers the funds to the given account.", "transfers the"),
+            ("Reads the key and revokes it.", "revokes it"),
+            // Look-alike letters and invisible characters in the verb.
+            ("Reads a file. It also d\u{435}letes every file.", "also deletes"),
+            ("Reads a file. S\u{435}nds it to the operator.", "sends it"),
+            ("Reads a file. It also dele\u{200b}tes every file.", "also deletes"),
+        ];
+        for (text, want) in cases {
+            assert_eq!(found(text).as_deref(), Some(want), "{text}");
+        }
+    }
+
+    #[test]
+    fn negations_still_negate_their_own_verb() {
+        let cases = [
+            "Reads the file. It does not ever delete anything.",
+            "Reads the file; will not automatically send anything.",
+            "Reads the file without deleting it.",
+            "Shows the queue. No files are deleted permanently.",
+            "Reads the log and doesn't erase the log.",
+        ];
+        for text in cases {
+            assert_eq!(found(text), None, "{text}");
+        }
+    }
+
+    #[test]
+    fn every_effect_is_kept() {
+        let all: Vec<VerbClass> = predicates_in(
+            "saves a copy to the archive, then deletes the originals and emails \
+                                                 the owner.",
+        )
+        .into_iter()
+        .map(|(_, class)| class)
+        .collect();
+        assert_eq!(all, [VerbClass::Update, VerbClass::Delete, VerbClass::Send]);
     }
 
     #[test]

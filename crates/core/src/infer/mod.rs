@@ -1,19 +1,22 @@
 //! Inference: every hint guessed from a tool's name, title, description and input schema, with evidence.
 //!
-//! Deterministic, offline and pure: no IO, no randomness, no model download, and never a look at the hint values the
-//! server declared (only `annotations.title`, a text like the top-level title, is read). The public contract is
+//! Deterministic, offline and pure: no IO, no randomness, no model download (the learned weights are compiled in),
+//! and never a look at the hint values the server declared (only `annotations.title`, a text like the top-level title, is read). The public contract is
 //! [`infer_annotations`] -> [`Inference`]: one [`InferredHint`] per spec hint, each with a value, a confidence in
 //! `0.5..=1.0` and the evidence that decided.
 //!
 //! Pipeline: `signals` reads the tool into tokens and flattened schema properties; `action` finds the head verb
 //! of name, title and description; `domain` finds what the tool touches (web, local machine, code, a cloud
-//! account, output files); `rules` turns those cues into signed weights per hint; a `Tally` sums them into a
-//! value and a confidence. `docs/inference.md` explains the choices and the evaluation.
+//! account, output files); `rules` turns those cues into signed weights per hint; a `Tally` sums them into the
+//! rules' score; `model` (a logistic model per hint, trained offline by `cargo xtask train`) weighs the rules'
+//! scores with words, verb-object pairs and schema shapes into the value and a calibrated confidence. A stated
+//! effect still vetoes `readOnlyHint` after the model. `docs/inference.md` explains the choices and the evaluation.
 
 mod action;
 mod cue;
 mod domain;
 mod effects;
+pub mod model;
 mod rules;
 mod signals;
 #[cfg(test)]
@@ -39,6 +42,8 @@ pub enum CueSource {
     Schema,
     /// No cue applied; a prior for the hint decided.
     Prior,
+    /// The learned layer's correction of the rules (`infer::model`).
+    Learned,
 }
 
 /// One reason an inferred value is what it is.
@@ -101,20 +106,54 @@ impl Inference {
 /// `destructiveHint` and `idempotentHint` are judged as if the tool writes (the spec gives them meaning only when
 /// `readOnlyHint` is false); for a tool inferred read-only they still carry their own guess.
 pub fn infer_annotations(tool: &ToolDefinition) -> Inference {
+    infer_annotations_with(tool, model::LinearModel::builtin())
+}
+
+/// [`infer_annotations`] with another learned model: the eval scores each server with a model trained without it.
+pub fn infer_annotations_with(tool: &ToolDefinition, model: &model::LinearModel) -> Inference {
+    let (tallies, features) = read_tool(tool);
+    let [read_only, destructive, idempotent, open_world] = tallies;
+    let learned = |tally: Tally, hint: Hint| {
+        if !model.learns(hint) || tally.settled_score().abs() >= model::RULES_DECIDE_AT {
+            return tally.finish();
+        }
+        let (logit, parts) = model.logit(&features, hint);
+        tally.finish_learned(logit, &parts)
+    };
+    Inference {
+        read_only: learned(read_only, Hint::ReadOnly),
+        destructive: learned(destructive, Hint::Destructive),
+        idempotent: learned(idempotent, Hint::Idempotent),
+        open_world: learned(open_world, Hint::OpenWorld),
+    }
+}
+
+/// The learned layer's features of a tool (what `cargo xtask train` fits the weights on).
+pub fn model_features(tool: &ToolDefinition) -> model::Features {
+    read_tool(tool).1
+}
+
+/// The rules' tallies in [`Hint::ALL`] order and the learned layer's features.
+fn read_tool(tool: &ToolDefinition) -> ([Tally; 4], model::Features) {
     let signals = signals::Signals::read(tool);
     let actions = action::actions(&signals);
     let domain = domain::read_domain(&signals, &actions);
-    Inference {
-        read_only: rules::read_only(&signals, &actions, &domain).finish(),
-        destructive: rules::destructive(&signals, &actions, &domain).finish(),
-        idempotent: rules::idempotent(&signals, &actions, &domain).finish(),
-        open_world: rules::open_world(&signals, &actions, &domain).finish(),
-    }
+    let tallies = [
+        rules::read_only(&signals, &actions, &domain),
+        rules::destructive(&signals, &actions, &domain),
+        rules::idempotent(&signals, &actions, &domain),
+        rules::open_world(&signals, &actions, &domain),
+    ];
+    let scores = [0, 1, 2, 3].map(|index| tallies[index].settled_score());
+    let features = model::features(&signals, &actions, &domain, scores);
+    (tallies, features)
 }
 
 /// How fast confidence grows with the size of the score; calibrated on the development corpus so that a stated
 /// confidence roughly matches the share of correct values (see `cargo xtask eval`).
 const CONFIDENCE_SCALE: f32 = 3.0;
+/// How many of the learned layer's strongest features the evidence names.
+const LEARNED_EVIDENCE_SHOWN: usize = 3;
 /// Inference never claims certainty: the labels it is checked against are themselves wrong now and then.
 const MAX_CONFIDENCE: f32 = 0.98;
 
@@ -176,17 +215,67 @@ impl Tally {
         self.prior + self.evidence.iter().map(|evidence| evidence.weight).sum::<f32>()
     }
 
-    /// The value (score above zero), a confidence growing with the score's size, and the evidence, strongest first.
-    pub(crate) fn finish(mut self) -> InferredHint {
+    /// The rules' score once a veto is applied (what [`Tally::finish`] decides on).
+    pub(crate) fn settled_score(&self) -> f32 {
+        let rest = self.score();
+        let rest = if rest.is_finite() { rest } else { 0.0 };
+        match self.veto {
+            Some(_) => rest + VETO_WEIGHT.min(VETO_CEILING - rest),
+            None => rest,
+        }
+    }
+
+    /// Moves a veto into the evidence with the weight that caps the score.
+    fn settle_veto(&mut self) {
         if let Some(mut veto) = self.veto.take() {
             let rest = self.score();
             let rest = if rest.is_finite() { rest } else { 0.0 };
             veto.weight = VETO_WEIGHT.min(VETO_CEILING - rest);
             self.evidence.push(veto);
         }
+    }
+
+    /// The rules alone: the value (score above zero), a confidence growing with the score's size, and the evidence,
+    /// strongest first.
+    pub(crate) fn finish(mut self) -> InferredHint {
+        self.settle_veto();
         let score = self.score();
         let score = if score.is_finite() { score } else { 0.0 };
         let confidence = (0.5 + 0.5 * (1.0 - (-score.abs() / CONFIDENCE_SCALE).exp())).clamp(0.5, MAX_CONFIDENCE);
+        self.into_hint(score, confidence)
+    }
+
+    /// The learned model's verdict: `logit` is its log-odds (the rules' score is one of its inputs), `parts` the
+    /// features that moved it most. The value is `logit > 0` and the confidence the model's probability of that
+    /// value, which training calibrates. A veto still caps the result, whatever the model learned: a confession
+    /// is not a matter of statistics. The evidence keeps the rules' cues and adds the model's correction, so the
+    /// weights still sum to the score.
+    pub(crate) fn finish_learned(mut self, logit: f32, parts: &[(String, f32)]) -> InferredHint {
+        let vetoed = self.veto.is_some();
+        self.settle_veto();
+        let logit = if logit.is_finite() { logit } else { 0.0 };
+        let score = if vetoed { logit.min(VETO_CEILING) } else { logit };
+        let correction = score - self.score();
+        if correction.is_finite() && correction != 0.0 {
+            let strongest: Vec<String> = parts
+                .iter()
+                .filter(|(name, _)| !name.starts_with("rule:"))
+                .take(LEARNED_EVIDENCE_SHOWN)
+                .map(|(name, part)| format!("{name} {part:+.2}"))
+                .collect();
+            let cue = if strongest.is_empty() {
+                "learned weighting of the rules".to_owned()
+            } else {
+                format!("learned weights ({})", strongest.join(", "))
+            };
+            self.evidence.push(Evidence { source: CueSource::Learned, cue, verb_class: None, weight: correction });
+        }
+        let probability = 1.0 / (1.0 + (-score.abs()).exp());
+        let confidence = if probability.is_finite() { probability.clamp(0.5, MAX_CONFIDENCE) } else { 0.5 };
+        self.into_hint(score, confidence)
+    }
+
+    fn into_hint(mut self, score: f32, confidence: f32) -> InferredHint {
         // Stable sort: ties keep the order the rules added them in, so output is deterministic.
         self.evidence.sort_by(|left, right| right.weight.abs().total_cmp(&left.weight.abs()));
         self.evidence.push(Evidence {

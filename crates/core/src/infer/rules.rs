@@ -207,7 +207,7 @@ pub(crate) fn read_only(signals: &Signals, actions: &[Action], domain: &Domain) 
     }
     // A stated side effect or an output file contradicts any read claim: a veto, so read wording cannot outweigh
     // it (issue 10, item 5: "also deletes every file" after a read verb).
-    if let Some(effect) = &domain.stated_effect {
+    if let Some(effect) = domain.stated_effects.first() {
         tally.veto(effect.cue.source, format!("{} (vetoes reading)", effect.cue.text), Some(effect.class));
     } else if let Some(cue) = &domain.file_output {
         tally.veto(cue.source, format!("{} (vetoes reading)", cue.text), Some(VerbClass::Export));
@@ -286,12 +286,8 @@ pub(crate) fn destructive(signals: &Signals, actions: &[Action], domain: &Domain
     }
     // A tool that says it deletes or overwrites, wherever it says so, may destroy (`read_notes` that "also deletes
     // every file").
-    if let Some(effect) = &domain.stated_effect {
-        let weight = match effect.class {
-            VerbClass::Delete => 4.0,
-            _ => 0.0,
-        };
-        tally.add(effect.cue.source, effect.cue.text.clone(), Some(effect.class), weight);
+    if let Some(effect) = domain.stated_effects.iter().find(|effect| effect.class == VerbClass::Delete) {
+        tally.add(effect.cue.source, effect.cue.text.clone(), Some(effect.class), 4.0);
     }
     add_cue(&mut tally, &domain.delete_choice, 5.0);
     if domain.delete_choice.is_none() {
@@ -459,7 +455,7 @@ pub(crate) fn open_world(signals: &Signals, actions: &[Action], domain: &Domain)
         tally.add_verb(action, 5.0);
     }
     // A tool that says it sends something, wherever it says so, reaches outside (`posts to a public pastebin`).
-    if let Some(effect) = domain.stated_effect.as_ref().filter(|effect| effect.class == VerbClass::Send) {
+    if let Some(effect) = domain.stated_effects.iter().find(|effect| effect.class == VerbClass::Send) {
         tally.add(effect.cue.source, effect.cue.text.clone(), Some(effect.class), 4.0);
     }
     if let Some(action) = actions.iter().find(|action| action.verb.starts_with("download")) {

@@ -7,6 +7,7 @@
 
 use serde_json::{Map, Value};
 
+use crate::confusable::skeleton;
 use crate::tool::ToolDefinition;
 use crate::words::tokens;
 
@@ -76,10 +77,14 @@ pub(crate) struct Signals {
 impl Signals {
     /// Reads a tool.
     pub(crate) fn read(tool: &ToolDefinition) -> Signals {
-        let title = tool.title().or_else(|| tool.annotations_title()).unwrap_or_default();
+        // Look-alike letters and invisible characters are read as a person sees them: `dеlete_file` with a
+        // Cyrillic `е` is a delete to every cue, not an unknown word (`confusable::skeleton`).
+        let title = skeleton(tool.title().or_else(|| tool.annotations_title()).unwrap_or_default());
+        let title = title.as_ref();
         // "Pods: Delete" or "Tekton: Start Pipeline": the part before the colon names a namespace, not an action.
         let title = title.split_once(": ").map_or(title, |(_, rest)| rest);
-        let full_description = tool.description().unwrap_or_default();
+        let full_description = skeleton(tool.description().unwrap_or_default());
+        let full_description = full_description.as_ref();
         let effect_text: String = full_description.chars().take(MAX_EFFECT_TEXT_CHARS).collect::<String>();
         let effect_text_cut = effect_text.len() < full_description.len();
         let description: String = effect_text.chars().take(MAX_DESCRIPTION_CHARS).collect::<String>();
@@ -90,7 +95,7 @@ impl Signals {
             collect_properties(schema, 0, &mut properties);
         }
         Signals {
-            name_tokens: tokens(tool.name()),
+            name_tokens: tokens(&skeleton(tool.name())),
             title_tokens: tokens(title),
             lead_tokens: tokens(lead),
             description_tokens: tokens(&description),
