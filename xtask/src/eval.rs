@@ -11,21 +11,36 @@
 
 #![allow(clippy::print_stdout)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use toolgate_core::corpus::{CorpusEntry, parse_corpus_line};
-use toolgate_core::infer::infer_annotations;
+use toolgate_core::corpus::CorpusEntry;
+use toolgate_core::infer::infer_annotations_with;
+use toolgate_core::infer::model::LinearModel;
+use toolgate_core::trust::Convention;
 use toolgate_core::words::tokens;
 use toolgate_core::{DeclaredHints, Hint, ToolDefinition};
 
 use crate::eval_trust::{
     TrustFigures, TrustScored, print_trust, print_trust_errors, score_trust, short_name, standard_policy,
 };
+use crate::train::Dataset;
 
-const USAGE: &str = "usage: cargo xtask eval [--corpus PATH]... [--holdout SERVER,...] [--per-server] \
-                     [--calibration] [--errors HINT] [--explain TOOL] [--check] [--record]";
+const USAGE: &str = "usage: cargo xtask eval [--corpus PATH]... [--model loso|rules|builtin] [--holdout SERVER,...] \
+                     [--per-server] [--calibration] [--errors HINT] [--explain TOOL] [--check] [--record]";
+
+/// Which learned layer scores a tool.
+#[derive(Default, Clone, Copy, PartialEq, Eq)]
+enum ModelChoice {
+    /// Leave-one-server-out: each server scored by a model trained on every other server (the honest figure).
+    #[default]
+    Loso,
+    /// The rules alone, as before the learned layer.
+    Rules,
+    /// The checked-in weights (in-sample for every training corpus).
+    Builtin,
+}
 
 /// One tool with its labels and both guesses.
 pub(crate) struct Scored {
@@ -35,6 +50,8 @@ pub(crate) struct Scored {
     /// Per hint: the inferred value and its confidence.
     pub(crate) engine: [(bool, f32); 4],
     baseline: [bool; 4],
+    /// The stated-effect veto (or an output file) capped `readOnlyHint`.
+    vetoed: bool,
 }
 
 #[derive(Default)]
@@ -47,15 +64,20 @@ struct Options {
     explain: Option<String>,
     check: bool,
     record: bool,
+    model: ModelChoice,
 }
 
 pub(crate) fn run(args: &[String]) -> Result<()> {
     let options = parse_options(args)?;
     let paths = if options.corpus.is_empty() { default_corpora()? } else { options.corpus.clone() };
     let policy = standard_policy()?;
+    let training = match options.model {
+        ModelChoice::Loso => Some(Dataset::load(&crate::train::training_corpora()?)?),
+        _ => None,
+    };
     let mut missed = Vec::new();
     for path in &paths {
-        if let Err(error) = run_corpus(&options, path, &policy) {
+        if let Err(error) = run_corpus(&options, path, &policy, training.as_ref()) {
             missed.push(format!("{error:#}"));
         }
     }
@@ -66,7 +88,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
 }
 
 /// The shared development corpus and every `corpus/*.jsonl` in the repository, sorted.
-fn default_corpora() -> Result<Vec<PathBuf>> {
+pub(crate) fn default_corpora() -> Result<Vec<PathBuf>> {
     let mut paths = vec![workspace_root().join("../shared/corpus/dev.jsonl")];
     let grown = workspace_root().join("corpus");
     if grown.is_dir() {
@@ -81,27 +103,54 @@ fn default_corpora() -> Result<Vec<PathBuf>> {
     Ok(paths)
 }
 
-fn run_corpus(options: &Options, path: &Path, policy: &toolgate_core::policy::CompiledPolicy) -> Result<()> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading corpus {}", path.display()))?;
+fn run_corpus(
+    options: &Options,
+    path: &Path,
+    policy: &toolgate_core::policy::CompiledPolicy,
+    training: Option<&Dataset>,
+) -> Result<()> {
     let mut scored = Vec::new();
     let mut trust = Vec::new();
-    for (index, line) in text.lines().enumerate().filter(|(_, line)| !line.trim().is_empty()) {
-        let entry = parse_corpus_line(line).with_context(|| format!("{}:{}", path.display(), index + 1))?;
+    let rules_only = LinearModel::rules_only();
+    let mut folds: HashMap<String, LinearModel> = HashMap::new();
+    let entries = crate::train::read_corpus(path)?;
+    // Each server's declarations, as the catalog sees one upstream's listing.
+    let mut declarations: HashMap<&str, Vec<&DeclaredHints>> = HashMap::new();
+    for entry in &entries {
+        declarations.entry(entry.server.as_str()).or_default().push(&entry.labels);
+    }
+    let conventions: HashMap<String, Convention> =
+        declarations.into_iter().map(|(server, labels)| (server.to_owned(), Convention::of(labels))).collect();
+    for entry in entries {
+        let model = match (options.model, training) {
+            (ModelChoice::Loso, Some(training)) => {
+                &*folds.entry(entry.server.clone()).or_insert_with(|| training.fit(Some(&entry.server)))
+            }
+            (ModelChoice::Rules, _) => &rules_only,
+            _ => LinearModel::builtin(),
+        };
         if options.explain.as_deref() == Some(entry.name.as_str()) {
             println!(
                 "{} {}: {}",
                 entry.server,
                 entry.name,
-                serde_json::to_string_pretty(&infer_annotations(&tool_with_title(&entry)))?
+                serde_json::to_string_pretty(&infer_annotations_with(&tool_with_title(&entry), model))?
             );
         }
-        trust.push(score_trust(&entry, policy));
-        scored.push(score(entry));
+        let convention = conventions.get(&entry.server).copied().unwrap_or_default();
+        trust.push(score_trust(&entry, policy, model, &convention));
+        scored.push(score(entry, model));
     }
-    println!("corpus: {} ({} tools)\n", path.display(), scored.len());
+    let model = match options.model {
+        ModelChoice::Loso => "learned layer leave-one-server-out (each server scored by a model trained without it)",
+        ModelChoice::Rules => "the rules alone",
+        ModelChoice::Builtin => "the checked-in weights (in-sample)",
+    };
+    println!("corpus: {} ({} tools), {model}\n", path.display(), scored.len());
     let all: Vec<&Scored> = scored.iter().collect();
     print_block("all servers", &all);
     print_macro(&all);
+    print_vetoes(&all);
     if !options.holdout.is_empty() {
         let (held, tuned): (Vec<&Scored>, Vec<&Scored>) =
             all.iter().partition(|entry| options.holdout.contains(&entry.server));
@@ -114,6 +163,7 @@ fn run_corpus(options: &Options, path: &Path, policy: &toolgate_core::policy::Co
     }
     if options.calibration {
         print_calibration(&all);
+        print_read_only_curve(&all);
     }
     crate::eval_convention::print_convention(&all);
     if let Some(hint) = options.errors {
@@ -160,6 +210,14 @@ fn parse_options(args: &[String]) -> Result<Options> {
             }
             "--explain" => options.explain = Some(value("--explain")?),
             "--check" => options.check = true,
+            "--model" => {
+                options.model = match value("--model")?.as_str() {
+                    "loso" => ModelChoice::Loso,
+                    "rules" => ModelChoice::Rules,
+                    "builtin" => ModelChoice::Builtin,
+                    other => bail!("unknown model {other}; {USAGE}"),
+                }
+            }
             "--record" => options.record = true,
             other => bail!("unknown option {other}; {USAGE}"),
         }
@@ -173,20 +231,28 @@ pub(crate) fn workspace_root() -> PathBuf {
 
 /// The tool as a client would see it, minus every hint: `annotations.title` is a text that inference may read
 /// (many servers put their only title there), so it is put back; the hint labels never are.
-fn tool_with_title(entry: &CorpusEntry) -> ToolDefinition {
+pub(crate) fn tool_with_title(entry: &CorpusEntry) -> ToolDefinition {
     let Some(title) = &entry.labels.title else { return entry.tool.clone() };
     let mut raw = entry.tool.raw().clone();
     raw.insert("annotations".into(), serde_json::json!({ "title": title }));
     ToolDefinition::from_map(raw).unwrap_or_else(|_| entry.tool.clone())
 }
 
-fn score(entry: CorpusEntry) -> Scored {
-    let inference = infer_annotations(&tool_with_title(&entry));
+fn score(entry: CorpusEntry, model: &LinearModel) -> Scored {
+    let inference = infer_annotations_with(&tool_with_title(&entry), model);
     let engine = Hint::ALL.map(|hint| {
         let inferred = inference.get(hint);
         (inferred.value, inferred.confidence)
     });
-    Scored { baseline: baseline(&entry.name), server: entry.server, name: entry.name, labels: entry.labels, engine }
+    let vetoed = inference.read_only.evidence.iter().any(|evidence| evidence.cue.ends_with("(vetoes reading)"));
+    Scored {
+        baseline: baseline(&entry.name),
+        server: entry.server,
+        name: entry.name,
+        labels: entry.labels,
+        engine,
+        vetoed,
+    }
 }
 
 /// The baseline verb map of the issue: the first name token that is one of these verbs decides; none means the
@@ -313,6 +379,25 @@ fn print_block(title: &str, entries: &[&Scored]) {
     println!();
 }
 
+/// How often the read veto (a stated effect or an output file) fires on declared reads (false alarms) and on
+/// declared writers.
+fn print_vetoes(entries: &[&Scored]) {
+    let reads: Vec<&&Scored> = entries.iter().filter(|entry| entry.labels.read_only == Some(true)).collect();
+    let writers: Vec<&&Scored> = entries.iter().filter(|entry| entry.labels.read_only == Some(false)).collect();
+    let vetoed = |group: &[&&Scored]| group.iter().filter(|entry| entry.vetoed).count();
+    println!(
+        "read veto (stated effect or output file): {} of {} declared reads (false alarms), {} of {} declared writers",
+        vetoed(&reads),
+        reads.len(),
+        vetoed(&writers),
+        writers.len()
+    );
+    for entry in reads.iter().filter(|entry| entry.vetoed) {
+        println!("  vetoed read: {} {}", entry.server, entry.name);
+    }
+    println!();
+}
+
 fn by_server<'a>(entries: &[&'a Scored]) -> BTreeMap<&'a str, Vec<&'a Scored>> {
     let mut groups: BTreeMap<&str, Vec<&Scored>> = BTreeMap::new();
     for entry in entries {
@@ -405,6 +490,32 @@ fn print_calibration(entries: &[&Scored]) {
             .collect();
         println!("{name:<15} {}", cells.join("  "));
     }
+    println!();
+}
+
+/// The trust rule's trade-off for `readOnlyHint` at other bars: a declared read is accepted when inference says
+/// read-only with at least the bar; a writer re-declared read-only is caught otherwise (inference alone, before
+/// the veto of a declared `destructiveHint: true`, which the lies drop).
+fn print_read_only_curve(entries: &[&Scored]) {
+    println!("-- readOnlyHint: honest accepted / lies caught by bar (inference alone) --");
+    let mut cells = Vec::new();
+    for bar in [0.5f32, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95] {
+        let (mut honest, mut accepted, mut writers, mut caught) = (0, 0, 0, 0);
+        for entry in entries {
+            let Some(declared) = label(&entry.labels, Hint::ReadOnly) else { continue };
+            let (value, confidence) = entry.engine[0];
+            let confirms = value && confidence >= bar;
+            if declared {
+                honest += 1;
+                accepted += usize::from(confirms);
+            } else {
+                writers += 1;
+                caught += usize::from(!confirms);
+            }
+        }
+        cells.push(format!("{bar:.2}: {} / {}", show(ratio(accepted, honest)), show(ratio(caught, writers))));
+    }
+    println!("{}", cells.join("  "));
     println!();
 }
 

@@ -23,9 +23,10 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 use toolgate_core::corpus::CorpusEntry;
+use toolgate_core::infer::model::LinearModel;
 use toolgate_core::policy::{CallFacts, CompiledPolicy, PolicySpec, Verdict, compile, decide};
-use toolgate_core::trust::{DEFAULT_MIN_CONFIDENCE, HintRule, TrustLevel, resolve_trusted_hints};
-use toolgate_core::{DeclaredHints, Hint, HintOverrides, ToolDefinition, assess_tool};
+use toolgate_core::trust::{Convention, DEFAULT_MIN_CONFIDENCE, HintRule, TrustLevel, resolve_trusted_hints_with};
+use toolgate_core::{DeclaredHints, Hint, HintOverrides, ToolDefinition, assess_tool_with};
 
 use crate::eval::{ratio, show};
 
@@ -51,14 +52,22 @@ struct Decisions {
 }
 
 /// Scores one corpus entry.
-pub(crate) fn score_trust(entry: &CorpusEntry, policy: &CompiledPolicy) -> TrustScored {
+pub(crate) fn score_trust(
+    entry: &CorpusEntry,
+    policy: &CompiledPolicy,
+    model: &LinearModel,
+    server: &Convention,
+) -> TrustScored {
+    // What the server's other tools declare: the tool's own declaration never vouches for itself.
+    let others = server.without(&entry.labels);
+    let judge = Judge { entry, model, convention: &others };
     let mut honest = [None; 4];
     let mut lies = [None; 4];
     for (index, hint) in Hint::ALL.into_iter().enumerate() {
         let Some(declared) = crate::eval::label(&entry.labels, hint) else { continue };
         let relaxed = hint.relaxed_value();
         if declared == relaxed {
-            honest[index] = Some(confirmed(entry, &entry.labels, hint));
+            honest[index] = Some(judge.confirmed(&entry.labels, hint));
         } else {
             let mut lie = entry.labels.clone();
             set(&mut lie, hint, relaxed);
@@ -67,15 +76,20 @@ pub(crate) fn score_trust(entry: &CorpusEntry, policy: &CompiledPolicy) -> Trust
                 lie.destructive = None;
                 lie.idempotent = None;
             }
-            lies[index] = Some(!confirmed(entry, &lie, hint));
+            lies[index] = Some(!judge.confirmed(&lie, hint));
         }
     }
     let decisions = entry.labels.read_only.map(|_| {
         let stripped = DeclaredHints { title: entry.labels.title.clone(), ..DeclaredHints::default() };
         Decisions {
-            reference: verdict(entry, &entry.labels, TrustLevel::Verified, policy),
-            stripped: verdict(entry, &stripped, TrustLevel::Untrusted, policy),
-            declared: verdict(entry, &entry.labels, TrustLevel::Untrusted, policy),
+            reference: judge.verdict(&entry.labels, TrustLevel::Verified, policy),
+            // Stripped: the server declares nothing, so it shows no convention either.
+            stripped: Judge { convention: &Convention::default(), ..judge }.verdict(
+                &stripped,
+                TrustLevel::Untrusted,
+                policy,
+            ),
+            declared: judge.verdict(&entry.labels, TrustLevel::Untrusted, policy),
         }
     });
     TrustScored { server: entry.server.clone(), name: entry.name.clone(), honest, lies, decisions }
@@ -112,21 +126,36 @@ fn declaring(entry: &CorpusEntry, declared: &DeclaredHints) -> ToolDefinition {
     ToolDefinition::from_map(raw).unwrap_or_else(|_| entry.tool.clone())
 }
 
-/// The catalog's steps for one definition: `assess_tool`, then `resolve_trusted_hints` under `trust`.
-fn trusted(entry: &CorpusEntry, declared: &DeclaredHints, trust: TrustLevel) -> toolgate_core::trust::TrustedHints {
-    let overrides = HintOverrides::default();
-    let assessment = assess_tool(&declaring(entry, declared), &overrides);
-    let inference = (trust == TrustLevel::Untrusted).then_some(&assessment.inference);
-    resolve_trusted_hints(&overrides, &assessment.normalized.declared, inference, trust, DEFAULT_MIN_CONFIDENCE)
+/// One tool judged the way the catalog does, with a given learned model and the server's convention.
+#[derive(Clone, Copy)]
+struct Judge<'a> {
+    entry: &'a CorpusEntry,
+    model: &'a LinearModel,
+    convention: &'a Convention,
 }
 
-fn confirmed(entry: &CorpusEntry, declared: &DeclaredHints, hint: Hint) -> bool {
-    trusted(entry, declared, TrustLevel::Untrusted).rules.get(hint) == HintRule::DeclaredRelaxingConfirmedByInference
-}
+impl Judge<'_> {
+    /// The catalog's steps for one definition: `assess_tool`, then `resolve_trusted_hints_with` under `trust`.
+    fn trusted(&self, declared: &DeclaredHints, trust: TrustLevel) -> toolgate_core::trust::TrustedHints {
+        let overrides = HintOverrides::default();
+        let assessment = assess_tool_with(&declaring(self.entry, declared), &overrides, self.model);
+        let inference = (trust == TrustLevel::Untrusted).then_some(&assessment.inference);
+        let declared = &assessment.normalized.declared;
+        resolve_trusted_hints_with(&overrides, declared, inference, trust, DEFAULT_MIN_CONFIDENCE, self.convention)
+    }
 
-fn verdict(entry: &CorpusEntry, declared: &DeclaredHints, trust: TrustLevel, policy: &CompiledPolicy) -> Verdict {
-    let hints = trusted(entry, declared, trust);
-    decide(policy, &CallFacts::new(&entry.server, &entry.name, &hints)).verdict
+    /// True when an untrusted relaxing declaration of `hint` is kept (by inference or by the convention).
+    fn confirmed(&self, declared: &DeclaredHints, hint: Hint) -> bool {
+        matches!(
+            self.trusted(declared, TrustLevel::Untrusted).rules.get(hint),
+            HintRule::DeclaredRelaxingConfirmedByInference | HintRule::DeclaredRelaxingConfirmedByConvention
+        )
+    }
+
+    fn verdict(&self, declared: &DeclaredHints, trust: TrustLevel, policy: &CompiledPolicy) -> Verdict {
+        let hints = self.trusted(declared, trust);
+        decide(policy, &CallFacts::new(&self.entry.server, &self.entry.name, &hints)).verdict
+    }
 }
 
 /// Counts of one kind of check.

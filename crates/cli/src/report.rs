@@ -11,7 +11,7 @@ use toolgate_core::facts::Category;
 use toolgate_core::infer::InferredHint;
 use toolgate_core::lint::{Finding, Severity};
 use toolgate_core::normalize::ExtendedHints;
-use toolgate_core::trust::HintRules;
+use toolgate_core::trust::{Convention, HintRules};
 use toolgate_core::{DeclaredHints, EffectiveHints, Hint, ToolDefinition, assess_tool};
 use toolgate_spec::UpstreamSpec;
 
@@ -89,9 +89,11 @@ pub(crate) struct Summary {
 pub(crate) fn build_report(source: &ToolSource, upstream: &UpstreamSpec) -> Report {
     let mut tools = Vec::new();
     let mut invalid = Vec::new();
+    // What the upstream's tools declare, counted as the catalog counts it, so the report shows what the relay does.
+    let listing = toolgate_proxy::catalog::listing_convention(&source.tools);
     for (index, raw) in source.tools.iter().enumerate() {
         match ToolDefinition::from_value(raw.clone()) {
-            Ok(tool) => tools.push(tool_report(&tool, upstream)),
+            Ok(tool) => tools.push(tool_report(&tool, upstream, &listing)),
             Err(error) => invalid.push(InvalidTool { index, error: error.to_string() }),
         }
     }
@@ -99,10 +101,10 @@ pub(crate) fn build_report(source: &ToolSource, upstream: &UpstreamSpec) -> Repo
     Report { server: source.server.clone(), trust: upstream.trust.level.as_str(), tools, invalid, summary }
 }
 
-fn tool_report(tool: &ToolDefinition, upstream: &UpstreamSpec) -> ToolReport {
+fn tool_report(tool: &ToolDefinition, upstream: &UpstreamSpec, listing: &Convention) -> ToolReport {
     let overrides = upstream.overrides.get(tool.name()).cloned().unwrap_or_default();
     let assessment = assess_tool(tool, &overrides);
-    let enforced = toolgate_proxy::catalog::enforced_tool(tool, upstream);
+    let enforced = toolgate_proxy::catalog::enforced_tool(tool, upstream, listing);
     let mut inferred = Map::new();
     for hint in Hint::ALL {
         if assessment.normalized.declared.get(hint).is_none() {

@@ -76,6 +76,9 @@ pub enum HintRule {
     DeclaredTightening,
     /// Declared relaxing by an untrusted upstream, and inference agrees with enough confidence: kept.
     DeclaredRelaxingConfirmedByInference,
+    /// Declared relaxing by an untrusted upstream; the upstream's other tools declare the same value as a house
+    /// convention and inference does not see the opposite in this tool: kept ([`Convention`]).
+    DeclaredRelaxingConfirmedByConvention,
     /// Declared relaxing by an untrusted upstream without confident agreement: the spec default applies.
     DeclaredRelaxingRejected,
     /// Inferred (nothing declared).
@@ -90,11 +93,12 @@ pub enum HintRule {
 
 impl HintRule {
     /// Every rule, in the order of the variants.
-    pub const ALL: [HintRule; 9] = [
+    pub const ALL: [HintRule; 10] = [
         HintRule::Override,
         HintRule::DeclaredTrusted,
         HintRule::DeclaredTightening,
         HintRule::DeclaredRelaxingConfirmedByInference,
+        HintRule::DeclaredRelaxingConfirmedByConvention,
         HintRule::DeclaredRelaxingRejected,
         HintRule::Inferred,
         HintRule::InferredRelaxingRejected,
@@ -109,6 +113,7 @@ impl HintRule {
             HintRule::DeclaredTrusted => "declared-trusted",
             HintRule::DeclaredTightening => "declared-tightening",
             HintRule::DeclaredRelaxingConfirmedByInference => "declared-relaxing-confirmed-by-inference",
+            HintRule::DeclaredRelaxingConfirmedByConvention => "declared-relaxing-confirmed-by-convention",
             HintRule::DeclaredRelaxingRejected => "declared-relaxing-rejected",
             HintRule::Inferred => "inferred",
             HintRule::InferredRelaxingRejected => "inferred-relaxing-rejected",
@@ -123,7 +128,8 @@ impl HintRule {
             HintRule::Override => HintSource::Overridden,
             HintRule::DeclaredTrusted
             | HintRule::DeclaredTightening
-            | HintRule::DeclaredRelaxingConfirmedByInference => HintSource::Declared,
+            | HintRule::DeclaredRelaxingConfirmedByInference
+            | HintRule::DeclaredRelaxingConfirmedByConvention => HintSource::Declared,
             HintRule::Inferred => HintSource::Inferred,
             HintRule::Implied => HintSource::Implied,
             HintRule::DeclaredRelaxingRejected | HintRule::InferredRelaxingRejected | HintRule::SpecDefault => {
@@ -146,7 +152,7 @@ impl FromStr for HintRule {
             kind: "hint rule",
             name: text.to_owned(),
             expected: "override, declared-trusted, declared-tightening, declared-relaxing-confirmed-by-inference, \
-                       declared-relaxing-rejected, inferred, inferred-relaxing-rejected, implied, spec-default",
+                       declared-relaxing-confirmed-by-convention, declared-relaxing-rejected, inferred, inferred-relaxing-rejected, implied, spec-default",
         })
     }
 }
@@ -208,6 +214,20 @@ pub fn resolve_trusted_hints(
     trust: TrustLevel,
     min_confidence: f32,
 ) -> TrustedHints {
+    resolve_trusted_hints_with(overrides, declared, inference, trust, min_confidence, &Convention::default())
+}
+
+/// [`resolve_trusted_hints`] with what the upstream's *other* tools declare ([`Convention::of`] over its listing,
+/// then [`Convention::without`] this tool): for an untrusted upstream a relaxing declaration that follows the
+/// house convention is kept unless inference sees the opposite in this tool ([`CONVENTION_VETO`]).
+pub fn resolve_trusted_hints_with(
+    overrides: &HintOverrides,
+    declared: &DeclaredHints,
+    inference: Option<&Inference>,
+    trust: TrustLevel,
+    min_confidence: f32,
+    convention: &Convention,
+) -> TrustedHints {
     if trust.believes_declarations() {
         let hints = resolve_hints(overrides, declared, inference);
         let rule = |hint: Hint| match hints.get(hint).source {
@@ -225,7 +245,77 @@ pub fn resolve_trusted_hints(
         };
         return TrustedHints { hints, rules };
     }
-    resolve_untrusted(overrides, declared, inference, min_confidence)
+    resolve_untrusted(overrides, declared, inference, min_confidence, convention)
+}
+
+/// Fewest other tools of the upstream that must declare a hint for a convention.
+pub const CONVENTION_MIN_VOTES: u32 = 3;
+/// Least share of those declarations that must agree.
+pub const CONVENTION_MIN_AGREEMENT: f32 = 0.8;
+/// A convention does not cover a tool whose inference holds the opposite value with at least this confidence: a
+/// web fetcher on a server of local tools stays open-world whatever its siblings declare.
+pub const CONVENTION_VETO: f32 = 0.7;
+/// The hints a convention may speak for: how a server files its writers (destructive or not, retry-safe or not) and
+/// whether its tools stay inside its own backend are house style, and the other tools show it. `readOnlyHint` is
+/// not among them: whether a tool writes is its own, and a server honest about nine tools can lie about the tenth.
+/// (Measured by masking one declaration at a time, leave-one-server-out, in `cargo xtask eval`; see
+/// docs/inference.md.)
+pub const CONVENTION_HINTS: [Hint; 3] = [Hint::Destructive, Hint::Idempotent, Hint::OpenWorld];
+
+/// What an upstream's tools declare, hint by hint: how many declare `true` and how many `false`. Built from the
+/// declarations of one upstream's listing; a tool's own declaration must be taken out ([`Convention::without`])
+/// before it speaks for that tool, so a tool never vouches for itself.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Convention {
+    /// Per hint in [`Hint::ALL`] order: (declared `true`, declared `false`).
+    votes: [(u32, u32); 4],
+}
+
+impl Convention {
+    /// The votes of a listing's declarations. `destructiveHint` and `idempotentHint` count only on tools that
+    /// declare `readOnlyHint: false` (they mean nothing on a read).
+    pub fn of<'a>(declarations: impl IntoIterator<Item = &'a DeclaredHints>) -> Convention {
+        let mut convention = Convention::default();
+        for declared in declarations {
+            convention.count(declared, 1);
+        }
+        convention
+    }
+
+    /// The votes of a listing's definitions, their annotations normalized as [`crate::assess_tool`] reads them
+    /// (what the catalog and the views call, so they agree).
+    pub fn of_definitions<'a>(tools: impl IntoIterator<Item = &'a crate::ToolDefinition>) -> Convention {
+        let declared: Vec<DeclaredHints> =
+            tools.into_iter().map(|tool| crate::normalize::normalize_annotations(tool).declared).collect();
+        Convention::of(&declared)
+    }
+
+    /// The votes without one tool's declarations (which must have been counted in).
+    pub fn without(&self, declared: &DeclaredHints) -> Convention {
+        let mut convention = *self;
+        convention.count(declared, -1);
+        convention
+    }
+
+    fn count(&mut self, declared: &DeclaredHints, step: i32) {
+        for (index, hint) in Hint::ALL.into_iter().enumerate() {
+            let counts = !matches!(hint, Hint::Destructive | Hint::Idempotent) || declared.read_only == Some(false);
+            if let Some(value) = declared.get(hint).filter(|_| counts) {
+                let slot = if value { &mut self.votes[index].0 } else { &mut self.votes[index].1 };
+                *slot = slot.saturating_add_signed(step);
+            }
+        }
+    }
+
+    /// The value the declarations agree on, when enough declare the hint and enough of them agree.
+    pub fn says(&self, hint: Hint) -> Option<bool> {
+        let index = Hint::ALL.iter().position(|each| *each == hint)?;
+        let (yes, no) = self.votes[index];
+        let total = yes + no;
+        let value = yes >= no;
+        let agreeing = if value { yes } else { no };
+        (total >= CONVENTION_MIN_VOTES && agreeing as f32 >= CONVENTION_MIN_AGREEMENT * total as f32).then_some(value)
+    }
 }
 
 fn resolve_untrusted(
@@ -233,12 +323,22 @@ fn resolve_untrusted(
     declared: &DeclaredHints,
     inference: Option<&Inference>,
     min_confidence: f32,
+    convention: &Convention,
 ) -> TrustedHints {
     let confirmed = |hint: Hint, value: bool| {
         inference.is_some_and(|inference| {
             let inferred = inference.get(hint);
             inferred.value == value && inferred.confidence >= min_confidence
         })
+    };
+    // The house convention backs a relaxing declaration unless inference confidently sees the opposite here.
+    let by_convention = |hint: Hint, value: bool| {
+        CONVENTION_HINTS.contains(&hint)
+            && convention.says(hint) == Some(value)
+            && !inference.is_some_and(|inference| {
+                let inferred = inference.get(hint);
+                inferred.value != value && inferred.confidence >= CONVENTION_VETO
+            })
     };
     let pick = |hint: Hint| -> (bool, HintRule) {
         let relaxed = hint.relaxed_value();
@@ -249,6 +349,8 @@ fn resolve_untrusted(
                 (value, HintRule::DeclaredTightening)
             } else if confirmed(hint, value) {
                 (value, HintRule::DeclaredRelaxingConfirmedByInference)
+            } else if by_convention(hint, value) {
+                (value, HintRule::DeclaredRelaxingConfirmedByConvention)
             } else {
                 (hint.spec_default(), HintRule::DeclaredRelaxingRejected)
             }

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 use toolgate_core::facts::{ToolFacts, tool_facts};
 use toolgate_core::normalize::{hint_of_key, loose_bool};
-use toolgate_core::trust::{TrustLevel, TrustedHints, resolve_trusted_hints};
+use toolgate_core::trust::{Convention, TrustLevel, TrustedHints, resolve_trusted_hints_with};
 use toolgate_core::{EffectiveHints, Hint, HintOverrides, HintSource, ToolDefinition, assess_tool};
 use toolgate_spec::{Quarantine, UpstreamSpec};
 use toolgate_upstream::ListKind;
@@ -278,8 +278,10 @@ impl Catalog {
             // Every tool exposed and closed-world: only then is the upstream's other content taken as closed-world
             // (no tools, a hidden or an invalid one: nothing vouches for it).
             let mut every_tool_closed = !listing.tools.is_empty();
+            let convention = listing_convention(&listing.tools);
             for raw in &listing.tools {
-                let open_world = catalog.add_tool(upstream, spec, raw, &mut owners, specs, checked, context.quarantine);
+                let open_world =
+                    catalog.add_tool(upstream, spec, raw, &mut owners, specs, checked, context, &convention);
                 every_tool_closed &= open_world == Some(false);
             }
             catalog.content_open_world.push(spec.trust.open_world_content.unwrap_or(!every_tool_closed));
@@ -323,8 +325,10 @@ impl Catalog {
         owners: &mut HashMap<String, usize>,
         specs: &[UpstreamSpec],
         checked: &CheckedListing,
-        quarantine: Quarantine,
+        context: &CatalogContext,
+        convention: &Convention,
     ) -> Option<bool> {
+        let quarantine = context.quarantine;
         let tool = match ToolDefinition::from_value(raw.clone()) {
             Ok(tool) => tool,
             Err(error) => {
@@ -337,12 +341,12 @@ impl Catalog {
         // Exposed as reviewed first (the common case costs one assessment); a definition whose fingerprint is not
         // its approved pin's is exposed again as quarantined, or left out. A pinned upstream whose listing carries
         // no pin check at all has nothing approved.
-        let mut exposed = expose_definition(&tool, &name, spec, false);
+        let mut exposed = expose_definition(&tool, &name, spec, false, convention);
         if is_quarantined(spec, checked, &original_name, &exposed.fingerprint) {
             if quarantine == Quarantine::Hide {
                 return None;
             }
-            exposed = expose_definition(&tool, &name, spec, true);
+            exposed = expose_definition(&tool, &name, spec, true, convention);
         }
         if let Some(owner) = owners.get(&name) {
             let owner_name = specs.get(*owner).map(|owner| owner.name.as_str()).unwrap_or_default();
@@ -518,22 +522,32 @@ fn trust_level(spec: &UpstreamSpec, fingerprint: &str, quarantined: bool) -> Tru
 
 /// What the relay enforces for `tool`, listed by the upstream `spec` and matching its pin (not quarantined): the very
 /// function the catalog exposes tools with, for the commands that show a server's tools without a running gateway
-/// (`inspect`, `lint`, `prompt`), so they and the relay never disagree. The tool keeps its own name.
-pub fn enforced_tool(tool: &ToolDefinition, spec: &UpstreamSpec) -> ExposedTool {
-    let mut exposed = expose_definition(tool, tool.name(), spec, false);
+/// (`inspect`, `lint`, `prompt`), so they and the relay never disagree. The tool keeps its own name. `listing` is
+/// [`listing_convention`] of the upstream's whole listing, as the catalog counts it.
+pub fn enforced_tool(tool: &ToolDefinition, spec: &UpstreamSpec, listing: &Convention) -> ExposedTool {
+    let mut exposed = expose_definition(tool, tool.name(), spec, false, listing);
     exposed.original_name = tool.name().to_owned();
     exposed.upstream_name = spec.name.clone();
     exposed
 }
 
+/// What the tools of one upstream's listing declare ([`Convention`]); invalid definitions do not vote.
+pub fn listing_convention(tools: &[Value]) -> Convention {
+    let definitions: Vec<ToolDefinition> =
+        tools.iter().filter_map(|raw| ToolDefinition::from_value(raw.clone()).ok()).collect();
+    Convention::of_definitions(&definitions)
+}
+
 /// Rewrites one tool for clients: exposed name, explicit hints, toolgate's `_meta` record. `upstream` and
 /// `original_name` are left for the caller to fill in. A quarantined definition's hints are resolved as untrusted
-/// and its `_meta` record says `"quarantined": true`.
+/// and its `_meta` record says `"quarantined": true`. `convention` is the votes of the tool's whole listing
+/// ([`listing_convention`]); the tool's own declaration is taken out here.
 pub(crate) fn expose_definition(
     tool: &ToolDefinition,
     name: &str,
     spec: &UpstreamSpec,
     quarantined: bool,
+    convention: &Convention,
 ) -> ExposedTool {
     let overrides = spec.overrides.get(tool.name()).cloned().unwrap_or_else(HintOverrides::default);
     let assessment = assess_tool(tool, &overrides);
@@ -542,12 +556,13 @@ pub(crate) fn expose_definition(
         Err(error) => format!("unavailable: {error}"),
     };
     let trust = trust_level(spec, &fingerprint, quarantined);
-    let trusted = resolve_trusted_hints(
+    let trusted = resolve_trusted_hints_with(
         &overrides,
         &assessment.normalized.declared,
         Some(&assessment.inference),
         trust,
         spec.trust.min_confidence,
+        &convention.without(&assessment.normalized.declared),
     );
     let facts = tool_facts(tool, &trusted.hints);
     let mut definition = tool.raw().clone();

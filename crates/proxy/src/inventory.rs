@@ -17,8 +17,12 @@ use toolgate_core::{HintOverrides, ToolDefinition, assess_tool};
 use toolgate_spec::UpstreamSpec;
 use toolgate_store::{InventoryAccess, InventoryFinding, InventoryState, InventoryTool, Store, ToolRisk};
 
+use toolgate_core::trust::Convention;
+
 use crate::access::decide_with;
-use crate::catalog::{Catalog, CheckedListing, ExposedTool, META_KEY, expose_definition, is_quarantined};
+use crate::catalog::{
+    Catalog, CheckedListing, ExposedTool, META_KEY, expose_definition, is_quarantined, listing_convention,
+};
 use crate::naming::exposed_name;
 use crate::session::Caller;
 
@@ -77,6 +81,7 @@ pub(crate) fn inventory(inputs: &InventoryInputs) -> Vec<(String, Vec<InventoryT
     let mut upstreams = Vec::new();
     for (index, (spec, checked)) in inputs.specs.iter().zip(&inputs.listings).enumerate() {
         let Some(checked) = checked else { continue };
+        let convention = listing_convention(&checked.listing.tools);
         let tools = checked
             .listing
             .tools
@@ -85,7 +90,7 @@ pub(crate) fn inventory(inputs: &InventoryInputs) -> Vec<(String, Vec<InventoryT
             .map(|tool| {
                 let fingerprint = checked.fingerprints.get(tool.name()).map(String::as_str).unwrap_or_default();
                 let quarantined = is_quarantined(spec, checked, tool.name(), fingerprint);
-                inventory_tool(index, spec, &tool, inputs, quarantined)
+                inventory_tool(index, spec, &tool, inputs, quarantined, &convention)
             })
             .collect();
         upstreams.push((spec.name.clone(), tools));
@@ -99,6 +104,7 @@ fn inventory_tool(
     tool: &ToolDefinition,
     inputs: &InventoryInputs,
     quarantined: bool,
+    convention: &Convention,
 ) -> InventoryTool {
     let name = exposed_name(&spec.prefix, tool.name());
     let listed =
@@ -116,7 +122,7 @@ fn inventory_tool(
         Some(exposed) => (Arc::clone(exposed), InventoryState::Visible, None),
         None => {
             // Not in the catalog: shown as it would be exposed, untrusted when its definition waits for review.
-            let exposed = Arc::new(expose_definition(tool, &name, spec, quarantined));
+            let exposed = Arc::new(expose_definition(tool, &name, spec, quarantined, convention));
             if quarantined {
                 (
                     exposed,

@@ -47,11 +47,12 @@ pub(crate) async fn run(args: PromptArgs) -> Result<Outcome> {
         Some(path) => tools_from_file(path)?,
         None => tools_from_server(&args.source.target, view.endpoint.as_ref()).await?,
     };
+    let listing = toolgate_proxy::catalog::listing_convention(&source.tools);
     let mut tools = Vec::with_capacity(source.tools.len());
     for (index, value) in source.tools.iter().enumerate() {
         let definition = ToolDefinition::from_value(value.clone())
             .map_err(|error| anyhow!("{}: tool {index} is not a tool definition: {error}", source.server.name))?;
-        tools.push(toolgate_proxy::catalog::enforced_tool(&definition, &view.upstream));
+        tools.push(toolgate_proxy::catalog::enforced_tool(&definition, &view.upstream, &listing));
     }
     let entries: Vec<PromptTool<'_>> =
         tools.iter().map(|tool| (tool.original_name.as_str(), &tool.facts, &tool.hints)).collect();

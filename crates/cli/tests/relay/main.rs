@@ -15,6 +15,7 @@ mod inspector;
 mod lossless;
 mod progress_order;
 mod protocol;
+mod reference_trust;
 mod servers;
 mod support;
 

@@ -76,7 +76,7 @@ pub(crate) fn git(via: Via) {
 }
 
 /// `git init`, one file, one commit; returns the commit id.
-fn init_repository(repo: &Path) -> String {
+pub(crate) fn init_repository(repo: &Path) -> String {
     let git = |args: &[&str]| {
         let output = Command::new("git")
             .args([

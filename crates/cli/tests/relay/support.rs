@@ -141,6 +141,18 @@ impl RawClient {
         RawClient::spawn(command, Some(state))
     }
 
+    /// Spawns `toolgate serve` as a user runs it first: no `--policy` (the standard profile) and no trust setting
+    /// (untrusted), with only a state directory of its own.
+    pub(crate) fn through_toolgate_by_default(peer: &PeerCommand) -> RawClient {
+        let state = temp_dir();
+        let mut command = Command::new(toolgate_binary());
+        command.arg("serve").arg("--state-dir").arg(state.path()).arg("--").args(peer.argv());
+        for (key, value) in &peer.env {
+            command.env(key, value);
+        }
+        RawClient::spawn(command, Some(state))
+    }
+
     /// Spawns the peer itself, to see what it says without toolgate in between.
     pub(crate) fn direct(peer: &PeerCommand) -> RawClient {
         RawClient::spawn(peer.command(), None)

@@ -284,6 +284,7 @@ hint_details!(
     DeclaredTrusted = "declared-trusted",
     DeclaredTightening = "declared-tightening",
     DeclaredRelaxingConfirmedByInference = "declared-relaxing-confirmed-by-inference",
+    DeclaredRelaxingConfirmedByConvention = "declared-relaxing-confirmed-by-convention",
     DeclaredRelaxingRejected = "declared-relaxing-rejected",
     Inferred = "inferred",
     InferredRelaxingRejected = "inferred-relaxing-rejected",
