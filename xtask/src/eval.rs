@@ -114,6 +114,7 @@ fn run_corpus(
     let rules_only = LinearModel::rules_only();
     let mut folds: HashMap<String, LinearModel> = HashMap::new();
     let entries = crate::train::read_corpus(path)?;
+    print_cost(&entries);
     // Each server's declarations, as the catalog sees one upstream's listing.
     let mut declarations: HashMap<&str, Vec<&DeclaredHints>> = HashMap::new();
     for entry in &entries {
@@ -377,6 +378,28 @@ fn print_block(title: &str, entries: &[&Scored]) {
         }
     }
     println!();
+}
+
+/// The time inference takes per tool with the checked-in model (rules, features, learned layer), over the corpus.
+/// A debug build measures unoptimised code: an upper bound for the release binary.
+fn print_cost(entries: &[CorpusEntry]) {
+    let tools: Vec<ToolDefinition> = entries.iter().map(tool_with_title).collect();
+    let per_tool = |model: &LinearModel| {
+        let started = std::time::Instant::now();
+        for tool in &tools {
+            std::hint::black_box(infer_annotations_with(tool, model));
+        }
+        started.elapsed().as_secs_f64() * 1e6 / tools.len().max(1) as f64
+    };
+    let builtin = LinearModel::builtin();
+    per_tool(builtin);
+    let (rules, learned) = (per_tool(&LinearModel::rules_only()), per_tool(builtin));
+    let profile = if cfg!(debug_assertions) { "debug build" } else { "release build" };
+    println!(
+        "inference cost (wall clock, {profile}, {} tools): rules alone {rules:.1} µs per tool, with the learned layer \
+         {learned:.1} µs",
+        tools.len()
+    );
 }
 
 /// How often the read veto (a stated effect or an output file) fires on declared reads (false alarms) and on

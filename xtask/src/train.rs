@@ -148,6 +148,9 @@ impl Dataset {
     }
 }
 
+/// One example of a hint as the fit reads it: label (0 or 1), its weight, its usable features.
+type Labelled<'a> = (f64, f64, &'a [(usize, f64)]);
+
 /// Fits one hint; returns the bias and the non-zero weights by feature id.
 fn fit_hint(
     training: &[(&Example, Vec<(usize, f64)>)],
@@ -163,7 +166,7 @@ fn fit_hint(
     }
     let cap = SERVER_CAP;
     let l2 = L2;
-    let labelled: Vec<(f64, f64, &[(usize, f64)])> = order
+    let labelled: Vec<Labelled<'_>> = order
         .iter()
         .filter_map(|position| training.get(*position))
         .filter_map(|(example, features)| {

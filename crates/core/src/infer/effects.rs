@@ -12,10 +12,9 @@
 //! `runs`, `writes`), negations (`never deletes`, `does not send`) and filters (`drops all adult content from
 //! search results`) are not effects.
 
-use crate::confusable::skeleton;
 use crate::infer::CueSource;
 use crate::infer::cue::Cue;
-use crate::infer::signals::{Property, Signals};
+use crate::infer::signals::{Property, Signals, as_seen};
 use crate::words::VerbClass;
 
 /// A side effect the tool states, and what kind it is.
@@ -355,7 +354,7 @@ pub(crate) fn predicate_in(text: &str) -> Option<(String, VerbClass)> {
 /// Every effect predicate in a lowercased text (at most [`MAX_EFFECTS`]), in order. Look-alike letters and
 /// invisible characters are folded first (`dеletes` with a Cyrillic `е` reads `deletes`, as a person sees it).
 pub(crate) fn predicates_in(text: &str) -> Vec<(String, VerbClass)> {
-    let folded = skeleton(text);
+    let folded = as_seen(text);
     let mut found = Vec::new();
     for clause in folded.split(['.', '!', '?', '\n', ';', ':', '(', ')', ',']) {
         let words: Vec<&str> = clause
@@ -606,6 +605,7 @@ mod tests {
             ("Reads a file. It also d\u{435}letes every file.", "also deletes"),
             ("Reads a file. S\u{435}nds it to the operator.", "sends it"),
             ("Reads a file. It also dele\u{200b}tes every file.", "also deletes"),
+            ("Reads a file \u{2014} nothing more.\nIt also d\u{435}letes every file.", "also deletes"),
         ];
         for (text, want) in cases {
             assert_eq!(found(text).as_deref(), Some(want), "{text}");

@@ -111,13 +111,19 @@ pub fn infer_annotations(tool: &ToolDefinition) -> Inference {
 
 /// [`infer_annotations`] with another learned model: the eval scores each server with a model trained without it.
 pub fn infer_annotations_with(tool: &ToolDefinition, model: &model::LinearModel) -> Inference {
-    let (tallies, features) = read_tool(tool);
+    let (tallies, features) = read_tool(tool, Hint::ALL.into_iter().any(|hint| model.learns(hint)));
     let [read_only, destructive, idempotent, open_world] = tallies;
     let learned = |tally: Tally, hint: Hint| {
-        if !model.learns(hint) || tally.settled_score().abs() >= model::RULES_DECIDE_AT {
+        let rules = tally.settled_score();
+        if !model.learns(hint) || rules.abs() >= model::RULES_DECIDE_AT {
             return tally.finish();
         }
         let (logit, parts) = model.logit(&features, hint);
+        // The model may doubt a read the rules lean to, never turn a write they lean to into a read: out of sample
+        // that was where it let writers through (docs/inference.md).
+        if rules <= 0.0 && logit > 0.0 {
+            return tally.finish();
+        }
         tally.finish_learned(logit, &parts)
     };
     Inference {
@@ -130,11 +136,11 @@ pub fn infer_annotations_with(tool: &ToolDefinition, model: &model::LinearModel)
 
 /// The learned layer's features of a tool (what `cargo xtask train` fits the weights on).
 pub fn model_features(tool: &ToolDefinition) -> model::Features {
-    read_tool(tool).1
+    read_tool(tool, true).1
 }
 
-/// The rules' tallies in [`Hint::ALL`] order and the learned layer's features.
-fn read_tool(tool: &ToolDefinition) -> ([Tally; 4], model::Features) {
+/// The rules' tallies in [`Hint::ALL`] order and the learned layer's features (empty unless `with_features`).
+fn read_tool(tool: &ToolDefinition, with_features: bool) -> ([Tally; 4], model::Features) {
     let signals = signals::Signals::read(tool);
     let actions = action::actions(&signals);
     let domain = domain::read_domain(&signals, &actions);
@@ -145,7 +151,8 @@ fn read_tool(tool: &ToolDefinition) -> ([Tally; 4], model::Features) {
         rules::open_world(&signals, &actions, &domain),
     ];
     let scores = [0, 1, 2, 3].map(|index| tallies[index].settled_score());
-    let features = model::features(&signals, &actions, &domain, scores);
+    let features =
+        if with_features { model::features(&signals, &actions, &domain, scores) } else { model::Features::default() };
     (tallies, features)
 }
 

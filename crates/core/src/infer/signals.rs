@@ -7,6 +7,8 @@
 
 use serde_json::{Map, Value};
 
+use std::borrow::Cow;
+
 use crate::confusable::skeleton;
 use crate::tool::ToolDefinition;
 use crate::words::tokens;
@@ -79,11 +81,11 @@ impl Signals {
     pub(crate) fn read(tool: &ToolDefinition) -> Signals {
         // Look-alike letters and invisible characters are read as a person sees them: `dеlete_file` with a
         // Cyrillic `е` is a delete to every cue, not an unknown word (`confusable::skeleton`).
-        let title = skeleton(tool.title().or_else(|| tool.annotations_title()).unwrap_or_default());
+        let title = as_seen(tool.title().or_else(|| tool.annotations_title()).unwrap_or_default());
         let title = title.as_ref();
         // "Pods: Delete" or "Tekton: Start Pipeline": the part before the colon names a namespace, not an action.
         let title = title.split_once(": ").map_or(title, |(_, rest)| rest);
-        let full_description = skeleton(tool.description().unwrap_or_default());
+        let full_description = as_seen(tool.description().unwrap_or_default());
         let full_description = full_description.as_ref();
         let effect_text: String = full_description.chars().take(MAX_EFFECT_TEXT_CHARS).collect::<String>();
         let effect_text_cut = effect_text.len() < full_description.len();
@@ -129,6 +131,26 @@ impl Signals {
             wanted.contains(&flat.as_str())
         })
     }
+}
+
+/// A text as a person sees it, word by word ([`skeleton`]: look-alike letters folded, invisible characters
+/// dropped), with its whitespace kept: line breaks end sentences and clauses, and `skeleton` alone would drop them
+/// as control characters.
+pub(crate) fn as_seen(text: &str) -> Cow<'_, str> {
+    if text.is_ascii() {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    for piece in text.split_inclusive(char::is_whitespace) {
+        let word_end = piece
+            .char_indices()
+            .next_back()
+            .filter(|(_, last)| last.is_whitespace())
+            .map_or(piece.len(), |(index, _)| index);
+        out.push_str(&skeleton(&piece[..word_end]));
+        out.push_str(&piece[word_end..]);
+    }
+    Cow::Owned(out)
 }
 
 /// True when `text` contains `phrase` as whole words (`repl` is not found in `replica`).
