@@ -145,7 +145,9 @@ fn lookup_verb(token: &str) -> Option<VerbClass> {
         | "aggregate" | "explore" | "look" | "load" | "see" | "discover" | "detect" | "diagnose" | "evaluate"
         | "translate" | "convert" | "format" | "parse" | "render" | "troubleshoot" | "review" | "research"
         | "recognize" | "recognise" | "whoami" | "ask" | "reader" | "viewer" | "summarise" | "peek" | "grep"
-        | "sample" | "measure" | "forecast" | "predict" | "classify" | "rank" | "identify" => VerbClass::Read,
+        | "sample" | "measure" | "forecast" | "predict" | "classify" | "rank" | "identify"
+        // `echo` hands back what it was given (server-everything's `echo`): a test of the connection, a read.
+        | "echo" | "echoes" => VerbClass::Read,
         "create" | "add" | "new" | "insert" | "post" | "upload" | "register" | "put" | "make" | "clone" | "copy"
         | "append" | "attach" | "fork" | "provision" | "allocate" | "generate" | "build" | "duplicate" | "save"
         | "store" | "write" | "record" | "log" | "comment" | "tag" | "label" | "star" | "enroll" | "synthesize"
