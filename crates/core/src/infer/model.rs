@@ -4,7 +4,7 @@
 //!
 //! The rules stay the first opinion and the evidence a person reads; the model learns how far to trust them and
 //! which words, property names and shapes move the answer on servers the rules were never tuned on. Features come
-//! only from the same [`Signals`] the rules read, so the model never sees a declared hint value. The weights are
+//! only from the same `Signals` the rules read, so the model never sees a declared hint value. The weights are
 //! compiled into the binary (no file is read at run time) and parsed once; a weights table that does not parse
 //! leaves inference to the rules alone rather than failing. Features are a sorted, deduplicated list, so a score
 //! is the same to the bit on every run. This module must not learn anything at run time.
