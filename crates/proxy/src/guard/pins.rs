@@ -108,7 +108,16 @@ pub(crate) async fn check_pins(gateway: &Shared, index: usize, listing: &Upstrea
 /// cannot be read or written is held.
 async fn check_content(pins: &PinStore, upstream: &str, listing: &UpstreamListing) -> HashSet<(PinKind, String)> {
     let mut approved = HashSet::new();
+    // A name listed twice is held whatever its pin says: approval is by name, and the catalog serves the first of
+    // a name, which need not be the one that matched (the listing's cut drops repeats; this keeps it so).
+    let mut repeated = HashSet::new();
+    let mut seen = HashSet::new();
     for (kind, name, definition) in content_items(listing) {
+        if !seen.insert((kind, name.clone())) {
+            // Not observed: a matching repeat would clear the pending change the first one recorded.
+            repeated.insert((kind, name));
+            continue;
+        }
         let outcome = match ToolSnapshot::of_content(upstream, kind, &name, definition) {
             Ok(snapshot) => match pins.observe(&snapshot).await {
                 Ok(PinObservation::Matches(_)) => Ok(true),
@@ -128,6 +137,7 @@ async fn check_content(pins: &PinStore, upstream: &str, listing: &UpstreamListin
             }
         }
     }
+    approved.retain(|item| !repeated.contains(item));
     approved
 }
 

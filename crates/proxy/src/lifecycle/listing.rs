@@ -1,4 +1,5 @@
-//! One upstream's listing made ready for the catalog: items of each kind beyond its count maximum
+//! One upstream's listing made ready for the catalog: a prompt, resource or template repeating an earlier one's name
+//! dropped (the first wins), items of each kind beyond its count maximum
 //! (`limits.max_tools_per_upstream`, `limits.max_list_items_per_upstream`) or its byte maximum
 //! (`limits.max_listing_bytes_per_upstream`) dropped in listing order, never silently (a log line, the status, the
 //! `listing` audit row and a metric name the upstream), every tool fingerprinted once, a pinned upstream's tools,
@@ -8,7 +9,7 @@
 //! The caller hands in the listing to check and stores the result itself ([`crate::upstreams::UpstreamRuntime`]);
 //! nothing here reads an upstream's stored listing back or builds a catalog, so what is checked is what is stored.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -70,6 +71,7 @@ pub(crate) fn cap_listing(
     for kind in kinds {
         let unread = *listing.unread_pages.get(*kind);
         let items = listing_slot(listing, *kind);
+        drop_repeated_content(upstream, *kind, items);
         let listed = items.len();
         let max = max_items(limits, *kind);
         let mut served = listed.min(max);
@@ -99,6 +101,34 @@ pub(crate) fn cap_listing(
         );
     }
     dropped
+}
+
+/// Keeps only the first prompt of each name, resource of each URI and template of each `uriTemplate` in `items`
+/// (of `kind`), and says so. A pin is per name: were a second definition of a name kept, the check (which approves
+/// by name) and the catalog (which serves the first) could disagree about which of the two was approved, and an
+/// unapproved first one would go live beside an approved second. Tools are left to the catalog, which holds each
+/// tool by its own fingerprint.
+fn drop_repeated_content(upstream: &str, kind: ListKind, items: &mut Vec<Value>) {
+    let key = match kind {
+        ListKind::Tools => return,
+        ListKind::Prompts => "name",
+        ListKind::Resources => "uri",
+        ListKind::ResourceTemplates => "uriTemplate",
+    };
+    let mut seen = HashSet::new();
+    let listed = items.len();
+    items.retain(|item| match item.get(key).and_then(Value::as_str) {
+        Some(name) => seen.insert(name.to_owned()),
+        None => true,
+    });
+    if items.len() < listed {
+        tracing::warn!(
+            upstream,
+            kind = kind.method(),
+            repeated = listed - items.len(),
+            "the upstream lists the same name more than once; only the first of each is kept"
+        );
+    }
 }
 
 /// The items of one kind in `listing`, to cut.
