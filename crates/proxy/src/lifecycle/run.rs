@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::oneshot;
+use toolgate_store::PinKind;
 use toolgate_upstream::{Connection, EventSink, ListKind, Responder, UpstreamError};
 
 use crate::catalog::CheckedListing;
@@ -205,6 +206,11 @@ async fn serve(
         CheckedListing { listing: listed, dropped, ..(*current).clone() }
     };
     let changed = listing::differs(&current, &checked);
+    // What a check held or released is a change of that kind's list, whichever list was asked for (an approval
+    // found by a re-check asks for none): clients re-list only what they are told changed.
+    let held_moved = |kinds: &[PinKind]| changed && held_of(&current, kinds) != held_of(&checked, kinds);
+    let prompts_moved = held_moved(&[PinKind::Prompt]);
+    let resources_moved = held_moved(&[PinKind::Resource, PinKind::ResourceTemplate]);
     if changed {
         runtime.replace_listing(Arc::new(checked));
         crate::lifecycle::catalog::rebuild_catalog(gateway);
@@ -213,14 +219,19 @@ async fn serve(
     if requested.tools || (requested.recheck && changed) {
         notify.push(ListKind::Tools);
     }
-    if requested.prompts {
+    if requested.prompts || prompts_moved {
         notify.push(ListKind::Prompts);
     }
-    if requested.resources {
+    if requested.resources || resources_moved {
         notify.push(ListKind::Resources);
     }
     gateway.notify_list_changed(&notify);
     Ok(())
+}
+
+/// The items of `kinds` that `checked` holds back, sorted.
+fn held_of(checked: &CheckedListing, kinds: &[PinKind]) -> Vec<(PinKind, String)> {
+    checked.held_content().into_iter().filter(|(kind, _)| kinds.contains(kind)).collect()
 }
 
 /// Asks the run task of every upstream with quarantined tools to check them against the store again, once a

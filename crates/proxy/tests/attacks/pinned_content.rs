@@ -14,6 +14,7 @@ use toolgate_store::{PinKind, Store};
 
 use crate::harness::*;
 use crate::support::{GUARD, upstream};
+use toolgate_proxy::session::ClientBound;
 
 const PROMPT: &str = "notes_summarize";
 const README: &str = "file:///notes/readme.txt";
@@ -236,4 +237,45 @@ async fn a_repeated_name_does_not_serve_an_unapproved_copy_beside_the_approved_o
     tokio::time::sleep(Duration::from_secs(3)).await;
     let seen = Seen::now(&harness).await;
     assert!(!seen.serves_prompt() && !seen.serves_readme() && !seen.serves_draft(), "{:?}", seen.prompts);
+}
+
+/// How many notifications of `method` the client received so far.
+fn notified(client: &Client, method: &str) -> usize {
+    client
+        .all
+        .iter()
+        .filter(|bound| matches!(bound, ClientBound::Unsolicited(message) if message["method"] == method))
+        .count()
+}
+
+/// A person approving held prompts and resources makes them appear in the lists, so a client that is already
+/// connected is told both lists changed (not only the tools'), as it would be for the upstream's own change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approving_held_prompts_and_resources_tells_connected_clients_their_lists_changed() {
+    let mut spec = upstream("notes", "pinned-content", Duration::from_secs(20), None);
+    spec.trust.level = TrustLevel::Pinned;
+    let harness = Harness::start(vec![spec], standard(Duration::from_secs(2))).await;
+    let reviewer = harness.other_handle().await;
+    wait_seen(&harness, "the new content held", |seen| seen.instructions.contains("withheld")).await;
+    let mut client = harness.client(Elicit::None).await;
+    // A round trip first, so a notification of the upstream becoming ready is not counted as the approval's.
+    client.request(json!("l"), "prompts/list", json!({})).await;
+    let prompts = notified(&client, "notifications/prompts/list_changed");
+    let resources = notified(&client, "notifications/resources/list_changed");
+
+    approve_everything(&reviewer).await;
+    let deadline = tokio::time::Instant::now() + GUARD;
+    while notified(&client, "notifications/prompts/list_changed") <= prompts
+        || notified(&client, "notifications/resources/list_changed") <= resources
+    {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        assert!(
+            !left.is_zero() && client.receive_one(left).await,
+            "no prompts and resources list_changed after the approval: {} prompts, {} resources",
+            notified(&client, "notifications/prompts/list_changed") - prompts,
+            notified(&client, "notifications/resources/list_changed") - resources,
+        );
+    }
+    let seen = Seen::now(&harness).await;
+    assert!(seen.serves_prompt() && seen.serves_readme() && seen.serves_draft(), "{:?}", seen.prompts);
 }
