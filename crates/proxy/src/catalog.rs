@@ -416,6 +416,18 @@ impl Catalog {
         self.held.resource(uri).filter(|held| self.resources.owner(uri).is_none_or(|owner| owner > held.upstream))
     }
 
+    /// The held definition a `ref/resource` completion of `uri` would reach (a URI or a `uriTemplate`), unless an
+    /// earlier upstream (or the same one, with an approved definition) serves it: the held resource or template
+    /// that would serve it as a URI, else the held template declared with exactly that `uriTemplate`.
+    pub fn held_completion(&self, uri: &str) -> Option<&HeldItem> {
+        let template = || {
+            self.held
+                .template(uri)
+                .filter(|held| self.resources.template_owner(uri).is_none_or(|owner| owner > held.upstream))
+        };
+        self.held_resource(uri).or_else(template)
+    }
+
     /// The upstream that declared a resource template with exactly this `uriTemplate` (the earliest one).
     pub fn template_owner(&self, uri_template: &str) -> Option<usize> {
         self.resources.template_owner(uri_template)

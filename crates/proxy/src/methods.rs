@@ -309,6 +309,11 @@ async fn complete(
         }
         Some("ref/resource") => {
             let uri = reference.get("uri").and_then(Value::as_str).unwrap_or_default();
+            // Completions come from the definition a person has not approved: refused as reading it would be,
+            // before the single-server fallback of `resource_owner` could forward them.
+            if let Some(held) = catalog.held_completion(uri) {
+                return Some(jsonrpc::error_response(id, codes::INVALID_PARAMS, &held.refusal()));
+            }
             catalog.resource_owner(uri).or_else(|| catalog.template_owner(uri))
         }
         _ => None,

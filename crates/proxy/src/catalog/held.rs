@@ -74,6 +74,11 @@ impl HeldContent {
         self.prompts.get(name)
     }
 
+    /// The held template declared with exactly this `uriTemplate` (a completion names a template by it).
+    pub(crate) fn template(&self, uri_template: &str) -> Option<&HeldItem> {
+        self.templates.iter().find(|(_, item)| item.name == uri_template).map(|(_, item)| item)
+    }
+
     /// The held resource or template that would serve `uri`: the listed resource first, then the earliest template
     /// that matches.
     pub(crate) fn resource(&self, uri: &str) -> Option<&HeldItem> {
