@@ -1,5 +1,5 @@
 //! Every way a `tools/call` can end, through the in-process gateway with a state store in front of
-//! `misbehave.py --mode tool-faults`: allowed, denied, hidden, unknown, confirmation refused, confirmation cancelled,
+//! `misbehave.py --mode tool-faults`: allowed, denied, hidden, unknown, malformed (no string name), confirmation refused, confirmation cancelled,
 //! approval lapsed, upstream failure and client cancel. Each exit leaves exactly one `toolgate_tool_calls_total`
 //! increment and the audit rows that record it: one row for a call that was not forwarded (except a lapse: the
 //! `decision` row written as the person is asked, which the console shows waiting calls from, then the
@@ -28,6 +28,8 @@ enum Exit {
     Denied,
     Hidden,
     Unknown,
+    /// A `tools/call` whose `name` is not a string: answered as invalid params, still recorded and counted.
+    Malformed,
     ConfirmationRefused,
     ConfirmationCancelled,
     ApprovalLapsed,
@@ -68,6 +70,12 @@ const CASES: &[Case] = &[
         tool: "no_such_tool",
         rows: &[("decision", None, Some("unknown_tool"))],
         series: ("", "", "none", "is_error"),
+    },
+    Case {
+        exit: Exit::Malformed,
+        tool: "",
+        rows: &[("decision", None, Some("invalid_params"))],
+        series: ("", "", "none", "jsonrpc_error"),
     },
     Case {
         exit: Exit::ConfirmationRefused,
@@ -158,6 +166,11 @@ async fn run(case: &Case, gateway: &Gateway) -> Option<Value> {
     };
     let mut client = Client::connect_with(gateway, elicit).await;
     let id = json!(1);
+    if case.exit == Exit::Malformed {
+        // Not a name at all: the request is malformed, not a call of an unknown tool.
+        client.send(id.clone(), "tools/call", json!({"name": 42, "arguments": {"text": "x"}}));
+        return Some(client.response(&id).await);
+    }
     client.start_call(id.clone(), case.tool, json!({"text": "x"}));
     match case.exit {
         Exit::ConfirmationCancelled | Exit::ClientCancel => {
@@ -240,7 +253,15 @@ async fn issue_14_every_exit_of_a_tools_call_leaves_its_audit_rows_and_exactly_o
         let (gateway, store) = start(state.path(), timeout).await;
         let answer = run(case, &gateway).await;
         if let Some(answer) = &answer {
-            assert_eq!(answer["result"]["isError"] == json!(true), case.exit != Exit::Allowed, "{case:?}: {answer}");
+            if case.exit == Exit::Malformed {
+                assert_eq!(answer["error"]["code"], json!(-32602), "{case:?}: {answer}");
+            } else {
+                assert_eq!(
+                    answer["result"]["isError"] == json!(true),
+                    case.exit != Exit::Allowed,
+                    "{case:?}: {answer}"
+                );
+            }
         }
         // A cancelled call is recorded by its own task once it sees the cancel: wait for its count (bounded).
         let counts = wait_counted(&gateway, case.exit).await;

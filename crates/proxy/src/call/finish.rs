@@ -16,7 +16,7 @@ use toolgate_core::decision::Decision;
 use toolgate_core::display::bounded;
 use toolgate_core::policy::taints_session;
 use toolgate_store::{AuditEntry, AuditKind, PendingCall};
-use toolgate_upstream::jsonrpc;
+use toolgate_upstream::jsonrpc::{self, codes};
 
 use crate::access::Lapse;
 use crate::catalog::ExposedTool;
@@ -32,6 +32,8 @@ const UNKNOWN_NAME_CHARS: usize = 200;
 /// Why a call was not made.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Refusal {
+    /// The request has no string `name`: not a call of any tool (answered as invalid params).
+    Malformed,
     /// The name leads to no tool this session may see.
     Unknown,
     /// The policy hides the tool (answered exactly as an unknown name).
@@ -94,6 +96,7 @@ pub(crate) fn finish(
     let outcome = match &exit {
         CallExit::Answered { response, .. } => Outcome::of(response),
         CallExit::Refused(Refusal::Reconnecting(_)) => Outcome::UpstreamUnavailable,
+        CallExit::Refused(Refusal::Malformed) => Outcome::JsonRpcError,
         CallExit::Refused(_) => Outcome::IsError,
         CallExit::Cancelled => Outcome::Cancelled,
     };
@@ -125,6 +128,9 @@ pub(crate) fn finish(
             }
             Some(response)
         }
+        CallExit::Refused(Refusal::Malformed) => {
+            Some(jsonrpc::error_response(id, codes::INVALID_PARAMS, "tools/call needs a string `name`"))
+        }
         CallExit::Refused(refusal) => Some(tool_error(id, &message(&trail, &refusal))),
         CallExit::Cancelled => None,
     }
@@ -146,15 +152,20 @@ fn record_exit(
         return;
     }
     let (Some((tool, arguments)), Some(decision)) = (&trail.tool, &trail.decision) else {
-        // No tool: the name the client asked for, bounded (the client chose it), and that it leads nowhere.
+        // No tool: the name the client asked for, bounded (the client chose it), and that it leads nowhere (or,
+        // without a string name, that the request was malformed).
         let mut entry = AuditEntry::new(AuditKind::Decision);
         entry.session = Some(session.id.clone());
         entry.caller = Some(toolgate_store::Caller {
             identity: Some(session.caller.name.clone()),
             scopes: session.caller.scopes.clone(),
         });
-        entry.tool = Some(bounded(&trail.name, UNKNOWN_NAME_CHARS));
-        entry.outcome = Some("unknown_tool".into());
+        if matches!(exit, CallExit::Refused(Refusal::Malformed)) {
+            entry.outcome = Some("invalid_params".into());
+        } else {
+            entry.tool = Some(bounded(&trail.name, UNKNOWN_NAME_CHARS));
+            entry.outcome = Some("unknown_tool".into());
+        }
         entry.duration_us = Some(micros);
         audit::record(gateway, entry);
         return;
@@ -207,8 +218,8 @@ fn record_exit(
         CallExit::Refused(Refusal::AuditUnwritable(_)) => {}
         // With a store every answered call has its journaled row (above); without one nothing is recorded.
         CallExit::Answered { .. } => {}
-        // A name that leads to no tool has no tool (above).
-        CallExit::Refused(Refusal::Unknown) => {}
+        // A name that leads to no tool, or no name at all, has no tool (above).
+        CallExit::Refused(Refusal::Unknown | Refusal::Malformed) => {}
     }
 }
 
@@ -219,6 +230,7 @@ fn message(trail: &Trail, refusal: &Refusal) -> String {
         // The same words for both, as the TypeScript and Python SDKs answer an unknown tool, so a hidden tool
         // cannot be told from a missing one.
         Refusal::Unknown | Refusal::Hidden => format!("Unknown tool: {}", trail.name),
+        Refusal::Malformed => "tools/call needs a string `name`".to_owned(),
         Refusal::Denied => {
             let reasons: Vec<&str> = trail
                 .decision

@@ -31,7 +31,6 @@ use tokio_util::sync::CancellationToken;
 use toolgate_core::decision::{Decision, Reason, Verdict};
 use toolgate_store::{ApprovalId, AuditKind, PendingCall};
 use toolgate_upstream::UpstreamError;
-use toolgate_upstream::jsonrpc::{self, codes};
 
 use crate::access::{call_facts, decide_with, visible_to};
 use crate::call::finish::{CallExit, Refusal, Trail, tool_error};
@@ -204,8 +203,9 @@ pub(crate) async fn call_tool(
     cancel: &CancellationToken,
 ) -> Option<Value> {
     let Some(name) = params.get("name").and_then(Value::as_str).map(str::to_owned) else {
-        // Not a call at all: a malformed request, answered as one.
-        return Some(jsonrpc::error_response(id, codes::INVALID_PARAMS, "tools/call needs a string `name`"));
+        // Not a call at all: a malformed request, answered as one, but still recorded and counted by the end phase.
+        let trail = Trail::new(String::new(), Instant::now());
+        return finish::finish(gateway, session, id, trail, CallExit::Refused(Refusal::Malformed));
     };
     let context = CallContext { gateway, session, id, cancel };
     let mut trail = Trail::new(name, Instant::now());
