@@ -16,6 +16,7 @@ use toolgate_spec::GatewaySpec;
 use toolgate_store::Store;
 use toolgate_upstream::ListKind;
 
+use crate::guard::waiting::lapse_all;
 use crate::intake::GatewaySession;
 use crate::lifecycle::catalog::republish_inventory;
 use crate::lifecycle::run::{run_upstream, watch_quarantine};
@@ -123,10 +124,9 @@ impl Gateway {
     /// Stops everything: sessions end, upstreams are closed politely (stdin, TERM, KILL).
     pub async fn shutdown(&self) {
         self.shared.shutdown.cancel();
-        // Before the sessions close: their call tasks may not run again once the process is on its way out.
-        if let Some(store) = &self.shared.store {
-            self.shared.waiting_approvals.lapse_all(store, "the gateway stopped").await;
-        }
+        // Before the sessions close: their call tasks may not run again once the process is on its way out, so
+        // the lapses and their audit rows are written here.
+        lapse_all(&self.shared, "the gateway stopped").await;
         for session in self.shared.sessions() {
             session.close();
         }

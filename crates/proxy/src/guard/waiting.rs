@@ -22,6 +22,7 @@ use toolgate_store::{ApprovalId, AuditKind};
 
 use crate::catalog::ExposedTool;
 use crate::guard::audit;
+use crate::state::approvals::WaitingCall;
 use crate::state::session::SessionShared;
 use crate::state::shared::Shared;
 
@@ -49,7 +50,11 @@ impl QueuedCall {
         id: &ApprovalId,
         cancel: &CancellationToken,
     ) -> QueuedCall {
-        gateway.waiting_approvals.insert(id);
+        gateway.waiting_approvals.insert(WaitingCall {
+            id: id.clone(),
+            session: Arc::clone(session),
+            tool: Arc::clone(tool),
+        });
         QueuedCall {
             gateway: Arc::clone(gateway),
             session: Arc::clone(session),
@@ -108,6 +113,15 @@ impl Drop for QueuedCall {
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move { lapse_now(&gateway, &session, &tool, &id, why, true).await });
         }
+    }
+}
+
+/// Lapses every approval a call still waits on, each with its `confirmation` audit row (outcome `lapsed`): the
+/// gateway is stopping, and the calls' own tasks may never run again (when one does, its approval is already
+/// lapsed and it writes nothing more).
+pub(crate) async fn lapse_all(gateway: &Shared, why: &str) {
+    for call in gateway.waiting_approvals.take_all() {
+        lapse_now(gateway, &call.session, &call.tool, &call.id, why, true).await;
     }
 }
 

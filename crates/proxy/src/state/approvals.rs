@@ -2,10 +2,13 @@
 //! (lapsed when it stops), and where a person decides a queued call ([`ApprovalDirections`]). Data only: keeping a
 //! waiting call truthful is `guard::waiting`'s.
 
-use std::collections::HashSet;
-use std::sync::Mutex;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
-use toolgate_store::{ApprovalId, Store};
+use toolgate_store::ApprovalId;
+
+use crate::catalog::ExposedTool;
+use crate::state::session::SessionShared;
 
 /// Where a person decides a queued call, as the process that runs the gateway knows it: the console exists only
 /// when an HTTP listener serves it (its address is known once it is bound), and `toolgate approvals` needs
@@ -35,34 +38,37 @@ fn shell_word(text: &str) -> String {
     if plain { text.to_owned() } else { format!("'{}'", text.replace('\'', r"'\''")) }
 }
 
-/// The approvals this gateway is waiting on, so stopping it lapses them before the process ends (a call task may
-/// never run again once the runtime shuts down).
-#[derive(Debug, Default)]
+/// The approvals this gateway is waiting on, with the session and tool of the call that waits on each, so stopping
+/// the gateway lapses them (with their audit rows) before the process ends: a call task may never run again once
+/// the runtime shuts down.
+#[derive(Default)]
 pub(crate) struct WaitingApprovals {
-    ids: Mutex<HashSet<String>>,
+    calls: Mutex<HashMap<String, WaitingCall>>,
+}
+
+/// The call that waits on an approval: who asked, and for which tool.
+pub(crate) struct WaitingCall {
+    pub(crate) id: ApprovalId,
+    pub(crate) session: Arc<SessionShared>,
+    pub(crate) tool: Arc<ExposedTool>,
 }
 
 impl WaitingApprovals {
-    pub(crate) fn insert(&self, id: &ApprovalId) {
-        if let Ok(mut ids) = self.ids.lock() {
-            ids.insert(id.as_str().to_owned());
+    pub(crate) fn insert(&self, call: WaitingCall) {
+        if let Ok(mut calls) = self.calls.lock() {
+            calls.insert(call.id.as_str().to_owned(), call);
         }
     }
 
     pub(crate) fn remove(&self, id: &ApprovalId) {
-        if let Ok(mut ids) = self.ids.lock() {
-            ids.remove(id.as_str());
+        if let Ok(mut calls) = self.calls.lock() {
+            calls.remove(id.as_str());
         }
     }
 
-    /// Lapses every approval still waited on: the gateway is stopping and nothing will use them.
-    pub(crate) async fn lapse_all(&self, store: &Store, why: &str) {
-        let ids: Vec<String> = self.ids.lock().map(|mut ids| ids.drain().collect()).unwrap_or_default();
-        for id in ids {
-            if let Err(error) = store.approvals().lapse(&ApprovalId::from_text(&id), why).await {
-                tracing::warn!(%error, approval = %id, "cannot lapse an approval nothing waits for");
-            }
-        }
+    /// Takes every call still waiting (the gateway is stopping and nothing will use their approvals).
+    pub(crate) fn take_all(&self) -> Vec<WaitingCall> {
+        self.calls.lock().map(|mut calls| calls.drain().map(|(_, call)| call).collect()).unwrap_or_default()
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use toolgate_core::trust::TrustLevel;
 use toolgate_proxy::session::ClientBound;
-use toolgate_store::{ApprovalDecision, ApprovalState, Store, StoreError};
+use toolgate_store::{ApprovalDecision, ApprovalState, AuditFilter, Store, StoreError};
 
 use crate::harness::*;
 use crate::support::{FixtureLog, GUARD};
@@ -83,10 +83,12 @@ async fn a_call_its_client_cancels_or_abandons_or_the_gateway_stops_on_lapses_it
     let harness = Harness::untrusted_rug(&log).await;
     let person = harness.other_handle().await;
 
+    let mut lapsed = Vec::new();
     // Cancelled by the client.
     let client = harness.client(Elicit::None).await;
     client.start_call(json!(1), "rug_purge_records", json!({"n": 1}));
     let waiting = wait_pending(&harness.store, "rug_purge_records", &json!({"n": 1})).await;
+    lapsed.push((waiting.approval.id.clone(), "the client cancelled the call"));
     client.session.deliver(json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
                                   "params": {"requestId": 1, "reason": "stop"}}));
     let why = wait_lapsed(&harness.store, &waiting.approval.id).await;
@@ -100,6 +102,7 @@ async fn a_call_its_client_cancels_or_abandons_or_the_gateway_stops_on_lapses_it
     gone.session.close();
     let why = wait_lapsed(&harness.store, &waiting.approval.id).await;
     assert!(why.contains("the client went away"), "{why}");
+    lapsed.push((waiting.approval.id.clone(), "the client went away (its session closed)"));
     assert_deciding_is_refused(&person, &waiting.approval.id, "went away").await;
 
     // The gateway stops while a call waits.
@@ -109,8 +112,22 @@ async fn a_call_its_client_cancels_or_abandons_or_the_gateway_stops_on_lapses_it
     harness.gateway.shutdown().await;
     let why = wait_lapsed(&harness.store, &waiting.approval.id).await;
     assert_eq!(why, "the gateway stopped");
+    lapsed.push((waiting.approval.id.clone(), "the gateway stopped"));
     assert_deciding_is_refused(&person, &waiting.approval.id, "stopped").await;
     assert_eq!(fixture_called(&log, "purge_records"), 0, "no lapsed call ran");
+
+    // Every lapse, the gateway's stop included, leaves exactly one `confirmation` row saying why.
+    harness.store.audit().flush().await.unwrap();
+    let rows = harness.store.query_audit(&AuditFilter::default()).await.unwrap();
+    for (id, why) in &lapsed {
+        let reasons: Vec<Option<&Value>> = rows
+            .iter()
+            .filter(|row| row.kind == "confirmation" && row.outcome.as_deref() == Some("lapsed"))
+            .filter(|row| row.approval_id.as_deref() == Some(id.as_str()))
+            .map(|row| row.detail.as_ref().and_then(|detail| detail.get("reason")))
+            .collect();
+        assert_eq!(reasons, vec![Some(&json!(why))], "the lapsed rows of approval {id}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
