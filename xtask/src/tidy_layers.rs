@@ -2,9 +2,10 @@
 //! paths, in `use` items and in code), that no files import each other in a circle, and that no file imports one on
 //! a higher floor than its own (`PROXY_FLOORS`).
 //!
-//! A small path reader, not a Rust parser: comments, strings, `#[cfg(test)]` code and `tests.rs` files are skipped
-//! (tests may reach anywhere), a path names the longest module file it starts with, and a name re-exported by `lib.rs` counts as an
-//! import of `lib.rs`. It only reads files.
+//! A small path reader, not a Rust parser: comments, strings, each item marked `#[cfg(test)]` and `tests.rs` files
+//! are skipped (tests may reach anywhere), a path names the longest module file it starts with, and a name
+//! re-exported by `lib.rs` counts as an import of `lib.rs`. A checked crate whose directory is missing is a
+//! problem, not a pass. It only reads files.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -51,8 +52,11 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
     let mut problems = Vec::new();
     for (source, floors) in CHECKED_CRATES {
         let directory = root.join(source);
+        // A checked crate that moved would otherwise pass unchecked: say so, so the list follows it.
         if directory.is_dir() {
             problems.extend(check_crate(&directory, source, floors)?);
+        } else {
+            problems.push(format!("{source} is not a directory; update tidy's checked crates (CHECKED_CRATES)"));
         }
     }
     Ok(problems)
@@ -180,10 +184,53 @@ fn module_path(directory: &Path, file: &Path) -> Vec<String> {
     segments
 }
 
-/// The text of `source` without comments, string and character literals, and everything from the first
-/// `#[cfg(test)]` on (unit tests are the file's last item by this project's convention).
+/// The text of `source` without comments, string and character literals, and without each item marked
+/// `#[cfg(test)]` (test code may reach anywhere; the code after such an item is checked as any other).
 fn code_only(source: &str) -> String {
-    let source = source.split("#[cfg(test)]").next().unwrap_or_default();
+    without_test_items(&without_literals(source))
+}
+
+/// `code` (comments and literals already blanked, so braces and semicolons are the code's own) without each
+/// `#[cfg(test)]` and the one item it marks: up to its first `;` outside brackets, or through the matching `}` of
+/// its first `{` outside brackets, whichever comes first.
+fn without_test_items(code: &str) -> String {
+    const MARK: &str = "#[cfg(test)]";
+    let mut kept = String::with_capacity(code.len());
+    let mut rest = code;
+    while let Some(start) = rest.find(MARK) {
+        kept.push_str(&rest[..start]);
+        let item = &rest[start + MARK.len()..];
+        let (mut brackets, mut braces) = (0usize, 0usize);
+        let mut end = item.len();
+        for (index, character) in item.char_indices() {
+            match character {
+                '(' | '[' => brackets += 1,
+                ')' | ']' => brackets = brackets.saturating_sub(1),
+                '{' if brackets == 0 => braces += 1,
+                '}' if brackets == 0 && braces > 0 => {
+                    braces -= 1;
+                    if braces == 0 {
+                        end = index + 1;
+                        break;
+                    }
+                }
+                ';' if brackets == 0 && braces == 0 => {
+                    end = index + 1;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        // Keep the item's line breaks, so the lines after it stay where they were.
+        kept.extend(item[..end].chars().filter(|character| *character == '\n'));
+        rest = &item[end..];
+    }
+    kept.push_str(rest);
+    kept
+}
+
+/// The text of `source` without comments, string and character literals.
+fn without_literals(source: &str) -> String {
     let mut code = String::with_capacity(source.len());
     let mut characters = source.chars().peekable();
     while let Some(character) = characters.next() {
@@ -411,6 +458,28 @@ mod tests {
         assert_eq!(problems.len(), 2, "{problems:#?}");
         assert!(problems[0].contains("3 module files") && problems[0].contains("state/shared -> b"), "{problems:#?}");
         assert!(problems[1].contains("`state/shared` (floor state) must not import `b`"), "{problems:#?}");
+        Ok(())
+    }
+
+    #[test]
+    fn only_the_item_cfg_test_marks_is_skipped() {
+        let source = "use crate::a;\n#[cfg(test)]\nfn helper() -> [u8; 2] { crate::b::f(); [0; 2] }\n\
+                      #[cfg(test)]\nuse crate::c;\n// #[cfg(test)] in a comment marks nothing\n\
+                      fn later() { crate::d::g(); }\n#[cfg(test)]\nmod tests { use crate::e; }\n";
+        let code = code_only(source);
+        let found = paths(&code, &[], &|_| true);
+        let names: Vec<String> = found.iter().map(|path| path.join("::")).collect();
+        assert_eq!(names, ["a", "d::g"], "{code}");
+    }
+
+    #[test]
+    fn a_checked_crate_that_is_missing_is_reported() -> Result<()> {
+        let root = std::env::temp_dir().join(format!("toolgate-layers-missing-{}", std::process::id()));
+        std::fs::create_dir_all(&root)?;
+        let problems = check(&root)?;
+        std::fs::remove_dir_all(&root)?;
+        assert_eq!(problems.len(), CHECKED_CRATES.len(), "{problems:#?}");
+        assert!(problems[0].contains("crates/proxy/src is not a directory"), "{problems:#?}");
         Ok(())
     }
 }
