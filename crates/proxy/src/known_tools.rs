@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-use crate::catalog::{Catalog, ExposedTool};
+use crate::catalog::{Catalog, CheckedListing, ExposedTool};
 use crate::upstreams::{UpstreamRuntime, UpstreamStatus};
 
 /// Per upstream index, its last listed tools by exposed name.
@@ -20,19 +20,21 @@ pub(crate) struct KnownTools {
 }
 
 impl KnownTools {
-    /// After a catalog rebuild: the tools in `catalog` of every upstream with a listing (connected) replace what
-    /// was known of it (so a tool it stopped listing is forgotten); an upstream without one (down) keeps its last
-    /// known tools. The listing, not the status, says so: the run task says ready only after this rebuild.
-    pub(crate) fn remember(&self, catalog: &Catalog, upstreams: &[Arc<UpstreamRuntime>]) {
-        let ready: Vec<bool> = upstreams.iter().map(|runtime| runtime.checked_listing().is_some()).collect();
-        let mut listed: Vec<HashMap<String, Arc<ExposedTool>>> = vec![HashMap::new(); upstreams.len()];
+    /// After a catalog rebuild: the tools in `catalog` of every upstream with a listing in `listings` (the ones
+    /// the catalog was built from) replace what was known of it (so a tool it stopped listing is forgotten); an
+    /// upstream without one (down when the rebuild read them) keeps its last known tools. The build's own listings,
+    /// not the live ones: an older rebuild installed after an upstream reconnected has none of its tools, and must
+    /// not erase them.
+    pub(crate) fn remember(&self, catalog: &Catalog, listings: &[Option<Arc<CheckedListing>>]) {
+        let ready: Vec<bool> = listings.iter().map(Option::is_some).collect();
+        let mut listed: Vec<HashMap<String, Arc<ExposedTool>>> = vec![HashMap::new(); listings.len()];
         for tool in catalog.tools() {
             if let Some(tools) = listed.get_mut(tool.upstream) {
                 tools.insert(tool.exposed_name.clone(), Arc::clone(tool));
             }
         }
         let Ok(mut known) = self.by_upstream.write() else { return };
-        known.resize_with(upstreams.len(), HashMap::new);
+        known.resize_with(listings.len(), HashMap::new);
         for ((slot, tools), ready) in known.iter_mut().zip(listed).zip(ready) {
             if ready {
                 *slot = tools;
@@ -55,5 +57,52 @@ impl KnownTools {
                 UpstreamStatus::Starting | UpstreamStatus::Ready { .. } => None,
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use toolgate_core::policy::compile;
+    use toolgate_spec::GatewaySpec;
+
+    use super::*;
+    use crate::catalog::UpstreamListing;
+    use crate::state::shared::Shared;
+
+    fn listed(name: &str) -> Arc<CheckedListing> {
+        let tools = vec![json!({"name": name, "inputSchema": {"type": "object"}})];
+        Arc::new(CheckedListing::unpinned(UpstreamListing { tools, ..UpstreamListing::default() }))
+    }
+
+    #[test]
+    fn an_older_rebuild_installed_after_a_reconnect_keeps_the_reconnected_upstreams_known_tools() -> Result<(), String>
+    {
+        let spec = GatewaySpec::new(vec![crate::unstarted_upstream("a"), crate::unstarted_upstream("b")]);
+        let policy = compile(&spec.guardrails.policy).map_err(|error| error.to_string())?;
+        let shared = Shared::new(spec, policy, None);
+        let (a, b) = (listed("read"), listed("write"));
+        let build = |listings: &[Option<Arc<CheckedListing>>]| {
+            Arc::new(Catalog::build_with(&shared.spec.upstreams, listings, &Default::default()))
+        };
+        // Both listed: `b`'s tool is known.
+        shared.upstreams[0].replace_listing(Arc::clone(&a));
+        shared.upstreams[1].replace_listing(Arc::clone(&b));
+        let both = build(&[Some(Arc::clone(&a)), Some(Arc::clone(&b))]);
+        let write = both.tools().iter().find(|tool| tool.upstream == 1).map(|tool| tool.exposed_name.clone());
+        let number = shared.next_rebuild();
+        assert!(shared.install_catalog(number, &both, &[Some(Arc::clone(&a)), Some(Arc::clone(&b))]));
+        // A rebuild of `a` reads the listings while `b` is down; `b` reconnects (its listing is published) before
+        // that older rebuild installs its catalog, which has none of `b`'s tools.
+        let older = shared.next_rebuild();
+        let without_b = build(&[Some(Arc::clone(&a)), None]);
+        assert!(shared.install_catalog(older, &without_b, &[Some(Arc::clone(&a)), None]));
+        // `b` goes down again before its own rebuild installs: a call of its tool is "reconnecting", not unknown.
+        shared.upstreams[1].mark_down("gone".into(), 1);
+        let name = write.ok_or("`b`'s tool is listed")?;
+        let known =
+            shared.known_tools.reconnecting(&name, &shared.upstreams).map(|(tool, _)| tool.exposed_name.clone());
+        assert_eq!(known, Some(name), "`b`'s last listed tool is still known");
+        Ok(())
     }
 }

@@ -32,7 +32,7 @@ pub(crate) fn rebuild_catalog(gateway: &Shared) {
         .collect();
     let context = CatalogContext { resource_servers, quarantine: gateway.spec.guardrails.pins.quarantine };
     let catalog = Arc::new(Catalog::build_with(&gateway.spec.upstreams, &listings, &context));
-    if !gateway.install_catalog(number, &catalog) {
+    if !gateway.install_catalog(number, &catalog, &listings) {
         return;
     }
     for collision in &catalog.collisions {

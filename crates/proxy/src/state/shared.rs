@@ -17,7 +17,7 @@ use toolgate_spec::GatewaySpec;
 use toolgate_store::Store;
 use toolgate_upstream::ListKind;
 
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, CheckedListing};
 use crate::guard::approval_quota::ApprovalQuota;
 use crate::inventory::InventoryPublisher;
 use crate::known_tools::KnownTools;
@@ -135,12 +135,18 @@ impl Shared {
 
     /// Makes `catalog` (built by rebuild `number`) the current one, unless a rebuild with a higher number got there
     /// first (it read newer listings); says whether it did. Each upstream's tools are remembered under the same
-    /// lock, so what [`KnownTools`] holds follows the catalogs' order.
-    pub(crate) fn install_catalog(&self, number: u64, catalog: &Arc<Catalog>) -> bool {
+    /// lock, from `listings` (the ones the catalog was built from), so what [`KnownTools`] holds follows the
+    /// catalogs' order.
+    pub(crate) fn install_catalog(
+        &self,
+        number: u64,
+        catalog: &Arc<Catalog>,
+        listings: &[Option<Arc<CheckedListing>>],
+    ) -> bool {
         match self.catalog.write() {
             Ok(mut current) if current.0 < number => {
                 *current = (number, Arc::clone(catalog));
-                self.known_tools.remember(catalog, &self.upstreams);
+                self.known_tools.remember(catalog, listings);
                 true
             }
             _ => false,
