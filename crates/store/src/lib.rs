@@ -75,7 +75,7 @@ pub use decisions::{PIN_DECISION_KIND, PinDecision};
 pub use error::{AuditQueueError, StoreError};
 pub use inventory::{InventoryAccess, InventoryFinding, InventoryState, InventoryTool};
 pub use permissions::create_state_dir;
-pub use pins::{INSTRUCTIONS, PendingPinChange, PinKind, PinObservation, PinStore, PinnedTool, ToolSnapshot};
+pub use pins::{INSTRUCTIONS, PendingPinChange, PinKind, PinObservation, PinState, PinStore, PinnedTool, ToolSnapshot};
 pub use time::{format_rfc3339, parse_age, parse_rfc3339};
 
 /// The database file inside the state directory.

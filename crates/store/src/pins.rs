@@ -6,7 +6,7 @@
 //! quarantined one hidden, is the proxy's policy. Approving takes the fingerprint the approver saw, so a change
 //! that arrives while they look is never approved by accident.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::SystemTime;
 
 use serde::Serialize;
@@ -22,6 +22,33 @@ use toolgate_core::{EffectiveHints, ToolDefinition};
 use crate::Backend;
 use crate::error::StoreError;
 use crate::time::format_rfc3339;
+
+/// One definition's pinned fingerprint and pending change (its proposed and its pinned fingerprint), as stored.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PinState {
+    /// The approved definition's fingerprint, if it is pinned.
+    pub pinned: Option<String>,
+    /// The pending change's proposed fingerprint and the pin it was compared with (empty for a new definition).
+    pub pending: Option<(String, String)>,
+}
+
+impl PinState {
+    /// What [`PinStore::observe`] (or [`PinStore::propose_new`]) would conclude for a definition listed now with
+    /// `fingerprint` without writing anything: `Some(true)` when it is its pin with nothing pending, `Some(false)`
+    /// when it is already the pending change against the current pin (or against none), `None` when the store
+    /// must be asked (and may write).
+    pub fn settled(&self, fingerprint: &str) -> Option<bool> {
+        match (&self.pinned, &self.pending) {
+            (Some(pinned), None) if pinned == fingerprint => Some(true),
+            (pinned, Some((proposed, against)))
+                if proposed == fingerprint && against.as_str() == pinned.as_deref().unwrap_or_default() =>
+            {
+                Some(false)
+            }
+            _ => None,
+        }
+    }
+}
 
 /// What kind of definition a pin holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -201,6 +228,38 @@ impl PinStore {
         .fetch_all(pool)
         .await?;
         rows.iter().map(decode_pin).collect()
+    }
+
+    /// The pinned and pending fingerprints of every definition of `upstream`, in two queries: what a re-check needs
+    /// to tell, without a statement per definition, that nothing about a definition changed
+    /// ([`PinState::settled`]). Only what differs goes through [`PinStore::observe`] and its writes.
+    pub async fn states_of(&self, upstream: &str) -> Result<HashMap<(PinKind, String), PinState>, StoreError> {
+        let Backend::Sqlite(pool) = &self.backend;
+        let mut states: HashMap<(PinKind, String), PinState> = HashMap::new();
+        let kind_of = |row: &SqliteRow| -> Result<Option<PinKind>, StoreError> {
+            let kind: String = row.try_get("kind")?;
+            Ok(PinKind::parse(&kind))
+        };
+        let pins = sqlx::query("SELECT kind, tool, fingerprint FROM pins WHERE upstream = ?")
+            .bind(upstream)
+            .fetch_all(pool)
+            .await?;
+        for row in &pins {
+            let Some(kind) = kind_of(row)? else { continue };
+            let state = states.entry((kind, row.try_get("tool")?)).or_default();
+            state.pinned = Some(row.try_get("fingerprint")?);
+        }
+        let pending =
+            sqlx::query("SELECT kind, tool, fingerprint, pinned_fingerprint FROM pin_changes WHERE upstream = ?")
+                .bind(upstream)
+                .fetch_all(pool)
+                .await?;
+        for row in &pending {
+            let Some(kind) = kind_of(row)? else { continue };
+            let state = states.entry((kind, row.try_get("tool")?)).or_default();
+            state.pending = Some((row.try_get("fingerprint")?, row.try_get("pinned_fingerprint")?));
+        }
+        Ok(states)
     }
 
     /// Pins `snapshot` (approving it), replacing any earlier pin and clearing a pending change for the definition.

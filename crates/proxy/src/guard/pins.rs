@@ -19,7 +19,7 @@ use serde_json::Value;
 use toolgate_core::normalize::normalize_annotations;
 use toolgate_core::trust::TrustLevel;
 use toolgate_core::{DeclaredHints, Hint, HintOverrides, ToolDefinition, resolve_hints};
-use toolgate_store::{PendingPinChange, PinKind, PinObservation, PinStore, ToolSnapshot};
+use toolgate_store::{PendingPinChange, PinKind, PinObservation, PinState, PinStore, ToolSnapshot};
 
 use crate::catalog::{UpstreamListing, content_items};
 use crate::state::shared::Shared;
@@ -57,6 +57,7 @@ pub(crate) async fn check_pins(gateway: &Shared, index: usize, listing: &Upstrea
         };
     };
     let pins = store.pins();
+    let states = pin_states(&pins, &spec.name).await;
     let mut approved = HashMap::new();
     let mut accepted = Vec::new();
     for raw in &listing.tools {
@@ -67,6 +68,13 @@ pub(crate) async fn check_pins(gateway: &Shared, index: usize, listing: &Upstrea
         let snapshot = ToolSnapshot::new(&spec.name, &tool, &effective);
         let fingerprint = snapshot.as_ref().map(|snapshot| snapshot.fingerprint.whole.clone()).unwrap_or_default();
         let outcome = match snapshot {
+            // Its pin with nothing pending: approved without a statement (a re-check runs every second).
+            Ok(_)
+                if states.get(&(PinKind::Tool, name.clone())).and_then(|state| state.settled(&fingerprint))
+                    == Some(true) =>
+            {
+                Ok(true)
+            }
             Ok(snapshot) => match pins.observe(&snapshot).await {
                 Ok(PinObservation::Matches(_)) => Ok(true),
                 Ok(PinObservation::Unpinned) => pins.propose_new(&snapshot).await.map(|_| false),
@@ -99,14 +107,19 @@ pub(crate) async fn check_pins(gateway: &Shared, index: usize, listing: &Upstrea
             }
         }
     }
-    let content_approved = check_content(&pins, &spec.name, listing).await;
+    let content_approved = check_content(&pins, &states, &spec.name, listing).await;
     PinCheck { approved: Some(approved), accepted_tightening: accepted, content_approved: Some(content_approved) }
 }
 
 /// Compares a pinned upstream's prompts, resources, templates and instructions with their pins: returns those that
 /// match; records every other one as a pending change (a new one like a new tool). Fails closed: one whose pin
 /// cannot be read or written is held.
-async fn check_content(pins: &PinStore, upstream: &str, listing: &UpstreamListing) -> HashSet<(PinKind, String)> {
+async fn check_content(
+    pins: &PinStore,
+    states: &HashMap<(PinKind, String), PinState>,
+    upstream: &str,
+    listing: &UpstreamListing,
+) -> HashSet<(PinKind, String)> {
     let mut approved = HashSet::new();
     // A name listed twice is held whatever its pin says: approval is by name, and the catalog serves the first of
     // a name, which need not be the one that matched (the listing's cut drops repeats; this keeps it so).
@@ -118,7 +131,13 @@ async fn check_content(pins: &PinStore, upstream: &str, listing: &UpstreamListin
             repeated.insert((kind, name));
             continue;
         }
-        let outcome = match ToolSnapshot::of_content(upstream, kind, &name, definition) {
+        let snapshot = ToolSnapshot::of_content(upstream, kind, &name, definition);
+        // Unchanged since the last check (its pin, or the pending change already recorded): no statement.
+        let settled = snapshot.as_ref().ok().and_then(|snapshot| {
+            states.get(&(kind, name.clone())).and_then(|state| state.settled(&snapshot.fingerprint.whole))
+        });
+        let outcome = match snapshot {
+            Ok(_) if settled.is_some() => Ok(settled == Some(true)),
             Ok(snapshot) => match pins.observe(&snapshot).await {
                 Ok(PinObservation::Matches(_)) => Ok(true),
                 Ok(PinObservation::Unpinned) => pins.propose_new(&snapshot).await.map(|_| false),
@@ -139,6 +158,15 @@ async fn check_content(pins: &PinStore, upstream: &str, listing: &UpstreamListin
     }
     approved.retain(|item| !repeated.contains(item));
     approved
+}
+
+/// The pinned and pending fingerprints of `upstream`'s definitions, read once per check; empty when they cannot
+/// be read, so that every definition is then asked of the store one by one (and fails closed there).
+async fn pin_states(pins: &PinStore, upstream: &str) -> HashMap<(PinKind, String), PinState> {
+    pins.states_of(upstream).await.unwrap_or_else(|error| {
+        tracing::warn!(upstream, %error, "reading the pins at once failed; each definition is checked on its own");
+        HashMap::new()
+    })
 }
 
 /// True when the only changes are hints moved towards caution (not read-only, destructive, not idempotent,

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolgate_core::trust::TrustLevel;
-use toolgate_store::{PinKind, Store};
+use toolgate_store::{AuditFilter, AuditKind, PinKind, Store};
 
 use crate::harness::*;
 use crate::support::{GUARD, upstream};
@@ -301,4 +301,57 @@ async fn approving_held_prompts_and_resources_tells_connected_clients_their_list
     }
     let seen = Seen::now(&harness).await;
     assert!(seen.serves_prompt() && seen.serves_readme() && seen.serves_draft(), "{:?}", seen.prompts);
+}
+
+/// While one definition waits for a person the upstream is re-checked every second; definitions that did not
+/// change since the last check must cost no write. Were each approved one written (a stale pending change cleared)
+/// every second, another process holding the database's write lock for longer than the busy timeout (`toolgate
+/// pins approve`, a backup) would fail those writes, and approved definitions would be held as "pin check failed"
+/// (with a `listing` row each way) until the lock went.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn re_checking_a_held_definition_writes_nothing_for_the_unchanged_ones() {
+    let mut spec = upstream("notes", "pinned-content", Duration::from_secs(20), None);
+    spec.trust.level = TrustLevel::Pinned;
+    let harness = Harness::start(vec![spec], standard(Duration::from_secs(2))).await;
+    let reviewer = harness.other_handle().await;
+    wait_seen(&harness, "the new content held", |seen| seen.instructions.contains("withheld")).await;
+    approve_everything(&reviewer).await;
+    wait_seen(&harness, "the approved content served", |seen| seen.serves_readme() && seen.serves_draft()).await;
+    let mut client = harness.client(Elicit::None).await;
+    wait_tools(&mut client, "the approved control tool", |tools| names(tools).contains(&"notes_change")).await;
+    let response = client.call(json!("prompt"), "notes_change", json!({"what": "prompt"})).await;
+    assert_eq!(text(&response), "changed: prompt", "{response}");
+    wait_seen(&harness, "the changed prompt held", |seen| !seen.serves_prompt() && seen.serves_readme()).await;
+    let listing_rows = || async {
+        let filter = AuditFilter { kind: Some(AuditKind::Listing), ..AuditFilter::default() };
+        reviewer.query_audit(&filter).await.unwrap().len()
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = listing_rows().await;
+
+    // Another process takes the write lock for more than twice the store's busy timeout (5 s), then lets it go.
+    let database = harness.state.path().join(toolgate_store::DATABASE_FILE);
+    let holder = "import sqlite3, sys, time\n\
+                  db = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)\n\
+                  db.execute('BEGIN IMMEDIATE')\n\
+                  print('locked', flush=True)\n\
+                  time.sleep(12)\n\
+                  db.execute('ROLLBACK')\n";
+    let mut lock = tokio::process::Command::new("python3")
+        .args(["-c", holder])
+        .arg(&database)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = tokio::io::BufReader::new(lock.stdout.take().unwrap());
+    let mut line = String::new();
+    tokio::time::timeout(GUARD, tokio::io::AsyncBufReadExt::read_line(&mut stdout, &mut line)).await.unwrap().unwrap();
+    assert_eq!(line.trim(), "locked");
+    tokio::time::timeout(GUARD, lock.wait()).await.unwrap().unwrap();
+    // Re-checks go on after the lock went; what they conclude reaches the audit log.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let seen = Seen::now(&harness).await;
+    assert!(seen.serves_readme() && seen.serves_draft(), "{:?} {:?}", seen.resources, seen.templates);
+    let after = listing_rows().await;
+    assert_eq!(after, before, "re-checks of unchanged definitions wrote {} listing rows", after - before);
 }
