@@ -8,6 +8,7 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 use toolgate_core::facts::Category;
+use toolgate_core::fingerprint::FingerprintError;
 use toolgate_core::infer::InferredHint;
 use toolgate_core::lint::{Finding, Severity};
 use toolgate_core::normalize::ExtendedHints;
@@ -93,7 +94,11 @@ pub(crate) fn build_report(source: &ToolSource, upstream: &UpstreamSpec) -> Repo
     let listing = toolgate_proxy::catalog::listing_convention(&source.tools);
     for (index, raw) in source.tools.iter().enumerate() {
         match ToolDefinition::from_value(raw.clone()) {
-            Ok(tool) => tools.push(tool_report(&tool, upstream, &listing)),
+            Ok(tool) => match tool_report(&tool, upstream, &listing) {
+                Ok(report) => tools.push(report),
+                // The relay hides a tool it cannot fingerprint; the report lists it with the invalid ones.
+                Err(error) => invalid.push(InvalidTool { index, error: error.to_string() }),
+            },
             Err(error) => invalid.push(InvalidTool { index, error: error.to_string() }),
         }
     }
@@ -101,17 +106,21 @@ pub(crate) fn build_report(source: &ToolSource, upstream: &UpstreamSpec) -> Repo
     Report { server: source.server.clone(), trust: upstream.trust.level.as_str(), tools, invalid, summary }
 }
 
-fn tool_report(tool: &ToolDefinition, upstream: &UpstreamSpec, listing: &Convention) -> ToolReport {
+fn tool_report(
+    tool: &ToolDefinition,
+    upstream: &UpstreamSpec,
+    listing: &Convention,
+) -> Result<ToolReport, FingerprintError> {
     let overrides = upstream.overrides.get(tool.name()).cloned().unwrap_or_default();
     let assessment = assess_tool(tool, &overrides);
-    let enforced = toolgate_proxy::catalog::enforced_tool(tool, upstream, listing);
+    let enforced = toolgate_proxy::catalog::enforced_tool(tool, upstream, listing)?;
     let mut inferred = Map::new();
     for hint in Hint::ALL {
         if assessment.normalized.declared.get(hint).is_none() {
             inferred.insert(hint.wire_key().to_owned(), inferred_json(assessment.inference.get(hint)));
         }
     }
-    ToolReport {
+    Ok(ToolReport {
         name: tool.name().to_owned(),
         title: enforced.facts.display_title,
         category: enforced.facts.category,
@@ -122,12 +131,9 @@ fn tool_report(tool: &ToolDefinition, upstream: &UpstreamSpec, listing: &Convent
         rules: enforced.trusted.rules,
         inferred,
         extended: assessment.normalized.extended,
-        fingerprint: match assessment.fingerprint {
-            Ok(fingerprint) => fingerprint.whole,
-            Err(error) => format!("unavailable: {error}"),
-        },
+        fingerprint: enforced.fingerprint,
         findings: assessment.findings,
-    }
+    })
 }
 
 fn inferred_json(hint: &InferredHint) -> Value {

@@ -20,6 +20,10 @@
 //! approval's argument digest), where the person must see, and the approval must cover, exactly what was sent. For
 //! every number a double holds exactly, and for every text [`to_string`] writes, the two agree, so rows written
 //! before still verify.
+//!
+//! A number no double holds (`1e400`, which `arbitrary_precision` lets through) has no RFC 8785 text; both forms
+//! write it as the text it was sent with, so canonicalization is total: every value has one text, and two values
+//! that differ there never share a fingerprint. Every number a double holds prints as RFC 8785 says, as before.
 
 use std::cmp::Ordering;
 use std::fmt::Write as _;
@@ -137,6 +141,11 @@ fn write_number(number: &Number, out: &mut String, numbers: Numbers) -> Result<(
         let _ = write!(out, "{integer}");
     } else if let Some(digits) = (numbers == Numbers::ExactIntegers).then(|| integer_text(number)).flatten() {
         out.push_str(&digits);
+    } else if number.as_f64().is_none() {
+        // Beyond what a double holds (`1e400`): RFC 8785 has no text for it, and serde_json keeps it because of
+        // `arbitrary_precision`. It is written as its own text, which is deterministic, distinct for every text
+        // (two definitions never share a fingerprint) and never one RFC 8785 writes for a finite double.
+        out.push_str(&number.to_string());
     } else {
         // Fractions, exponents and integers beyond 2^53 print as the IEEE 754 double ECMAScript would hold.
         let text = serde_json_canonicalizer::to_string(&Value::Number(number.clone()))
@@ -233,6 +242,19 @@ mod tests {
             )
         );
         assert_eq!(canonical(&value), reference(&value), "the RFC 8785 writer is unchanged");
+    }
+
+    #[test]
+    fn numbers_no_double_holds_print_as_their_own_text() {
+        let value = parsed(r#"{"a": 1e400, "b": -1E+400, "c": 1.5e309, "d": 1e-400, "e": 1.5}"#);
+        // serde_json keeps the text in its own spelling (lower-case `e`, signed exponent); 1e-400 rounds to 0.
+        let expected = r#"{"a":1e+400,"b":-1e+400,"c":1.5e+309,"d":0,"e":1.5}"#;
+        assert_eq!(canonical(&value), expected);
+        assert_eq!(exact(&value), expected);
+        // Two such numbers never print alike, so two definitions that differ there never share a fingerprint.
+        assert_ne!(canonical(&parsed("1e400")), canonical(&parsed("2e400")));
+        let digits = format!("1{}", "0".repeat(400));
+        assert_eq!(canonical(&parsed(&digits)), digits);
     }
 
     proptest! {

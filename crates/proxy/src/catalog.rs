@@ -23,6 +23,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 use toolgate_core::facts::{ToolFacts, tool_facts};
+use toolgate_core::fingerprint::FingerprintError;
 use toolgate_core::normalize::{hint_of_key, loose_bool};
 use toolgate_core::trust::{Convention, TrustLevel, TrustedHints, resolve_trusted_hints_with};
 use toolgate_core::{EffectiveHints, Hint, HintOverrides, HintSource, ToolDefinition, assess_tool};
@@ -341,12 +342,19 @@ impl Catalog {
         // Exposed as reviewed first (the common case costs one assessment); a definition whose fingerprint is not
         // its approved pin's is exposed again as quarantined, or left out. A pinned upstream whose listing carries
         // no pin check at all has nothing approved.
-        let mut exposed = expose_definition(&tool, &name, spec, false, convention);
+        // A definition without a fingerprint could be neither pinned nor bound to an approval: it is left out.
+        let Ok(mut exposed) = expose_definition(&tool, &name, spec, false, convention) else {
+            self.collisions.push(format!(
+                "tool `{name}` of upstream `{}` is hidden: its definition cannot be fingerprinted",
+                spec.name
+            ));
+            return None;
+        };
         if is_quarantined(spec, checked, &original_name, &exposed.fingerprint) {
             if quarantine == Quarantine::Hide {
                 return None;
             }
-            exposed = expose_definition(&tool, &name, spec, true, convention);
+            exposed = expose_definition(&tool, &name, spec, true, convention).ok()?;
         }
         if let Some(owner) = owners.get(&name) {
             let owner_name = specs.get(*owner).map(|owner| owner.name.as_str()).unwrap_or_default();
@@ -535,12 +543,17 @@ fn trust_level(spec: &UpstreamSpec, fingerprint: &str, quarantined: bool) -> Tru
 /// What the relay enforces for `tool`, listed by the upstream `spec` and matching its pin (not quarantined): the very
 /// function the catalog exposes tools with, for the commands that show a server's tools without a running gateway
 /// (`inspect`, `lint`, `prompt`), so they and the relay never disagree. The tool keeps its own name. `listing` is
-/// [`listing_convention`] of the upstream's whole listing, as the catalog counts it.
-pub fn enforced_tool(tool: &ToolDefinition, spec: &UpstreamSpec, listing: &Convention) -> ExposedTool {
-    let mut exposed = expose_definition(tool, tool.name(), spec, false, listing);
+/// [`listing_convention`] of the upstream's whole listing, as the catalog counts it. An error when the definition
+/// cannot be fingerprinted (the relay hides such a tool).
+pub fn enforced_tool(
+    tool: &ToolDefinition,
+    spec: &UpstreamSpec,
+    listing: &Convention,
+) -> Result<ExposedTool, FingerprintError> {
+    let mut exposed = expose_definition(tool, tool.name(), spec, false, listing)?;
     exposed.original_name = tool.name().to_owned();
     exposed.upstream_name = spec.name.clone();
-    exposed
+    Ok(exposed)
 }
 
 /// What the tools of one upstream's listing declare ([`Convention`]); invalid definitions do not vote.
@@ -553,19 +566,20 @@ pub fn listing_convention(tools: &[Value]) -> Convention {
 /// Rewrites one tool for clients: exposed name, explicit hints, toolgate's `_meta` record. `upstream` and
 /// `original_name` are left for the caller to fill in. A quarantined definition's hints are resolved as untrusted
 /// and its `_meta` record says `"quarantined": true`. `convention` is the votes of the tool's whole listing
-/// ([`listing_convention`]); the tool's own declaration is taken out here.
+/// ([`listing_convention`]); the tool's own declaration is taken out here. An error when the definition has no
+/// fingerprint: there is no stand-in, since a shared one would let two definitions pass for each other.
 pub(crate) fn expose_definition(
     tool: &ToolDefinition,
     name: &str,
     spec: &UpstreamSpec,
     quarantined: bool,
     convention: &Convention,
-) -> ExposedTool {
+) -> Result<ExposedTool, FingerprintError> {
     let overrides = spec.overrides.get(tool.name()).cloned().unwrap_or_else(HintOverrides::default);
     let assessment = assess_tool(tool, &overrides);
     let fingerprint = match &assessment.fingerprint {
         Ok(fingerprint) => fingerprint.whole.clone(),
-        Err(error) => format!("unavailable: {error}"),
+        Err(error) => return Err(error.clone()),
     };
     let trust = trust_level(spec, &fingerprint, quarantined);
     let trusted = resolve_trusted_hints_with(
@@ -629,7 +643,7 @@ pub(crate) fn expose_definition(
     let task_required =
         tool.raw().get("execution").and_then(|execution| execution.get("taskSupport")).and_then(Value::as_str)
             == Some("required");
-    ExposedTool {
+    Ok(ExposedTool {
         upstream: 0,
         upstream_name: spec.name.clone(),
         original_name: String::new(),
@@ -642,7 +656,7 @@ pub(crate) fn expose_definition(
         fingerprint,
         app_only: tool.is_app_only(),
         task_required,
-    }
+    })
 }
 
 /// Removes from `object` (a tool definition or its `annotations`) every spelling of a hint that toolgate reads

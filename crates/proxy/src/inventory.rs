@@ -87,7 +87,7 @@ pub(crate) fn inventory(inputs: &InventoryInputs) -> Vec<(String, Vec<InventoryT
             .tools
             .iter()
             .filter_map(|raw| ToolDefinition::from_value(raw.clone()).ok())
-            .map(|tool| {
+            .filter_map(|tool| {
                 let fingerprint = checked.fingerprints.get(tool.name()).map(String::as_str).unwrap_or_default();
                 let quarantined = is_quarantined(spec, checked, tool.name(), fingerprint);
                 inventory_tool(index, spec, &tool, inputs, quarantined, &convention)
@@ -105,7 +105,7 @@ fn inventory_tool(
     inputs: &InventoryInputs,
     quarantined: bool,
     convention: &Convention,
-) -> InventoryTool {
+) -> Option<InventoryTool> {
     let name = exposed_name(&spec.prefix, tool.name());
     let listed =
         inputs.catalog.tool(&name).filter(|exposed| exposed.upstream == index && exposed.original_name == tool.name());
@@ -122,7 +122,7 @@ fn inventory_tool(
         Some(exposed) => (Arc::clone(exposed), InventoryState::Visible, None),
         None => {
             // Not in the catalog: shown as it would be exposed, untrusted when its definition waits for review.
-            let exposed = Arc::new(expose_definition(tool, &name, spec, quarantined, convention));
+            let exposed = Arc::new(expose_definition(tool, &name, spec, quarantined, convention).ok()?);
             if quarantined {
                 (
                     exposed,
@@ -149,7 +149,7 @@ fn inventory_tool(
         Some(listed) if !listed.task_required => access(listed, &inputs.policy, &inputs.identities),
         _ => Vec::new(),
     };
-    record(tool, &name, &exposed, state, reason, findings, access)
+    Some(record(tool, &name, &exposed, state, reason, findings, access))
 }
 
 /// What the policy would do with a call of `tool` for each identity, in a fresh (untainted) session.

@@ -52,7 +52,10 @@ pub(crate) async fn run(args: PromptArgs) -> Result<Outcome> {
     for (index, value) in source.tools.iter().enumerate() {
         let definition = ToolDefinition::from_value(value.clone())
             .map_err(|error| anyhow!("{}: tool {index} is not a tool definition: {error}", source.server.name))?;
-        tools.push(toolgate_proxy::catalog::enforced_tool(&definition, &view.upstream, &listing));
+        tools.push(
+            toolgate_proxy::catalog::enforced_tool(&definition, &view.upstream, &listing)
+                .map_err(|error| anyhow!("{}: tool {index}: {error}", source.server.name))?,
+        );
     }
     let entries: Vec<PromptTool<'_>> =
         tools.iter().map(|tool| (tool.original_name.as_str(), &tool.facts, &tool.hints)).collect();

@@ -3,8 +3,9 @@
 //! Pure parts only (the store keeps approvals, the proxy asks for them). An approval of [`ApprovalScope::Exact`]
 //! arguments binds to the SHA-256 of their RFC 8785 canonical form, so key order and whitespace do not matter but
 //! any value does. [`ApprovalScope::Shape`] ("remember for this session") binds to the argument *shape*: keys and
-//! JSON types, recursively, never values. Both bind to the tool's fingerprint, so an approval lapses when the tool's
-//! definition changes. Digests are `sha256:<hex>` like every fingerprint.
+//! JSON types, recursively, never values. Both bind to the tool ([`BoundTool`]: its upstream, its original name and
+//! its fingerprint), so an approval lapses when the tool's definition changes and never covers another tool whose
+//! definition happens to fingerprint alike. Digests are `sha256:<hex>` like every fingerprint.
 
 use serde::Serialize;
 use serde_json::{Map, Value, json};
@@ -31,6 +32,17 @@ impl ApprovalScope {
     }
 }
 
+/// The tool an approval is for: the upstream (by its configured name), the tool's name there and its fingerprint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BoundTool<'a> {
+    /// The upstream's configured name.
+    pub upstream: &'a str,
+    /// The tool's name as the upstream lists it.
+    pub original_name: &'a str,
+    /// The tool's fingerprint.
+    pub fingerprint: &'a str,
+}
+
 /// The digests an approval binds to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct ApprovalBinding {
@@ -40,14 +52,16 @@ pub struct ApprovalBinding {
     pub tool_fingerprint: String,
     /// `sha256:` of the canonical arguments ([`ApprovalScope::Exact`]) or of their shape ([`ApprovalScope::Shape`]).
     pub arguments_digest: String,
-    /// One key for the store: `sha256:` of the canonical `{"v": 1, "scope", "tool", "arguments"}`.
+    /// One key: `sha256:` of the canonical `{"v": 2, "scope", "upstream", "name", "tool", "arguments"}`. Version 1
+    /// keys (without upstream and name) are never written again, so none of them matches a version 2 key: an older
+    /// approval fails closed.
     pub key: String,
 }
 
 /// The binding of an approval for one call. Absent arguments (`None`) are treated as `{}`, as MCP servers do.
 pub fn bind_approval(
     scope: ApprovalScope,
-    tool_fingerprint: &str,
+    tool: BoundTool<'_>,
     arguments: Option<&Value>,
 ) -> Result<ApprovalBinding, FingerprintError> {
     let empty = Value::Object(Map::new());
@@ -57,12 +71,14 @@ pub fn bind_approval(
         ApprovalScope::Shape => shape_digest(arguments)?,
     };
     let key = digest_value(&json!({
-        "v": 1,
+        "v": 2,
         "scope": scope.as_str(),
-        "tool": tool_fingerprint,
+        "upstream": tool.upstream,
+        "name": tool.original_name,
+        "tool": tool.fingerprint,
         "arguments": arguments_digest,
     }))?;
-    Ok(ApprovalBinding { scope, tool_fingerprint: tool_fingerprint.to_owned(), arguments_digest, key })
+    Ok(ApprovalBinding { scope, tool_fingerprint: tool.fingerprint.to_owned(), arguments_digest, key })
 }
 
 /// `sha256:` of the canonical arguments with every integer's own digits (`jcs::to_string_exact`): two integers that
@@ -110,7 +126,11 @@ pub fn argument_shape(value: &Value) -> Result<Value, FingerprintError> {
 mod tests {
     use super::*;
 
-    const TOOL: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
+    const TOOL: BoundTool<'static> = BoundTool {
+        upstream: "git",
+        original_name: "push",
+        fingerprint: "sha256:0000000000000000000000000000000000000000000000000000000000000000",
+    };
 
     fn bind(scope: ApprovalScope, arguments: Value) -> ApprovalBinding {
         bind_approval(scope, TOOL, Some(&arguments)).unwrap_or_else(|error| unreachable!("{error}"))
@@ -155,8 +175,19 @@ mod tests {
         let exact = bind(ApprovalScope::Exact, arguments.clone());
         let shape = bind(ApprovalScope::Shape, arguments.clone());
         assert_ne!(exact.key, shape.key);
-        let other_tool = bind_approval(ApprovalScope::Exact, "sha256:1", Some(&arguments));
-        assert_ne!(other_tool.map(|binding| binding.key).ok(), Some(exact.key));
+        let other_tool =
+            bind_approval(ApprovalScope::Exact, BoundTool { fingerprint: "sha256:1", ..TOOL }, Some(&arguments));
+        assert_ne!(other_tool.map(|binding| binding.key).ok(), Some(exact.key.clone()));
+    }
+
+    #[test]
+    fn tools_of_one_fingerprint_on_other_upstreams_or_names_never_share_keys() {
+        let arguments = json!({"path": "/tmp/x"});
+        let shape = bind(ApprovalScope::Shape, arguments.clone());
+        for tool in [BoundTool { upstream: "other", ..TOOL }, BoundTool { original_name: "pull", ..TOOL }] {
+            let other = bind_approval(ApprovalScope::Shape, tool, Some(&arguments));
+            assert_ne!(other.map(|binding| binding.key).ok(), Some(shape.key.clone()));
+        }
     }
 
     #[test]

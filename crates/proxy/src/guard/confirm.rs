@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolgate_core::decision::Decision;
 use toolgate_core::display::{bounded, escape, json_text, quoted};
-use toolgate_core::policy::approval::{ApprovalScope, bind_approval};
+use toolgate_core::policy::approval::{ApprovalScope, BoundTool, bind_approval};
 use toolgate_spec::ConfirmVia;
 use toolgate_store::{ApprovalId, ApprovalWait, PendingApproval, digest_arguments};
 
@@ -265,8 +265,10 @@ pub(crate) async fn confirm(
     let Question { tool, params, decision } = *question;
     let spec = &gateway.spec.guardrails.confirmation;
     let arguments = &params.get("arguments").cloned().unwrap_or_else(|| json!({}));
-    let shape_key =
-        bind_approval(ApprovalScope::Shape, &tool.fingerprint, Some(arguments)).ok().map(|binding| binding.key);
+    // Bound to the upstream and the tool's own name too: a fingerprint alone could be shared by tools elsewhere.
+    let bound =
+        BoundTool { upstream: &tool.upstream_name, original_name: &tool.original_name, fingerprint: &tool.fingerprint };
+    let shape_key = bind_approval(ApprovalScope::Shape, bound, Some(arguments)).ok().map(|binding| binding.key);
     if let Some(key) = &shape_key
         && session.remembered.lock().map(|remembered| remembered.contains(key)).unwrap_or(false)
     {

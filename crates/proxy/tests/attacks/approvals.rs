@@ -274,6 +274,63 @@ async fn a_queued_call_nobody_decides_is_refused_at_the_timeout() {
 // ---------------------------------------------------------------------------------------------------------------
 // 8. A definition that changes while a call waits for a person
 
+/// Numbers beyond what a double holds (`1e400`) are kept by serde_json; every such definition once got one shared
+/// stand-in fingerprint, so two tools passed for each other and a swap while a person approved went unnoticed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn definitions_with_numbers_beyond_a_double_keep_their_own_fingerprints_and_lapse_when_swapped() {
+    let log = FixtureLog::new();
+    let mut guardrails = standard(Duration::from_secs(60));
+    guardrails.policy = policy(json!({"rule": [
+        {"id": "control", "effect": "allow", "match": {"tool": "rug_pull"}},
+        {"id": "ask", "effect": "confirm", "match": {"tool": "update_record"}}
+    ]}));
+    let harness = Harness::start(vec![rug("rug", &log, TrustLevel::Untrusted)], guardrails).await;
+    let person = harness.other_handle().await;
+    let mut waiting = harness.client(Elicit::None).await;
+    let mut puller = harness.client(Elicit::None).await;
+
+    let seen = list_changes(&puller);
+    let response = puller.call(json!("huge"), "rug_pull", json!({"change": "huge"})).await;
+    assert_eq!(text(&response), "changed: huge", "{response}");
+    wait_list_changes(&mut puller, seen).await;
+    let fingerprint = |tool: &Value| tool["_meta"][META_KEY]["fingerprint"].as_str().unwrap_or_default().to_owned();
+    let update = puller.tool("rug_update_record").await.expect("listed");
+    let read = puller.tool("rug_read_records").await.expect("listed");
+    assert!(update.to_string().contains("1e+400") || update.to_string().contains("1e400"), "{update}");
+    assert!(fingerprint(&update).starts_with("sha256:"), "{update}");
+    assert_ne!(fingerprint(&update), fingerprint(&read), "two definitions never share a fingerprint");
+
+    let arguments = json!({"id": 7});
+    waiting.start_call(json!(1), "rug_update_record", arguments.clone());
+    let pending = wait_pending(&harness.store, "rug_update_record", &arguments).await;
+    assert_eq!(pending.approval.tool_fingerprint, fingerprint(&update));
+    // While it waits, the upstream swaps the definition (keeping 1e400 in its schema). A fresh session pulls (the
+    // default guardrails ask a person about the first puller's second pull).
+    let mut puller = harness.client(Elicit::None).await;
+    let seen = list_changes(&puller);
+    let response = puller.call(json!("pull"), "rug_pull", json!({"change": "describe"})).await;
+    assert_eq!(text(&response), "changed: describe", "{response}");
+    wait_list_changes(&mut puller, seen).await;
+    let now = puller.tool("rug_update_record").await.expect("still listed");
+    assert_ne!(fingerprint(&now), fingerprint(&update), "the swapped definition has another fingerprint");
+
+    person.approvals().decide(&pending.approval.id, ApprovalDecision::Approve, "tester").await.unwrap();
+    let response = waiting.response(&json!(1)).await;
+    assert!(text(&response).contains("changed while"), "{response}");
+    assert_eq!(fixture_called(&log, "update_record"), 0, "the approval of the old definition ran nothing");
+    harness.store.audit().flush().await.unwrap();
+    let rows = harness
+        .store
+        .query_audit(&AuditFilter { kind: Some(AuditKind::Confirmation), ..AuditFilter::default() })
+        .await
+        .unwrap();
+    assert!(
+        rows.iter().any(|row| row.approval_id.as_deref() == Some(pending.approval.id.as_str())
+            && row.outcome.as_deref() == Some("tool_changed")),
+        "the swap is caught: {rows:#?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_lapses_when_the_tool_definition_changes_while_the_call_waits() {
     let log = FixtureLog::new();

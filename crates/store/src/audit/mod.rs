@@ -257,15 +257,26 @@ pub(crate) async fn recover_journals(
             );
         }
         if !contents.lines.is_empty() {
-            let (rows, ids): (Vec<AuditRow>, Vec<String>) =
-                contents.lines.into_iter().map(|line| (line.row, line.id)).unzip();
-            let mut rows = rows
-                .into_iter()
-                .map(|mut row| {
-                    row.outcome.get_or_insert_with(|| NOT_RECORDED_OUTCOME.to_owned());
-                    chain::PreparedRow::from_row(row)
-                })
-                .collect::<Result<Vec<_>, _>>()?;
+            let mut rows = Vec::with_capacity(contents.lines.len());
+            let mut ids = Vec::with_capacity(contents.lines.len());
+            for line in contents.lines {
+                let mut row = line.row;
+                row.outcome.get_or_insert_with(|| NOT_RECORDED_OUTCOME.to_owned());
+                // One row that cannot be put in canonical form is skipped and reported: failing here would fail
+                // every command's Store::open, and the journal's other rows would never reach the log.
+                match chain::PreparedRow::from_row(row) {
+                    Ok(prepared) => {
+                        rows.push(prepared);
+                        ids.push(line.id);
+                    }
+                    Err(error) => tracing::error!(
+                        journal = %path.display(),
+                        id = %line.id,
+                        %error,
+                        "an audit journal row cannot be canonicalized and was skipped"
+                    ),
+                }
+            }
             let ids: Vec<Option<&str>> = ids.iter().map(|id| Some(id.as_str())).collect();
             append::append(backend, &mut rows, &ids, true).await?;
             tracing::info!(journal = %path.display(), "audit rows of a process that is gone were recovered");

@@ -230,3 +230,45 @@ async fn a_long_call_does_not_keep_one_journal_growing() {
     assert!(!files.contains(&base), "the long call's file is removed once its row is in: {files:?}");
     assert_eq!(store.query_audit(&AuditFilter::default()).await.unwrap().len(), 13);
 }
+
+/// A number no double holds (`1e400`, kept by serde_json's `arbitrary_precision`) once had no canonical text: the
+/// writer stored the row anyway, `verify` then reported a break on it, and a dead process's journal holding one
+/// made every `Store::open` fail.
+#[tokio::test]
+async fn rows_with_numbers_beyond_a_double_verify_and_recover() {
+    let directory = tempfile::tempdir().unwrap();
+    let database = directory.path().join("toolgate.db");
+    let huge: serde_json::Value = serde_json::from_str(r#"{"x": 1e400, "y": -2E+999}"#).unwrap();
+    // Arguments in clear, so the row holds them and `verify` canonicalizes them again.
+    let clear = StoreOptions { redaction: ArgumentRedaction::Clear, ..journaling() };
+    let first = Store::open_file(&database, clear.clone()).await.unwrap();
+    let entry = AuditEntry { args: Some(huge.clone()), ..call_entry("huge-live", 1) };
+    first.audit().record_journaled(entry).await.unwrap().finish("ok", 1);
+    first.audit().flush().await.unwrap();
+    assert!(first.verify_audit().await.unwrap().is_intact(), "a row with 1e400 in its arguments verifies");
+    first.close().await.unwrap();
+
+    // A dead process's journal with such a row and an ordinary one after it.
+    let scratch = Store::open_file(&directory.path().join("scratch.db"), StoreOptions::default()).await.unwrap();
+    scratch.audit().record_durable(call_entry("huge-lost", 2)).await.unwrap();
+    scratch.audit().record_durable(call_entry("plain-lost", 3)).await.unwrap();
+    let lost = scratch.query_audit(&AuditFilter::default()).await.unwrap();
+    scratch.close().await.unwrap();
+    let mut lines = String::new();
+    for (n, mut row) in lost.into_iter().enumerate() {
+        if n == 0 {
+            row.args = Some(huge.clone());
+        }
+        lines.push_str(&serde_json::json!({"id": format!("dead-{n}"), "row": row}).to_string());
+        lines.push('\n');
+    }
+    assert!(lines.contains("1e+400"), "{lines}");
+    std::fs::write(directory.path().join("toolgate.db.journal-4000001"), lines).unwrap();
+
+    let second = Store::open_file(&database, clear).await.unwrap();
+    let rows = second.query_audit(&AuditFilter::default()).await.unwrap();
+    let tools: Vec<&str> = rows.iter().filter_map(|row| row.tool.as_deref()).collect();
+    assert_eq!(tools, ["huge-live", "huge-lost", "plain-lost"]);
+    assert_eq!(rows[1].args.as_ref().map(|args| args["x"].to_string()), Some("1e+400".to_owned()));
+    assert!(second.verify_audit().await.unwrap().is_intact(), "recovered rows verify");
+}
