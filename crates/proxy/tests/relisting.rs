@@ -36,6 +36,16 @@ fn relist_upstream(fillers: usize, log: Option<&FixtureLog>, state: Option<&Path
     spec
 }
 
+/// A started gateway over `upstreams` with `limits` and [`permissive`] guardrails (the listing tests' setup).
+async fn start_permissive(
+    upstreams: Vec<UpstreamSpec>,
+    limits: Limits,
+    store: Option<Store>,
+) -> toolgate_proxy::Gateway {
+    let spec = GatewaySpec { upstreams, stdio: None, http: None, limits, guardrails: permissive(), source: None };
+    support::start_spec(spec, store).await
+}
+
 fn permissive() -> GuardrailSpec {
     GuardrailSpec { policy: PolicySpec::permissive(), ..GuardrailSpec::default() }
 }
@@ -219,15 +229,7 @@ async fn issue_10_an_upstream_listing_more_tools_than_the_maximum_is_cut_to_it_v
     let store = Store::open(state.path()).await.unwrap();
     // update_record, read_records, the control tool change, then 30 fillers: 33 tools.
     let limits = Limits { max_tools_per_upstream: 10, ..Limits::default() };
-    let spec = GatewaySpec {
-        upstreams: vec![relist_upstream(30, None, None)],
-        stdio: None,
-        http: None,
-        limits,
-        guardrails: permissive(),
-        source: None,
-    };
-    let gateway = support::start_spec(spec, Some(store.clone())).await;
+    let gateway = start_permissive(vec![relist_upstream(30, None, None)], limits, Some(store.clone())).await;
     let mut client = Client::connect(&gateway).await;
     let tools = client.tools().await;
     assert_eq!(tools.len(), 10, "{:?}", names(&tools));
@@ -268,15 +270,7 @@ async fn issue_10_no_page_of_tools_beyond_the_maximum_is_asked_for() {
     let log = FixtureLog::new();
     let paginated = upstream("pages", "paginated", Duration::from_secs(20), Some(&log.path));
     let limits = Limits { max_tools_per_upstream: 2, ..Limits::default() };
-    let spec = GatewaySpec {
-        upstreams: vec![paginated],
-        stdio: None,
-        http: None,
-        limits,
-        guardrails: permissive(),
-        source: None,
-    };
-    let gateway = support::start_spec(spec, None).await;
+    let gateway = start_permissive(vec![paginated], limits, None).await;
     let mut client = Client::connect(&gateway).await;
     assert_eq!(names(&client.tools().await), ["pages_read_config", "pages_wipe_cache"]);
     let lists: Vec<Value> = log.entries().into_iter().filter(|entry| entry["method"] == "tools/list").collect();
@@ -305,8 +299,7 @@ async fn measure_the_memory_each_tool_costs() {
     let store = Store::open(state.path()).await.unwrap();
     let limits = Limits { max_tools_per_upstream: 100_000, ..Limits::default() };
     let upstreams = vec![relist_upstream(count, None, None)];
-    let spec = GatewaySpec { upstreams, stdio: None, http: None, limits, guardrails: permissive(), source: None };
-    let gateway = support::start_spec(spec, Some(store.clone())).await;
+    let gateway = start_permissive(upstreams, limits, Some(store.clone())).await;
     // No client lists them: a test client keeps every message it received, which would count here too.
     assert_eq!(gateway.status().tools, count + 3);
     // Let the background inventory write finish.
@@ -334,8 +327,7 @@ async fn measure_a_burst_of_list_changed() {
     let log = FixtureLog::new();
     let limits = Limits { max_tools_per_upstream: 100_000, ..Limits::default() };
     let upstreams = vec![relist_upstream(2000, Some(&log), None)];
-    let spec = GatewaySpec { upstreams, stdio: None, http: None, limits, guardrails: permissive(), source: None };
-    let gateway = support::start_spec(spec, Some(store.clone())).await;
+    let gateway = start_permissive(upstreams, limits, Some(store.clone())).await;
     let mut client = Client::connect(&gateway).await;
     let (lists, rows, ticks) = (tools_lists(&log), listing_rows(&store).await.len(), cpu_ticks());
     client.call(json!("burst"), "relist_change", json!({"what": "burst", "count": 400})).await;
@@ -374,15 +366,7 @@ async fn issue_10_review_prompts_beyond_the_item_maximum_are_cut_to_it_visibly()
     let store = Store::open(state.path()).await.unwrap();
     // summarize, then 30 filler prompts: 31.
     let limits = Limits { max_list_items_per_upstream: 10, ..Limits::default() };
-    let spec = GatewaySpec {
-        upstreams: vec![filler_upstream(0, 30, 0)],
-        stdio: None,
-        http: None,
-        limits,
-        guardrails: permissive(),
-        source: None,
-    };
-    let gateway = support::start_spec(spec, Some(store.clone())).await;
+    let gateway = start_permissive(vec![filler_upstream(0, 30, 0)], limits, Some(store.clone())).await;
     let mut client = Client::connect(&gateway).await;
     let listed = prompts(&mut client).await;
     let upstream_prompts: Vec<&str> = names(&listed).into_iter().filter(|name| *name != "toolgate_safety").collect();
@@ -406,15 +390,7 @@ async fn issue_10_review_tools_beyond_the_byte_maximum_are_cut_whole_and_in_orde
     // update_record, read_records, change (a few hundred bytes each), then 20 fillers of about 20 kB each: within
     // 100 kB fit the three and four fillers, never part of a fifth.
     let limits = Limits { max_listing_bytes_per_upstream: 100_000, ..Limits::default() };
-    let spec = GatewaySpec {
-        upstreams: vec![filler_upstream(20, 0, 20_000)],
-        stdio: None,
-        http: None,
-        limits,
-        guardrails: permissive(),
-        source: None,
-    };
-    let gateway = support::start_spec(spec, None).await;
+    let gateway = start_permissive(vec![filler_upstream(20, 0, 20_000)], limits, None).await;
     let mut client = Client::connect(&gateway).await;
     let tools = client.tools().await;
     assert_eq!(
@@ -470,15 +446,7 @@ async fn issue_10_review_no_page_beyond_the_byte_maximum_is_asked_for() {
     let log = FixtureLog::new();
     let paginated = upstream("pages", "paginated", Duration::from_secs(20), Some(&log.path));
     let limits = Limits { max_listing_bytes_per_upstream: 1, ..Limits::default() };
-    let spec = GatewaySpec {
-        upstreams: vec![paginated],
-        stdio: None,
-        http: None,
-        limits,
-        guardrails: permissive(),
-        source: None,
-    };
-    let gateway = support::start_spec(spec, None).await;
+    let gateway = start_permissive(vec![paginated], limits, None).await;
     let mut client = Client::connect(&gateway).await;
     assert!(client.tools().await.is_empty(), "no tool is served in part");
     let lists: Vec<Value> = log.entries().into_iter().filter(|entry| entry["method"] == "tools/list").collect();
