@@ -279,20 +279,12 @@ async fn a_queued_call_nobody_decides_is_refused_at_the_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn definitions_with_numbers_beyond_a_double_keep_their_own_fingerprints_and_lapse_when_swapped() {
     let log = FixtureLog::new();
-    let mut guardrails = standard(Duration::from_secs(60));
-    guardrails.policy = policy(json!({"rule": [
-        {"id": "control", "effect": "allow", "match": {"tool": "rug_pull"}},
-        {"id": "ask", "effect": "confirm", "match": {"tool": "update_record"}}
-    ]}));
-    let harness = Harness::start(vec![rug("rug", &log, TrustLevel::Untrusted)], guardrails).await;
+    let harness = asking_about_update_record(&log).await;
     let person = harness.other_handle().await;
     let mut waiting = harness.client(Elicit::None).await;
     let mut puller = harness.client(Elicit::None).await;
 
-    let seen = list_changes(&puller);
-    let response = puller.call(json!("huge"), "rug_pull", json!({"change": "huge"})).await;
-    assert_eq!(text(&response), "changed: huge", "{response}");
-    wait_list_changes(&mut puller, seen).await;
+    pull(&mut puller, "huge").await;
     let fingerprint = |tool: &Value| tool["_meta"][META_KEY]["fingerprint"].as_str().unwrap_or_default().to_owned();
     let update = puller.tool("rug_update_record").await.expect("listed");
     let read = puller.tool("rug_read_records").await.expect("listed");
@@ -307,10 +299,7 @@ async fn definitions_with_numbers_beyond_a_double_keep_their_own_fingerprints_an
     // While it waits, the upstream swaps the definition (keeping 1e400 in its schema). A fresh session pulls (the
     // default guardrails ask a person about the first puller's second pull).
     let mut puller = harness.client(Elicit::None).await;
-    let seen = list_changes(&puller);
-    let response = puller.call(json!("pull"), "rug_pull", json!({"change": "describe"})).await;
-    assert_eq!(text(&response), "changed: describe", "{response}");
-    wait_list_changes(&mut puller, seen).await;
+    pull(&mut puller, "describe").await;
     let now = puller.tool("rug_update_record").await.expect("still listed");
     assert_ne!(fingerprint(&now), fingerprint(&update), "the swapped definition has another fingerprint");
 
@@ -318,28 +307,13 @@ async fn definitions_with_numbers_beyond_a_double_keep_their_own_fingerprints_an
     let response = waiting.response(&json!(1)).await;
     assert!(text(&response).contains("changed while"), "{response}");
     assert_eq!(fixture_called(&log, "update_record"), 0, "the approval of the old definition ran nothing");
-    harness.store.audit().flush().await.unwrap();
-    let rows = harness
-        .store
-        .query_audit(&AuditFilter { kind: Some(AuditKind::Confirmation), ..AuditFilter::default() })
-        .await
-        .unwrap();
-    assert!(
-        rows.iter().any(|row| row.approval_id.as_deref() == Some(pending.approval.id.as_str())
-            && row.outcome.as_deref() == Some("tool_changed")),
-        "the swap is caught: {rows:#?}"
-    );
+    assert_tool_changed_row(&harness, pending.approval.id.as_str()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_lapses_when_the_tool_definition_changes_while_the_call_waits() {
     let log = FixtureLog::new();
-    let mut guardrails = standard(Duration::from_secs(60));
-    guardrails.policy = policy(json!({"rule": [
-        {"id": "control", "effect": "allow", "match": {"tool": "rug_pull"}},
-        {"id": "ask", "effect": "confirm", "match": {"tool": "update_record"}}
-    ]}));
-    let harness = Harness::start(vec![rug("rug", &log, TrustLevel::Untrusted)], guardrails).await;
+    let harness = asking_about_update_record(&log).await;
     let person = harness.other_handle().await;
     let mut waiting = harness.client(Elicit::None).await;
     let mut puller = harness.client(Elicit::None).await;
@@ -348,10 +322,7 @@ async fn an_approval_lapses_when_the_tool_definition_changes_while_the_call_wait
     waiting.start_call(json!(1), "rug_update_record", arguments.clone());
     let pending = wait_pending(&harness.store, "rug_update_record", &arguments).await;
     // While it waits, the upstream swaps the definition the person is about to approve.
-    let seen = list_changes(&puller);
-    let response = puller.call(json!("pull"), "rug_pull", json!({"change": "describe"})).await;
-    assert_eq!(text(&response), "changed: describe", "{response}");
-    wait_list_changes(&mut puller, seen).await;
+    pull(&mut puller, "describe").await;
     let now = puller.tool("rug_update_record").await.expect("still listed");
     assert_ne!(
         now["_meta"][META_KEY]["fingerprint"].as_str(),
@@ -365,17 +336,7 @@ async fn an_approval_lapses_when_the_tool_definition_changes_while_the_call_wait
     assert!(text(&response).contains("changed while"), "{response}");
     assert_eq!(fixture_called(&log, "update_record"), 0, "the approval of the old definition ran nothing");
 
-    harness.store.audit().flush().await.unwrap();
-    let rows = harness
-        .store
-        .query_audit(&AuditFilter { kind: Some(AuditKind::Confirmation), ..AuditFilter::default() })
-        .await
-        .unwrap();
-    assert!(
-        rows.iter().any(|row| row.approval_id.as_deref() == Some(pending.approval.id.as_str())
-            && row.outcome.as_deref() == Some("tool_changed")),
-        "the lapse is in the audit log: {rows:#?}"
-    );
+    assert_tool_changed_row(&harness, pending.approval.id.as_str()).await;
     let calls = harness
         .store
         .query_audit(&AuditFilter { kind: Some(AuditKind::Call), ..AuditFilter::default() })
@@ -387,12 +348,7 @@ async fn an_approval_lapses_when_the_tool_definition_changes_while_the_call_wait
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_elicitation_accepted_after_the_definition_changed_runs_nothing() {
     let log = FixtureLog::new();
-    let mut guardrails = standard(Duration::from_secs(60));
-    guardrails.policy = policy(json!({"rule": [
-        {"id": "control", "effect": "allow", "match": {"tool": "rug_pull"}},
-        {"id": "ask", "effect": "confirm", "match": {"tool": "update_record"}}
-    ]}));
-    let harness = Harness::start(vec![rug("rug", &log, TrustLevel::Untrusted)], guardrails).await;
+    let harness = asking_about_update_record(&log).await;
     let mut asked =
         Client::connect_declaring(&harness.gateway, Elicit::Manual, json!({"elicitation": {"form": {}}})).await;
     let mut puller = harness.client(Elicit::None).await;
@@ -464,4 +420,38 @@ async fn only_a_client_that_declared_form_elicitation_is_asked_with_a_form() {
         assert!(is_error(&response), "{response}");
     }
     assert_eq!(fixture_called(&log, "purge_records"), 0);
+}
+
+/// A gateway over the rug-pull fixture (untrusted) whose `update_record` asks a person and whose `rug_pull` runs.
+async fn asking_about_update_record(log: &FixtureLog) -> Harness {
+    let mut guardrails = standard(Duration::from_secs(60));
+    guardrails.policy = policy(json!({"rule": [
+        {"id": "control", "effect": "allow", "match": {"tool": "rug_pull"}},
+        {"id": "ask", "effect": "confirm", "match": {"tool": "update_record"}}
+    ]}));
+    Harness::start(vec![rug("rug", log, TrustLevel::Untrusted)], guardrails).await
+}
+
+/// Has the fixture change its definitions (`change`) through `puller`, and waits until `puller` hears of it.
+async fn pull(puller: &mut Client, change: &str) {
+    let seen = list_changes(puller);
+    let response = puller.call(json!(change), "rug_pull", json!({"change": change})).await;
+    assert_eq!(text(&response), format!("changed: {change}"), "{response}");
+    wait_list_changes(puller, seen).await;
+}
+
+/// Asserts the audit log holds the `tool_changed` confirmation row of `approval_id`: the swap was caught.
+async fn assert_tool_changed_row(harness: &Harness, approval_id: &str) {
+    harness.store.audit().flush().await.unwrap();
+    let rows = harness
+        .store
+        .query_audit(&AuditFilter { kind: Some(AuditKind::Confirmation), ..AuditFilter::default() })
+        .await
+        .unwrap();
+    assert!(
+        rows.iter().any(
+            |row| row.approval_id.as_deref() == Some(approval_id) && row.outcome.as_deref() == Some("tool_changed")
+        ),
+        "the swap is caught as tool_changed: {rows:#?}"
+    );
 }
