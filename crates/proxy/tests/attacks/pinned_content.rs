@@ -102,6 +102,23 @@ fn assert_refused_naming_the_pin(response: &Value, kind: &str) {
     );
 }
 
+/// A gateway over the `pinned-content` fixture as the pinned upstream `notes` (with `env` added to its environment).
+async fn start_pinned_notes(env: &[(&str, String)]) -> Harness {
+    let mut spec = upstream("notes", "pinned-content", Duration::from_secs(20), None);
+    if let toolgate_upstream::Endpoint::Stdio { env: spec_env, .. } = &mut spec.endpoint {
+        spec_env.extend(env.iter().map(|(name, value)| ((*name).to_owned(), value.clone())));
+    }
+    spec.trust.level = TrustLevel::Pinned;
+    Harness::start(vec![spec], standard(Duration::from_secs(2))).await
+}
+
+/// [`start_pinned_notes`] once its content is seen held (first sight: nothing is approved yet).
+async fn pinned_notes_held() -> Harness {
+    let harness = start_pinned_notes(&[]).await;
+    wait_seen(&harness, "the new content held", |seen| seen.instructions.contains("withheld")).await;
+    harness
+}
+
 /// Waits (bounded) until a fresh session's view satisfies `condition`.
 async fn wait_seen(harness: &Harness, what: &str, condition: impl Fn(&Seen) -> bool) -> Seen {
     let deadline = tokio::time::Instant::now() + GUARD;
@@ -145,12 +162,7 @@ async fn approve_everything(reviewer: &Store) -> Vec<(PinKind, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pinned_upstreams_prompts_resources_and_instructions_are_held_until_approved() {
     let state = tempfile::tempdir().unwrap();
-    let mut spec = upstream("notes", "pinned-content", Duration::from_secs(20), None);
-    if let toolgate_upstream::Endpoint::Stdio { env, .. } = &mut spec.endpoint {
-        env.push(("MISBEHAVE_STATE".to_owned(), state.path().to_string_lossy().into_owned()));
-    }
-    spec.trust.level = TrustLevel::Pinned;
-    let harness = Harness::start(vec![spec], standard(Duration::from_secs(2))).await;
+    let harness = start_pinned_notes(&[("MISBEHAVE_STATE", state.path().to_string_lossy().into_owned())]).await;
     let reviewer = harness.other_handle().await;
 
     // First sight: everything is new, so everything is held.
@@ -231,11 +243,8 @@ async fn a_pinned_upstreams_prompts_resources_and_instructions_are_held_until_ap
 /// name, gets none of the copies served: approval is of one definition, and a repeated name does not borrow it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_repeated_name_does_not_serve_an_unapproved_copy_beside_the_approved_one() {
-    let mut spec = upstream("notes", "pinned-content", Duration::from_secs(20), None);
-    spec.trust.level = TrustLevel::Pinned;
-    let harness = Harness::start(vec![spec], standard(Duration::from_secs(2))).await;
+    let harness = pinned_notes_held().await;
     let reviewer = harness.other_handle().await;
-    wait_seen(&harness, "the new content held", |seen| seen.instructions.contains("withheld")).await;
     approve_everything(&reviewer).await;
     wait_seen(&harness, "the approved content served", |seen| {
         seen.serves_prompt() && seen.serves_readme() && seen.serves_draft()
@@ -275,11 +284,8 @@ fn notified(client: &Client, method: &str) -> usize {
 /// connected is told both lists changed (not only the tools'), as it would be for the upstream's own change.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approving_held_prompts_and_resources_tells_connected_clients_their_lists_changed() {
-    let mut spec = upstream("notes", "pinned-content", Duration::from_secs(20), None);
-    spec.trust.level = TrustLevel::Pinned;
-    let harness = Harness::start(vec![spec], standard(Duration::from_secs(2))).await;
+    let harness = pinned_notes_held().await;
     let reviewer = harness.other_handle().await;
-    wait_seen(&harness, "the new content held", |seen| seen.instructions.contains("withheld")).await;
     let mut client = harness.client(Elicit::None).await;
     // A round trip first, so a notification of the upstream becoming ready is not counted as the approval's.
     client.request(json!("l"), "prompts/list", json!({})).await;
@@ -310,11 +316,8 @@ async fn approving_held_prompts_and_resources_tells_connected_clients_their_list
 /// (with a `listing` row each way) until the lock went.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn re_checking_a_held_definition_writes_nothing_for_the_unchanged_ones() {
-    let mut spec = upstream("notes", "pinned-content", Duration::from_secs(20), None);
-    spec.trust.level = TrustLevel::Pinned;
-    let harness = Harness::start(vec![spec], standard(Duration::from_secs(2))).await;
+    let harness = pinned_notes_held().await;
     let reviewer = harness.other_handle().await;
-    wait_seen(&harness, "the new content held", |seen| seen.instructions.contains("withheld")).await;
     approve_everything(&reviewer).await;
     wait_seen(&harness, "the approved content served", |seen| seen.serves_readme() && seen.serves_draft()).await;
     let mut client = harness.client(Elicit::None).await;
