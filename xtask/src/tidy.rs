@@ -19,13 +19,14 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
     ("toolgate-core", &[]),
     ("toolgate-spec", &["toolgate-core"]),
     ("toolgate-upstream", &["toolgate-spec"]),
+    ("toolgate-sandbox", &["toolgate-spec"]),
     ("toolgate-demo", &[]),
     // Optional, behind its `store` and `gateway` features: the fixtures and the client that tests share.
     ("toolgate-test-support", &["toolgate-store", "toolgate-proxy"]),
     ("toolgate-fixture", &[]),
     ("toolgate-bench", &[]),
     ("toolgate-store", &["toolgate-core"]),
-    ("toolgate-proxy", &["toolgate-core", "toolgate-spec", "toolgate-upstream", "toolgate-store"]),
+    ("toolgate-proxy", &["toolgate-core", "toolgate-spec", "toolgate-upstream", "toolgate-store", "toolgate-sandbox"]),
     ("toolgate-config", &["toolgate-core", "toolgate-spec"]),
     ("toolgate-web", &["toolgate-core", "toolgate-store"]),
     (
@@ -34,6 +35,7 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
             "toolgate-core",
             "toolgate-spec",
             "toolgate-upstream",
+            "toolgate-sandbox",
             "toolgate-demo",
             "toolgate-proxy",
             "toolgate-config",

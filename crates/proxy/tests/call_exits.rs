@@ -144,6 +144,7 @@ async fn start(state: &std::path::Path, timeout: Duration) -> (Gateway, Store) {
         limits: Limits::default(),
         guardrails,
         source: None,
+        sandbox: Default::default(),
     };
     let store = Store::open(state).await.expect("the store opens");
     let gateway = support::start_spec(spec, Some(store.clone())).await;

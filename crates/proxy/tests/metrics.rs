@@ -46,6 +46,7 @@ async fn start(state: &std::path::Path) -> Gateway {
         limits: Limits::default(),
         guardrails: GuardrailSpec { policy, ..Default::default() },
         source: None,
+        sandbox: Default::default(),
     };
     let store = toolgate_store::Store::open(state).await.expect("the store opens");
     let gateway = Gateway::with_store(spec, Some(store)).expect("the gateway spec is valid");

@@ -42,7 +42,7 @@ async fn start_permissive(
     limits: Limits,
     store: Option<Store>,
 ) -> toolgate_proxy::Gateway {
-    let spec = GatewaySpec { upstreams, stdio: None, http: None, limits, guardrails: permissive(), source: None };
+    let spec = GatewaySpec { guardrails: permissive(), limits, ..GatewaySpec::new(upstreams) };
     support::start_spec(spec, store).await
 }
 

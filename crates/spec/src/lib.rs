@@ -20,6 +20,7 @@
 mod endpoint;
 mod guardrails;
 mod listen;
+mod sandbox;
 mod upstream;
 
 use std::path::PathBuf;
@@ -32,6 +33,10 @@ pub use guardrails::{
 };
 pub use listen::{
     Caller, DEFAULT_BIND, DEFAULT_HTTP_PATH, DEFAULT_STDIO_IDENTITY, HttpListenerSpec, Limits, StdioListenerSpec,
+};
+pub use sandbox::{
+    DEFAULT_SANDBOX_MAX_OPEN_FILES, DEFAULT_SANDBOX_MAX_PROCESSES, DEFAULT_SANDBOX_MEMORY_MIB, DEFAULT_SANDBOX_PASS_ENV,
+    MIN_SANDBOX_MAX_PROCESSES, SandboxEnvironment, SandboxMode, SandboxSpec,
 };
 pub use upstream::{ManifestSpec, Prefix, UpstreamSpec, UpstreamTrust};
 
@@ -63,6 +68,8 @@ pub struct GatewaySpec {
     pub guardrails: GuardrailSpec,
     /// The config file this came from, for messages (`None` for command-line setups).
     pub source: Option<PathBuf>,
+    /// What every sandboxed upstream must not see or reach (toolgate's own files and ports).
+    pub sandbox: SandboxEnvironment,
 }
 
 impl GatewaySpec {
@@ -75,6 +82,7 @@ impl GatewaySpec {
             limits: Limits::default(),
             guardrails: GuardrailSpec::default(),
             source: None,
+            sandbox: SandboxEnvironment::default(),
         }
     }
 

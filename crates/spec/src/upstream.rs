@@ -7,7 +7,7 @@ use std::time::Duration;
 use toolgate_core::HintOverrides;
 use toolgate_core::trust::{DEFAULT_MIN_CONFIDENCE, TrustLevel};
 
-use crate::{DEFAULT_INITIALIZE_TIMEOUT, DEFAULT_MAX_IN_FLIGHT, DEFAULT_REQUEST_TIMEOUT, Endpoint};
+use crate::{DEFAULT_INITIALIZE_TIMEOUT, DEFAULT_MAX_IN_FLIGHT, DEFAULT_REQUEST_TIMEOUT, Endpoint, SandboxSpec};
 
 /// One upstream MCP server.
 #[derive(Debug, Clone)]
@@ -29,11 +29,13 @@ pub struct UpstreamSpec {
     pub max_in_flight: usize,
     /// How far its declared hints are believed.
     pub trust: UpstreamTrust,
+    /// How its process is confined (stdio upstreams only).
+    pub sandbox: SandboxSpec,
 }
 
 impl UpstreamSpec {
     /// An upstream with the documented defaults: unprefixed, no overrides, the default timeouts and in-flight
-    /// limit, untrusted.
+    /// limit, untrusted, unsandboxed (the config file's default is its own: `toolgate-config`).
     pub fn new(name: impl Into<String>, endpoint: Endpoint) -> UpstreamSpec {
         UpstreamSpec {
             name: name.into(),
@@ -44,6 +46,7 @@ impl UpstreamSpec {
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             trust: UpstreamTrust::default(),
+            sandbox: SandboxSpec::default(),
         }
     }
 }

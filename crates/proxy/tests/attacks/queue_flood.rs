@@ -27,6 +27,7 @@ async fn calls_past_the_pending_approval_caps_are_refused_and_audited_instead_of
         limits,
         guardrails: standard(Duration::from_secs(30)),
         source: None,
+        sandbox: Default::default(),
     };
     let gateway = start_spec(spec, Some(store.clone())).await;
 

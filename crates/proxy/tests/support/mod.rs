@@ -42,13 +42,14 @@ pub(crate) fn upstream(name: &str, mode: &str, request_timeout: Duration, log: O
         request_timeout,
         max_in_flight: toolgate_spec::DEFAULT_MAX_IN_FLIGHT,
         trust: Default::default(),
+        sandbox: Default::default(),
     }
 }
 
 /// Starts a gateway for `upstreams` (permissive policy, no store) and waits until every one of them is ready.
 pub(crate) async fn start(upstreams: Vec<UpstreamSpec>, limits: Limits) -> Gateway {
     let guardrails = GuardrailSpec { policy: toolgate_core::policy::PolicySpec::permissive(), ..Default::default() };
-    let spec = GatewaySpec { upstreams, stdio: None, http: None, limits, guardrails, source: None };
+    let spec = GatewaySpec { limits, guardrails, ..GatewaySpec::new(upstreams) };
     start_spec(spec, None).await
 }
 
@@ -59,7 +60,7 @@ pub(crate) async fn start_guarded(
     guardrails: GuardrailSpec,
     store: Option<toolgate_store::Store>,
 ) -> Gateway {
-    let spec = GatewaySpec { upstreams, stdio: None, http: None, limits: Limits::default(), guardrails, source: None };
+    let spec = GatewaySpec { guardrails, ..GatewaySpec::new(upstreams) };
     start_spec(spec, store).await
 }
 

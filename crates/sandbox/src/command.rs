@@ -1,0 +1,148 @@
+//! Turning a profile and a program into the command that runs the program confined.
+//!
+//! The command is a chain of small, well-known programs, each doing one thing and then `exec`ing the next, so no
+//! process of toolgate's stays between the server and its pipes:
+//!
+//! ```text
+//! unshare --pid --fork --kill-child --mount-proc -- /bin/sh -c 'echo N > /proc/sys/kernel/pid_max; exec "$@"'
+//!   prlimit --data=BYTES --nofile=N:N --
+//!     bwrap --ro-bind / / --dev /dev --proc /proc [--bind W W]... [--tmpfs HIDDEN]... --unshare-pid --unshare-ipc
+//!           --unshare-uts --unshare-cgroup-try [--unshare-net] --die-with-parent --new-session --clearenv
+//!           [--setenv K V]... --cap-drop ALL [--chdir DIR] --
+//!       [PREFIX...] PROGRAM ARGS...
+//! ```
+//!
+//! The outer pid namespace exists only to carry the process limit: `RLIMIT_NPROC` does not bind root, but a pid
+//! namespace's `pid_max` bounds every process inside it and inside the namespaces it nests, root or not, and the
+//! server (without capabilities, behind a read-only `/proc/sys`) cannot raise it. Nothing here runs the command.
+
+use std::path::Path;
+
+use crate::SandboxError;
+use crate::probe::Mechanisms;
+use crate::profile::{Cwd, Network, Profile};
+
+/// Sets the pid namespace's `pid_max` to its first argument and runs the rest; a failure stops the start.
+pub(crate) const PID_MAX_SCRIPT: &str = "echo \"$1\" > /proc/sys/kernel/pid_max || { echo 'toolgate sandbox: cannot \
+                                         set the process limit' >&2; exit 126; }; shift; exec \"$@\"";
+
+/// A program and its arguments that run a server confined; spawn it as the server's command, with its stdio pipes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxedCommand {
+    /// The first program of the chain (`unshare`, `prlimit` or `bwrap`), as an absolute path.
+    pub program: String,
+    /// Everything after it, ending with the prefix, the server's program and its arguments.
+    pub args: Vec<String>,
+}
+
+/// The command that runs `program args` under `profile`, preceded inside the sandbox by `prefix` (for example
+/// `strace -f -o FILE`; empty for none). Fails when a mechanism the profile needs is missing; a caller that accepts
+/// less (auto mode) removes that part of the profile first and says so.
+pub fn command(
+    profile: &Profile,
+    mechanisms: &Mechanisms,
+    prefix: &[String],
+    program: &str,
+    args: &[String],
+) -> Result<SandboxedCommand, SandboxError> {
+    let bwrap = mechanisms.bubblewrap.as_ref().map_err(|reason| unavailable("bubblewrap", reason))?;
+    if let Network::Host { deny_ports } = &profile.network
+        && !deny_ports.is_empty()
+    {
+        return Err(unavailable("a Landlock port guard", "toolgate's own ports cannot be refused yet"));
+    }
+    for path in &profile.writable {
+        check_path(path, true)?;
+    }
+    let mut chain: Vec<String> = Vec::new();
+    if let Some(processes) = profile.limits.max_processes {
+        let (unshare, shell) =
+            mechanisms.process_limit.as_ref().map_err(|reason| unavailable("a process limit", reason))?;
+        chain.extend([text(unshare), "--pid".into(), "--fork".into(), "--kill-child".into(), "--mount-proc".into()]);
+        chain.extend(["--".into(), text(shell), "-c".into(), PID_MAX_SCRIPT.into(), "sh".into()]);
+        // pid_max N leaves pids 1..N-1; the chain's own pid 1 (bwrap's parent) takes one of them.
+        chain.push(processes.saturating_add(2).to_string());
+    }
+    if profile.limits.memory_bytes.is_some() || profile.limits.max_open_files.is_some() {
+        let prlimit =
+            mechanisms.prlimit.as_ref().map_err(|reason| unavailable("memory and open-file limits", reason))?;
+        chain.push(text(prlimit));
+        if let Some(bytes) = profile.limits.memory_bytes {
+            chain.push(format!("--data={bytes}:{bytes}"));
+        }
+        if let Some(files) = profile.limits.max_open_files {
+            chain.push(format!("--nofile={files}:{files}"));
+        }
+        chain.push("--".into());
+    }
+    chain.push(text(bwrap));
+    chain.extend(bwrap_args(profile));
+    chain.push("--".into());
+    chain.extend(prefix.iter().cloned());
+    chain.push(program.to_owned());
+    chain.extend(args.iter().cloned());
+    let mut chain = chain.into_iter();
+    let program = chain.next().unwrap_or_default();
+    Ok(SandboxedCommand { program, args: chain.collect() })
+}
+
+/// bubblewrap's options for `profile`, in the order they must apply: the read-only root, the private `/tmp` of a
+/// clean working directory, the writable paths over them, then the hidden paths over everything.
+fn bwrap_args(profile: &Profile) -> Vec<String> {
+    let mut args: Vec<String> = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"].map(String::from).to_vec();
+    if profile.cwd == Cwd::Clean {
+        args.extend(["--tmpfs".into(), "/tmp".into()]);
+    }
+    for path in &profile.writable {
+        let path = text(path);
+        args.extend(["--bind".into(), path.clone(), path]);
+    }
+    for path in &profile.hidden {
+        if path.is_dir() {
+            args.extend(["--tmpfs".into(), text(path)]);
+        } else if path.exists() {
+            args.extend(["--ro-bind".into(), "/dev/null".into(), text(path)]);
+        }
+    }
+    args.extend(["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"].map(String::from));
+    if profile.network == Network::None {
+        args.push("--unshare-net".into());
+    }
+    args.extend(["--die-with-parent", "--new-session", "--clearenv"].map(String::from));
+    for (key, value) in &profile.env {
+        args.extend(["--setenv".into(), key.clone(), value.clone()]);
+    }
+    args.extend(["--cap-drop".into(), "ALL".into()]);
+    match &profile.cwd {
+        Cwd::Clean => args.extend(["--chdir".into(), "/tmp".into()]),
+        Cwd::Keep(Some(dir)) => args.extend(["--chdir".into(), text(dir)]),
+        Cwd::Keep(None) => {
+            if let Ok(dir) = std::env::current_dir() {
+                args.extend(["--chdir".into(), text(&dir)]);
+            }
+        }
+    }
+    args
+}
+
+fn check_path(path: &Path, must_exist: bool) -> Result<(), SandboxError> {
+    let problem = |reason: &str| SandboxError::Path { path: path.display().to_string(), reason: reason.to_owned() };
+    if !path.is_absolute() {
+        return Err(problem("is not absolute"));
+    }
+    if path.to_str().is_none() {
+        return Err(problem("is not valid UTF-8"));
+    }
+    if must_exist && !path.exists() {
+        return Err(problem("does not exist (create it before the server starts)"));
+    }
+    Ok(())
+}
+
+fn text(path: impl AsRef<Path>) -> String {
+    path.as_ref().to_string_lossy().into_owned()
+}
+
+fn unavailable(mechanism: &'static str, reason: &str) -> SandboxError {
+    SandboxError::Unavailable { mechanism, reason: reason.to_owned() }
+}
