@@ -39,6 +39,7 @@ mod lower;
 mod parse;
 mod raw;
 mod rules;
+mod sandbox;
 mod summary;
 mod trust;
 mod upstream;

@@ -101,7 +101,12 @@ pub(crate) fn lower(raw: RawConfig, origin: &Path, cx: &mut Context<'_>) -> Opti
     }
     let bearer_token_envs = lowered.iter().map(|upstream| upstream.bearer_token_env.clone()).collect();
     let upstreams = lowered.into_iter().map(|upstream| upstream.spec).collect();
-    let spec = GatewaySpec { upstreams, stdio, http, limits, guardrails, source: Some(origin.to_path_buf()) };
+    // No sandbox may read the config (it names callers' token digests and upstreams' env) or reach the listener.
+    let sandbox = toolgate_spec::SandboxEnvironment {
+        hidden_paths: vec![origin.to_path_buf()],
+        own_ports: http.iter().map(|http| http.bind.port()).filter(|port| *port != 0).collect(),
+    };
+    let spec = GatewaySpec { upstreams, stdio, http, limits, guardrails, source: Some(origin.to_path_buf()), sandbox };
     Some(Lowered { spec, bearer_token_envs, console })
 }
 

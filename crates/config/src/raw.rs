@@ -53,6 +53,7 @@ pub(crate) struct RawUpstream {
     pub(crate) manifest: Option<Spanned<RawManifest>>,
     pub(crate) open_world_content: Option<Spanned<bool>>,
     pub(crate) tools: Option<BTreeMap<Spanned<String>, Spanned<RawToolOverride>>>,
+    pub(crate) sandbox: Option<Spanned<crate::sandbox::RawSandbox>>,
 }
 
 /// `[upstream.manifest]`: a verified upstream's signed manifest and its signers.

@@ -88,6 +88,8 @@ pub struct UpstreamSummary {
     pub min_confidence: f32,
     /// For a verified upstream: its manifest and signers (public keys, not secrets).
     pub manifest: Option<ManifestSpec>,
+    /// Its sandbox mode (off for HTTP upstreams).
+    pub sandbox: toolgate_spec::SandboxMode,
 }
 
 /// An upstream's transport.
@@ -174,6 +176,7 @@ pub(crate) fn summarize(
                 trust: upstream.trust.level,
                 min_confidence: upstream.trust.min_confidence,
                 manifest: upstream.trust.manifest.clone(),
+                sandbox: upstream.sandbox.mode,
             }
         })
         .collect();
@@ -263,6 +266,9 @@ impl fmt::Display for ConfigSummary {
                 Some(prefix) => format!("tools exposed as {prefix}*"),
                 None => "tool names unprefixed".to_owned(),
             });
+            if upstream.sandbox != toolgate_spec::SandboxMode::Off {
+                notes.push(format!("sandbox {}", upstream.sandbox.as_str()));
+            }
             if upstream.overrides > 0 {
                 notes.push(plural(upstream.overrides, "override", "overrides"));
             }

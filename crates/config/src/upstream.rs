@@ -59,6 +59,10 @@ pub(crate) fn lower_upstream(
         lower_timeout(raw.initialize_timeout_seconds.as_ref(), DEFAULT_INITIALIZE_TIMEOUT, &label, cx);
     let max_in_flight = lower_max_in_flight(raw.max_in_flight.as_ref(), DEFAULT_MAX_IN_FLIGHT, &label, cx);
     let trust = crate::trust::lower_trust(&raw, &label, cx);
+    if let (Some(sandbox), Some(_)) = (&raw.sandbox, &raw.url) {
+        cx.error(sandbox.span().start, format!("{label}: `[upstream.sandbox]` applies only to `command` upstreams"));
+    }
+    let sandbox = crate::sandbox::lower_sandbox(raw.sandbox.as_ref(), &label, cx);
     let overrides = lower_overrides(raw.tools.unwrap_or_default(), &label, cx);
 
     if cx.problem_count() > problems_before {
@@ -73,6 +77,7 @@ pub(crate) fn lower_upstream(
         request_timeout,
         max_in_flight,
         trust,
+        sandbox,
     };
     Some(LoweredUpstream { spec, bearer_token_env, prefix_offset })
 }

@@ -35,8 +35,8 @@ pub use listen::{
     Caller, DEFAULT_BIND, DEFAULT_HTTP_PATH, DEFAULT_STDIO_IDENTITY, HttpListenerSpec, Limits, StdioListenerSpec,
 };
 pub use sandbox::{
-    DEFAULT_SANDBOX_MAX_OPEN_FILES, DEFAULT_SANDBOX_MAX_PROCESSES, DEFAULT_SANDBOX_MEMORY_MIB, DEFAULT_SANDBOX_PASS_ENV,
-    MIN_SANDBOX_MAX_PROCESSES, SandboxEnvironment, SandboxMode, SandboxSpec,
+    DEFAULT_SANDBOX_MAX_OPEN_FILES, DEFAULT_SANDBOX_MAX_PROCESSES, DEFAULT_SANDBOX_MEMORY_MIB,
+    DEFAULT_SANDBOX_PASS_ENV, MIN_SANDBOX_MAX_PROCESSES, SandboxEnvironment, SandboxMode, SandboxSpec,
 };
 pub use upstream::{ManifestSpec, Prefix, UpstreamSpec, UpstreamTrust};
 

@@ -7,6 +7,7 @@
 
 use crate::import::model::{InputEntry, ServerEntry};
 use crate::rules::{self, toml_key, toml_string};
+use std::path::Path;
 
 /// A translated server: comment notes, TOML lines, and whether the lines are active or commented out.
 #[derive(Debug)]
@@ -145,12 +146,19 @@ fn translate_stdio(entry: ServerEntry, inputs: &[InputEntry], block: &mut Block)
         block.lines.push(format!("cwd = {}", toml_string(cwd)));
     }
     let mut env = Vec::new();
+    let mut pass_env: Vec<String> =
+        toolgate_spec::DEFAULT_SANDBOX_PASS_ENV.iter().map(|name| (*name).to_owned()).collect();
     for (key, value) in entry.env.map(|env| env.0).unwrap_or_default() {
         let Some(value) = value else { continue };
         if key.is_empty() || key.contains(['=', '\0']) || value.contains('\0') {
             block.notes.push(format!("dropped env {}: not a valid environment variable", toml_string(&key)));
         } else if value == format!("${{env:{key}}}") {
-            block.notes.push(format!("env `{key}` is passed through from toolgate's own environment (inherited)"));
+            block
+                .notes
+                .push(format!("env `{key}` is passed through from toolgate's own environment (sandbox.pass_env)"));
+            if crate::rules::check_env_var_name(&key).is_ok() && !pass_env.contains(&key) {
+                pass_env.push(key);
+            }
         } else {
             warn_placeholders(&value, inputs, block);
             if looks_secret(&key) && !value.contains("${") && !value.trim().is_empty() {
@@ -164,6 +172,20 @@ fn translate_stdio(entry: ServerEntry, inputs: &[InputEntry], block: &mut Block)
     }
     if !env.is_empty() {
         block.lines.push(format!("env = {{ {} }}", env.join(", ")));
+    }
+    // Explicit settings, so the file says what runs: auto follows the tools' hints; nothing is writable until a
+    // person lists the paths the server's write tools need (docs/sandbox.md).
+    let passed: Vec<String> = pass_env.iter().map(|name| toml_string(name)).collect();
+    block.lines.push(format!("sandbox = {{ mode = \"auto\", writable = [], pass_env = [{}] }}", passed.join(", ")));
+    if block.active {
+        block.notes.push("sandboxed: list the paths its write tools need in sandbox.writable".to_owned());
+        let launcher = Path::new(&command).file_name().and_then(|name| name.to_str()).unwrap_or_default();
+        if ["npx", "uvx", "bunx", "pipx"].contains(&launcher) {
+            block.notes.push(format!(
+                "`{launcher}` downloads the server at start, which a sandbox without the network or a writable cache \
+                 refuses: install the server and point `command` at it"
+            ));
+        }
     }
 }
 

@@ -224,3 +224,22 @@ fn summary_reads_well() {
          callers: none"
     );
 }
+
+#[test]
+fn sandbox_is_off_without_a_table_and_lowered_with_one() {
+    use toolgate_spec::{SandboxMode, SandboxSpec};
+    let plain = parse("[[upstream]]\nname = \"a\"\ncommand = \"x\"\n");
+    assert_eq!(plain.upstreams[0].sandbox, SandboxSpec::default());
+    assert_eq!(plain.sandbox.hidden_paths, vec![PathBuf::from("conf/gateway.toml")]);
+    let spec = parse(
+        "[[upstream]]\nname = \"a\"\ncommand = \"x\"\n[upstream.sandbox]\nmode = \"strict\"\nwritable = \
+         [\"data\", \"/srv/x\"]\nnetwork = true\npass_env = [\"PATH\"]\nmemory_mib = 512\nmax_open_files = 256\n\
+         clean_cwd = true\n[listen.http]\nbind = \"127.0.0.1:9100\"\n",
+    );
+    let sandbox = &spec.upstreams[0].sandbox;
+    assert_eq!(sandbox.mode, SandboxMode::Strict);
+    assert_eq!(sandbox.writable, vec![PathBuf::from("conf/data"), "/srv/x".into()]);
+    assert_eq!((sandbox.network, sandbox.pass_env.clone()), (Some(true), vec!["PATH".to_owned()]));
+    assert_eq!((sandbox.memory_mib, sandbox.max_open_files, sandbox.clean_cwd), (512, 256, true));
+    assert_eq!(spec.sandbox.own_ports, vec![9100]);
+}

@@ -36,7 +36,7 @@ fn unknown_keys_are_errors() {
         "[[upstream]]\nname = \"git\"\ncomand = \"uvx\"\n",
         "gateway.toml:3:1: upstream \"git\": unknown key `comand` (expected one of name, command, args, env, cwd, \
          url, headers, bearer_token_env, prefix, timeout_seconds, initialize_timeout_seconds, max_in_flight, trust, \
-         min_confidence, manifest, open_world_content, tools)",
+         min_confidence, manifest, open_world_content, tools, sandbox)",
     );
     check_error(
         "[[upstream]]\nname = \"a\"\ncommand = \"x\"\n[upstream.tools.read]\nreadOnly = true\n",
@@ -96,7 +96,7 @@ fn several_problems_are_reported_at_once() {
         "[[upstream]]\nname = \"a\"\ncomand = \"x\"\n\n[[upstream]]\nname = \"b c\"\nurl = \"ftp://x\"\n\n[limits]\nmax_sessions = 0\n",
         "gateway.toml:3:1: upstream \"a\": unknown key `comand` (expected one of name, command, args, env, cwd, url, \
          headers, bearer_token_env, prefix, timeout_seconds, initialize_timeout_seconds, max_in_flight, trust, \
-         min_confidence, manifest, open_world_content, tools)\n\
+         min_confidence, manifest, open_world_content, tools, sandbox)\n\
          gateway.toml:6:8: upstream name \"b c\" may only contain A-Z, a-z, 0-9, `_` and `-` (try \"b_c\")\n\
          gateway.toml:7:7: upstream \"b c\": url scheme `ftp` is not supported: use http or https\n\
          gateway.toml:10:16: [limits]: `max_sessions` must be between 1 and 100000",
@@ -280,5 +280,39 @@ fn listener_and_limit_errors() {
     check_error(
         &format!("{one}[limits]\nmax_message_mib = 4096\n"),
         "gateway.toml:5:19: [limits]: `max_message_mib` must be between 1 and 1024",
+    );
+}
+
+#[test]
+fn sandbox_settings_are_checked_with_their_positions() {
+    let upstream = "[[upstream]]\nname = \"fs\"\ncommand = \"x\"\n";
+    check_error(
+        &format!("{upstream}[upstream.sandbox]\nmode = \"tight\"\n"),
+        "gateway.toml:5:8: upstream \"fs\": unknown value `tight` (expected one of off, auto, strict)",
+    );
+    check_error(
+        &format!("{upstream}[upstream.sandbox]\nwritable = [\"/data\"]\n"),
+        "gateway.toml:4:1: upstream \"fs\": `[upstream.sandbox]` needs `mode` (\"off\", \"auto\" or \"strict\")",
+    );
+    check_error(
+        &format!("{upstream}[upstream.sandbox]\nmode = \"auto\"\nwritable = [\"~/data\"]\n"),
+        "gateway.toml:6:13: upstream \"fs\": `sandbox.writable` path starts with `~`, which only a shell expands",
+    );
+    check_error(
+        &format!("{upstream}[upstream.sandbox]\nmode = \"strict\"\nmax_processes = 20\n"),
+        "gateway.toml:6:17: upstream \"fs\": `sandbox.max_processes` must be between 300 and 4194300",
+    );
+    check_error(
+        &format!("{upstream}[upstream.sandbox]\nmode = \"strict\"\npass_env = [\"PATH\", \"BAD-NAME\"]\n"),
+        "gateway.toml:6:21: upstream \"fs\": `sandbox.pass_env`: \"BAD-NAME\" is not an environment variable name \
+         (letters, digits and `_`)",
+    );
+    check_error(
+        &format!("{upstream}[upstream.sandbox]\nmode = \"auto\"\nnetwork = \"yes\"\n"),
+        "gateway.toml:6:11: upstream \"fs\": invalid type: string \"yes\", expected a boolean",
+    );
+    check_error(
+        "[[upstream]]\nname = \"web\"\nurl = \"http://127.0.0.1:1/mcp\"\nsandbox = { mode = \"auto\" }\n",
+        "gateway.toml:4:11: upstream \"web\": `[upstream.sandbox]` applies only to `command` upstreams",
     );
 }
