@@ -1,22 +1,23 @@
 //! Calls by verdict over time, for the console's chart: one `GROUP BY` over the audit rows of a bounded window
 //! (the last hour by minute, or the last day by hour), with every bucket of the window present, empty or not.
 //!
-//! What each call counts as, read from the rows the pipeline writes:
-//! - `allow`: a `call` row with verdict `allow` (an allowed call has no `decision` row of its own);
+//! What each call counts as, read from the one row the pipeline writes per call:
+//! - `allow`: a `call` row with verdict `allow`;
+//! - a `call` row with verdict `confirm` is `confirm-approved` when it was forwarded (its outcome is a forwarded
+//!   call's), else `confirm-refused` (declined, denied, timed out, lapsed, withdrawn, tool changed, ...);
+//!   `confirm-waiting` are the calls waiting in the approval queue now (an approval still pending, or approved and
+//!   unused), in the bucket where they were asked: a waiting call's row is committed only when it ends (a call
+//!   waiting on the client's own form is counted once it ends);
 //! - `deny`, `hidden`: a `decision` row with verdict `deny` / `hide`;
-//! - a `decision` row with verdict `confirm` is `confirm-approved` when a `call` row with verdict `confirm` for the
-//!   same session, tool and argument digest follows it (before the next such decision), `confirm-waiting` when an
-//!   approval for it is still pending or approved but unused, else `confirm-refused` (denied, declined, expired or
-//!   never answered);
-//! - `unknown`: a `call` or `decision` row whose verdict this version does not know (or lacks).
+//! - `unknown`: a `call` or `decision` row whose verdict this version does not know (or lacks: a name that leads
+//!   to no tool, a malformed call).
 //!
-//! A call counts once, in the bucket of its first row. Calls to tool names that do not exist write no audit row,
-//! so they are not in the chart. Buckets are UTC, taken from the fixed-width RFC 3339 text, so the queries need no
-//! date functions. Reads only: one `GROUP BY` for everything but confirmations, and one pass over the window's
-//! confirmation rows (a confirmed call's row follows its decision, so both are in the window), both through the
-//! `time` index; nothing outside the window is read.
+//! A call counts once, in the bucket of its row's time (when it was journaled: forwarded or asked). Logs written
+//! by older versions also hold a `decision` row per confirmed call, written as the person was asked: those are left
+//! out, so a confirmed call of an older log counts once, by its `call` row when it was forwarded. Buckets are UTC,
+//! taken from the fixed-width RFC 3339 text, so the queries need no date functions. Reads only: one `GROUP BY`
+//! through the `time` index, and the live approvals of the window; nothing outside the window is read.
 
-use std::collections::{HashMap, HashSet};
 use std::time::SystemTime;
 
 use serde::Serialize;
@@ -146,83 +147,35 @@ pub struct Activity {
     pub buckets: Vec<ActivityBucket>,
 }
 
-/// Counts every call that is not a confirmation per bucket and category. `?1` is the window's start (RFC 3339),
-/// `?2` the length of a bucket's name. Uses the `time` index; confirmations are matched in [`confirmations`].
+/// Counts every call per bucket and category, from its one row. `?1` is the window's start (RFC 3339), `?2` the
+/// length of a bucket's name. Uses the `time` index. A confirmed call's row was forwarded when its outcome is one
+/// of a forwarded call's (or absent: a row of the older two-row form); any other outcome says why it was not.
+/// `decision` rows with verdict `allow` or `confirm` are a call's only when its upstream was reconnecting
+/// (`upstream_unavailable`; counted for `confirm`, as before for `allow`): older versions also wrote one before
+/// asking a person, and those are not calls of their own.
 const COUNTS_SQL: &str = "\
 SELECT substr(time, 1, ?2) AS bucket, \
   CASE \
     WHEN kind = 'call' AND verdict = 'allow' THEN 'allow' \
+    WHEN kind = 'call' AND verdict = 'confirm' \
+      AND (outcome IS NULL OR outcome IN ('ok', 'is_error', 'jsonrpc_error', 'cancelled', 'abandoned', \
+        'not_recorded')) THEN 'confirm-approved' \
+    WHEN verdict = 'confirm' THEN 'confirm-refused' \
     WHEN kind = 'decision' AND verdict = 'deny' THEN 'deny' \
     WHEN kind = 'decision' AND verdict = 'hide' THEN 'hidden' \
     ELSE 'unknown' \
   END AS category, \
   COUNT(*) AS calls \
 FROM audit_log \
-WHERE time >= ?1 AND (kind = 'call' OR kind = 'decision') AND verdict IS NOT 'confirm' \
+WHERE time >= ?1 AND (kind = 'call' OR kind = 'decision') \
   AND NOT (kind = 'decision' AND verdict IS 'allow') \
+  AND NOT (kind = 'decision' AND verdict IS 'confirm' AND outcome IS NOT 'upstream_unavailable') \
 GROUP BY bucket, category";
 
-/// The confirmation rows of the window, in chain order: each `confirm` decision and each call forwarded after one.
-const CONFIRMATIONS_SQL: &str = "\
-SELECT seq, time, kind, session, tool, args_digest FROM audit_log \
-WHERE time >= ?1 AND verdict = 'confirm' AND (kind = 'decision' OR kind = 'call') ORDER BY seq";
-
-/// Approvals a waiting call can still use; `?1` is now in microseconds.
-const LIVE_APPROVALS_SQL: &str =
-    "SELECT session, tool, args_digest FROM approvals WHERE state IN ('pending', 'approved') AND expires_us > ?1";
-
-/// What identifies one confirmation's rows: session, tool and argument digest.
-type CallKey = (Option<String>, Option<String>, Option<String>);
-
-/// Each `confirm` decision's bucket name and what came of it. A decision is approved when a confirmed call with its
-/// key follows before the next decision with that key; otherwise the latest decision of its key waits while a usable
-/// approval has that key, and any other was refused. One pass over the window's confirmation rows (bounded by the window), one over live approvals.
-async fn confirmations(
-    pool: &sqlx::SqlitePool,
-    since: &str,
-    prefix: usize,
-    now_micros: i64,
-) -> Result<Vec<(String, ActivityVerdict)>, StoreError> {
-    let rows = sqlx::query(CONFIRMATIONS_SQL).bind(since).fetch_all(pool).await?;
-    let mut decisions: Vec<(String, CallKey, bool)> = Vec::new();
-    let mut open: HashMap<CallKey, usize> = HashMap::new();
-    for row in rows {
-        let time: String = row.try_get("time")?;
-        let kind: String = row.try_get("kind")?;
-        let key: CallKey = (row.try_get("session")?, row.try_get("tool")?, row.try_get("args_digest")?);
-        if kind == "decision" {
-            open.insert(key.clone(), decisions.len());
-            decisions.push((time.get(..prefix).unwrap_or(&time).to_owned(), key, false));
-        } else if let Some(index) = open.remove(&key)
-            && let Some(decision) = decisions.get_mut(index)
-        {
-            decision.2 = true;
-        }
-    }
-    let live: HashSet<CallKey> = sqlx::query(LIVE_APPROVALS_SQL)
-        .bind(now_micros)
-        .fetch_all(pool)
-        .await?
-        .iter()
-        .map(|row| Ok((row.try_get("session")?, row.try_get("tool")?, row.try_get("args_digest")?)))
-        .collect::<Result<_, sqlx::Error>>()?;
-    // Only the latest decision of a key can still be waiting: an earlier one was followed by another ask.
-    let latest: HashSet<usize> = open.into_values().collect();
-    Ok(decisions
-        .into_iter()
-        .enumerate()
-        .map(|(index, (bucket, key, approved))| {
-            let verdict = if approved {
-                ActivityVerdict::ConfirmApproved
-            } else if latest.contains(&index) && live.contains(&key) {
-                ActivityVerdict::ConfirmWaiting
-            } else {
-                ActivityVerdict::ConfirmRefused
-            };
-            (bucket, verdict)
-        })
-        .collect())
-}
+/// When each call still waiting in the approval queue was asked (microseconds): approvals a call can still use,
+/// asked within the window. `?1` is now, `?2` the window's start, both in microseconds.
+const WAITING_SQL: &str = "SELECT created_us FROM approvals WHERE state IN ('pending', 'approved') \
+                           AND expires_us > ?1 AND created_us >= ?2";
 
 impl Store {
     /// Calls by verdict in the window of `span` that ends with the bucket holding `now`.
@@ -244,8 +197,12 @@ impl Store {
             let verdict = ActivityVerdict::from_name(&category);
             counted.push((row.try_get("bucket")?, verdict, u64::try_from(calls).unwrap_or_default()));
         }
-        let confirmed = confirmations(pool, &since, prefix, now_micros).await?;
-        counted.extend(confirmed.into_iter().map(|(bucket, verdict)| (bucket, verdict, 1)));
+        // A call waiting for a person has no row yet (it is journaled, and committed when it ends): the queue says.
+        for row in sqlx::query(WAITING_SQL).bind(now_micros).bind(first).fetch_all(pool).await? {
+            let created: i64 = row.try_get("created_us")?;
+            let asked = format_rfc3339(from_micros(created));
+            counted.push((asked.get(..prefix).unwrap_or(&asked).to_owned(), ActivityVerdict::ConfirmWaiting, 1));
+        }
         for (name, verdict, calls) in counted {
             // Rows stamped after `now` (another process's clock) fall outside the window's buckets.
             if let Some(bucket) = buckets.iter_mut().find(|bucket| bucket.start.get(..prefix) == Some(name.as_str()))
@@ -283,6 +240,10 @@ mod tests {
         }
     }
 
+    fn ended(outcome: &str, entry: AuditEntry) -> AuditEntry {
+        AuditEntry { outcome: Some(outcome.into()), ..entry }
+    }
+
     fn bucket<'a>(activity: &'a Activity, start: &str) -> &'a ActivityBucket {
         let found = activity.buckets.iter().find(|bucket| bucket.start == start);
         assert!(found.is_some(), "no bucket {start} in {:?}", activity.buckets.first());
@@ -301,17 +262,23 @@ mod tests {
             entry(AuditKind::Call, "2026-11-25T10:05:59.999999Z", Verdict::Allow, "s1", json!({"id": 2})),
             entry(AuditKind::Call, "2026-11-25T10:30:00Z", Verdict::Allow, "s2", json!({"id": 3})),
             entry(AuditKind::Call, "2026-11-25T08:00:00Z", Verdict::Allow, "s1", json!({"id": 4})),
-            // A confirmed call (decision, then its call row a minute later): counted once, at the decision.
-            entry(AuditKind::Decision, "2026-11-25T10:10:00Z", Verdict::Confirm, "s1", json!({"id": 5})),
-            entry(AuditKind::Call, "2026-11-25T10:11:00Z", Verdict::Confirm, "s1", json!({"id": 5})),
-            // The same arguments asked again and refused: the earlier call row is not this one's.
-            entry(AuditKind::Decision, "2026-11-25T10:12:00Z", Verdict::Confirm, "s1", json!({"id": 5})),
+            // A confirmed call, approved and forwarded: its one row, counted once.
+            ended("ok", entry(AuditKind::Call, "2026-11-25T10:10:00Z", Verdict::Confirm, "s1", json!({"id": 5}))),
+            // The same arguments asked again and declined.
+            ended("declined", entry(AuditKind::Call, "2026-11-25T10:12:00Z", Verdict::Confirm, "s1", json!({"id": 5}))),
+            // An older log's confirmed call: the decision row written as the person was asked, then the call row
+            // (without an outcome: its result row followed). Counted once, as approved.
+            entry(AuditKind::Decision, "2026-11-25T10:14:00Z", Verdict::Confirm, "s1", json!({"id": 9})),
+            entry(AuditKind::Call, "2026-11-25T10:14:30Z", Verdict::Confirm, "s1", json!({"id": 9})),
+            ended("ok", AuditEntry { time: Some(at("2026-11-25T10:14:31Z")), ..AuditEntry::new(AuditKind::Result) }),
             // Denied, hidden.
             entry(AuditKind::Decision, "2026-11-25T10:20:00Z", Verdict::Deny, "s1", json!({"id": 6})),
             entry(AuditKind::Decision, "2026-11-25T10:20:30Z", Verdict::Hide, "s1", json!({"id": 7})),
-            // Asked, not answered, asked again: the first ask was refused, the second waits in the approval queue.
-            entry(AuditKind::Decision, "2026-11-25T10:28:00Z", Verdict::Confirm, "s3", json!({"id": 8})),
-            entry(AuditKind::Decision, "2026-11-25T10:29:00Z", Verdict::Confirm, "s3", json!({"id": 8})),
+            // Needed a person while its upstream was reconnecting: refused at once.
+            ended(
+                "upstream_unavailable",
+                entry(AuditKind::Decision, "2026-11-25T10:28:00Z", Verdict::Confirm, "s3", json!({"id": 8})),
+            ),
         ];
         for row in rows {
             audit.record_durable(row).await?;
@@ -335,7 +302,8 @@ mod tests {
             args_summary: "{}".into(),
             tool_fingerprint: "sha256:ab".into(),
             args_digest: crate::digest_arguments(&json!({"id": 8})),
-            created: now,
+            // Asked at 10:29; its call has no row until it ends.
+            created: at("2026-11-25T10:29:00Z"),
             // Decidable today (the store refuses to decide an expired approval) and still usable at `now`.
             expires: SystemTime::now().max(now) + Duration::from_secs(600),
         };
@@ -349,31 +317,29 @@ mod tests {
         assert_eq!((five.count(ActivityVerdict::Allow), five.total()), (2, 2));
         let ten = bucket(&hour, "2026-11-25T10:10:00.000000Z");
         assert_eq!((ten.count(ActivityVerdict::ConfirmApproved), ten.total()), (1, 1));
-        assert_eq!(
-            bucket(&hour, "2026-11-25T10:11:00.000000Z").total(),
-            0,
-            "the confirmed call row is not counted again"
-        );
         let twelve = bucket(&hour, "2026-11-25T10:12:00.000000Z");
         assert_eq!((twelve.count(ActivityVerdict::ConfirmRefused), twelve.total()), (1, 1));
+        let older = bucket(&hour, "2026-11-25T10:14:00.000000Z");
+        assert_eq!((older.count(ActivityVerdict::ConfirmApproved), older.total()), (1, 1), "an older log's call");
         let twenty = bucket(&hour, "2026-11-25T10:20:00.000000Z");
         assert_eq!((twenty.count(ActivityVerdict::Deny), twenty.count(ActivityVerdict::Hidden)), (1, 1));
         assert_eq!(bucket(&hour, "2026-11-25T10:28:00.000000Z").count(ActivityVerdict::ConfirmRefused), 1);
         assert_eq!(bucket(&hour, "2026-11-25T10:29:00.000000Z").count(ActivityVerdict::ConfirmWaiting), 1);
         assert_eq!(bucket(&hour, "2026-11-25T10:30:00.000000Z").count(ActivityVerdict::Allow), 1);
-        assert_eq!(hour.buckets.iter().map(ActivityBucket::total).sum::<u64>(), 9, "the 08:00 call is outside");
+        assert_eq!(hour.buckets.iter().map(ActivityBucket::total).sum::<u64>(), 10, "the 08:00 call is outside");
 
-        // Once the waiting approval is denied, the call counts as refused.
+        // Once the waiting approval is denied, the call waits no more (its row, when it ends, says why).
         store.approvals().decide(&waiting.id, ApprovalDecision::Deny, "alice").await?;
         let hour = store.activity(ActivitySpan::LastHour, now).await?;
-        assert_eq!(bucket(&hour, "2026-11-25T10:29:00.000000Z").count(ActivityVerdict::ConfirmRefused), 1);
+        assert_eq!(bucket(&hour, "2026-11-25T10:29:00.000000Z").total(), 0);
 
         let day = store.activity(ActivitySpan::LastDay, now).await?;
         assert_eq!(day.buckets.len(), 24);
         assert_eq!(day.buckets[23].start, "2026-11-25T10:00:00.000000Z");
         let ten = bucket(&day, "2026-11-25T10:00:00.000000Z");
         assert_eq!(ten.count(ActivityVerdict::Allow), 3);
-        assert_eq!(ten.count(ActivityVerdict::ConfirmRefused), 3);
+        assert_eq!(ten.count(ActivityVerdict::ConfirmApproved), 2);
+        assert_eq!(ten.count(ActivityVerdict::ConfirmRefused), 2);
         assert_eq!(ten.total(), 9);
         assert_eq!(bucket(&day, "2026-11-25T08:00:00.000000Z").count(ActivityVerdict::Allow), 1);
         Ok(())

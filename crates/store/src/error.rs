@@ -108,6 +108,10 @@ pub enum StoreError {
     /// The audit writer task has stopped (after [`crate::Store::close`], or because its runtime shut down).
     #[error("the audit writer has stopped")]
     AuditWriterStopped,
+    /// A call's row was to be journaled, but the store was opened without an audit journal (only the gateway's
+    /// store keeps one: `StoreOptions::journal`).
+    #[error("the store has no audit journal, so it cannot record a call (open it with `journal` set)")]
+    NoAuditJournal,
     /// The audit writer could not write a batch after retrying.
     #[error("audit write failed: {0}")]
     AuditWrite(String),

@@ -63,7 +63,7 @@ pub use approvals::{
     PendingApproval, ToolRisk,
 };
 pub use audit::chain::{GENESIS_HASH, verify_rows};
-pub use audit::pending::{ABANDONED_OUTCOME, PendingCall};
+pub use audit::pending::{ABANDONED_OUTCOME, PendingCall, UNANSWERED_OUTCOME};
 pub use audit::retention::{Checkpoint, PruneReport, Retention};
 pub use audit::writer::digest_arguments;
 pub use audit::{

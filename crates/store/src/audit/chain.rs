@@ -76,12 +76,16 @@ impl PreparedRow {
         Ok(PreparedRow { row, json })
     }
 
-    /// The journal's line for this row: `{"id":ID,"row":{...}}`, the row's columns with its JSON ones embedded.
-    pub(crate) fn journal_line(&self, id: &str) -> Vec<u8> {
+    /// The journal's line for this row: `{"id":ID,"row":{...}}`, the row's columns with its JSON ones embedded;
+    /// `{"id":ID,"waiting":true,"row":{...}}` for the row of a call that waits for a person and was not forwarded.
+    pub(crate) fn journal_line(&self, id: &str, waiting: bool) -> Vec<u8> {
         let (row, json) = (&self.row, &self.json);
         let mut text = String::with_capacity(1024);
         text.push_str("{\"id\":");
         jcs::write_str(id, &mut text);
+        if waiting {
+            text.push_str(",\"waiting\":true");
+        }
         text.push_str(",\"row\":");
         let mut members = Members::new(&mut text);
         members.raw("seq", Some(&row.seq.to_string()));
@@ -490,11 +494,19 @@ mod tests {
     #[test]
     fn a_journal_line_reads_back_as_the_row() {
         let row = AuditRow { duration_us: Some(i64::MAX), ..full_row() };
-        let line = PreparedRow::from_row(row.clone()).map(|prepared| prepared.journal_line("id-1")).unwrap_or_default();
+        let line =
+            PreparedRow::from_row(row.clone()).map(|prepared| prepared.journal_line("id-1", false)).unwrap_or_default();
         assert_eq!(line.last(), Some(&b'\n'));
         let parsed: super::super::journal::JournalLine =
             serde_json::from_slice(&line).unwrap_or_else(|error| unreachable!("journal line: {error}"));
         assert_eq!(parsed.id, "id-1");
+        assert_eq!(parsed.row, row);
+        assert!(!parsed.waiting, "a forwarded call's line");
+        let line =
+            PreparedRow::from_row(row.clone()).map(|prepared| prepared.journal_line("id-2", true)).unwrap_or_default();
+        let parsed: super::super::journal::JournalLine =
+            serde_json::from_slice(&line).unwrap_or_else(|error| unreachable!("journal line: {error}"));
+        assert!(parsed.waiting, "a waiting call's line says so");
         assert_eq!(parsed.row, row);
     }
 

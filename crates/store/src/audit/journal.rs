@@ -7,12 +7,14 @@
 //! long call does not keep one file growing; earlier files are removed once their rows are in. At
 //! open, rows still in the journals of dead processes that the database does not hold (by content: time, kind,
 //! session, tool, arguments digest) are appended to the chain and those journals removed, so after `kill -9` every
-//! forwarded call has its row, without a SQLite commit on the call path. A write cut short (a full disk) is taken
-//! back before the error is returned, so a torn line is never glued to the next call's; a line that still does not
-//! parse is skipped and reported at recovery. Surviving a power loss needs [`crate::AuditWriter::record_durable`]
+//! forwarded call has its row, without a SQLite commit on the call path. The row of a call that waits for a person
+//! is journaled as it is asked, marked `waiting`; approved, it is journaled again under the same id without the
+//! mark, and recovery keeps that line. A row recovered from a waiting line only was never forwarded. A write cut
+//! short (a full disk) is taken back before the error is returned, so a torn line is never glued to the next call's;
+//! a line that still does not parse is skipped and reported at recovery. Surviving a power loss needs [`crate::AuditWriter::record_durable`]
 //! (a commit with `synchronous=FULL`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -25,10 +27,15 @@ use super::AuditRow;
 use super::chain::PreparedRow;
 use crate::error::StoreError;
 
-/// One journal line: the row (without chain fields) and its journal id.
+/// One journal line: the row (without chain fields), its journal id, and whether the call was still waiting for a
+/// person (not forwarded) when the line was written. A call approved after waiting is journaled again under the
+/// same id without `waiting`; that line supersedes the waiting one at recovery.
 #[derive(Debug, Deserialize)]
 pub(crate) struct JournalLine {
     pub(crate) id: String,
+    /// Absent in lines of forwarded calls (and in every line an older version wrote).
+    #[serde(default)]
+    pub(crate) waiting: bool,
     pub(crate) row: AuditRow,
 }
 
@@ -73,10 +80,12 @@ fn repair(state: &mut State) {
 }
 
 /// Where a journaled row is: the journal file holding it, whose count of rows not yet in the database it is part
-/// of. (Recovery recognises a row already committed by its content, so no id is kept with the committed row.)
+/// of, and its journal id (a row journaled again keeps its id). Recovery recognises a row already committed by its
+/// content, so no id is kept with the committed row.
 #[derive(Debug)]
 pub(crate) struct JournalTicket {
     generation: u64,
+    id: String,
 }
 
 impl Journal {
@@ -97,8 +106,12 @@ impl Journal {
         PathBuf::from(path)
     }
 
-    /// Journals left by processes that are gone (their rows may be missing from the database).
+    /// Journals left by processes that are gone (their rows may be missing from the database), and this process's
+    /// own unless a store open now holds it (a second handle on the same database, in the same process, must not
+    /// take the rows of calls in flight: they would be appended twice).
     pub(crate) fn orphans(database: &Path) -> Vec<PathBuf> {
+        let own = std::process::id();
+        let own_held = held(&Journal::path_for(database, own));
         let (Some(directory), Some(name)) = (database.parent(), database.file_name()) else { return Vec::new() };
         let prefix = format!("{}.journal-", name.to_string_lossy());
         let Ok(entries) = std::fs::read_dir(if directory.as_os_str().is_empty() { Path::new(".") } else { directory })
@@ -113,7 +126,11 @@ impl Journal {
                 file.strip_prefix(&prefix)
                     .and_then(|rest| rest.split('.').next())
                     .and_then(|pid| pid.parse::<u32>().ok())
-                    .is_some_and(|pid| pid == std::process::id() || !Path::new(&format!("/proc/{pid}")).exists())
+                    .is_some_and(
+                        |pid| {
+                            if pid == own { !own_held } else { !Path::new(&format!("/proc/{pid}")).exists() }
+                        },
+                    )
             })
             .collect();
         orphans.sort();
@@ -123,6 +140,9 @@ impl Journal {
     /// Opens (creating) the journal for appending.
     pub(crate) fn open(path: &Path) -> Result<Journal, StoreError> {
         let file = open_append(path)?;
+        if let Ok(mut held) = HELD.lock() {
+            held.insert(path.to_path_buf());
+        }
         let written = file.metadata().map_err(|source| StoreError::Journal { path: path.to_path_buf(), source })?.len();
         Ok(Journal {
             base: path.to_path_buf(),
@@ -132,10 +152,28 @@ impl Journal {
         })
     }
 
-    /// Appends a row; returns its ticket once the line is written.
-    pub(crate) fn append(&self, row: &PreparedRow) -> Result<JournalTicket, StoreError> {
+    /// Appends a row (`waiting`: of a call that waits for a person); returns its ticket once the line is written.
+    pub(crate) fn append(&self, row: &PreparedRow, waiting: bool) -> Result<JournalTicket, StoreError> {
         let id = format!("{}-{}", self.prefix, self.next.fetch_add(1, Ordering::Relaxed));
-        let text = row.journal_line(&id);
+        self.append_line(row, id, waiting)
+    }
+
+    /// Journals a row again under the id of `earlier` (a waiting call about to be forwarded: the new line, without
+    /// `waiting`, supersedes the earlier one at recovery), then releases `earlier`. The earlier line is released
+    /// only once the new one is written, so its file is never truncated or removed while the row is in neither.
+    pub(crate) fn append_again(
+        &self,
+        row: &PreparedRow,
+        earlier: &JournalTicket,
+        waiting: bool,
+    ) -> Result<JournalTicket, StoreError> {
+        let ticket = self.append_line(row, earlier.id.clone(), waiting)?;
+        self.committed([earlier]);
+        Ok(ticket)
+    }
+
+    fn append_line(&self, row: &PreparedRow, id: String, waiting: bool) -> Result<JournalTicket, StoreError> {
+        let text = row.journal_line(&id, waiting);
         let mut state = self.state.lock().map_err(|_| StoreError::AuditWriterStopped)?;
         if state.written >= ROTATE_BYTES {
             self.rotate(&mut state)?;
@@ -154,7 +192,7 @@ impl Journal {
         }
         state.written += text.len() as u64;
         *state.outstanding.entry(generation).or_insert(0) += 1;
-        Ok(JournalTicket { generation })
+        Ok(JournalTicket { generation, id })
     }
 
     /// Moves appends to the next file; the current one stays until its rows are committed.
@@ -203,6 +241,22 @@ impl Journal {
             tracing::warn!(path = %path.display(), %error, "an emptied audit journal could not be removed");
         }
     }
+}
+
+impl Drop for Journal {
+    fn drop(&mut self) {
+        if let Ok(mut held) = HELD.lock() {
+            held.remove(&self.base);
+        }
+    }
+}
+
+/// The journals this process has open (their first file's path), so recovery never takes one that is in use.
+static HELD: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
+
+/// Whether this process has the journal `base` open.
+fn held(base: &Path) -> bool {
+    HELD.lock().map(|held| held.contains(base)).unwrap_or(true)
 }
 
 fn open_append(path: &Path) -> Result<File, StoreError> {
@@ -256,7 +310,7 @@ mod tests {
         let directory = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
         let path = directory.path().join("toolgate.db.journal-1");
         let journal = Journal::open(&path).unwrap_or_else(|error| panic!("{error}"));
-        journal.append(&row("first")).unwrap_or_else(|error| panic!("{error}"));
+        journal.append(&row("first"), false).unwrap_or_else(|error| panic!("{error}"));
         // What a write cut short by a full disk leaves: part of a line, and the journal knowing it.
         std::fs::OpenOptions::new()
             .append(true)
@@ -266,7 +320,7 @@ mod tests {
         if let Ok(mut state) = journal.state.lock() {
             state.torn = true;
         }
-        journal.append(&row("second")).unwrap_or_else(|error| panic!("{error}"));
+        journal.append(&row("second"), false).unwrap_or_else(|error| panic!("{error}"));
         let contents = read_lines(&path);
         let tools: Vec<Option<String>> = contents.lines.into_iter().map(|line| line.row.tool).collect();
         assert_eq!(tools, [Some("first".to_owned()), Some("second".to_owned())]);

@@ -1,9 +1,9 @@
 //! The audit log's records: what the proxy hands in ([`AuditEntry`]), what comes back out ([`AuditRow`]), and how
 //! rows are selected ([`AuditFilter`]).
 //!
-//! Every listing, decision, confirmation, forwarded call and result summary becomes one row. Arguments arrive in
-//! clear and the store applies the [`ArgumentRedaction`] setting: by default only a `sha256:` digest of their
-//! RFC 8785 form is kept. Rows are append-only and hash-chained ([`chain`]); this module holds no SQL.
+//! Every listing, decision, confirmation and call becomes one row (older logs also hold result summaries).
+//! Arguments arrive in clear and the store applies the [`ArgumentRedaction`] setting: by default only a `sha256:`
+//! digest of their RFC 8785 form is kept. Rows are append-only and hash-chained ([`chain`]); this module holds no SQL.
 
 pub(crate) mod append;
 pub(crate) mod batches;
@@ -33,11 +33,12 @@ pub enum AuditKind {
     Decision,
     /// A person's answer to a confirmation (elicited or through the approvals queue).
     Confirmation,
-    /// A call forwarded upstream: journaled before it is forwarded (`AuditWriter::record_journaled`) and committed
+    /// A call forwarded upstream or put to a person: journaled before it is forwarded
+    /// (`AuditWriter::record_journaled`) or as the person is asked (`AuditWriter::record_waiting`), and committed
     /// once, with its outcome and duration, when it ends ([`crate::PendingCall`]).
     Call,
-    /// A call's outcome and duration as a row of its own: written only by a store without a journal, whose call
-    /// row is committed before the call is forwarded.
+    /// A call's outcome and duration as a row of its own: written by versions that recorded a call without a
+    /// journal in two rows; no longer written, still read and verified.
     Result,
     /// A person pinned or rejected a quarantined tool definition (written by `Store::record_pin_decision`).
     Pin,
@@ -242,13 +243,16 @@ pub const NOT_RECORDED_OUTCOME: &str = "not_recorded";
 /// Appends the rows of dead processes' journals that the database lacks, then removes those journals. Safe to run
 /// from any process and from several at once: only journals of processes that are gone are read, and a row already
 /// appended is skipped inside the write transaction. A recovered row without an outcome gets
-/// [`NOT_RECORDED_OUTCOME`]; lines that do not parse (a torn write) are counted and reported.
+/// [`NOT_RECORDED_OUTCOME`], or [`crate::UNANSWERED_OUTCOME`] when only its `waiting` line was written (the call
+/// waited for a person and was never forwarded); lines that do not parse (a torn write) are counted and reported.
 pub(crate) async fn recover_journals(
     backend: &crate::Backend,
     database: &std::path::Path,
 ) -> Result<(), crate::StoreError> {
-    for path in journal::Journal::orphans(database) {
-        let contents = journal::read_lines(&path);
+    let orphans = journal::Journal::orphans(database);
+    let files: Vec<journal::JournalContents> = orphans.iter().map(|path| journal::read_lines(path)).collect();
+    let forwarded = forwarded_ids(&files);
+    for (path, contents) in orphans.iter().zip(files) {
         if contents.torn > 0 {
             tracing::warn!(
                 journal = %path.display(),
@@ -256,12 +260,15 @@ pub(crate) async fn recover_journals(
                 "audit journal lines that do not parse were skipped (a write cut short by a crash or a full disk)"
             );
         }
-        if !contents.lines.is_empty() {
-            let mut rows = Vec::with_capacity(contents.lines.len());
-            let mut ids = Vec::with_capacity(contents.lines.len());
-            for line in contents.lines {
+        let lines: Vec<journal::JournalLine> =
+            contents.lines.into_iter().filter(|line| !superseded(line, &forwarded)).collect();
+        if !lines.is_empty() {
+            let mut rows = Vec::with_capacity(lines.len());
+            let mut ids = Vec::with_capacity(lines.len());
+            for line in lines {
                 let mut row = line.row;
-                row.outcome.get_or_insert_with(|| NOT_RECORDED_OUTCOME.to_owned());
+                let outcome = if line.waiting { crate::UNANSWERED_OUTCOME } else { NOT_RECORDED_OUTCOME };
+                row.outcome.get_or_insert_with(|| outcome.to_owned());
                 // One row that cannot be put in canonical form is skipped and reported: failing here would fail
                 // every command's Store::open, and the journal's other rows would never reach the log.
                 match chain::PreparedRow::from_row(row) {
@@ -281,13 +288,24 @@ pub(crate) async fn recover_journals(
             append::append(backend, &mut rows, &ids, true).await?;
             tracing::info!(journal = %path.display(), "audit rows of a process that is gone were recovered");
         }
-        match std::fs::remove_file(&path) {
+        match std::fs::remove_file(path) {
             Ok(()) => {}
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
             Err(source) => return Err(crate::StoreError::Journal { path: path.clone(), source }),
         }
     }
     Ok(())
+}
+
+/// The ids journaled as forwarded, in any of the files (a call approved after waiting may have its lines in two
+/// files of one process, when the journal moved on to a new file meanwhile).
+fn forwarded_ids(files: &[journal::JournalContents]) -> std::collections::HashSet<String> {
+    files.iter().flat_map(|contents| &contents.lines).filter(|line| !line.waiting).map(|line| line.id.clone()).collect()
+}
+
+/// A `waiting` line whose call was journaled again as forwarded: the later line is the row.
+fn superseded(line: &journal::JournalLine, forwarded: &std::collections::HashSet<String>) -> bool {
+    line.waiting && forwarded.contains(&line.id)
 }
 
 /// What journals of dead processes hold that the database does not, found without writing anything.
@@ -309,11 +327,13 @@ pub(crate) async fn journal_backlog(
     let mut backlog = JournalBacklog::default();
     let crate::Backend::Sqlite(pool) = backend;
     let mut connection = pool.acquire().await?;
-    for path in journal::Journal::orphans(database) {
+    let orphans = journal::Journal::orphans(database);
+    let files: Vec<journal::JournalContents> = orphans.iter().map(|path| journal::read_lines(path)).collect();
+    let forwarded = forwarded_ids(&files);
+    for contents in files {
         backlog.files += 1;
-        let contents = journal::read_lines(&path);
         backlog.torn_lines += contents.torn;
-        for line in contents.lines {
+        for line in contents.lines.into_iter().filter(|line| !superseded(line, &forwarded)) {
             let id = line.id;
             let row = chain::PreparedRow::from_row(line.row)?;
             if !append::already_appended(&mut connection, &row, Some(&id)).await? {

@@ -4,7 +4,8 @@
 //! The call path never waits on the disk except where it must: [`AuditWriter::try_record`] only queues (a full
 //! queue is an error the caller sees, never a silent drop), [`AuditWriter::record_durable`] returns once the
 //! transaction holding the row has committed, and [`AuditWriter::record_journaled`] — the row of a call about to
-//! be forwarded — returns once the row is in the journal. A call in flight holds no place in the queue: its row
+//! be forwarded — and [`AuditWriter::record_waiting`] — the row of a call put to a person — return once the row is
+//! in the journal. A call in flight holds no place in the queue: its row
 //! comes back, completed, through a channel of its own when the call ends, and only rows that wait for the writer
 //! count against the queue's capacity. So calls stuck at a slow upstream never refuse calls to another one; only a
 //! writer that falls behind or fails does, and the refusal says which. The writer itself runs in `batches`.
@@ -134,7 +135,7 @@ impl AuditWriter {
     }
 
     /// Queues a prepared row without waiting; a full queue is counted and reported.
-    pub(crate) fn queue_row(&self, row: Box<PreparedRow>) -> Result<(), AuditQueueError> {
+    fn queue_row(&self, row: Box<PreparedRow>) -> Result<(), AuditQueueError> {
         match self.sender.try_send(Command::Append { row, reply: None, journal: None }) {
             Ok(()) => Ok(()),
             Err(mpsc::error::TrySendError::Full(_)) => {
@@ -173,19 +174,40 @@ impl AuditWriter {
     /// writer's last error) or [`StoreError::AuditQueueFull`] (the writer is behind), and nothing is journaled (a
     /// journaled row would claim a call that the caller then refuses to forward). Then the row is appended to the
     /// audit journal (one `write` into the page cache); a store opened after a crash appends journaled rows the
-    /// database lacks. The call holds no place in the queue while it runs. Without a journal (a store opened
-    /// without one) the row is committed first ([`AuditWriter::record_durable`]) and the outcome becomes a
-    /// "result" row of its own.
+    /// database lacks. The call holds no place in the queue while it runs. A store opened without a journal
+    /// refuses ([`StoreError::NoAuditJournal`]): committing the row first and its outcome as a second row would give
+    /// a call two rows, and holding it until the end would forward a call whose row is nowhere durable.
     pub async fn record_journaled(&self, entry: AuditEntry) -> Result<PendingCall, StoreError> {
-        let Some(journal) = &self.journal else {
-            let row = Box::new(prepare(entry, self.redaction));
-            self.commit_prepared(row.clone()).await?;
-            return Ok(PendingCall::committed(self.clone(), row));
-        };
+        self.journal_entry(entry, false).await
+    }
+
+    /// As [`AuditWriter::record_journaled`], for a call that waits for a person: the row is journaled as the person
+    /// is asked, marked as not forwarded. Approved, the call forwards with it ([`PendingCall::forwarding`]);
+    /// otherwise it is completed with why ([`PendingCall::finish_with`]). Recovered after a crash, it reads
+    /// [`crate::UNANSWERED_OUTCOME`]: the call was not forwarded.
+    pub async fn record_waiting(&self, entry: AuditEntry) -> Result<PendingCall, StoreError> {
+        self.journal_entry(entry, true).await
+    }
+
+    async fn journal_entry(&self, entry: AuditEntry, waiting: bool) -> Result<PendingCall, StoreError> {
+        let Some(journal) = &self.journal else { return Err(StoreError::NoAuditJournal) };
         self.admit().await?;
         let row = Box::new(prepare(entry, self.redaction));
-        let ticket = journal.append(&row)?;
-        Ok(PendingCall::journaled(self.completions.clone(), Arc::clone(&self.counters), row, ticket))
+        let ticket = journal.append(&row, waiting)?;
+        Ok(PendingCall::journaled(
+            self.completions.clone(),
+            Arc::clone(&self.counters),
+            Arc::clone(journal),
+            self.redaction,
+            row,
+            ticket,
+            waiting,
+        ))
+    }
+
+    /// Whether this writer keeps a journal (the gateway's store), so it can record calls.
+    pub fn journaled(&self) -> bool {
+        self.journal.is_some()
     }
 
     /// Waits (up to the configured time) until fewer rows than the queue's capacity wait for the writer.
@@ -248,7 +270,7 @@ impl AuditWriter {
 
 /// Turns an entry into a row without chain fields: redaction applied, JSON columns as canonical text, time taken
 /// if absent. Runs on the caller's task, so the writer thread and the journal reuse the text.
-fn prepare(entry: AuditEntry, redaction: ArgumentRedaction) -> PreparedRow {
+pub(crate) fn prepare(entry: AuditEntry, redaction: ArgumentRedaction) -> PreparedRow {
     let args_text = entry.args.as_ref().map(canonical_text);
     let args_digest = args_text.as_ref().map(|text| digest_bytes(text.as_bytes()));
     let json = JsonColumns {

@@ -272,3 +272,95 @@ async fn rows_with_numbers_beyond_a_double_verify_and_recover() {
     assert_eq!(rows[1].args.as_ref().map(|args| args["x"].to_string()), Some("1e+400".to_owned()));
     assert!(second.verify_audit().await.unwrap().is_intact(), "recovered rows verify");
 }
+
+#[tokio::test]
+async fn a_call_put_to_a_person_has_one_row_however_it_ends() {
+    let directory = tempfile::tempdir().unwrap();
+    let store = Store::open_file(&directory.path().join("toolgate.db"), journaling()).await.unwrap();
+    let audit = store.audit();
+    // Refused: the row journaled as the person was asked, completed with why.
+    let refused = audit.record_waiting(call_entry("refused", 1)).await.unwrap();
+    assert!(refused.is_waiting());
+    refused.finish_with("declined", 10, Some(serde_json::json!({"reason": "the user declined"})));
+    // Approved: the same row, journaled again as forwarded with the approval, completed with the call's outcome.
+    let mut approved = audit.record_waiting(call_entry("approved", 2)).await.unwrap();
+    let with_approval = AuditEntry { approval_id: Some("approval-1".into()), ..call_entry("approved", 2) };
+    approved.forwarding(with_approval).unwrap();
+    assert!(!approved.is_waiting());
+    approved.finish("ok", 20);
+    // Lost while it waited (its task ended): not forwarded, and the row says so.
+    drop(audit.record_waiting(call_entry("lost", 3)).await.unwrap());
+    audit.flush().await.unwrap();
+    let rows = store.query_audit(&AuditFilter::default()).await.unwrap();
+    let summary: Vec<_> = rows
+        .iter()
+        .map(|row| (row.kind.as_str(), row.tool.as_deref(), row.outcome.as_deref(), row.approval_id.as_deref()))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("call", Some("refused"), Some("declined"), None),
+            ("call", Some("approved"), Some("ok"), Some("approval-1")),
+            ("call", Some("lost"), Some("unanswered"), None),
+        ]
+    );
+    assert_eq!(rows[0].detail, Some(serde_json::json!({"reason": "the user declined"})));
+    assert!(store.verify_audit().await.unwrap().is_intact());
+    let journal = directory.path().join(format!("toolgate.db.journal-{}", std::process::id()));
+    assert_eq!(std::fs::metadata(&journal).unwrap().len(), 0, "every line, the superseded one too, is released");
+
+    // A store without a journal cannot record a call: two rows, or a row nowhere durable, are both wrong.
+    let plain = Store::open_file(&directory.path().join("plain.db"), StoreOptions::default()).await.unwrap();
+    assert!(matches!(
+        plain.audit().record_journaled(call_entry("x", 4)).await,
+        Err(toolgate_store::StoreError::NoAuditJournal)
+    ));
+    assert!(matches!(
+        plain.audit().record_waiting(call_entry("x", 5)).await,
+        Err(toolgate_store::StoreError::NoAuditJournal)
+    ));
+}
+
+#[tokio::test]
+async fn a_crash_while_a_call_waits_for_a_person_recovers_its_row_as_unanswered_unless_it_was_forwarded() {
+    let directory = tempfile::tempdir().unwrap();
+    let database = directory.path().join("toolgate.db");
+    let store = Store::open_file(&database, journaling()).await.unwrap();
+    let asked = store.audit().record_waiting(call_entry("asked", 1)).await.unwrap();
+    let mut approved = store.audit().record_waiting(call_entry("approved", 2)).await.unwrap();
+    approved.forwarding(call_entry("approved", 2)).unwrap();
+    // What a crash leaves: the rows in the journal, never completed.
+    std::mem::forget(asked);
+    std::mem::forget(approved);
+    store.close().await.unwrap();
+    let live = directory.path().join(format!("toolgate.db.journal-{}", std::process::id()));
+    let text = std::fs::read_to_string(&live).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "two waiting lines and the approved call's forwarded one: {text}");
+    // As a dead process left them, the approved call's two lines in two files (the journal moved on meanwhile).
+    let dead = directory.path().join("toolgate.db.journal-4000000");
+    std::fs::write(&dead, format!("{}\n{}\n", lines[0], lines[1])).unwrap();
+    std::fs::write(directory.path().join("toolgate.db.journal-4000000.1"), format!("{}\n", lines[2])).unwrap();
+    std::fs::remove_file(&live).unwrap();
+
+    let reopened = Store::open_file(&database, journaling()).await.unwrap();
+    let rows = reopened.query_audit(&AuditFilter::default()).await.unwrap();
+    let summary: Vec<_> = rows.iter().map(|row| (row.tool.as_deref(), row.outcome.as_deref())).collect();
+    assert_eq!(summary, [(Some("asked"), Some("unanswered")), (Some("approved"), Some("not_recorded"))]);
+    assert!(reopened.verify_audit().await.unwrap().is_intact());
+}
+
+#[tokio::test]
+async fn a_second_handle_in_the_same_process_leaves_the_journal_of_calls_in_flight_alone() {
+    let directory = tempfile::tempdir().unwrap();
+    let database = directory.path().join("toolgate.db");
+    let gateway = Store::open_file(&database, journaling()).await.unwrap();
+    let in_flight = gateway.audit().record_journaled(call_entry("in_flight", 1)).await.unwrap();
+    // What `toolgate approvals` would open, here in the gateway's own process (as the tests do).
+    let other = Store::open_file(&database, StoreOptions::default()).await.unwrap();
+    in_flight.finish("ok", 1);
+    gateway.audit().flush().await.unwrap();
+    let rows = other.query_audit(&AuditFilter::default()).await.unwrap();
+    let summary: Vec<_> = rows.iter().map(|row| (row.tool.as_deref(), row.outcome.as_deref())).collect();
+    assert_eq!(summary, [(Some("in_flight"), Some("ok"))], "the call's row once, with its outcome");
+}
