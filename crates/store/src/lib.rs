@@ -136,6 +136,17 @@ impl Default for StoreOptions {
     }
 }
 
+impl StoreOptions {
+    /// The options `toolgate serve` opens its store with, before its configured redaction and retention: an audit
+    /// journal (each call's row is journaled before the call is forwarded or put to a person, and journals a
+    /// crashed gateway left are recovered) and commits that survive a crash of the process (WAL with
+    /// `synchronous=NORMAL`: the journal is not synced to the disk either; surviving a power cut would need both
+    /// synced). The in-process gateway refuses a store without a journal.
+    pub fn gateway() -> StoreOptions {
+        StoreOptions { journal: true, durability: Durability::ProcessCrash, ..StoreOptions::default() }
+    }
+}
+
 fn spawn_writer(
     backend: &Backend,
     database: &Path,

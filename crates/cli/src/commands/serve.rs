@@ -72,13 +72,8 @@ pub(crate) async fn serve_spec(
     // Owner only: the state holds arguments, approvals and the audit trail.
     toolgate_store::create_state_dir(&state)
         .with_context(|| format!("cannot create the state directory {}", state.display()))?;
+    // The gateway's options (an audit journal, commits that survive a crash of the process), then the config's.
     let options = toolgate_store::StoreOptions {
-        // The gateway journals the row written before each call is forwarded (fast, and it survives a crash of
-        // toolgate) and recovers journals a crashed gateway left. The journal is not synced to the disk, so
-        // batches need not be either: WAL with synchronous=NORMAL survives a crash of the process, like the
-        // journal; surviving a power cut would need both synced.
-        journal: true,
-        durability: toolgate_store::Durability::ProcessCrash,
         redaction: if spec.guardrails.audit.arguments_in_clear {
             toolgate_store::ArgumentRedaction::Clear
         } else {
@@ -93,7 +88,7 @@ pub(crate) async fn serve_spec(
             max_bytes: spec.guardrails.audit.max_bytes,
             export_dir: spec.guardrails.audit.export_dir.clone(),
         },
-        ..toolgate_store::StoreOptions::default()
+        ..toolgate_store::StoreOptions::gateway()
     };
     let store = toolgate_store::Store::open_file(&state.join(toolgate_store::DATABASE_FILE), options)
         .await
