@@ -61,8 +61,13 @@ impl Gateway {
         Gateway::with_store(spec, None)
     }
 
-    /// A gateway for `spec` that keeps its audit log, pins and approvals in `store`.
+    /// A gateway for `spec` that keeps its audit log, pins and approvals in `store`, which must keep an audit
+    /// journal (`StoreOptions::journal`): the gateway forwards a call, or asks a person about it, only once the
+    /// call's one audit row is journaled, and a store without a journal cannot hold a row that way.
     pub fn with_store(spec: GatewaySpec, store: Option<Store>) -> Result<Gateway, GatewayError> {
+        if store.as_ref().is_some_and(|store| !store.audit().journaled()) {
+            return Err(GatewayError::StoreWithoutJournal);
+        }
         let policy = compile(&spec.guardrails.policy).map_err(|error| GatewayError::Policy(error.to_string()))?;
         Ok(Gateway { shared: Arc::new(Shared::new(spec, policy, store)) })
     }
@@ -125,7 +130,7 @@ impl Gateway {
     pub async fn shutdown(&self) {
         self.shared.shutdown.cancel();
         // Before the sessions close: their call tasks may not run again once the process is on its way out, so
-        // the lapses and their audit rows are written here.
+        // the approvals are lapsed here (each call's row is completed by its task, else as `unanswered`).
         lapse_all(&self.shared, "the gateway stopped").await;
         for session in self.shared.sessions() {
             session.close();
@@ -170,4 +175,7 @@ pub enum GatewayError {
     /// The policy does not compile.
     #[error("invalid policy: {0}")]
     Policy(String),
+    /// The state store was opened without an audit journal, so no call could be journaled before it is forwarded.
+    #[error("the gateway's state store must keep an audit journal (open it with `journal` set)")]
+    StoreWithoutJournal,
 }

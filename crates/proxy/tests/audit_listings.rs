@@ -28,7 +28,7 @@ const SEVERAL_RECHECKS: Duration = Duration::from_secs(4);
 /// A gateway with a store in front of one rug-pull upstream named `rug` with this trust.
 async fn start(trust: TrustLevel) -> (Gateway, Store, tempfile::TempDir) {
     let state = tempfile::tempdir().unwrap();
-    let store = Store::open(state.path()).await.unwrap();
+    let store = support::gateway_store(state.path()).await;
     let mut rug = upstream("rug", "rug-pull", Duration::from_secs(20), None);
     rug.trust.level = trust;
     // Every call allowed: the test calls the control tool `rug_pull`, which no person is there to confirm.

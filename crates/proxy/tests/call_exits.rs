@@ -1,10 +1,11 @@
-//! Every way a `tools/call` can end, through the in-process gateway with a state store in front of
-//! `misbehave.py --mode tool-faults`: allowed, denied, hidden, unknown, malformed (no string name), confirmation refused, confirmation cancelled,
-//! approval lapsed, upstream failure and client cancel. Each exit leaves exactly one `toolgate_tool_calls_total`
-//! increment and the audit rows that record it: one row for a call that was not forwarded (except a lapse: the
-//! `decision` row written as the person is asked, which the console shows waiting calls from, then the
-//! `confirmation` row saying why the approval lapsed), and for a forwarded call its journaled `call` row and the
-//! `result` row that completes it with the outcome (issue 14).
+//! Every way a `tools/call` can end, through the in-process gateway with a state store opened as `toolgate serve`
+//! opens it (with its audit journal) in front of `misbehave.py --mode tool-faults`: allowed, denied, hidden,
+//! unknown, malformed (no string name), confirmation refused, confirmation cancelled, approval lapsed, upstream
+//! failure and client cancel, and besides approved by the person asked, approved in the approval queue and refused
+//! because the queue is full. Each exit leaves exactly one `toolgate_tool_calls_total` increment and exactly one
+//! audit row (issue 14): a forwarded call its journaled `call` row completed with the outcome; a call put to a
+//! person the `call` row journaled as the person was asked, completed with why it was not forwarded or forwarded
+//! with it; any other exit one `decision` row.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -17,7 +18,7 @@ use toolgate_core::decision::Verdict;
 use toolgate_core::policy::{MatchSpec, PolicySpec, RuleSpec};
 use toolgate_proxy::Gateway;
 use toolgate_spec::{ConfirmVia, GatewaySpec, GuardrailSpec, Limits};
-use toolgate_store::{AuditFilter, Store};
+use toolgate_store::{ApprovalDecision, ApprovalId, AuditFilter, Store};
 
 use support::{Client, Elicit, GUARD, upstream};
 
@@ -35,6 +36,12 @@ enum Exit {
     ApprovalLapsed,
     UpstreamFailure,
     ClientCancel,
+    /// The person asked (by elicitation) approves: the call is forwarded with the row journaled as they were asked.
+    ApprovedByPerson,
+    /// A client that cannot be asked waits in the approval queue; a person approves it there.
+    ApprovedInQueue,
+    /// A client that cannot be asked, and the approval queue has no place for this session.
+    QueueFull,
 }
 
 /// One row of the table: the exit, the tool called, and what it must leave: the audit rows (kind, verdict,
@@ -50,7 +57,7 @@ const CASES: &[Case] = &[
     Case {
         exit: Exit::Allowed,
         tool: "faulty_echo",
-        rows: &[("call", Some("allow"), None), ("result", Some("allow"), Some("ok"))],
+        rows: &[("call", Some("allow"), Some("ok"))],
         series: ("faulty", "echo", "allow", "ok"),
     },
     Case {
@@ -80,32 +87,50 @@ const CASES: &[Case] = &[
     Case {
         exit: Exit::ConfirmationRefused,
         tool: "faulty_flood",
-        rows: &[("decision", Some("confirm"), None)],
+        rows: &[("call", Some("confirm"), Some("declined"))],
         series: ("faulty", "flood", "confirm", "is_error"),
     },
     Case {
         exit: Exit::ConfirmationCancelled,
         tool: "faulty_flood",
-        rows: &[("decision", Some("confirm"), None)],
+        rows: &[("call", Some("confirm"), Some("withdrawn"))],
         series: ("faulty", "flood", "confirm", "cancelled"),
     },
     Case {
         exit: Exit::ApprovalLapsed,
         tool: "faulty_flood",
-        rows: &[("decision", Some("confirm"), None), ("confirmation", None, Some("tool_changed"))],
+        rows: &[("call", Some("confirm"), Some("tool_changed"))],
         series: ("faulty", "flood", "confirm", "is_error"),
     },
     Case {
         exit: Exit::UpstreamFailure,
         tool: "faulty_hang",
-        rows: &[("call", Some("allow"), None), ("result", Some("allow"), Some("is_error"))],
+        rows: &[("call", Some("allow"), Some("is_error"))],
         series: ("faulty", "hang", "allow", "is_error"),
     },
     Case {
         exit: Exit::ClientCancel,
         tool: "faulty_hang",
-        rows: &[("call", Some("allow"), None), ("result", Some("allow"), Some("cancelled"))],
+        rows: &[("call", Some("allow"), Some("cancelled"))],
         series: ("faulty", "hang", "allow", "cancelled"),
+    },
+    Case {
+        exit: Exit::ApprovedByPerson,
+        tool: "faulty_flood",
+        rows: &[("call", Some("confirm"), Some("ok"))],
+        series: ("faulty", "flood", "confirm", "ok"),
+    },
+    Case {
+        exit: Exit::ApprovedInQueue,
+        tool: "faulty_flood",
+        rows: &[("call", Some("confirm"), Some("ok"))],
+        series: ("faulty", "flood", "confirm", "ok"),
+    },
+    Case {
+        exit: Exit::QueueFull,
+        tool: "faulty_flood",
+        rows: &[("call", Some("confirm"), Some("queue_full"))],
+        series: ("faulty", "flood", "confirm", "is_error"),
     },
 ];
 
@@ -119,6 +144,7 @@ fn rule(effect: Verdict, tool: &str) -> RuleSpec {
 }
 
 /// `progress` denied, `log` hidden, `flood` confirmed, everything else allowed; with `deny_flood`, `flood` denied.
+/// `wrong_id` is confirmed too: the call that takes the approval queue's one place before the queue-full call.
 fn policy(deny_flood: bool) -> PolicySpec {
     let flood = if deny_flood { Verdict::Deny } else { Verdict::Confirm };
     PolicySpec {
@@ -126,6 +152,7 @@ fn policy(deny_flood: bool) -> PolicySpec {
             rule(Verdict::Deny, "progress"),
             rule(Verdict::Hide, "log"),
             rule(flood, "flood"),
+            rule(Verdict::Confirm, "wrong_id"),
             RuleSpec { id: None, effect: Verdict::Allow, matches: MatchSpec::default(), reason: None },
         ],
         ..PolicySpec::permissive()
@@ -133,20 +160,26 @@ fn policy(deny_flood: bool) -> PolicySpec {
 }
 
 /// A gateway over one `tool-faults` upstream named `faulty` (its calls timing out after `timeout`), confirming by
-/// elicitation, with its store in `state`.
-async fn start(state: &std::path::Path, timeout: Duration) -> (Gateway, Store) {
+/// elicitation (else in the approval queue, which has one place per session when `queue_full`), with its store in
+/// `state`.
+async fn start(state: &std::path::Path, timeout: Duration, queue_full: bool) -> (Gateway, Store) {
     let mut guardrails = GuardrailSpec { policy: policy(false), ..Default::default() };
     guardrails.confirmation.via = ConfirmVia::ElicitationWhenAvailable;
+    let limits = if queue_full {
+        Limits { max_pending_approvals_per_session: 1, ..Limits::default() }
+    } else {
+        Limits::default()
+    };
     let spec = GatewaySpec {
         upstreams: vec![upstream("faulty", "tool-faults", timeout, None)],
         stdio: None,
         http: None,
-        limits: Limits::default(),
+        limits,
         guardrails,
         source: None,
         sandbox: Default::default(),
     };
-    let store = Store::open(state).await.expect("the store opens");
+    let store = support::gateway_store(state).await;
     let gateway = support::start_spec(spec, Some(store.clone())).await;
     (gateway, store)
 }
@@ -160,9 +193,12 @@ async fn question(client: &mut Client) -> Value {
 }
 
 /// Makes one call end as `case` says; returns the client's answer, if any.
-async fn run(case: &Case, gateway: &Gateway) -> Option<Value> {
+async fn run(case: &Case, gateway: &Gateway, store: &Store) -> Option<Value> {
     let elicit = match case.exit {
         Exit::ConfirmationRefused => Elicit::Decline,
+        Exit::ApprovedByPerson => Elicit::Accept,
+        // A client that cannot be asked: its call waits in the approval queue.
+        Exit::ApprovedInQueue | Exit::QueueFull => Elicit::None,
         _ => Elicit::Hold,
     };
     let mut client = Client::connect_with(gateway, elicit).await;
@@ -172,8 +208,21 @@ async fn run(case: &Case, gateway: &Gateway) -> Option<Value> {
         client.send(id.clone(), "tools/call", json!({"name": 42, "arguments": {"text": "x"}}));
         return Some(client.response(&id).await);
     }
-    client.start_call(id.clone(), case.tool, json!({"text": "x"}));
+    if case.exit != Exit::QueueFull {
+        // `flood` answers after a short burst of log lines, when a call of it is let through.
+        client.start_call(id.clone(), case.tool, json!({"text": "x", "lines": 1, "kind": "logs"}));
+    }
     match case.exit {
+        Exit::ApprovedInQueue => {
+            let waiting = wait_pending(store).await;
+            store.approvals().decide(&waiting, ApprovalDecision::Approve, "tester").await.expect("approved");
+        }
+        Exit::QueueFull => {
+            // Already one call of this session waits in the queue (`wrong_id`, left out of what is counted).
+            client.start_call(json!(0), "faulty_wrong_id", json!({}));
+            wait_pending(store).await;
+            client.start_call(id.clone(), case.tool, json!({"text": "x"}));
+        }
         Exit::ConfirmationCancelled | Exit::ClientCancel => {
             if case.exit == Exit::ConfirmationCancelled {
                 question(&mut client).await;
@@ -201,6 +250,17 @@ async fn run(case: &Case, gateway: &Gateway) -> Option<Value> {
     Some(client.response(&id).await)
 }
 
+/// Waits until one call waits in the approval queue; returns its approval's id.
+async fn wait_pending(store: &Store) -> ApprovalId {
+    for _ in 0..300 {
+        if let Some(record) = store.approvals().list_pending().await.expect("the queue reads").pop() {
+            return record.approval.id;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no call ever waited in the approval queue");
+}
+
 /// Waits until the upstream has a call in flight.
 async fn wait_in_flight(gateway: &Gateway) {
     let series = "toolgate_upstream_in_flight{upstream=\"faulty\"}";
@@ -225,6 +285,7 @@ async fn wait_counted(gateway: &Gateway, exit: Exit) -> Vec<(String, f64)> {
     loop {
         let mut counts = counted(&gateway.render_metrics().await);
         counts.retain(|(line, _)| exit == Exit::Allowed || !line.contains("tool=\"echo\""));
+        counts.retain(|(line, _)| !line.contains("tool=\"wrong_id\""));
         if !counts.is_empty() || started.elapsed() > Duration::from_secs(10) {
             return counts;
         }
@@ -245,40 +306,44 @@ fn counted(exposition: &str) -> Vec<(String, f64)> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue_14_every_exit_of_a_tools_call_leaves_its_audit_rows_and_exactly_one_metric_increment() {
+async fn issue_14_every_exit_of_a_tools_call_leaves_exactly_one_audit_row_and_one_metric_increment() {
     let mut failures = Vec::new();
     for case in CASES {
         let state = tempfile::tempdir().unwrap();
         // Only the upstream failure waits for its timeout; a cancel must come first however slow the machine is.
         let timeout = if case.exit == Exit::UpstreamFailure { Duration::from_secs(1) } else { GUARD };
-        let (gateway, store) = start(state.path(), timeout).await;
-        let answer = run(case, &gateway).await;
+        let (gateway, store) = start(state.path(), timeout, case.exit == Exit::QueueFull).await;
+        let answer = run(case, &gateway, &store).await;
         if let Some(answer) = &answer {
             if case.exit == Exit::Malformed {
                 assert_eq!(answer["error"]["code"], json!(-32602), "{case:?}: {answer}");
             } else {
-                assert_eq!(
-                    answer["result"]["isError"] == json!(true),
-                    case.exit != Exit::Allowed,
-                    "{case:?}: {answer}"
-                );
+                let forwarded = matches!(case.exit, Exit::Allowed | Exit::ApprovedByPerson | Exit::ApprovedInQueue);
+                assert_eq!(answer["result"]["isError"] == json!(true), !forwarded, "{case:?}: {answer}");
             }
         }
         // A cancelled call is recorded by its own task once it sees the cancel: wait for its count (bounded).
         let counts = wait_counted(&gateway, case.exit).await;
         gateway.shutdown().await;
         store.audit().flush().await.unwrap();
+        if !store.verify_audit().await.unwrap().is_intact() {
+            failures.push(format!("{:?}: the audit chain does not verify", case.exit));
+        }
         // The rows of the call (the listing rows of the start are not a call's); the echo that follows a cancel
         // is allowed and `ok`, and leaves its own row.
-        let rows: Vec<(String, Option<String>, Option<String>)> = store
-            .query_audit(&AuditFilter::default())
-            .await
-            .unwrap()
+        let all = store.query_audit(&AuditFilter::default()).await.unwrap();
+        let calls: Vec<_> = all
             .into_iter()
             .filter(|row| row.kind != "listing")
             .filter(|row| case.exit == Exit::Allowed || row.tool.as_deref() != Some("faulty_echo"))
-            .map(|row| (row.kind, row.verdict, row.outcome))
+            .filter(|row| row.tool.as_deref() != Some("faulty_wrong_id"))
             .collect();
+        let approvals: Vec<Option<&str>> = calls.iter().map(|row| row.approval_id.as_deref()).collect();
+        if case.exit == Exit::ApprovedInQueue && approvals.iter().any(Option::is_none) {
+            failures.push(format!("{:?}: a row names no approval: {approvals:?}", case.exit));
+        }
+        let rows: Vec<(String, Option<String>, Option<String>)> =
+            calls.into_iter().map(|row| (row.kind, row.verdict, row.outcome)).collect();
         let wanted: Vec<(String, Option<String>, Option<String>)> = case
             .rows
             .iter()
@@ -298,6 +363,24 @@ async fn issue_14_every_exit_of_a_tools_call_leaves_its_audit_rows_and_exactly_o
         }
     }
     assert!(failures.is_empty(), "exits not recorded once:\n{}", failures.join("\n"));
+}
+
+/// The gateway forwards a call only once its row is journaled: a store without a journal could give a call two rows
+/// (committed before, its outcome after) or none that is durable before it leaves, so the gateway refuses it.
+#[tokio::test]
+async fn the_gateway_refuses_a_state_store_without_an_audit_journal() {
+    let state = tempfile::tempdir().unwrap();
+    let store = Store::open(state.path()).await.unwrap();
+    let spec = GatewaySpec {
+        upstreams: Vec::new(),
+        stdio: None,
+        http: None,
+        limits: Limits::default(),
+        guardrails: GuardrailSpec::default(),
+        source: None,
+    };
+    let refused = Gateway::with_store(spec, Some(store)).map(|_| ());
+    assert_eq!(refused, Err(toolgate_proxy::GatewayError::StoreWithoutJournal));
 }
 
 impl std::fmt::Debug for Case {

@@ -48,7 +48,7 @@ async fn start(state: &std::path::Path) -> Gateway {
         source: None,
         sandbox: Default::default(),
     };
-    let store = toolgate_store::Store::open(state).await.expect("the store opens");
+    let store = support::gateway_store(state).await;
     let gateway = Gateway::with_store(spec, Some(store)).expect("the gateway spec is valid");
     gateway.start();
     gateway.wait_settled(GUARD).await;

@@ -104,7 +104,7 @@ async fn issue_10_a_relaxed_definition_or_a_new_tool_never_goes_live_between_two
     const FILLERS: usize = 150;
     const ROUNDS: usize = 4;
     let state = tempfile::tempdir().unwrap();
-    let store = Store::open(state.path()).await.unwrap();
+    let store = support::gateway_store(state.path()).await;
     let mut spec = relist_upstream(FILLERS, None, None);
     spec.trust.level = TrustLevel::Pinned;
     let gateway = start_guarded(vec![spec], permissive(), Some(store.clone())).await;
@@ -191,7 +191,7 @@ async fn issue_14_changes_announced_by_a_restarted_upstream_while_it_is_being_li
 async fn issue_10_a_burst_of_list_changed_is_coalesced_and_an_unchanged_relisting_writes_no_audit_row() {
     const BURST: usize = 200;
     let state = tempfile::tempdir().unwrap();
-    let store = Store::open(state.path()).await.unwrap();
+    let store = support::gateway_store(state.path()).await;
     let log = FixtureLog::new();
     let gateway = start_guarded(vec![relist_upstream(20, Some(&log), None)], permissive(), Some(store.clone())).await;
     let mut client = Client::connect(&gateway).await;
@@ -226,7 +226,7 @@ async fn issue_10_a_burst_of_list_changed_is_coalesced_and_an_unchanged_relistin
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn issue_10_an_upstream_listing_more_tools_than_the_maximum_is_cut_to_it_visibly() {
     let state = tempfile::tempdir().unwrap();
-    let store = Store::open(state.path()).await.unwrap();
+    let store = support::gateway_store(state.path()).await;
     // update_record, read_records, the control tool change, then 30 fillers: 33 tools.
     let limits = Limits { max_tools_per_upstream: 10, ..Limits::default() };
     let gateway = start_permissive(vec![relist_upstream(30, None, None)], limits, Some(store.clone())).await;
@@ -296,7 +296,7 @@ async fn measure_the_memory_each_tool_costs() {
     let count: usize =
         std::env::var("TOOLGATE_MEASURE_TOOLS").ok().and_then(|count| count.parse().ok()).unwrap_or(2000);
     let state = tempfile::tempdir().unwrap();
-    let store = Store::open(state.path()).await.unwrap();
+    let store = support::gateway_store(state.path()).await;
     let limits = Limits { max_tools_per_upstream: 100_000, ..Limits::default() };
     let upstreams = vec![relist_upstream(count, None, None)];
     let gateway = start_permissive(upstreams, limits, Some(store.clone())).await;
@@ -323,7 +323,7 @@ async fn measure_a_burst_of_list_changed() {
         fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
     };
     let state = tempfile::tempdir().unwrap();
-    let store = Store::open(state.path()).await.unwrap();
+    let store = support::gateway_store(state.path()).await;
     let log = FixtureLog::new();
     let limits = Limits { max_tools_per_upstream: 100_000, ..Limits::default() };
     let upstreams = vec![relist_upstream(2000, Some(&log), None)];
@@ -363,7 +363,7 @@ fn filler_upstream(tools: usize, prompts: usize, padding: usize) -> UpstreamSpec
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn issue_10_review_prompts_beyond_the_item_maximum_are_cut_to_it_visibly() {
     let state = tempfile::tempdir().unwrap();
-    let store = Store::open(state.path()).await.unwrap();
+    let store = support::gateway_store(state.path()).await;
     // summarize, then 30 filler prompts: 31.
     let limits = Limits { max_list_items_per_upstream: 10, ..Limits::default() };
     let gateway = start_permissive(vec![filler_upstream(0, 30, 0)], limits, Some(store.clone())).await;

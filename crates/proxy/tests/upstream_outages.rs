@@ -18,7 +18,7 @@ use toolgate_core::decision::Verdict;
 use toolgate_core::policy::{MatchSpec, PolicySpec, RuleSpec};
 use toolgate_proxy::upstreams::UpstreamStatus;
 use toolgate_spec::{GuardrailSpec, Limits, Prefix, UpstreamSpec};
-use toolgate_store::{AuditFilter, Store};
+use toolgate_store::AuditFilter;
 
 use support::{Client, FixtureLog, GUARD, start, start_guarded, status_of, text_of, tool_error, upstream};
 
@@ -207,7 +207,7 @@ async fn issue_17_a_stopped_upstream_under_open_loop_load_costs_no_call_more_tha
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn issue_17_a_call_during_a_reconnect_is_told_so_audited_and_counted() {
     let state = tempfile::tempdir().unwrap();
-    let store = Store::open(state.path()).await.unwrap();
+    let store = support::gateway_store(state.path()).await;
     let log = FixtureLog::new();
     let marker = tempfile::tempdir().unwrap();
     let mut flaky = upstream("flaky", "tool-faults", Duration::from_secs(5), Some(&log.path));

@@ -17,7 +17,8 @@ use anyhow::{Context, Result, bail};
 use comfy_table::{ContentArrangement, Table, presets};
 use toolgate_core::display::{bounded, json_safe};
 use toolgate_store::{
-    AuditFilter, AuditRow, DATABASE_FILE, NOT_RECORDED_OUTCOME, Store, parse_age, parse_rfc3339, verify_rows,
+    AuditFilter, AuditRow, DATABASE_FILE, NOT_RECORDED_OUTCOME, Store, UNANSWERED_OUTCOME, parse_age, parse_rfc3339,
+    verify_rows,
 };
 
 use crate::Outcome;
@@ -230,6 +231,7 @@ fn table(rows: &[AuditRow]) -> String {
             text(&row.verdict),
             match row.outcome.as_deref() {
                 Some(NOT_RECORDED_OUTCOME) => "not recorded (process ended)".to_owned(),
+                Some(UNANSWERED_OUTCOME) => "unanswered (never forwarded)".to_owned(),
                 _ => text(&row.outcome),
             },
             row.duration_us.map(duration).unwrap_or_else(|| "-".to_owned()),

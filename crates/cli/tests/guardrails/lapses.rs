@@ -100,16 +100,26 @@ fn a_call_its_client_cancelled_or_abandoned_leaves_the_queue() {
     poll("the abandoned call to leave the queue", || waiting_id(&state).is_none().then_some(()));
     assert_nothing_waits(&state, &id, "the client went away");
 
+    // Each ended call has its one row: the `call` row journaled as the person was asked, completed as `withdrawn`
+    // with why (committed by the gateway's writer once the call's task ends).
+    let reasons = poll("each ended call's row", || {
+        let audit = toolgate(&["audit", "--json", "--state-dir", &state]);
+        let delete_calls: Vec<Value> = audit
+            .stdout
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|row| row["tool"] == "delete_note")
+            .collect();
+        let reasons: Vec<Value> = delete_calls
+            .iter()
+            .filter(|row| row["kind"] == "call" && row["verdict"] == "confirm" && row["outcome"] == "withdrawn")
+            .map(|row| row["detail"]["reason"].clone())
+            .collect();
+        (reasons.len() == 2 && delete_calls.len() == 2).then_some(reasons)
+    });
+    assert_eq!(reasons, [json!("the client cancelled the call"), json!("the client went away (its session closed)")]);
     let verify = toolgate(&["audit", "verify", "--state-dir", &state]);
     assert_eq!(verify.code, Some(0), "{verify:?}; serve stderr:\n{}", serve.stderr_text());
-    let audit = toolgate(&["audit", "--json", "--state-dir", &state]);
-    let lapsed: Vec<Value> = audit
-        .stdout
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter(|row| row["kind"] == "confirmation" && row["outcome"] == "lapsed")
-        .collect();
-    assert_eq!(lapsed.len(), 2, "one `lapsed` row per ended call, with why: {}", audit.stdout);
 }
 
 /// Ends an HTTP session as a client does: `DELETE /mcp` with its id.

@@ -4,9 +4,9 @@
 //! then the client's answer.
 //!
 //! The phases before it only hand over what they found ([`Trail`]) and how the call ended; none of them writes an
-//! audit row of an exit or counts a call, so no exit can be left without a record or counted twice. The one row
-//! written before the exit is a confirmation's `decision` row (and the queue's `pending` row), written as the person
-//! is asked, because the console shows calls that wait from it.
+//! audit row of an exit or counts a call, so no exit can be left without a record or counted twice. Every exit has
+//! exactly one row: a call forwarded or put to a person has the row journaled before (`store::PendingCall`, in the
+//! trail), completed here with its outcome; any other exit gets one row written here.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -22,6 +22,7 @@ use crate::access::Lapse;
 use crate::catalog::ExposedTool;
 use crate::guard::audit;
 use crate::guard::confirm::NotApproved;
+use crate::guard::waiting::why_withdrawn;
 use crate::metrics::registry::Outcome;
 use crate::state::session::SessionShared;
 use crate::state::shared::Shared;
@@ -136,7 +137,7 @@ pub(crate) fn finish(
     }
 }
 
-/// The audit row that records the exit.
+/// The audit row that records the exit: the call's journaled row completed, or one row written now.
 fn record_exit(
     gateway: &Shared,
     session: &SessionShared,
@@ -146,9 +147,16 @@ fn record_exit(
     outcome: Outcome,
 ) {
     let micros = trail.micros();
+    log_refusal(session, trail, exit);
     if let Some(row) = row {
-        // A journaled call has one row, completed with the outcome (ok, is_error, jsonrpc_error, cancelled).
-        row.finish(outcome.label(), micros);
+        if row.is_waiting() {
+            // Put to a person and never forwarded: the row journaled as they were asked says why.
+            let (outcome, detail) = not_forwarded(gateway, session, trail, exit, outcome);
+            row.finish_with(outcome, micros, detail);
+        } else {
+            // A forwarded call has one row, completed with the outcome (ok, is_error, jsonrpc_error, cancelled).
+            row.finish(outcome.label(), micros);
+        }
         return;
     }
     let (Some((tool, arguments)), Some(decision)) = (&trail.tool, &trail.decision) else {
@@ -180,23 +188,67 @@ fn record_exit(
             entry.duration_us = Some(micros);
             audit::record(gateway, entry);
         }
-        CallExit::Refused(Refusal::Lapsed { lapse, approval_id }) => {
-            tracing::warn!(
-                tool = %tool.exposed_name,
-                upstream = %tool.upstream_name,
-                why = lapse.why,
-                "an approved call is not made: the tool changed while it waited"
-            );
-            let mut entry = audit::call_entry(AuditKind::Confirmation, session, tool);
-            entry.approval_id.clone_from(approval_id);
-            entry.outcome = Some("tool_changed".into());
-            entry.detail = Some(json!({
-                "reason": lapse.why,
-                "approvedFingerprint": tool.fingerprint,
-                "currentFingerprint": lapse.current_fingerprint,
-            }));
+        // Refused before anyone was asked (too many approvals wait, the queue cannot be written): the call's one
+        // row, written now, as a row put to a person would have been completed.
+        CallExit::Refused(refusal @ (Refusal::NotApproved(_) | Refusal::Lapsed { .. })) => {
+            let approval_id = match refusal {
+                Refusal::Lapsed { approval_id, .. } => approval_id.clone(),
+                _ => None,
+            };
+            let mut entry = audit::call_row(session, tool, decision, arguments, approval_id);
+            let (outcome, detail) = not_forwarded(gateway, session, trail, exit, outcome);
+            entry.outcome = Some(outcome.to_owned());
+            entry.detail = detail;
+            entry.duration_us = Some(micros);
             audit::record(gateway, entry);
         }
+        // Nothing can be recorded: the audit log cannot be written.
+        CallExit::Refused(Refusal::AuditUnwritable(_)) => {}
+        // With a store every answered call, and every call put to a person, has its journaled row (above); without
+        // one nothing is recorded.
+        CallExit::Answered { .. } | CallExit::Cancelled => {}
+        // A name that leads to no tool, or no name at all, has no tool (above).
+        CallExit::Refused(Refusal::Unknown | Refusal::Malformed) => {}
+    }
+}
+
+/// The outcome and detail of a call that needed a person and was not forwarded. None of these outcomes is a
+/// forwarded call's (`ok`, `is_error`, `jsonrpc_error`, `cancelled`, `abandoned`, `not_recorded`): a client that
+/// gives up while its call waits has `withdrawn` it.
+fn not_forwarded(
+    gateway: &Shared,
+    session: &SessionShared,
+    trail: &Trail,
+    exit: &CallExit,
+    outcome: Outcome,
+) -> (&'static str, Option<Value>) {
+    match exit {
+        CallExit::Refused(Refusal::NotApproved(not_approved)) => (not_approved.outcome(), not_approved.detail()),
+        CallExit::Refused(Refusal::Lapsed { lapse, .. }) => {
+            let approved = trail.tool.as_ref().map(|(tool, _)| tool.fingerprint.as_str());
+            let detail = json!({
+                "reason": lapse.why,
+                "approvedFingerprint": approved,
+                "currentFingerprint": lapse.current_fingerprint,
+            });
+            ("tool_changed", Some(detail))
+        }
+        CallExit::Refused(Refusal::AuditUnwritable(error)) => ("audit_unwritable", Some(json!({"error": error}))),
+        CallExit::Cancelled => ("withdrawn", Some(json!({"reason": why_withdrawn(gateway, session)}))),
+        CallExit::Answered { .. } | CallExit::Refused(_) => (outcome.label(), None),
+    }
+}
+
+/// The operator's log line for a refusal a person should act on.
+fn log_refusal(session: &SessionShared, trail: &Trail, exit: &CallExit) {
+    let Some((tool, _)) = &trail.tool else { return };
+    match exit {
+        CallExit::Refused(Refusal::Lapsed { lapse, .. }) => tracing::warn!(
+            tool = %tool.exposed_name,
+            upstream = %tool.upstream_name,
+            why = lapse.why,
+            "an approved call is not made: the tool changed while it waited"
+        ),
         CallExit::Refused(Refusal::NotApproved(NotApproved::QueueFull(exceeded))) => {
             let (scope, limit, setting) = exceeded.setting();
             tracing::warn!(
@@ -207,19 +259,8 @@ fn record_exit(
                 limit,
                 "a call needing approval was refused: too many approvals already wait (raise [limits] {setting})"
             );
-            let mut entry = audit::call_entry(AuditKind::Confirmation, session, tool);
-            entry.outcome = Some("queue_full".into());
-            entry.detail = Some(json!({"scope": scope, "limit": limit, "setting": setting}));
-            audit::record(gateway, entry);
         }
-        // Recorded by the decision row written as the person was asked (the console shows waiting calls from it).
-        CallExit::Refused(Refusal::NotApproved(_)) | CallExit::Cancelled => {}
-        // Nothing can be recorded: the audit log cannot be written.
-        CallExit::Refused(Refusal::AuditUnwritable(_)) => {}
-        // With a store every answered call has its journaled row (above); without one nothing is recorded.
-        CallExit::Answered { .. } => {}
-        // A name that leads to no tool, or no name at all, has no tool (above).
-        CallExit::Refused(Refusal::Unknown | Refusal::Malformed) => {}
+        _ => {}
     }
 }
 

@@ -6,9 +6,11 @@
 //!    and then refused as [`Refusal::Reconnecting`] (outcome `upstream_unavailable`).
 //! 2. [`decide`] (→ `Decision`, then [`Permitted`], which only `permit` makes): the policy's decision (rules, mode,
 //!    session taint, quarantine). Allow is permitted; confirm asks a person first (`ask`, over `guard::confirm`,
-//!    which answers approved, refused or lapsed); deny and hide are refusals.
-//! 3. [`journal`] (→ [`Journaled`], the only thing [`forward`] takes): the call's audit row is made durable; a call
-//!    whose row cannot be written is refused. Then [`forward`] (→ [`Forwarded`]): the call goes upstream under the
+//!    which journals the call's one row as the person is asked, into the `Trail`, and answers approved, refused or
+//!    lapsed); deny and hide are refusals.
+//! 3. [`journal`] (→ [`Journaled`], the only thing [`forward`] takes): the call's audit row is made durable (an
+//!    approved call's row, journaled as the person was asked, is journaled again as forwarded); a call whose row
+//!    cannot be written is refused. Then [`forward`] (→ [`Forwarded`]): the call goes upstream under the
 //!    original name, with toolgate's progress token and the route registered for cancellation, progress and server
 //!    requests; transport failures are retried only for tools read-only or idempotent by their trusted hints.
 //! 4. [`post_process`] (→ the client's response): truncation, undeclared structured fields; transport failures
@@ -29,7 +31,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolgate_core::decision::{Decision, Reason, Verdict};
-use toolgate_store::{ApprovalId, AuditKind, PendingCall};
+use toolgate_store::PendingCall;
 use toolgate_upstream::UpstreamError;
 
 use crate::access::{call_facts, decide_with, visible_to};
@@ -241,15 +243,19 @@ async fn run_phases(context: &CallContext<'_>, params: Value, trail: &mut Trail)
         Verdict::Allow => permit(resolved, decision, None),
         Verdict::Hide => return CallExit::Refused(Refusal::Hidden),
         Verdict::Deny => return CallExit::Refused(Refusal::Denied),
-        Verdict::Confirm => match ask(context, resolved, decision).await {
+        // The row journaled as the person is asked goes into the trail: however the call ends, it is that row.
+        Verdict::Confirm => match ask(context, resolved, decision, &mut trail.row).await {
             Ok(permitted) => permitted,
             Err(exit) => return exit,
         },
     };
     trail.decision = Some(permitted.decision.clone());
-    let journaled = match journal(gateway, session, permitted).await {
+    let journaled = match journal(gateway, session, permitted, trail.row.take()).await {
         Ok(journaled) => journaled,
-        Err(refusal) => return CallExit::Refused(refusal),
+        Err((refusal, waiting)) => {
+            trail.row = waiting;
+            return CallExit::Refused(refusal);
+        }
     };
     let relayed = Instant::now();
     let forwarded = forward(gateway, session, id, &journaled, cancel).await;
@@ -263,22 +269,18 @@ async fn run_phases(context: &CallContext<'_>, params: Value, trail: &mut Trail)
     CallExit::Answered { response, from_upstream }
 }
 
-/// Phase 2 for a call that needs a person: the `decision` row first (the console shows a waiting call from it),
-/// then the question; approved, the call is permitted with the tool as the catalog has it now.
-async fn ask(context: &CallContext<'_>, resolved: ResolvedCall, decision: Decision) -> Result<Permitted, CallExit> {
+/// Phase 2 for a call that needs a person: the question (which journals the call's one row into `row` as the
+/// person is asked, so the console's queue and a crash both find it); approved, the call is permitted with the
+/// tool as the catalog has it now.
+async fn ask(
+    context: &CallContext<'_>,
+    resolved: ResolvedCall,
+    decision: Decision,
+    row: &mut Option<PendingCall>,
+) -> Result<Permitted, CallExit> {
     let CallContext { gateway, session, id, cancel } = *context;
-    let arguments = resolved.arguments();
-    audit::record(gateway, audit::decision_entry(session, &resolved.tool, &decision, &arguments));
-    let tool = &resolved.tool;
-    // The queue's row that a call waits for a person, written as the approval is queued.
-    let queued = |approval: &ApprovalId| {
-        let mut entry = audit::call_entry(AuditKind::Confirmation, session, tool);
-        entry.approval_id = Some(approval.as_str().to_owned());
-        entry.outcome = Some("pending".into());
-        audit::record(gateway, entry);
-    };
-    let question = Question { tool, params: &resolved.params, decision: &decision };
-    match confirm(gateway, session, id, &question, cancel, &queued).await {
+    let question = Question { tool: &resolved.tool, params: &resolved.params, decision: &decision };
+    match confirm(gateway, session, id, &question, cancel, row).await {
         None => Err(CallExit::Cancelled),
         // The tool as the catalog has it now (the same definition the person approved, re-resolved after the
         // wait), so the call goes where the catalog says and the audit row shows its current hints.
@@ -292,6 +294,7 @@ async fn ask(context: &CallContext<'_>, resolved: ResolvedCall, decision: Decisi
         Some(Confirmation::Lapsed { lapse, approval_id }) => {
             Err(CallExit::Refused(Refusal::Lapsed { lapse, approval_id }))
         }
+        Some(Confirmation::Unrecorded(error)) => Err(CallExit::Refused(Refusal::AuditUnwritable(error))),
     }
 }
 
@@ -304,15 +307,29 @@ pub(crate) struct Journaled {
 }
 
 /// Phase 3a: makes the call's audit row durable (the store's journal); a call whose row cannot be written is
-/// refused, not forwarded.
-async fn journal(gateway: &Shared, session: &SessionShared, permitted: Permitted) -> Result<Journaled, Refusal> {
-    let mut entry = audit::call_entry(AuditKind::Call, session, &permitted.call.tool);
-    entry.verdict = Some(permitted.decision.verdict);
-    entry.reasons = permitted.decision.reasons.clone();
-    entry.approval_id = permitted.approval_id.clone();
-    entry.args = Some(permitted.call.arguments());
+/// refused, not forwarded. A call a person approved forwards with the row journaled as they were asked (`waiting`),
+/// journaled again now with the approval and the tool as it is; if that fails, the row is handed back with the
+/// refusal, for the end phase to complete.
+async fn journal(
+    gateway: &Shared,
+    session: &SessionShared,
+    permitted: Permitted,
+    waiting: Option<PendingCall>,
+) -> Result<Journaled, (Refusal, Option<PendingCall>)> {
+    let call = &permitted.call;
+    let entry =
+        audit::call_row(session, &call.tool, &permitted.decision, &call.arguments(), permitted.approval_id.clone());
+    if let Some(mut row) = waiting {
+        return match row.forwarding(entry) {
+            Ok(()) => Ok(Journaled { permitted, row: Some(row) }),
+            Err(error) => {
+                tracing::error!(%error, "audit record not written; the approved call is not forwarded");
+                Err((Refusal::AuditUnwritable(error.to_string()), Some(row)))
+            }
+        };
+    }
     match audit::record_call(gateway, entry).await {
         Ok(row) => Ok(Journaled { permitted, row }),
-        Err(error) => Err(Refusal::AuditUnwritable(error)),
+        Err(error) => Err((Refusal::AuditUnwritable(error), None)),
     }
 }

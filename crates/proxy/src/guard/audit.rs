@@ -4,7 +4,8 @@
 //! counted, never silently dropped. A forwarded call has one row: journaled before the call leaves toolgate (one
 //! append to the store's journal, recovered at the next start), so after a crash every forwarded call has its row,
 //! and committed with the outcome and duration when the call ends; if it cannot be journaled the call is not
-//! forwarded.
+//! forwarded. A call put to a person has that same one row, journaled as the person is asked ([`record_waiting`]):
+//! approved, the call forwards with it; otherwise it is completed with why.
 
 use serde_json::Value;
 use toolgate_core::decision::Decision;
@@ -48,8 +49,8 @@ pub(crate) fn record(gateway: &Shared, entry: AuditEntry) {
 }
 
 /// Makes a call's row survive a crash of toolgate before returning (the store's journal: one write, no commit on
-/// the call path; without a journal, a committed transaction) and returns the handle that completes the row with
-/// the call's outcome; `None` without a store, `Err` when it could not be written.
+/// the call path) and returns the handle that completes the row with the call's outcome; `None` without a store,
+/// `Err` when it could not be written.
 pub(crate) async fn record_call(gateway: &Shared, entry: AuditEntry) -> Result<Option<PendingCall>, String> {
     let Some(store) = &gateway.store else { return Ok(None) };
     match store.audit().record_journaled(entry).await {
@@ -59,4 +60,35 @@ pub(crate) async fn record_call(gateway: &Shared, entry: AuditEntry) -> Result<O
             Err(error.to_string())
         }
     }
+}
+
+/// As [`record_call`], for a call about to be put to a person: its row, journaled as not forwarded (a crash while
+/// it waits leaves it `unanswered`). `Err` when it could not be written: then nobody is asked.
+pub(crate) async fn record_waiting(gateway: &Shared, entry: AuditEntry) -> Result<Option<PendingCall>, String> {
+    let Some(store) = &gateway.store else { return Ok(None) };
+    match store.audit().record_waiting(entry).await {
+        Ok(pending) => Ok(Some(pending)),
+        Err(error) => {
+            tracing::error!(%error, "audit record not written; nobody is asked and the call is not made");
+            Err(error.to_string())
+        }
+    }
+}
+
+/// The row of a call (kind `call`): the decision that let it through or put it to a person, the approval that
+/// let it through (if any) and its arguments. One row per call: journaled before it is forwarded or as a person is
+/// asked, completed however the call ends.
+pub(crate) fn call_row(
+    session: &SessionShared,
+    tool: &ExposedTool,
+    decision: &Decision,
+    arguments: &Value,
+    approval_id: Option<String>,
+) -> AuditEntry {
+    let mut entry = call_entry(AuditKind::Call, session, tool);
+    entry.verdict = Some(decision.verdict);
+    entry.reasons = decision.reasons.clone();
+    entry.approval_id = approval_id;
+    entry.args = Some(arguments.clone());
+    entry
 }

@@ -16,9 +16,13 @@
 //! the approval lapses ([`Confirmation::Lapsed`]; the call's end phase answers with an `isError` result and a
 //! `confirmation` audit row with outcome `tool_changed`); otherwise the call goes on with the tool as it is now.
 //!
-//! Every way it ends is a typed value ([`Confirmation`], [`NotApproved`]) that `crate::call` records; it writes no
-//! row of a call's exit. The queue's own rows stay with the queue: the caller's `queued` hook writes the row that a
-//! call waits, and `guard::waiting` the row of an approval it lapses.
+//! The call's one audit row is journaled here, as the person is asked (kind `call`, verdict `confirm`, the approval
+//! id when the queue is used: `guard::audit::record_waiting`), into the slot the caller hands in; a call whose row
+//! cannot be journaled is not put to anyone ([`Confirmation::Unrecorded`]). Every way it ends is a typed value
+//! ([`Confirmation`], [`NotApproved`] with its audit [`NotApproved::outcome`]) that `crate::call` records by
+//! completing that row (or forwarding with it); this module completes no row itself. A person's own act in the
+//! queue (`toolgate approvals approve|deny`, the console) is that person's `confirmation` row, written where they
+//! decide.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -29,11 +33,12 @@ use toolgate_core::decision::Decision;
 use toolgate_core::display::{bounded, escape, json_text, quoted};
 use toolgate_core::policy::approval::{ApprovalScope, BoundTool, bind_approval};
 use toolgate_spec::ConfirmVia;
-use toolgate_store::{ApprovalId, ApprovalWait, PendingApproval, digest_arguments};
+use toolgate_store::{ApprovalId, ApprovalWait, PendingApproval, PendingCall, digest_arguments};
 
 use crate::access::{Lapse, current_tool};
 use crate::catalog::ExposedTool;
 use crate::guard::approval_quota::QuotaExceeded;
+use crate::guard::audit;
 use crate::guard::waiting::{QueuedCall, tell_where_it_waits};
 use crate::state::session::SessionShared;
 use crate::state::shared::Shared;
@@ -47,6 +52,8 @@ pub(crate) enum Confirmation {
     Refused(NotApproved),
     /// Approved, but the tool changed while the person thought: do not forward.
     Lapsed { lapse: Lapse, approval_id: Option<String> },
+    /// The call's audit row could not be journaled, so nobody was asked: do not forward.
+    Unrecorded(String),
 }
 
 /// How a call was approved.
@@ -102,6 +109,45 @@ pub(crate) enum NotApproved {
 }
 
 impl NotApproved {
+    /// The call row's outcome: why it was not forwarded. None of these is a forwarded call's outcome (`ok`,
+    /// `is_error`, `jsonrpc_error`, `cancelled`, `abandoned`, `not_recorded`), which is how the console's chart tells
+    /// a confirmed call that went through from one that did not.
+    pub(crate) fn outcome(&self) -> &'static str {
+        match self {
+            NotApproved::NobodyAnswered => "no_answer",
+            NotApproved::Declined { cancelled: false } => "declined",
+            NotApproved::Declined { cancelled: true } => "dismissed",
+            NotApproved::NoQueue => "no_queue",
+            NotApproved::QueueFull(_) => "queue_full",
+            NotApproved::CannotQueue(_) => "cannot_queue",
+            NotApproved::Unusable { .. } => "approval_unusable",
+            NotApproved::DeniedBy(_) => "denied",
+            NotApproved::TimedOut(_) => "timed_out",
+            NotApproved::AlreadyUsed => "already_used",
+            NotApproved::LapsedUndecided => "lapsed",
+            NotApproved::WaitFailed(_) => "wait_failed",
+        }
+    }
+
+    /// The call row's detail: what more there is to say (who, how long, which limit, what failed).
+    pub(crate) fn detail(&self) -> Option<Value> {
+        match self {
+            NotApproved::QueueFull(exceeded) => {
+                let (scope, limit, setting) = exceeded.setting();
+                Some(json!({"scope": scope, "limit": limit, "setting": setting}))
+            }
+            NotApproved::CannotQueue(error) | NotApproved::WaitFailed(error) => Some(json!({"error": error})),
+            NotApproved::Unusable { by, error } => Some(json!({"by": by, "error": error})),
+            NotApproved::DeniedBy(by) => Some(json!({"by": by})),
+            NotApproved::TimedOut(seconds) => Some(json!({"reason": format!("nobody decided within {seconds} s")})),
+            NotApproved::NobodyAnswered
+            | NotApproved::Declined { .. }
+            | NotApproved::NoQueue
+            | NotApproved::AlreadyUsed
+            | NotApproved::LapsedUndecided => None,
+        }
+    }
+
     /// What the model is told about a call to `tool` that was not approved.
     pub(crate) fn message(&self, tool: &str) -> String {
         match self {
@@ -252,15 +298,17 @@ pub(crate) struct Question<'a> {
     pub(crate) decision: &'a Decision,
 }
 
-/// Asks a person about one call. `None` when the client cancelled the call meanwhile. `queued` runs when the call is
-/// put in the approval queue (the caller records that it waits).
+/// Asks a person about one call. `None` when the client cancelled the call meanwhile. As the person is asked, the
+/// call's audit row is journaled into `row` (kind `call`, verdict `confirm`, the approval id when it is queued),
+/// for the caller to forward with or complete; a call approved for this session already asks nobody and leaves
+/// `row` empty.
 pub(crate) async fn confirm(
     gateway: &Arc<Shared>,
     session: &Arc<SessionShared>,
     request_id: &Value,
     question: &Question<'_>,
     cancel: &CancellationToken,
-    queued: &(dyn Fn(&ApprovalId) + Sync),
+    row: &mut Option<PendingCall>,
 ) -> Option<Confirmation> {
     let Question { tool, params, decision } = *question;
     let spec = &gateway.spec.guardrails.confirmation;
@@ -281,6 +329,10 @@ pub(crate) async fn confirm(
     let summary = summarize(arguments);
     let reasons: Vec<&str> = decision.reasons.iter().take(2).map(|reason| reason.detail.as_str()).collect();
     let confirmation = if spec.via == ConfirmVia::ElicitationWhenAvailable && session.declares_form_elicitation() {
+        match audit::record_waiting(gateway, audit::call_row(session, tool, decision, arguments, None)).await {
+            Ok(journaled) => *row = journaled,
+            Err(error) => return Some(Confirmation::Unrecorded(error)),
+        }
         let answer = by_elicitation(
             session,
             request_id,
@@ -300,7 +352,7 @@ pub(crate) async fn confirm(
             other => other,
         }
     } else {
-        by_queue(gateway, session, request_id, tool, params, &summary, cancel, queued).await?
+        by_queue(gateway, session, request_id, question, &summary, cancel, row).await?
     };
     if let (Confirmation::Approved { via: ApprovedVia::ElicitationRemember, .. }, Some(key)) =
         (&confirmation, shape_key)
@@ -360,17 +412,16 @@ async fn by_elicitation(
     })
 }
 
-#[allow(clippy::too_many_arguments, reason = "the question, the call it is about, and the hook that records the wait")]
 async fn by_queue(
     gateway: &Arc<Shared>,
     session: &Arc<SessionShared>,
     request_id: &Value,
-    tool: &Arc<ExposedTool>,
-    params: &Value,
+    question: &Question<'_>,
     summary: &str,
     cancel: &CancellationToken,
-    queued: &(dyn Fn(&ApprovalId) + Sync),
+    row: &mut Option<PendingCall>,
 ) -> Option<Confirmation> {
+    let Question { tool, params, decision } = *question;
     let arguments = &params.get("arguments").cloned().unwrap_or_else(|| json!({}));
     let Some(store) = &gateway.store else {
         return Some(Confirmation::Refused(NotApproved::NoQueue));
@@ -401,9 +452,17 @@ async fn by_queue(
         tracing::error!(%error, "cannot queue an approval");
         return Some(Confirmation::Refused(NotApproved::CannotQueue(error.to_string())));
     }
-    queued(&pending.id);
     // From here until a decision reaches the call, however the call ends its approval leaves the queue.
-    let waiting = QueuedCall::new(gateway, session, tool, &pending.id, cancel);
+    let waiting = QueuedCall::new(gateway, session, &pending.id, cancel);
+    let entry = audit::call_row(session, tool, decision, arguments, Some(pending.id.as_str().to_owned()));
+    match audit::record_waiting(gateway, entry).await {
+        Ok(journaled) => *row = journaled,
+        Err(error) => {
+            // Nobody may decide a call that has no row: the approval leaves the queue before anyone sees it.
+            waiting.lapse("the audit log cannot be written").await;
+            return Some(Confirmation::Unrecorded(error));
+        }
+    }
     tracing::warn!(
         tool = %tool.exposed_name,
         upstream = %tool.upstream_name,
@@ -425,8 +484,8 @@ async fn by_queue(
         // the call would reach, not against what the person was shown.
         Ok(ApprovalWait::Approved { by }) => match recheck(gateway, session, tool) {
             Err(lapse) => {
-                // The end phase writes the row that says why (`tool_changed`).
-                waiting.lapse_unaudited(lapse.why).await;
+                // The end phase completes the call's row with why (`tool_changed`).
+                waiting.lapse(lapse.why).await;
                 Confirmation::Lapsed { lapse, approval_id: Some(pending.id.as_str().to_owned()) }
             }
             Ok(current) => match store.approvals().consume(&pending.id, &current.fingerprint, &args_digest).await {
@@ -451,6 +510,12 @@ async fn by_queue(
         Ok(ApprovalWait::AlreadyConsumed) => {
             waiting.used();
             Confirmation::Refused(NotApproved::AlreadyUsed)
+        }
+        // Lapsed by this gateway as it stops (before it closes the sessions): the call is being withdrawn, and its
+        // row says so (`withdrawn`, "the gateway stopped"), whichever of the two this task sees first.
+        Ok(ApprovalWait::Lapsed) if gateway.shutdown.is_cancelled() || session.closed.is_cancelled() => {
+            waiting.used();
+            return None;
         }
         Ok(ApprovalWait::Lapsed) => {
             waiting.used();

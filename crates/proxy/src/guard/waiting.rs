@@ -10,7 +10,9 @@
 //! [`QueuedCall`] holds the approval while the call waits. However the wait ends without a decision being used (the
 //! timeout, the client's cancel, the session closing, the task being dropped, the gateway stopping), the approval
 //! is lapsed in the store with the reason, so `toolgate approvals list` and the console show only live calls and
-//! approving a lapsed one says that nothing waits. This module never decides a call and never consumes an approval.
+//! approving a lapsed one says that nothing waits. This module never decides a call, never consumes an approval and
+//! writes no audit row: the call's own row (journaled as the person was asked) is completed by the call's end phase
+//! with why it stopped waiting, or, when the gateway stops or the task is dropped, with `unanswered`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,10 +20,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolgate_core::display::quoted;
-use toolgate_store::{ApprovalId, AuditKind};
+use toolgate_store::ApprovalId;
 
 use crate::catalog::ExposedTool;
-use crate::guard::audit;
 use crate::state::approvals::WaitingCall;
 use crate::state::session::SessionShared;
 use crate::state::shared::Shared;
@@ -35,7 +36,6 @@ const NAME_CHARS: usize = 80;
 pub(crate) struct QueuedCall {
     gateway: Arc<Shared>,
     session: Arc<SessionShared>,
-    tool: Arc<ExposedTool>,
     id: ApprovalId,
     cancel: CancellationToken,
     settled: bool,
@@ -46,19 +46,13 @@ impl QueuedCall {
     pub(crate) fn new(
         gateway: &Arc<Shared>,
         session: &Arc<SessionShared>,
-        tool: &Arc<ExposedTool>,
         id: &ApprovalId,
         cancel: &CancellationToken,
     ) -> QueuedCall {
-        gateway.waiting_approvals.insert(WaitingCall {
-            id: id.clone(),
-            session: Arc::clone(session),
-            tool: Arc::clone(tool),
-        });
+        gateway.waiting_approvals.insert(WaitingCall { id: id.clone() });
         QueuedCall {
             gateway: Arc::clone(gateway),
             session: Arc::clone(session),
-            tool: Arc::clone(tool),
             id: id.clone(),
             cancel: cancel.clone(),
             settled: false,
@@ -71,32 +65,33 @@ impl QueuedCall {
         self.gateway.waiting_approvals.remove(&self.id);
     }
 
-    /// The call stops waiting for `why`: the approval leaves the queue, with a `confirmation` audit row
-    /// (outcome `lapsed`).
+    /// The call stops waiting for `why`: the approval leaves the queue, lapsed with the reason (the call's end
+    /// phase completes its audit row).
     pub(crate) async fn lapse(mut self, why: &str) {
         self.settled = true;
         self.gateway.waiting_approvals.remove(&self.id);
-        lapse_now(&self.gateway, &self.session, &self.tool, &self.id, why, true).await;
-    }
-
-    /// As [`QueuedCall::lapse`], for a caller that writes its own audit row about why.
-    pub(crate) async fn lapse_unaudited(mut self, why: &str) {
-        self.settled = true;
-        self.gateway.waiting_approvals.remove(&self.id);
-        lapse_now(&self.gateway, &self.session, &self.tool, &self.id, why, false).await;
+        lapse_now(&self.gateway, &self.id, why).await;
     }
 
     /// Why the call stopped waiting, as far as its task can tell.
     pub(crate) fn why_it_ended(&self) -> &'static str {
-        if self.gateway.shutdown.is_cancelled() {
-            "the gateway stopped"
-        } else if self.session.closed.is_cancelled() {
-            "the client went away (its session closed)"
-        } else if self.cancel.is_cancelled() {
-            "the client cancelled the call"
+        if self.cancel.is_cancelled() || self.gateway.shutdown.is_cancelled() || self.session.closed.is_cancelled() {
+            why_withdrawn(&self.gateway, &self.session)
         } else {
             "the call ended"
         }
+    }
+}
+
+/// Why a call that was waiting for a person ended without an answer, its client having cancelled it: the gateway
+/// stopping or the session closing cancel every call, so they are named first.
+pub(crate) fn why_withdrawn(gateway: &Shared, session: &SessionShared) -> &'static str {
+    if gateway.shutdown.is_cancelled() {
+        "the gateway stopped"
+    } else if session.closed.is_cancelled() {
+        "the client went away (its session closed)"
+    } else {
+        "the client cancelled the call"
     }
 }
 
@@ -107,44 +102,27 @@ impl Drop for QueuedCall {
         }
         self.gateway.waiting_approvals.remove(&self.id);
         let why = self.why_it_ended();
-        let (gateway, session, tool, id) =
-            (Arc::clone(&self.gateway), Arc::clone(&self.session), Arc::clone(&self.tool), self.id.clone());
+        let (gateway, id) = (Arc::clone(&self.gateway), self.id.clone());
         // Outside a runtime (a shutdown dropped the task) nothing can run: the gateway's own shutdown lapses it.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move { lapse_now(&gateway, &session, &tool, &id, why, true).await });
+            runtime.spawn(async move { lapse_now(&gateway, &id, why).await });
         }
     }
 }
 
-/// Lapses every approval a call still waits on, each with its `confirmation` audit row (outcome `lapsed`): the
-/// gateway is stopping, and the calls' own tasks may never run again (when one does, its approval is already
-/// lapsed and it writes nothing more).
+/// Lapses every approval a call still waits on: the gateway is stopping, and the calls' own tasks may never run
+/// again (when one does, its approval is already lapsed). Their rows, journaled as the person was asked, are
+/// completed as `unanswered` when their tasks are dropped, or recovered so at the next start.
 pub(crate) async fn lapse_all(gateway: &Shared, why: &str) {
     for call in gateway.waiting_approvals.take_all() {
-        lapse_now(gateway, &call.session, &call.tool, &call.id, why, true).await;
+        lapse_now(gateway, &call.id, why).await;
     }
 }
 
-async fn lapse_now(
-    gateway: &Shared,
-    session: &SessionShared,
-    tool: &ExposedTool,
-    id: &ApprovalId,
-    why: &str,
-    audited: bool,
-) {
+async fn lapse_now(gateway: &Shared, id: &ApprovalId, why: &str) {
     let Some(store) = &gateway.store else { return };
-    match store.approvals().lapse(id, why).await {
-        Ok(false) => {}
-        Ok(true) if !audited => {}
-        Ok(true) => {
-            let mut entry = audit::call_entry(AuditKind::Confirmation, session, tool);
-            entry.approval_id = Some(id.as_str().to_owned());
-            entry.outcome = Some("lapsed".into());
-            entry.detail = Some(json!({"reason": why}));
-            audit::record(gateway, entry);
-        }
-        Err(error) => tracing::warn!(%error, approval = %id, why, "cannot lapse an approval nothing waits for"),
+    if let Err(error) = store.approvals().lapse(id, why).await {
+        tracing::warn!(%error, approval = %id, why, "cannot lapse an approval nothing waits for");
     }
 }
 

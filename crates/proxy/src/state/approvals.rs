@@ -3,12 +3,9 @@
 //! waiting call truthful is `guard::waiting`'s.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use toolgate_store::ApprovalId;
-
-use crate::catalog::ExposedTool;
-use crate::state::session::SessionShared;
 
 /// Where a person decides a queued call, as the process that runs the gateway knows it: the console exists only
 /// when an HTTP listener serves it (its address is known once it is bound), and `toolgate approvals` needs
@@ -38,19 +35,16 @@ fn shell_word(text: &str) -> String {
     if plain { text.to_owned() } else { format!("'{}'", text.replace('\'', r"'\''")) }
 }
 
-/// The approvals this gateway is waiting on, with the session and tool of the call that waits on each, so stopping
-/// the gateway lapses them (with their audit rows) before the process ends: a call task may never run again once
-/// the runtime shuts down.
+/// The approvals this gateway is waiting on, so stopping the gateway lapses them before the process ends: a call
+/// task may never run again once the runtime shuts down.
 #[derive(Default)]
 pub(crate) struct WaitingApprovals {
     calls: Mutex<HashMap<String, WaitingCall>>,
 }
 
-/// The call that waits on an approval: who asked, and for which tool.
+/// The call that waits on an approval.
 pub(crate) struct WaitingCall {
     pub(crate) id: ApprovalId,
-    pub(crate) session: Arc<SessionShared>,
-    pub(crate) tool: Arc<ExposedTool>,
 }
 
 impl WaitingApprovals {

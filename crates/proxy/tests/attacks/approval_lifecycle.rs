@@ -116,17 +116,28 @@ async fn a_call_its_client_cancels_or_abandons_or_the_gateway_stops_on_lapses_it
     assert_deciding_is_refused(&person, &waiting.approval.id, "stopped").await;
     assert_eq!(fixture_called(&log, "purge_records"), 0, "no lapsed call ran");
 
-    // Every lapse, the gateway's stop included, leaves exactly one `confirmation` row saying why.
-    harness.store.audit().flush().await.unwrap();
-    let rows = harness.store.query_audit(&AuditFilter::default()).await.unwrap();
+    // Every call that stopped waiting, the gateway's stop included, has exactly one row: its `call` row, journaled
+    // as the person was asked, completed as `withdrawn` with why (its task completes it once it sees the cancel).
     for (id, why) in &lapsed {
-        let reasons: Vec<Option<&Value>> = rows
-            .iter()
-            .filter(|row| row.kind == "confirmation" && row.outcome.as_deref() == Some("lapsed"))
-            .filter(|row| row.approval_id.as_deref() == Some(id.as_str()))
-            .map(|row| row.detail.as_ref().and_then(|detail| detail.get("reason")))
-            .collect();
-        assert_eq!(reasons, vec![Some(&json!(why))], "the lapsed rows of approval {id}");
+        let deadline = tokio::time::Instant::now() + GUARD;
+        let rows = loop {
+            harness.store.audit().flush().await.unwrap();
+            let rows: Vec<(String, Option<String>, Option<Value>)> = harness
+                .store
+                .query_audit(&AuditFilter::default())
+                .await
+                .unwrap()
+                .into_iter()
+                .filter(|row| row.approval_id.as_deref() == Some(id.as_str()))
+                .map(|row| (row.kind, row.outcome, row.detail.and_then(|detail| detail.get("reason").cloned())))
+                .collect();
+            if !rows.is_empty() || tokio::time::Instant::now() > deadline {
+                break rows;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let wanted = vec![("call".to_owned(), Some("withdrawn".to_owned()), Some(json!(why)))];
+        assert_eq!(rows, wanted, "the rows of approval {id}");
     }
 }
 

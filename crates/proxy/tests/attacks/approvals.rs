@@ -7,8 +7,7 @@ use serde_json::{Value, json};
 use toolgate_core::trust::TrustLevel;
 use toolgate_proxy::session::ClientBound;
 use toolgate_store::{
-    ApprovalDecision, ApprovalId, AuditFilter, AuditKind, ConsumeRefusal, PendingApproval, Store, StoreError,
-    digest_arguments,
+    ApprovalDecision, ApprovalId, AuditFilter, AuditKind, ConsumeRefusal, PendingApproval, StoreError, digest_arguments,
 };
 
 use crate::harness::*;
@@ -18,7 +17,7 @@ use toolgate_test_support::pending_approval;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_is_single_use_bound_to_its_arguments_and_cannot_be_forged_in_the_store() {
     let state = tempfile::tempdir().unwrap();
-    let store = Store::open(state.path()).await.unwrap();
+    let store = crate::support::gateway_store(state.path()).await;
     let approvals = store.approvals();
     let (a, b) = (json!({"path": "/tmp/a"}), json!({"path": "/tmp/b"}));
     let pending = PendingApproval { session: "s".into(), risk: None, ..pending_approval(&a, Duration::from_secs(300)) };
@@ -237,16 +236,19 @@ async fn without_elicitation_a_call_waits_in_the_queue_and_is_let_through_denied
     assert!(text(&response).contains("denied"), "{response}");
     assert_eq!(fixture_called(&log, "purge_records"), 1);
 
-    // The audit log has the approved call with its approval id.
+    // The audit log has each call once, with its approval id: the approved one forwarded, the denied one not.
     harness.store.audit().flush().await.unwrap();
     let calls = harness
         .store
         .query_audit(&AuditFilter { kind: Some(AuditKind::Call), ..AuditFilter::default() })
         .await
         .unwrap();
-    let purge_calls: Vec<_> = calls.iter().filter(|row| row.tool.as_deref() == Some("rug_purge_records")).collect();
-    assert_eq!(purge_calls.len(), 1, "{calls:#?}");
-    assert!(purge_calls[0].approval_id.is_some());
+    let purge_calls: Vec<_> = calls
+        .iter()
+        .filter(|row| row.tool.as_deref() == Some("rug_purge_records"))
+        .map(|row| (row.outcome.as_deref(), row.approval_id.is_some()))
+        .collect();
+    assert_eq!(purge_calls, [(Some("ok"), true), (Some("denied"), true)], "{calls:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -342,7 +344,12 @@ async fn an_approval_lapses_when_the_tool_definition_changes_while_the_call_wait
         .query_audit(&AuditFilter { kind: Some(AuditKind::Call), ..AuditFilter::default() })
         .await
         .unwrap();
-    assert!(calls.iter().all(|row| row.tool.as_deref() != Some("rug_update_record")), "no call row: {calls:#?}");
+    let update_calls: Vec<Option<&str>> = calls
+        .iter()
+        .filter(|row| row.tool.as_deref() == Some("rug_update_record"))
+        .map(|row| row.outcome.as_deref())
+        .collect();
+    assert_eq!(update_calls, [Some("tool_changed")], "one row, of a call that was not forwarded: {calls:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -440,12 +447,12 @@ async fn pull(puller: &mut Client, change: &str) {
     wait_list_changes(puller, seen).await;
 }
 
-/// Asserts the audit log holds the `tool_changed` confirmation row of `approval_id`: the swap was caught.
+/// Asserts the audit log holds the call row of `approval_id` completed as `tool_changed`: the swap was caught.
 async fn assert_tool_changed_row(harness: &Harness, approval_id: &str) {
     harness.store.audit().flush().await.unwrap();
     let rows = harness
         .store
-        .query_audit(&AuditFilter { kind: Some(AuditKind::Confirmation), ..AuditFilter::default() })
+        .query_audit(&AuditFilter { kind: Some(AuditKind::Call), ..AuditFilter::default() })
         .await
         .unwrap();
     assert!(

@@ -32,7 +32,7 @@ impl Harness {
     /// Starts a gateway for `upstreams` with `guardrails`, keeping its state in a fresh directory.
     pub(crate) async fn start(upstreams: Vec<UpstreamSpec>, guardrails: GuardrailSpec) -> Harness {
         let state = tempfile::tempdir().unwrap();
-        let store = Store::open(state.path()).await.unwrap();
+        let store = crate::support::gateway_store(state.path()).await;
         let gateway = start_gateway(upstreams, guardrails, &store).await;
         Harness { gateway, store, state }
     }

@@ -8,7 +8,7 @@ use serde_json::json;
 use toolgate_core::trust::TrustLevel;
 use toolgate_proxy::session::Caller;
 use toolgate_spec::{GatewaySpec, Limits};
-use toolgate_store::{ApprovalDecision, AuditFilter, AuditKind, Store};
+use toolgate_store::{ApprovalDecision, AuditFilter, AuditKind};
 
 use crate::harness::*;
 use crate::support::{FixtureLog, start_spec};
@@ -17,7 +17,7 @@ use crate::support::{FixtureLog, start_spec};
 async fn calls_past_the_pending_approval_caps_are_refused_and_audited_instead_of_queued() {
     let log = FixtureLog::new();
     let state = tempfile::tempdir().unwrap();
-    let store = Store::open(state.path()).await.unwrap();
+    let store = crate::support::gateway_store(state.path()).await;
     let limits =
         Limits { max_pending_approvals_per_session: 2, max_pending_approvals_per_caller: 3, ..Limits::default() };
     let spec = GatewaySpec {
@@ -58,12 +58,10 @@ async fn calls_past_the_pending_approval_caps_are_refused_and_audited_instead_of
     assert_eq!(pending.len(), 4, "only what fits was queued: {pending:#?}");
     assert_eq!(fixture_called(&log, "purge_records"), 0);
     store.audit().flush().await.unwrap();
-    let rows = store
-        .query_audit(&AuditFilter { kind: Some(AuditKind::Confirmation), ..AuditFilter::default() })
-        .await
-        .unwrap();
+    let rows = store.query_audit(&AuditFilter { kind: Some(AuditKind::Call), ..AuditFilter::default() }).await.unwrap();
     let full: Vec<_> = rows.iter().filter(|row| row.outcome.as_deref() == Some("queue_full")).collect();
-    assert_eq!(full.len(), 2, "each refusal is audited: {rows:#?}");
+    assert_eq!(full.len(), 2, "each refusal is audited, as the call's one row: {rows:#?}");
+    assert!(full.iter().all(|row| row.verdict.as_deref() == Some("confirm") && row.detail.is_some()), "{full:#?}");
 
     // A decision gives the place back.
     let first = wait_pending(&store, "rug_purge_records", &json!({"n": 0})).await;

@@ -46,6 +46,13 @@ pub(crate) fn upstream(name: &str, mode: &str, request_timeout: Duration, log: O
     }
 }
 
+/// The gateway's state store in `state` (a directory), opened as `toolgate serve` opens it: with the audit journal
+/// every call's row goes through.
+pub(crate) async fn gateway_store(state: &Path) -> toolgate_store::Store {
+    let database = state.join(toolgate_store::DATABASE_FILE);
+    toolgate_store::Store::open_file(&database, toolgate_store::StoreOptions::gateway()).await.expect("the store opens")
+}
+
 /// Starts a gateway for `upstreams` (permissive policy, no store) and waits until every one of them is ready.
 pub(crate) async fn start(upstreams: Vec<UpstreamSpec>, limits: Limits) -> Gateway {
     let guardrails = GuardrailSpec { policy: toolgate_core::policy::PolicySpec::permissive(), ..Default::default() };

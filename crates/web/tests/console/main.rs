@@ -369,12 +369,13 @@ async fn the_activity_page_charts_calls_by_verdict() -> TestResult {
     // Calls a few seconds ago: they fall in the current minute and hour whatever the clock says.
     let now = SystemTime::now();
     let audit = console.store.audit();
-    for (kind, verdict, id) in [
-        (AuditKind::Call, Verdict::Allow, 1),
-        (AuditKind::Call, Verdict::Allow, 2),
-        (AuditKind::Decision, Verdict::Deny, 3),
-        (AuditKind::Decision, Verdict::Hide, 4),
-        (AuditKind::Decision, Verdict::Confirm, 5),
+    // One row per call; the confirmed one was declined by the person asked.
+    for (kind, verdict, id, outcome) in [
+        (AuditKind::Call, Verdict::Allow, 1, Some("ok")),
+        (AuditKind::Call, Verdict::Allow, 2, Some("ok")),
+        (AuditKind::Decision, Verdict::Deny, 3, None),
+        (AuditKind::Decision, Verdict::Hide, 4, None),
+        (AuditKind::Call, Verdict::Confirm, 5, Some("declined")),
     ] {
         let entry = AuditEntry {
             time: Some(now),
@@ -382,6 +383,7 @@ async fn the_activity_page_charts_calls_by_verdict() -> TestResult {
             tool: Some("delete_file".into()),
             verdict: Some(verdict),
             args: Some(json!({"id": id})),
+            outcome: outcome.map(str::to_owned),
             ..AuditEntry::new(kind)
         };
         audit.record_durable(entry).await?;
