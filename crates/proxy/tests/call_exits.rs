@@ -378,6 +378,7 @@ async fn the_gateway_refuses_a_state_store_without_an_audit_journal() {
         limits: Limits::default(),
         guardrails: GuardrailSpec::default(),
         source: None,
+        sandbox: Default::default(),
     };
     let refused = Gateway::with_store(spec, Some(store)).map(|_| ());
     assert_eq!(refused, Err(toolgate_proxy::GatewayError::StoreWithoutJournal));
