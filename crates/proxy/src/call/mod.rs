@@ -23,6 +23,7 @@
 //! The phases take the per-call context ([`CallContext`]) and what the previous phase handed on, and write what
 //! the end phase needs into a `Trail`; none of them records an exit itself.
 
+pub(crate) mod context;
 pub(crate) mod finish;
 
 use std::sync::Arc;
@@ -35,6 +36,7 @@ use toolgate_store::PendingCall;
 use toolgate_upstream::UpstreamError;
 
 use crate::access::{call_facts, decide_with, visible_to};
+use crate::call::context::CallContext;
 use crate::call::finish::{CallExit, Refusal, Trail, tool_error};
 use crate::catalog::ExposedTool;
 use crate::guard::confirm::{Confirmation, Question, confirm};
@@ -188,14 +190,6 @@ pub(crate) fn post_process(gateway: &Shared, tool: &ExposedTool, id: &Value, for
     }
 }
 
-/// The per-call context, built once: who asks, which request, and its cancellation.
-pub(crate) struct CallContext<'a> {
-    pub(crate) gateway: &'a Arc<Shared>,
-    pub(crate) session: &'a Arc<SessionShared>,
-    pub(crate) id: &'a Value,
-    pub(crate) cancel: &'a CancellationToken,
-}
-
 /// Runs the phases for one `tools/call`; every way it ends goes through [`finish::finish`].
 pub(crate) async fn call_tool(
     gateway: &Arc<Shared>,
@@ -278,9 +272,8 @@ async fn ask(
     decision: Decision,
     row: &mut Option<PendingCall>,
 ) -> Result<Permitted, CallExit> {
-    let CallContext { gateway, session, id, cancel } = *context;
     let question = Question { tool: &resolved.tool, params: &resolved.params, decision: &decision };
-    match confirm(gateway, session, id, &question, cancel, row).await {
+    match confirm(context, &question, row).await {
         None => Err(CallExit::Cancelled),
         // The tool as the catalog has it now (the same definition the person approved, re-resolved after the
         // wait), so the call goes where the catalog says and the audit row shows its current hints.

@@ -25,10 +25,9 @@
 //! decide.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 use toolgate_core::decision::Decision;
 use toolgate_core::display::{bounded, escape, json_text, quoted};
 use toolgate_core::policy::approval::{ApprovalScope, BoundTool, bind_approval};
@@ -36,6 +35,7 @@ use toolgate_spec::ConfirmVia;
 use toolgate_store::{ApprovalId, ApprovalWait, PendingApproval, PendingCall, digest_arguments};
 
 use crate::access::{Lapse, current_tool};
+use crate::call::context::CallContext;
 use crate::catalog::ExposedTool;
 use crate::guard::approval_quota::QuotaExceeded;
 use crate::guard::audit;
@@ -303,13 +303,11 @@ pub(crate) struct Question<'a> {
 /// for the caller to forward with or complete; a call approved for this session already asks nobody and leaves
 /// `row` empty.
 pub(crate) async fn confirm(
-    gateway: &Arc<Shared>,
-    session: &Arc<SessionShared>,
-    request_id: &Value,
+    context: &CallContext<'_>,
     question: &Question<'_>,
-    cancel: &CancellationToken,
     row: &mut Option<PendingCall>,
 ) -> Option<Confirmation> {
+    let CallContext { gateway, session, .. } = *context;
     let Question { tool, params, decision } = *question;
     let spec = &gateway.spec.guardrails.confirmation;
     let arguments = &params.get("arguments").cloned().unwrap_or_else(|| json!({}));
@@ -333,17 +331,7 @@ pub(crate) async fn confirm(
             Ok(journaled) => *row = journaled,
             Err(error) => return Some(Confirmation::Unrecorded(error)),
         }
-        let answer = by_elicitation(
-            session,
-            request_id,
-            tool,
-            &summary,
-            &reasons,
-            spec.timeout,
-            spec.remember_for_session,
-            cancel,
-        )
-        .await?;
+        let answer = by_elicitation(context, tool, &summary, &reasons).await?;
         match answer {
             Confirmation::Approved { via, .. } => match recheck(gateway, session, tool) {
                 Ok(current) => Confirmation::Approved { approval_id: None, via, tool: current },
@@ -352,7 +340,7 @@ pub(crate) async fn confirm(
             other => other,
         }
     } else {
-        by_queue(gateway, session, request_id, question, &summary, cancel, row).await?
+        by_queue(context, question, &summary, row).await?
     };
     if let (Confirmation::Approved { via: ApprovedVia::ElicitationRemember, .. }, Some(key)) =
         (&confirmation, shape_key)
@@ -363,17 +351,17 @@ pub(crate) async fn confirm(
     Some(confirmation)
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Asks the client's user with `elicitation/create` (the confirmation settings' timeout, and "remember" when
+/// configured); `None` when the call is cancelled meanwhile.
 async fn by_elicitation(
-    session: &SessionShared,
-    request_id: &Value,
+    context: &CallContext<'_>,
     tool: &Arc<ExposedTool>,
     summary: &str,
     reasons: &[&str],
-    timeout: Duration,
-    offer_remember: bool,
-    cancel: &CancellationToken,
 ) -> Option<Confirmation> {
+    let CallContext { gateway, session, id: request_id, cancel } = *context;
+    let spec = &gateway.spec.guardrails.confirmation;
+    let (timeout, offer_remember) = (spec.timeout, spec.remember_for_session);
     let message = question(tool, summary, reasons);
     // No property has a default: a client that fills a form from its defaults (or submits it untouched) must not
     // answer for the person, either way. `approve` is required, so an untouched form is not an answer at all.
@@ -412,15 +400,15 @@ async fn by_elicitation(
     })
 }
 
+/// Puts the call in the store's approval queue and waits (bounded) for a person's decision there; the call's row
+/// is journaled into `row` once the approval is queued. `None` when the call is cancelled meanwhile.
 async fn by_queue(
-    gateway: &Arc<Shared>,
-    session: &Arc<SessionShared>,
-    request_id: &Value,
+    context: &CallContext<'_>,
     question: &Question<'_>,
     summary: &str,
-    cancel: &CancellationToken,
     row: &mut Option<PendingCall>,
 ) -> Option<Confirmation> {
+    let CallContext { gateway, session, id: request_id, cancel } = *context;
     let Question { tool, params, decision } = *question;
     let arguments = &params.get("arguments").cloned().unwrap_or_else(|| json!({}));
     let Some(store) = &gateway.store else {
