@@ -16,15 +16,17 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use toolgate_core::corpus::CorpusEntry;
-use toolgate_core::infer::infer_annotations_with;
 use toolgate_core::infer::model::LinearModel;
+use toolgate_core::infer::{Inference, infer_annotations_with};
 use toolgate_core::trust::Convention;
 use toolgate_core::words::tokens;
 use toolgate_core::{DeclaredHints, Hint, ToolDefinition};
 
 use crate::eval_trust::{
-    TrustFigures, TrustScored, print_trust, print_trust_errors, score_trust, short_name, standard_policy,
+    OPERATING_BARS, TrustFigures, TrustScored, print_operating_points, print_trust, print_trust_errors, score_trust,
+    short_name, standard_policy,
 };
+use toolgate_core::trust::DEFAULT_MIN_CONFIDENCE;
 use crate::train::Dataset;
 
 const USAGE: &str = "usage: cargo xtask eval [--corpus PATH]... [--model loso|rules|builtin] [--holdout SERVER,...] \
@@ -111,6 +113,11 @@ fn run_corpus(
 ) -> Result<()> {
     let mut scored = Vec::new();
     let mut trust = Vec::new();
+    // Per bar of the operating-point table (only with `--calibration`): every tool's trust outcomes at that bar.
+    let mut operating: Vec<(f32, Vec<TrustScored>)> = Vec::new();
+    if options.calibration {
+        operating = OPERATING_BARS.iter().map(|bar| (*bar, Vec::new())).collect();
+    }
     let rules_only = LinearModel::rules_only();
     let mut folds: HashMap<String, LinearModel> = HashMap::new();
     let entries = crate::train::read_corpus(path)?;
@@ -139,8 +146,12 @@ fn run_corpus(
             );
         }
         let convention = conventions.get(&entry.server).copied().unwrap_or_default();
-        trust.push(score_trust(&entry, policy, model, &convention));
-        scored.push(score(entry, model));
+        let inference = infer_annotations_with(&tool_with_title(&entry), model);
+        trust.push(score_trust(&entry, policy, &inference, &convention, DEFAULT_MIN_CONFIDENCE));
+        for (bar, outcomes) in &mut operating {
+            outcomes.push(score_trust(&entry, policy, &inference, &convention, *bar));
+        }
+        scored.push(score(entry, &inference));
     }
     let model = match options.model {
         ModelChoice::Loso => "learned layer leave-one-server-out (each server scored by a model trained without it)",
@@ -165,6 +176,11 @@ fn run_corpus(
     if options.calibration {
         print_calibration(&all);
         print_read_only_curve(&all);
+        let rows: Vec<(f32, TrustFigures)> = operating
+            .iter()
+            .map(|(bar, outcomes)| (*bar, TrustFigures::of(&outcomes.iter().collect::<Vec<_>>())))
+            .collect();
+        print_operating_points(&rows);
     }
     crate::eval_convention::print_convention(&all);
     if let Some(hint) = options.errors {
@@ -239,8 +255,7 @@ pub(crate) fn tool_with_title(entry: &CorpusEntry) -> ToolDefinition {
     ToolDefinition::from_map(raw).unwrap_or_else(|_| entry.tool.clone())
 }
 
-fn score(entry: CorpusEntry, model: &LinearModel) -> Scored {
-    let inference = infer_annotations_with(&tool_with_title(&entry), model);
+fn score(entry: CorpusEntry, inference: &Inference) -> Scored {
     let engine = Hint::ALL.map(|hint| {
         let inferred = inference.get(hint);
         (inferred.value, inferred.confidence)

@@ -23,10 +23,11 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 use toolgate_core::corpus::CorpusEntry;
-use toolgate_core::infer::model::LinearModel;
+use toolgate_core::infer::Inference;
+use toolgate_core::normalize::normalize_annotations;
 use toolgate_core::policy::{CallFacts, CompiledPolicy, PolicySpec, Verdict, compile, decide};
 use toolgate_core::trust::{Convention, DEFAULT_MIN_CONFIDENCE, HintRule, TrustLevel, resolve_trusted_hints_with};
-use toolgate_core::{DeclaredHints, Hint, HintOverrides, ToolDefinition, assess_tool_with};
+use toolgate_core::{DeclaredHints, Hint, HintOverrides, ToolDefinition};
 
 use crate::eval::{ratio, show};
 
@@ -55,12 +56,13 @@ struct Decisions {
 pub(crate) fn score_trust(
     entry: &CorpusEntry,
     policy: &CompiledPolicy,
-    model: &LinearModel,
+    inference: &Inference,
     server: &Convention,
+    bar: f32,
 ) -> TrustScored {
     // What the server's other tools declare: the tool's own declaration never vouches for itself.
     let others = server.without(&entry.labels);
-    let judge = Judge { entry, model, convention: &others };
+    let judge = Judge { entry, inference, convention: &others, bar };
     let mut honest = [None; 4];
     let mut lies = [None; 4];
     for (index, hint) in Hint::ALL.into_iter().enumerate() {
@@ -126,22 +128,25 @@ fn declaring(entry: &CorpusEntry, declared: &DeclaredHints) -> ToolDefinition {
     ToolDefinition::from_map(raw).unwrap_or_else(|_| entry.tool.clone())
 }
 
-/// One tool judged the way the catalog does, with a given learned model and the server's convention.
+/// One tool judged the way the catalog does, with its inference (computed once: inference never reads the
+/// declared hints, so every variant of the tool's declarations has the same one), the server's convention and the
+/// trust bar.
 #[derive(Clone, Copy)]
 struct Judge<'a> {
     entry: &'a CorpusEntry,
-    model: &'a LinearModel,
+    inference: &'a Inference,
     convention: &'a Convention,
+    bar: f32,
 }
 
 impl Judge<'_> {
-    /// The catalog's steps for one definition: `assess_tool`, then `resolve_trusted_hints_with` under `trust`.
+    /// The catalog's steps for one definition: the declared hints normalized as `assess_tool` reads them, then
+    /// `resolve_trusted_hints_with` under `trust`.
     fn trusted(&self, declared: &DeclaredHints, trust: TrustLevel) -> toolgate_core::trust::TrustedHints {
         let overrides = HintOverrides::default();
-        let assessment = assess_tool_with(&declaring(self.entry, declared), &overrides, self.model);
-        let inference = (trust == TrustLevel::Untrusted).then_some(&assessment.inference);
-        let declared = &assessment.normalized.declared;
-        resolve_trusted_hints_with(&overrides, declared, inference, trust, DEFAULT_MIN_CONFIDENCE, self.convention)
+        let normalized = normalize_annotations(&declaring(self.entry, declared));
+        let inference = (trust == TrustLevel::Untrusted).then_some(self.inference);
+        resolve_trusted_hints_with(&overrides, &normalized.declared, inference, trust, self.bar, self.convention)
     }
 
     /// True when an untrusted relaxing declaration of `hint` is kept (by inference or by the convention).
@@ -312,6 +317,49 @@ pub(crate) fn print_trust_errors(entries: &[&TrustScored], hint: Hint) {
         if entry.lies[index] == Some(false) {
             println!("{:<24} {:<50} lie confirmed", entry.server, entry.name);
         }
+    }
+    println!();
+}
+
+/// The bars the operating-point table tries: the trust rule's trade-off as an operator choosing
+/// `trust.min_confidence` would see it.
+pub(crate) const OPERATING_BARS: [f32; 9] = [0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.98];
+
+/// Prints, per bar, what the whole trust rule gives (inference, veto of a declared writer, convention) at that bar:
+/// readOnly honest accepted and lies caught, the same for all four hints together, and the decision figures.
+pub(crate) fn print_operating_points(rows: &[(f32, TrustFigures)]) {
+    println!("== operating points: the trust rule at other bars (untrusted upstream, standard profile) ==");
+    println!(
+        "{:<6} {:>15} {:>15} {:>15} {:>15} {:>17} {:>17} {:>17}",
+        "bar",
+        "ro honest acc.",
+        "ro lies caught",
+        "all honest acc.",
+        "all lies caught",
+        "stripped unsafe",
+        "stripped needless",
+        "declared needless"
+    );
+    for (bar, figures) in rows {
+        let mut all_honest = Tally::default();
+        let mut all_lies = Tally::default();
+        for index in 0..4 {
+            all_honest.n += figures.honest[index].n;
+            all_honest.passed += figures.honest[index].passed;
+            all_lies.n += figures.lies[index].n;
+            all_lies.passed += figures.lies[index].passed;
+        }
+        println!(
+            "{:<6} {:>15} {:>15} {:>15} {:>15} {:>17} {:>17} {:>17}",
+            format!("{bar:.2}"),
+            show(figures.honest[0].share()),
+            show(figures.lies[0].share()),
+            show(all_honest.share()),
+            show(all_lies.share()),
+            show(figures.stripped.0.share()),
+            show(figures.stripped.1.share()),
+            show(figures.declared.1.share()),
+        );
     }
     println!();
 }
