@@ -6,8 +6,10 @@
 //! whether the signal is worth building into `toolgate-core`: among the *other* tools of the server that declare
 //! the hint (for `destructiveHint`/`idempotentHint` only declared writers, as the corpus rules count them), at least
 //! [`MIN_VOTES`] declare it and at least [`MIN_AGREEMENT`] of them agree; then the convention's value replaces
-//! inference's. `readOnlyHint` is left out: whether a tool writes is its own, not a server's house style. The
-//! masked tool's own label never votes on itself.
+//! inference's. `readOnlyHint` is measured too, though the gateway never lets a convention speak for it (whether a
+//! tool writes is its own, and a server honest about nine reads can lie about the tenth): the row shows what such a
+//! convention would add and, in `writers covered`, how many declared writers a read-only house style would have
+//! called read-only. The masked tool's own label never votes on itself.
 
 use std::collections::BTreeMap;
 
@@ -19,8 +21,9 @@ use crate::eval::{Scored, label, ratio, show};
 const MIN_VOTES: usize = 3;
 /// Least share of the other declarations that must agree.
 const MIN_AGREEMENT: f64 = 0.9;
-/// The hints a server's convention may speak for.
-const CONVENTION_HINTS: [Hint; 3] = [Hint::Destructive, Hint::Idempotent, Hint::OpenWorld];
+/// The hints measured: the three a server's convention may speak for in the gateway, and `readOnlyHint` to show why
+/// it may not.
+const CONVENTION_HINTS: [Hint; 4] = [Hint::ReadOnly, Hint::Destructive, Hint::Idempotent, Hint::OpenWorld];
 
 /// The convention the other declarations show, if they agree enough.
 fn convention(votes: &[bool]) -> Option<bool> {
@@ -45,6 +48,9 @@ struct Gain {
     /// On those: inference right, convention right.
     covered_inference_right: usize,
     covered_convention_right: usize,
+    /// Tools whose convention gives the relaxing value while they declare the other one: for `readOnlyHint`, the
+    /// declared writers a read-only house style would have called read-only.
+    relaxed_wrongly: usize,
 }
 
 /// Prints, per hint, inference alone against inference backed by the server's convention.
@@ -58,8 +64,8 @@ pub(crate) fn print_convention(entries: &[&Scored]) {
          >= {MIN_AGREEMENT} agree) =="
     );
     println!(
-        "{:<13} {:>5} {:>10} {:>10} {:>8} {:>9} {:>22}",
-        "hint", "n", "inference", "backed", "gain", "covered", "covered: inf / conv"
+        "{:<13} {:>5} {:>10} {:>10} {:>8} {:>9} {:>22} {:>16}",
+        "hint", "n", "inference", "backed", "gain", "covered", "covered: inf / conv", "wrongly relaxed"
     );
     for hint in CONVENTION_HINTS {
         let index = Hint::ALL.iter().position(|each| *each == hint).unwrap_or_default();
@@ -82,6 +88,7 @@ pub(crate) fn print_convention(entries: &[&Scored]) {
                     gain.covered += 1;
                     gain.covered_inference_right += usize::from(inferred == declared);
                     gain.covered_convention_right += usize::from(voted == declared);
+                    gain.relaxed_wrongly += usize::from(voted == hint.relaxed_value() && declared != voted);
                 }
             }
         }
@@ -89,7 +96,7 @@ pub(crate) fn print_convention(entries: &[&Scored]) {
         let backed = ratio(gain.backed_right, gain.n);
         let difference = inference.zip(backed).map(|(inference, backed)| backed - inference);
         println!(
-            "{:<13} {:>5} {:>10} {:>10} {:>8} {:>9} {:>22}",
+            "{:<13} {:>5} {:>10} {:>10} {:>8} {:>9} {:>22} {:>16}",
             crate::eval_trust::short_name(hint),
             gain.n,
             show(inference),
@@ -101,6 +108,7 @@ pub(crate) fn print_convention(entries: &[&Scored]) {
                 show(ratio(gain.covered_inference_right, gain.covered)),
                 show(ratio(gain.covered_convention_right, gain.covered))
             ),
+            gain.relaxed_wrongly,
         );
     }
     println!();
