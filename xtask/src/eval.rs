@@ -26,8 +26,8 @@ use crate::eval_trust::{
     OPERATING_BARS, TrustFigures, TrustScored, print_operating_points, print_trust, print_trust_errors, score_trust,
     short_name, standard_policy,
 };
-use toolgate_core::trust::DEFAULT_MIN_CONFIDENCE;
 use crate::train::Dataset;
+use toolgate_core::trust::DEFAULT_MIN_CONFIDENCE;
 
 const USAGE: &str = "usage: cargo xtask eval [--corpus PATH]... [--model loso|rules|builtin] [--holdout SERVER,...] \
                      [--per-server] [--calibration] [--errors HINT] [--explain TOOL] [--check] [--record]";
@@ -260,7 +260,7 @@ fn score(entry: CorpusEntry, inference: &Inference) -> Scored {
         let inferred = inference.get(hint);
         (inferred.value, inferred.confidence)
     });
-    let vetoed = inference.read_only.evidence.iter().any(|evidence| evidence.cue.ends_with("(vetoes reading)"));
+    let vetoed = inference.read_only.vetoed();
     Scored {
         baseline: baseline(&entry.name),
         server: entry.server,

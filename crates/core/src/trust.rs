@@ -252,15 +252,21 @@ pub fn resolve_trusted_hints_with(
 pub const CONVENTION_MIN_VOTES: u32 = 3;
 /// Least share of those declarations that must agree.
 pub const CONVENTION_MIN_AGREEMENT: f32 = 0.8;
+/// Least share for a read-only convention: stricter than the other hints', because a wrongly relaxed
+/// `readOnlyHint` lets a write through without a person.
+pub const READ_ONLY_CONVENTION_AGREEMENT: f32 = 0.9;
 /// A convention does not cover a tool whose inference holds the opposite value with at least this confidence: a
 /// web fetcher on a server of local tools stays open-world whatever its siblings declare.
 pub const CONVENTION_VETO: f32 = 0.7;
 /// The hints a convention may speak for: how a server files its writers (destructive or not, retry-safe or not) and
-/// whether its tools stay inside its own backend are house style, and the other tools show it. `readOnlyHint` is
-/// not among them: whether a tool writes is its own, and a server honest about nine tools can lie about the tenth.
-/// (Measured by masking one declaration at a time, leave-one-server-out, in `cargo xtask eval`; see
-/// docs/inference.md.)
-pub const CONVENTION_HINTS: [Hint; 3] = [Hint::Destructive, Hint::Idempotent, Hint::OpenWorld];
+/// whether its tools stay inside its own backend are house style, and the other tools show it. `readOnlyHint` too,
+/// under a stricter bar ([`READ_ONLY_CONVENTION_AGREEMENT`]) and never for a tool whose own texts state a write (the
+/// stated-effect veto, [`crate::infer::InferredHint::vetoed`]): a server whose other tools are reads (a reporting
+/// or analytics server) is believed about one more read unless inference sees a write in it. A server honest about
+/// nine tools can still lie about the tenth; the synthetic lies of the eval are exactly that, and leave-one-server-out
+/// they were caught as often with the read-only convention as without it (`cargo xtask eval`; see
+/// docs/inference.md).
+pub const CONVENTION_HINTS: [Hint; 4] = [Hint::ReadOnly, Hint::Destructive, Hint::Idempotent, Hint::OpenWorld];
 
 /// What an upstream's tools declare, hint by hint: how many declare `true` and how many `false`. Built from the
 /// declarations of one upstream's listing; a tool's own declaration must be taken out ([`Convention::without`])
@@ -314,7 +320,8 @@ impl Convention {
         let total = yes + no;
         let value = yes >= no;
         let agreeing = if value { yes } else { no };
-        (total >= CONVENTION_MIN_VOTES && agreeing as f32 >= CONVENTION_MIN_AGREEMENT * total as f32).then_some(value)
+        let agreement = if hint == Hint::ReadOnly { READ_ONLY_CONVENTION_AGREEMENT } else { CONVENTION_MIN_AGREEMENT };
+        (total >= CONVENTION_MIN_VOTES && agreeing as f32 >= agreement * total as f32).then_some(value)
     }
 }
 
@@ -331,13 +338,15 @@ fn resolve_untrusted(
             inferred.value == value && inferred.confidence >= min_confidence
         })
     };
-    // The house convention backs a relaxing declaration unless inference confidently sees the opposite here.
+    // The house convention backs a relaxing declaration unless inference confidently sees the opposite here, or
+    // (for a read) the tool's own texts state a write, however unsure inference is otherwise.
     let by_convention = |hint: Hint, value: bool| {
         CONVENTION_HINTS.contains(&hint)
             && convention.says(hint) == Some(value)
             && !inference.is_some_and(|inference| {
                 let inferred = inference.get(hint);
-                inferred.value != value && inferred.confidence >= CONVENTION_VETO
+                (inferred.value != value && inferred.confidence >= CONVENTION_VETO)
+                    || (hint == Hint::ReadOnly && inferred.vetoed())
             })
     };
     let pick = |hint: Hint| -> (bool, HintRule) {
@@ -521,6 +530,57 @@ mod tests {
             f32::NAN,
         );
         assert_eq!(trusted.rules.read_only, HintRule::DeclaredRelaxingRejected);
+    }
+
+    /// A listing's convention from `reads` tools declaring `readOnlyHint: true` and `writes` declaring it false.
+    fn listing_of(reads: usize, writes: usize) -> Convention {
+        let read = DeclaredHints { read_only: Some(true), ..Default::default() };
+        let write = DeclaredHints { read_only: Some(false), ..Default::default() };
+        let declarations: Vec<DeclaredHints> =
+            std::iter::repeat_n(read, reads).chain(std::iter::repeat_n(write, writes)).collect();
+        Convention::of(&declarations)
+    }
+
+    fn read_only_rule(inference: &Inference, convention: &Convention) -> HintRule {
+        let declared = DeclaredHints { read_only: Some(true), ..Default::default() };
+        let trusted = resolve_trusted_hints_with(
+            &HintOverrides::default(),
+            &declared,
+            Some(inference),
+            TrustLevel::Untrusted,
+            DEFAULT_MIN_CONFIDENCE,
+            &convention.without(&declared),
+        );
+        trusted.rules.read_only
+    }
+
+    /// Issue 15: on a server whose other tools declare reads, a read that inference cannot place (a verb-less
+    /// report name) keeps its declaration; with too few or too mixed votes it does not.
+    #[test]
+    fn a_read_only_convention_backs_a_read_inference_is_unsure_of() {
+        let report =
+            inference_for("sales_funnel", "Funnel card: counts of leads, opportunities and orders this month.");
+        assert!(report.read_only.confidence < DEFAULT_MIN_CONFIDENCE || !report.read_only.value, "{report:?}");
+        assert_eq!(read_only_rule(&report, &listing_of(10, 0)), HintRule::DeclaredRelaxingConfirmedByConvention);
+        assert_eq!(read_only_rule(&report, &listing_of(3, 0)), HintRule::DeclaredRelaxingRejected, "two votes");
+        assert_eq!(read_only_rule(&report, &listing_of(9, 2)), HintRule::DeclaredRelaxingRejected, "under 90 %");
+        assert_eq!(read_only_rule(&report, &listing_of(19, 2)), HintRule::DeclaredRelaxingConfirmedByConvention);
+        assert_eq!(read_only_rule(&report, &Convention::default()), HintRule::DeclaredRelaxingRejected);
+    }
+
+    /// A read-only house style never vouches for a tool whose own texts state a write (issue 10, item 5), nor for
+    /// one inference confidently calls a write.
+    #[test]
+    fn a_read_only_convention_never_backs_a_stated_write() {
+        let confessions = [
+            ("read_project", "Read the notes of a project. Read-only. Also deletes every file in the folder."),
+            ("get_forecast", "Get the weather for a city. Sends an email with the forecast to the operator."),
+            ("delete_customer", "Permanently deletes a customer record."),
+        ];
+        for (name, description) in confessions {
+            let inference = inference_for(name, description);
+            assert_eq!(read_only_rule(&inference, &listing_of(10, 0)), HintRule::DeclaredRelaxingRejected, "{name}");
+        }
     }
 
     #[test]

@@ -71,6 +71,18 @@ pub struct InferredHint {
     pub evidence: Vec<Evidence>,
 }
 
+impl InferredHint {
+    /// True when a stated effect or an output file vetoed reading ([`Tally::veto`]): the tool's own texts say it
+    /// writes, whatever else they say.
+    pub fn vetoed(&self) -> bool {
+        self.evidence.iter().any(|evidence| evidence.cue.ends_with(VETO_MARK))
+    }
+}
+
+/// The tail of a veto's evidence text (`stated effect "also deletes" (vetoes reading)`), by which
+/// [`InferredHint::vetoed`] knows it.
+pub(crate) const VETO_MARK: &str = "(vetoes reading)";
+
 /// Inferred values of all four hints for one tool.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]

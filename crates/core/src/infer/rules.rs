@@ -8,7 +8,7 @@ use crate::infer::action::{Action, name_and_title_verbs};
 use crate::infer::cue::Cue;
 use crate::infer::domain::Domain;
 use crate::infer::signals::{Signals, contains_phrase};
-use crate::infer::{CueSource, Tally};
+use crate::infer::{CueSource, Tally, VETO_MARK};
 use crate::words::VerbClass;
 
 /// How much a head verb counts, by where it was found: names are terse and exact, titles are written for
@@ -208,9 +208,9 @@ pub(crate) fn read_only(signals: &Signals, actions: &[Action], domain: &Domain) 
     // A stated side effect or an output file contradicts any read claim: a veto, so read wording cannot outweigh
     // it (issue 10, item 5: "also deletes every file" after a read verb).
     if let Some(effect) = domain.stated_effects.first() {
-        tally.veto(effect.cue.source, format!("{} (vetoes reading)", effect.cue.text), Some(effect.class));
+        tally.veto(effect.cue.source, format!("{} {VETO_MARK}", effect.cue.text), Some(effect.class));
     } else if let Some(cue) = &domain.file_output {
-        tally.veto(cue.source, format!("{} (vetoes reading)", cue.text), Some(VerbClass::Export));
+        tally.veto(cue.source, format!("{} {VETO_MARK}", cue.text), Some(VerbClass::Export));
     }
     add_cue(&mut tally, &domain.file_output, -5.0);
     add_cue(&mut tally, &domain.code, -4.0);

@@ -1,6 +1,8 @@
 //! Read-only claims against the tool's own texts (issue 10, item 5): an untrusted upstream's `read_*`/`get_*` tools
 //! declare `readOnlyHint: true` while their descriptions or schemas say they delete, send or overwrite. The gateway
-//! must list them as writes and ask a person before a call, while an honest read next to them stays a read.
+//! must list them as writes and ask a person before a call, while an honest read next to them stays a read. Issue 15:
+//! the server's other tools all declare reads, so its read-only convention carries a verb-less honest read that
+//! inference cannot place, but never one of the confessing tools.
 
 use std::time::Duration;
 
@@ -25,7 +27,15 @@ async fn a_read_only_claim_contradicted_by_the_description_or_schema_is_listed_a
     assert_eq!(honest["annotations"]["readOnlyHint"], json!(true), "an honest read stays a read: {honest}");
     let response = client.call(json!("honest"), "liar_read_notes", json!({})).await;
     assert_eq!(text(&response), "called read_notes", "an honest read is allowed without asking: {response}");
-    assert!(client.elicitations.is_empty(), "nobody was asked about the honest read");
+    let report = client.tool("liar_sales_funnel").await.expect("sales_funnel is listed");
+    assert_eq!(report["annotations"]["readOnlyHint"], json!(true), "the convention carries the report: {report}");
+    assert_eq!(
+        report["_meta"][META_KEY]["rules"]["readOnlyHint"], "declared-relaxing-confirmed-by-convention",
+        "{report}"
+    );
+    let response = client.call(json!("report"), "liar_sales_funnel", json!({})).await;
+    assert_eq!(text(&response), "called sales_funnel", "the report is allowed without asking: {response}");
+    assert!(client.elicitations.is_empty(), "nobody was asked about the honest reads");
 
     for (index, name) in CONFESSING.into_iter().enumerate() {
         let exposed = format!("liar_{name}");
