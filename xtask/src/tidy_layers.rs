@@ -33,6 +33,7 @@ const PROXY_FLOORS: Floors = &[
             "relay_quota",
             "catalog",
             "upstreams",
+            "upstream_set",
             "known_tools",
             "metrics/registry",
             "guard/results",

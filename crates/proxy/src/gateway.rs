@@ -1,4 +1,5 @@
-//! The gateway's facade: build it, start it, ask its status, reload its policy, open sessions on it, shut it down.
+//! The gateway's facade: build it, start it, ask its status, reload its policy and its upstreams, open sessions on
+//! it, shut it down.
 //!
 //! [`Gateway`] implements [`SessionFactory`], so any downstream transport can serve it. It owns no transport and
 //! parses no config. What it holds is [`crate::state::shared::Shared`]; upstream lifecycles run in one task per
@@ -19,11 +20,13 @@ use toolgate_upstream::ListKind;
 use crate::guard::waiting::lapse_all;
 use crate::intake::GatewaySession;
 use crate::lifecycle::catalog::republish_inventory;
-use crate::lifecycle::run::{run_upstream, watch_quarantine};
+use crate::lifecycle::reload::{apply_upstreams, start_upstream};
+use crate::lifecycle::run::watch_quarantine;
 use crate::session::{Caller, ClientBound, ClientSession, SessionFactory, TransportKind};
 use crate::state::approvals::ApprovalDirections;
 use crate::state::session::SessionShared;
 use crate::state::shared::Shared;
+use crate::upstream_set::UpstreamChange;
 use crate::upstreams::UpstreamStatus;
 
 /// The running gateway (cheap to clone).
@@ -95,12 +98,21 @@ impl Gateway {
     /// Starts every upstream in parallel (one task each), and the watch that releases quarantined tools once a
     /// person approves them (`toolgate pins approve` writes to the store from another process).
     pub fn start(&self) {
-        for index in 0..self.shared.upstreams.len() {
-            tokio::spawn(run_upstream(Arc::clone(&self.shared), index));
+        for runtime in self.shared.upstreams.all().iter() {
+            start_upstream(&self.shared, runtime);
         }
         if self.shared.store.is_some() {
             tokio::spawn(watch_quarantine(Arc::clone(&self.shared)));
         }
+    }
+
+    /// Makes the running upstreams those of `upstreams` (a config reload): each removed one is stopped (its tools
+    /// gone from the catalog first, approvals waiting on them lapsed, calls in flight answered with an error, its
+    /// process ended), each changed one is stopped and started again with its new settings, each added one is
+    /// started; clients are told to re-list. Returns the changes applied; an unchanged upstream keeps running
+    /// untouched. Reload the policy first, so a new upstream's tools are never decided by the old rules.
+    pub async fn reload_upstreams(&self, upstreams: &[toolgate_spec::UpstreamSpec]) -> Vec<UpstreamChange> {
+        apply_upstreams(&self.shared, upstreams).await
     }
 
     /// Waits until every upstream has either connected or failed once, at most `timeout`.
@@ -117,6 +129,7 @@ impl Gateway {
             upstreams: self
                 .shared
                 .upstreams
+                .live()
                 .iter()
                 .map(|runtime| NamedStatus { name: runtime.spec.name.clone(), status: runtime.status() })
                 .collect(),
@@ -135,9 +148,8 @@ impl Gateway {
         for session in self.shared.sessions() {
             session.close();
         }
-        let closing = self
-            .shared
-            .upstreams
+        let upstreams = self.shared.upstreams.all();
+        let closing = upstreams
             .iter()
             .filter_map(|runtime| runtime.connection())
             .map(|connection| tokio::spawn(async move { connection.close().await }));

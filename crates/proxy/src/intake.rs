@@ -125,7 +125,7 @@ impl GatewaySession {
                 }
             }
             "notifications/roots/list_changed" => {
-                for runtime in &self.gateway.upstreams {
+                for runtime in self.gateway.upstreams.live() {
                     if let Some(connection) = runtime.connection() {
                         tokio::spawn(async move {
                             let _ = connection.notify("notifications/roots/list_changed", None).await;

@@ -28,7 +28,10 @@ use crate::session::Caller;
 
 /// What one inventory is computed from: a catalog and the checked listings it was built from.
 pub(crate) struct InventoryInputs {
+    /// Every upstream slot's spec, by index (a withdrawn one's listing is `None`).
     pub(crate) specs: Vec<UpstreamSpec>,
+    /// The upstreams in service: the inventory keeps only theirs.
+    pub(crate) configured: Vec<String>,
     pub(crate) listings: Vec<Option<Arc<CheckedListing>>>,
     pub(crate) catalog: Arc<Catalog>,
     /// The policy in force.
@@ -68,7 +71,7 @@ impl InventoryPublisher {
                     tracing::warn!(%upstream, %error, "the tool inventory could not be written; the console may be stale");
                 }
             }
-            let configured: Vec<&str> = inputs.specs.iter().map(|spec| spec.name.as_str()).collect();
+            let configured: Vec<&str> = inputs.configured.iter().map(String::as_str).collect();
             if let Err(error) = store.retain_inventory(&configured).await {
                 tracing::warn!(%error, "upstreams removed from the config could not be dropped from the tool inventory");
             }
@@ -258,7 +261,8 @@ mod tests {
             Caller { name: "ops".into(), scopes: vec!["admin".into()] },
             Caller { name: "agent".into(), scopes: Vec::new() },
         ];
-        let upstreams = inventory(&InventoryInputs { specs, listings, catalog, policy, identities });
+        let configured = specs.iter().map(|spec| spec.name.clone()).collect();
+        let upstreams = inventory(&InventoryInputs { specs, configured, listings, catalog, policy, identities });
 
         let names: Vec<&str> = upstreams.iter().map(|(name, _)| name.as_str()).collect();
         assert_eq!(names, ["notes", "files"], "an upstream that is down is not rewritten");

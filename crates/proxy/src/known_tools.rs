@@ -11,7 +11,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use crate::catalog::{Catalog, CheckedListing, ExposedTool};
-use crate::upstreams::{UpstreamRuntime, UpstreamStatus};
+use crate::upstream_set::UpstreamSet;
+use crate::upstreams::UpstreamStatus;
 
 /// Per upstream index, its last listed tools by exposed name.
 #[derive(Default)]
@@ -44,15 +45,16 @@ impl KnownTools {
 
     /// The last listed tool exposed as `name` whose upstream is down now, with the reconnect attempt its upstream
     /// is on (the status's failed attempts in a row: 1 right after a disconnect).
-    pub(crate) fn reconnecting(
-        &self,
-        name: &str,
-        upstreams: &[Arc<UpstreamRuntime>],
-    ) -> Option<(Arc<ExposedTool>, u32)> {
+    pub(crate) fn reconnecting(&self, name: &str, upstreams: &UpstreamSet) -> Option<(Arc<ExposedTool>, u32)> {
         let known = self.by_upstream.read().ok()?;
         known.iter().enumerate().find_map(|(index, tools)| {
             let tool = tools.get(name)?;
-            match upstreams.get(index)?.status() {
+            let runtime = upstreams.get(index)?;
+            // A config reload removed or replaced it: its tools are unknown, not coming back.
+            if runtime.is_withdrawn() {
+                return None;
+            }
+            match runtime.status() {
                 UpstreamStatus::Down { attempts, .. } => Some((Arc::clone(tool), attempts)),
                 UpstreamStatus::Starting | UpstreamStatus::Ready { .. } => None,
             }
@@ -86,8 +88,9 @@ mod tests {
             Arc::new(Catalog::build_with(&shared.spec.upstreams, listings, &Default::default()))
         };
         // Both listed: `b`'s tool is known.
-        shared.upstreams[0].replace_listing(Arc::clone(&a));
-        shared.upstreams[1].replace_listing(Arc::clone(&b));
+        let upstreams = shared.upstreams.all();
+        upstreams[0].replace_listing(Arc::clone(&a));
+        upstreams[1].replace_listing(Arc::clone(&b));
         let both = build(&[Some(Arc::clone(&a)), Some(Arc::clone(&b))]);
         let write = both.tools().iter().find(|tool| tool.upstream == 1).map(|tool| tool.exposed_name.clone());
         let number = shared.next_rebuild();
@@ -98,11 +101,14 @@ mod tests {
         let without_b = build(&[Some(Arc::clone(&a)), None]);
         assert!(shared.install_catalog(older, &without_b, &[Some(Arc::clone(&a)), None]));
         // `b` goes down again before its own rebuild installs: a call of its tool is "reconnecting", not unknown.
-        shared.upstreams[1].mark_down("gone".into(), 1);
+        upstreams[1].mark_down("gone".into(), 1);
         let name = write.ok_or("`b`'s tool is listed")?;
         let known =
             shared.known_tools.reconnecting(&name, &shared.upstreams).map(|(tool, _)| tool.exposed_name.clone());
-        assert_eq!(known, Some(name), "`b`'s last listed tool is still known");
+        assert_eq!(known, Some(name.clone()), "`b`'s last listed tool is still known");
+        // A reload withdraws `b`: its tool is unknown from then on, never "reconnecting".
+        assert!(upstreams[1].withdraw("removed by a config reload".into()));
+        assert!(shared.known_tools.reconnecting(&name, &shared.upstreams).is_none());
         Ok(())
     }
 }

@@ -28,11 +28,13 @@ mod resource_index;
 pub mod session;
 mod state;
 mod upstream_events;
+pub mod upstream_set;
 pub mod upstreams;
 pub mod uri_template;
 
 pub use gateway::{Gateway, GatewayError, GatewayStatus, NamedStatus};
 pub use state::approvals::ApprovalDirections;
+pub use upstream_set::{UpstreamChange, diff_upstreams};
 
 /// An upstream that is never started (`true` over stdio), for the unit tests of the code that lists, exposes and
 /// selects its tools.

@@ -75,6 +75,7 @@ fn initialize_result(gateway: &Shared, session: &SessionShared, params: &Value) 
     });
     let instructions: Vec<String> = gateway
         .upstreams
+        .live()
         .iter()
         .filter_map(|runtime| {
             runtime.connection()?;
@@ -325,7 +326,7 @@ async fn complete(
 }
 
 async fn set_log_level(gateway: &Arc<Shared>, id: &Value, params: Value) -> Value {
-    for runtime in &gateway.upstreams {
+    for runtime in gateway.upstreams.live() {
         let Some(connection) = runtime.connection() else { continue };
         if connection.initialize_outcome().capabilities.get("logging").is_none() {
             continue;

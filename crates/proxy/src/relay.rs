@@ -44,7 +44,7 @@ pub(crate) async fn forward(
             Some(relay_response(id, response))
         }
         Err(error) => {
-            let name = gateway.upstreams.get(upstream).map(|runtime| runtime.spec.name.as_str()).unwrap_or_default();
+            let name = gateway.upstreams.name(upstream);
             Some(jsonrpc::error_response(id, codes::INTERNAL_ERROR, &format!("upstream `{name}` failed: {error}")))
         }
     }
@@ -72,6 +72,9 @@ pub(crate) async fn send_upstream(
         return Some(Err(UpstreamError::InvalidEndpoint("internal error: unknown upstream".into())));
     };
     let Some(connection) = runtime.connection() else {
+        if let Some(why) = runtime.withdrawn() {
+            return Some(Err(UpstreamError::Withdrawn(why)));
+        }
         let reason = match runtime.status() {
             crate::upstreams::UpstreamStatus::Down { reason, .. } => reason,
             _ => "still starting".to_owned(),
@@ -115,13 +118,23 @@ pub(crate) async fn send_upstream(
             connection.cancel_soon(upstream_id, "the client cancelled the request or closed its session");
             None
         }
+        // A reload took the upstream out of service: the caller is answered now, not when its connection is gone.
+        () = runtime.withdrawal.cancelled() => {
+            connection.cancel_soon(upstream_id, "toolgate: the upstream was taken out of service by a config reload");
+            Some(Err(UpstreamError::Withdrawn(runtime.withdrawn().unwrap_or_default())))
+        }
         response = connection.wait(pending, deadline.saturating_duration_since(Instant::now())) => Some(response),
     };
     match outcome? {
         Ok(response) => Some(Ok(response)),
         // Cancelled on the client's behalf: no answer goes back.
         Err(UpstreamError::Cancelled) => None,
-        Err(error) => Some(Err(error)),
+        // The connection ended because a reload took the upstream out of service: say that, and not as a transport
+        // failure, which a retry would send to whatever replaced it.
+        Err(error) => match runtime.withdrawn() {
+            Some(why) => Some(Err(UpstreamError::Withdrawn(why))),
+            None => Some(Err(error)),
+        },
     }
 }
 

@@ -107,7 +107,7 @@ fn route_log(gateway: &Arc<Shared>, upstream: usize, mut message: Value, related
         None => {
             // No request can be named for sure: it is the operator's, never a client's. Escaped (controls, bidi and
             // invisible characters) and bounded, so the line can neither forge other log lines nor fill the log.
-            let name = gateway.upstreams.get(upstream).map(|runtime| runtime.spec.name.as_str()).unwrap_or_default();
+            let name = gateway.upstreams.name(upstream);
             let params = message.get("params").map(|params| json_text(params, OPERATOR_LOG_CHARS)).unwrap_or_default();
             tracing::info!(
                 target: "toolgate::upstream::log",
@@ -159,10 +159,10 @@ pub(crate) fn on_request(
     strip_foreign_meta(&mut message);
     let mut params = message.get("params").cloned().map(|params| limit_sampling_context(&method, params));
     if method == "elicitation/create"
-        && let Some(asker) = gateway.spec.upstreams.get(upstream)
+        && let Some(asker) = gateway.upstreams.get(upstream)
     {
         // Labelled with the upstream that asks, so it cannot pass for toolgate's own question.
-        params = params.map(|question| crate::guard::confirm::label_relayed_question(question, &asker.name));
+        params = params.map(|question| crate::guard::confirm::label_relayed_question(question, &asker.spec.name));
     }
     let relay = match method.as_str() {
         "ping" => Err(Reply::Result(json!({}))),
@@ -195,8 +195,8 @@ pub(crate) fn on_request(
     // A place per relayed request, per session and per upstream: past either bound the upstream is refused.
     let relay = relay.and_then(|(session, client_request_id, open_world)| {
         let slot = gateway.relay_quota.take(&session.id, upstream).map_err(|(refusal, limit)| {
-            let name = gateway.upstreams.get(upstream).map(|runtime| runtime.spec.name.as_str()).unwrap_or_default();
-            gateway.metrics.count_relay_refused(name, refusal.label());
+            let name = gateway.upstreams.name(upstream);
+            gateway.metrics.count_relay_refused(&name, refusal.label());
             let text = format!(
                 "toolgate refused this {method}: {limit} requests are already waiting for clients' answers, the \
                  limit of limits.{}",

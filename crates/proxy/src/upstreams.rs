@@ -12,6 +12,8 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 use toolgate_spec::{Limits, UpstreamSpec};
 use toolgate_upstream::{ConnectOptions, Connection, EventSink, ListKind, UpstreamError};
 
@@ -63,23 +65,86 @@ pub struct UpstreamRuntime {
     state: RwLock<State>,
     /// What its run task is asked to re-list or re-check.
     pub(crate) requests: ListingRequests,
+    /// Stops its run task (cancelled when the gateway stops, or when a config reload withdraws it).
+    pub(crate) stop: CancellationToken,
+    /// Cancelled when a config reload withdraws it: requests waiting for its answers stop waiting at once.
+    pub(crate) withdrawal: CancellationToken,
+    /// Its run task, once started: awaited when it is withdrawn, so its process is gone when the reload is done.
+    task: Mutex<Option<JoinHandle<()>>>,
 }
 
 struct State {
     connection: Option<Arc<Connection>>,
     listing: Option<Arc<CheckedListing>>,
     status: UpstreamStatus,
+    /// Why a config reload took it out of service, for good: nothing is published for it again.
+    withdrawn: Option<String>,
 }
 
 impl UpstreamRuntime {
-    /// A runtime that has not connected yet.
+    /// A runtime that has not connected yet, stopped only by [`UpstreamRuntime::stop_and_wait`].
     pub fn new(index: usize, spec: UpstreamSpec) -> UpstreamRuntime {
+        UpstreamRuntime::under(index, spec, &CancellationToken::new())
+    }
+
+    /// A runtime that has not connected yet, stopped also when `parent` is cancelled (the gateway stops).
+    pub(crate) fn under(index: usize, spec: UpstreamSpec, parent: &CancellationToken) -> UpstreamRuntime {
         UpstreamRuntime {
             index,
             spec,
-            state: RwLock::new(State { connection: None, listing: None, status: UpstreamStatus::Starting }),
+            state: RwLock::new(State {
+                connection: None,
+                listing: None,
+                status: UpstreamStatus::Starting,
+                withdrawn: None,
+            }),
             requests: ListingRequests::default(),
+            stop: parent.child_token(),
+            withdrawal: CancellationToken::new(),
+            task: Mutex::new(None),
         }
+    }
+
+    /// Remembers its run task, for [`UpstreamRuntime::stop_and_wait`].
+    pub(crate) fn set_task(&self, task: JoinHandle<()>) {
+        if let Ok(mut slot) = self.task.lock() {
+            *slot = Some(task);
+        }
+    }
+
+    /// Stops its run task and waits until it has ended (its connection closed, a child process reaped).
+    pub(crate) async fn stop_and_wait(&self) {
+        self.stop.cancel();
+        let task = self.task.lock().ok().and_then(|mut task| task.take());
+        if let Some(task) = task {
+            let _ = task.await;
+        }
+    }
+
+    /// Takes it out of service for good (a config reload removed or replaced it): the connection and listing are
+    /// dropped at once, so the next catalog has none of its tools and no call finds a connection to it, and nothing
+    /// its run task publishes afterwards counts. Says whether it was in service.
+    pub(crate) fn withdraw(&self, why: String) -> bool {
+        let Ok(mut state) = self.state.write() else { return false };
+        if state.withdrawn.is_some() {
+            return false;
+        }
+        state.connection = None;
+        state.listing = None;
+        state.status = UpstreamStatus::Down { reason: why.clone(), attempts: 0 };
+        state.withdrawn = Some(why);
+        self.withdrawal.cancel();
+        true
+    }
+
+    /// Why a config reload took it out of service, if it did.
+    pub(crate) fn withdrawn(&self) -> Option<String> {
+        self.state.read().ok().and_then(|state| state.withdrawn.clone())
+    }
+
+    /// Whether a config reload took it out of service.
+    pub(crate) fn is_withdrawn(&self) -> bool {
+        self.state.read().map(|state| state.withdrawn.is_some()).unwrap_or(true)
     }
 
     /// The live connection, when ready.
@@ -106,7 +171,9 @@ impl UpstreamRuntime {
     /// left as it was: the run task rebuilds the catalog from this listing first and only then says ready
     /// ([`UpstreamRuntime::mark_ready`]), so whoever sees `Ready` finds the upstream's tools in the catalog.
     pub(crate) fn publish(&self, connection: Arc<Connection>, listing: Arc<CheckedListing>) {
-        if let Ok(mut state) = self.state.write() {
+        if let Ok(mut state) = self.state.write()
+            && state.withdrawn.is_none()
+        {
             state.connection = Some(connection);
             state.listing = Some(listing);
         }
@@ -115,6 +182,7 @@ impl UpstreamRuntime {
     /// Says ready, for the connection and listing [`UpstreamRuntime::publish`] stored (nothing when there is none).
     pub(crate) fn mark_ready(&self) {
         let Ok(mut state) = self.state.write() else { return };
+        // A withdrawn upstream has neither.
         let (Some(connection), Some(listing)) = (&state.connection, &state.listing) else { return };
         let outcome = connection.initialize_outcome();
         let server = format!(
@@ -134,7 +202,9 @@ impl UpstreamRuntime {
 
     /// Replaces the listing after a re-listing or a re-check, keeping the connection (the run task's only).
     pub(crate) fn replace_listing(&self, listing: Arc<CheckedListing>) {
-        if let Ok(mut state) = self.state.write() {
+        if let Ok(mut state) = self.state.write()
+            && state.withdrawn.is_none()
+        {
             if let UpstreamStatus::Ready { tools, warning, .. } = &mut state.status {
                 *tools = listing.listing.tools.len();
                 *warning = dropped_warning(&listing);
@@ -174,7 +244,9 @@ impl UpstreamRuntime {
 
     /// Marks the upstream down.
     pub fn mark_down(&self, reason: String, attempts: u32) {
-        if let Ok(mut state) = self.state.write() {
+        if let Ok(mut state) = self.state.write()
+            && state.withdrawn.is_none()
+        {
             state.connection = None;
             state.listing = None;
             state.status = UpstreamStatus::Down { reason, attempts };

@@ -96,6 +96,10 @@ pub enum UpstreamError {
         /// The limit that was reached.
         limit: usize,
     },
+    /// The gateway took the upstream out of service (a config reload removed it or restarted it with other
+    /// settings) before or while the request waited; it is not retried against whatever replaced it.
+    #[error("{0}")]
+    Withdrawn(String),
     /// The request could not even be queued for sending within its time: the server is not reading what it is
     /// sent (a stopped or hung process). It was never sent.
     #[error("`{method}` could not be sent within {}: the server is not reading its input", format_duration(*after))]
@@ -114,7 +118,9 @@ impl UpstreamError {
             UpstreamError::Spawn { .. } | UpstreamError::Connect { .. } | UpstreamError::HttpStatus { .. } => {
                 FaultSide::Transport
             }
-            UpstreamError::InvalidEndpoint(_) | UpstreamError::Cancelled => FaultSide::Local,
+            UpstreamError::InvalidEndpoint(_) | UpstreamError::Cancelled | UpstreamError::Withdrawn(_) => {
+                FaultSide::Local
+            }
             UpstreamError::Closed { .. }
             | UpstreamError::Timeout { .. }
             | UpstreamError::Saturated { .. }

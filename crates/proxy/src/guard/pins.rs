@@ -44,7 +44,8 @@ pub(crate) struct PinCheck {
 /// upstreams that are not pinned. Fails closed: a tool whose pin cannot be read is not approved, and without a
 /// store no tool of a pinned upstream is.
 pub(crate) async fn check_pins(gateway: &Shared, index: usize, listing: &UpstreamListing) -> PinCheck {
-    let Some(spec) = gateway.spec.upstreams.get(index) else { return PinCheck::default() };
+    let Some(runtime) = gateway.upstreams.get(index) else { return PinCheck::default() };
+    let spec = &runtime.spec;
     if spec.trust.level != TrustLevel::Pinned {
         return PinCheck::default();
     }

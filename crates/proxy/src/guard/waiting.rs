@@ -119,6 +119,14 @@ pub(crate) async fn lapse_all(gateway: &Shared, why: &str) {
     }
 }
 
+/// Lapses every approval a call waits on for a tool of one of `upstreams`: a config reload took those upstreams out
+/// of service, so no decision could be used. The waiting call sees its approval lapsed and completes its row so.
+pub(crate) async fn lapse_for_upstreams(gateway: &Shared, upstreams: &[usize], why: &str) {
+    for call in gateway.waiting_approvals.take_for_upstreams(upstreams) {
+        lapse_now(gateway, &call.id, why).await;
+    }
+}
+
 async fn lapse_now(gateway: &Shared, id: &ApprovalId, why: &str) {
     let Some(store) = &gateway.store else { return };
     if let Err(error) = store.approvals().lapse(id, why).await {

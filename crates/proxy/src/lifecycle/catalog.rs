@@ -7,6 +7,8 @@
 
 use std::sync::Arc;
 
+use toolgate_spec::UpstreamSpec;
+
 use crate::catalog::{Catalog, CatalogContext, CheckedListing};
 use crate::inventory::InventoryInputs;
 use crate::state::shared::Shared;
@@ -19,9 +21,11 @@ use crate::state::shared::Shared;
 /// never replaces one built from newer ones.
 pub(crate) fn rebuild_catalog(gateway: &Shared) {
     let number = gateway.next_rebuild();
-    let listings: Vec<_> = gateway.upstreams.iter().map(|runtime| runtime.checked_listing()).collect();
-    let resource_servers: Vec<usize> = gateway
-        .upstreams
+    // Every slot, withdrawn ones (which have no listing) included, so a position is an index.
+    let upstreams = gateway.upstreams.all();
+    let specs: Vec<UpstreamSpec> = upstreams.iter().map(|runtime| runtime.spec.clone()).collect();
+    let listings: Vec<_> = upstreams.iter().map(|runtime| runtime.checked_listing()).collect();
+    let resource_servers: Vec<usize> = upstreams
         .iter()
         .filter(|runtime| {
             runtime.connection().is_some_and(|connection| {
@@ -31,22 +35,28 @@ pub(crate) fn rebuild_catalog(gateway: &Shared) {
         .map(|runtime| runtime.index)
         .collect();
     let context = CatalogContext { resource_servers, quarantine: gateway.spec.guardrails.pins.quarantine };
-    let catalog = Arc::new(Catalog::build_with(&gateway.spec.upstreams, &listings, &context));
+    let catalog = Arc::new(Catalog::build_with(&specs, &listings, &context));
     if !gateway.install_catalog(number, &catalog, &listings) {
         return;
     }
     for collision in &catalog.collisions {
         tracing::warn!("{collision}");
     }
-    publish_inventory(gateway, listings, catalog);
+    publish_inventory(gateway, specs, listings, catalog);
 }
 
 /// Hands the console's tool inventory of `catalog` to the store, in the background (with the policy in force, which
 /// says what each caller may do with each tool).
-fn publish_inventory(gateway: &Shared, listings: Vec<Option<Arc<CheckedListing>>>, catalog: Arc<Catalog>) {
+fn publish_inventory(
+    gateway: &Shared,
+    specs: Vec<UpstreamSpec>,
+    listings: Vec<Option<Arc<CheckedListing>>>,
+    catalog: Arc<Catalog>,
+) {
     let Some(store) = &gateway.store else { return };
     let inputs = InventoryInputs {
-        specs: gateway.spec.upstreams.clone(),
+        specs,
+        configured: gateway.upstreams.live().iter().map(|runtime| runtime.spec.name.clone()).collect(),
         listings,
         catalog,
         policy: gateway.policy(),
@@ -57,6 +67,8 @@ fn publish_inventory(gateway: &Shared, listings: Vec<Option<Arc<CheckedListing>>
 
 /// Rewrites the inventory from the current catalog (after the policy changed: who may do what changed too).
 pub(crate) fn republish_inventory(gateway: &Shared) {
-    let listings = gateway.upstreams.iter().map(|runtime| runtime.checked_listing()).collect();
-    publish_inventory(gateway, listings, gateway.catalog());
+    let upstreams = gateway.upstreams.all();
+    let specs = upstreams.iter().map(|runtime| runtime.spec.clone()).collect();
+    let listings = upstreams.iter().map(|runtime| runtime.checked_listing()).collect();
+    publish_inventory(gateway, specs, listings, gateway.catalog());
 }

@@ -56,8 +56,11 @@ impl EventSink for UpstreamSink {
 /// One upstream's life: connect, list, check, publish, serve re-listing requests, and reconnect with backoff when
 /// the connection ends. The backoff starts again only after a connection that stayed up
 /// ([`attempts_after_disconnect`]), so a crash loop slows down.
-pub(crate) async fn run_upstream(gateway: Arc<Shared>, index: usize) {
-    let Some(runtime) = gateway.upstreams.get(index).cloned() else { return };
+///
+/// It stops when the gateway does or when a config reload withdraws the upstream (`runtime.stop`, a child of the
+/// gateway's shutdown), closing the connection it holds before it ends.
+pub(crate) async fn run_upstream(gateway: Arc<Shared>, runtime: Arc<UpstreamRuntime>) {
+    let index = runtime.index;
     let mut attempts: u32 = 0;
     let mut settled = false;
     let mut trigger = ListingTrigger::Start;
@@ -70,7 +73,7 @@ pub(crate) async fn run_upstream(gateway: Arc<Shared>, index: usize) {
         runtime.requests.clear();
         let limits = &gateway.spec.limits;
         let connected = tokio::select! {
-            () = gateway.shutdown.cancelled() => return,
+            () = runtime.stop.cancelled() => return,
             connected = runtime.connect(limits, sink) => connected,
         };
         match connected {
@@ -115,7 +118,7 @@ pub(crate) async fn run_upstream(gateway: Arc<Shared>, index: usize) {
             }
         }
         tokio::select! {
-            () = gateway.shutdown.cancelled() => return,
+            () = runtime.stop.cancelled() => return,
             () = tokio::time::sleep(backoff(attempts)) => {}
         }
     }
@@ -135,12 +138,12 @@ async fn serve_requests(
     let mut failures: u32 = 0;
     loop {
         let requested = tokio::select! {
-            () = gateway.shutdown.cancelled() => return None,
+            () = runtime.stop.cancelled() => return None,
             reason = &mut *ended => return stopped(reason),
             requested = runtime.requests.next() => requested,
         };
         let served = tokio::select! {
-            () = gateway.shutdown.cancelled() => return None,
+            () = runtime.stop.cancelled() => return None,
             reason = &mut *ended => return stopped(reason),
             served = serve(gateway, runtime, connection, requested) => served,
         };
@@ -151,7 +154,7 @@ async fn serve_requests(
                 gateway.metrics.count_relist_failure(&runtime.spec.name);
                 // Asked again after the wait; whatever the upstream announces meanwhile joins the same attempt.
                 tokio::select! {
-                    () = gateway.shutdown.cancelled() => return None,
+                    () = runtime.stop.cancelled() => return None,
                     reason = &mut *ended => return stopped(reason),
                     () = tokio::time::sleep(backoff(failures)) => runtime.requests.again(requested),
                 }
@@ -242,7 +245,7 @@ pub(crate) async fn watch_quarantine(gateway: Arc<Shared>) {
             () = gateway.shutdown.cancelled() => return,
             () = tokio::time::sleep(QUARANTINE_POLL) => {}
         }
-        for runtime in &gateway.upstreams {
+        for runtime in gateway.upstreams.live() {
             let waiting = |checked: &CheckedListing| {
                 !checked.quarantined_names().is_empty() || !checked.held_content().is_empty()
             };

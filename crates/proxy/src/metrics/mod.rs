@@ -27,7 +27,7 @@ impl Gateway {
     pub async fn render_metrics(&self) -> String {
         let shared = &self.shared;
         let queued: usize = shared.sessions().iter().map(|session| session.queued_bytes()).sum();
-        shared.metrics.render(&shared.upstreams, shared.store.as_ref(), queued).await
+        shared.metrics.render(&shared.upstreams.all(), shared.store.as_ref(), queued).await
     }
 }
 

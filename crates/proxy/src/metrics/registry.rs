@@ -6,7 +6,7 @@
 //! gauges (upstream health, pending approvals, audit queue) are read when the exporter renders, so calls pay nothing
 //! for them.
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use metrics::{Counter, Histogram, Key, Label, Metadata, Recorder};
@@ -133,12 +133,17 @@ fn verdict_label(verdict: Verdict) -> &'static str {
 pub(crate) struct GatewayMetrics {
     recorder: PrometheusRecorder,
     handle: PrometheusHandle,
-    /// Per upstream index, the latency histogram.
-    latency: Vec<Histogram>,
-    /// Per upstream index, refusals for saturation and ended connections (registered up front, so they read 0
-    /// before anything happened rather than being absent).
-    saturated: Vec<Counter>,
-    disconnects: Vec<Counter>,
+    /// Per upstream index, the latency histogram and the refusals for saturation and ended connections
+    /// (registered up front, so they read 0 before anything happened rather than being absent; an upstream a
+    /// reload adds gets its own at the next index).
+    per_upstream: RwLock<Vec<UpstreamHandles>>,
+}
+
+/// The hot path's handles of one upstream slot.
+struct UpstreamHandles {
+    latency: Histogram,
+    saturated: Counter,
+    disconnects: Counter,
 }
 
 impl GatewayMetrics {
@@ -152,31 +157,40 @@ impl GatewayMetrics {
         let recorder = builder.build_recorder();
         let handle = recorder.handle();
         describe(&recorder);
-        let names: Vec<&str> = upstreams.collect();
-        let key = |name: &'static str, upstream: &str| {
-            Key::from_parts(name, vec![Label::new("upstream", upstream.to_owned())])
+        let metrics = GatewayMetrics { recorder, handle, per_upstream: RwLock::new(Vec::new()) };
+        for name in upstreams {
+            metrics.add_upstream(name);
+        }
+        metrics
+    }
+
+    /// Registers the handles of the next upstream slot (a config reload added or restarted `name`).
+    pub(crate) fn add_upstream(&self, name: &str) {
+        let key = |metric: &'static str| Key::from_parts(metric, vec![Label::new("upstream", name.to_owned())]);
+        let handles = UpstreamHandles {
+            latency: self.recorder.register_histogram(&key(CALL_DURATION), &METADATA),
+            saturated: self.recorder.register_counter(&key(UPSTREAM_SATURATED), &METADATA),
+            disconnects: self.recorder.register_counter(&key(UPSTREAM_DISCONNECTS), &METADATA),
         };
-        let latency =
-            names.iter().map(|name| recorder.register_histogram(&key(CALL_DURATION, name), &METADATA)).collect();
-        let saturated =
-            names.iter().map(|name| recorder.register_counter(&key(UPSTREAM_SATURATED, name), &METADATA)).collect();
-        let disconnects =
-            names.iter().map(|name| recorder.register_counter(&key(UPSTREAM_DISCONNECTS, name), &METADATA)).collect();
-        GatewayMetrics { recorder, handle, latency, saturated, disconnects }
+        if let Ok(mut per_upstream) = self.per_upstream.write() {
+            per_upstream.push(handles);
+        }
+    }
+
+    fn with_upstream(&self, index: usize, record: impl FnOnce(&UpstreamHandles)) {
+        if let Some(handles) = self.per_upstream.read().ok().as_ref().and_then(|handles| handles.get(index)) {
+            record(handles);
+        }
     }
 
     /// Counts a request refused because upstream `index` had `max_in_flight` requests waiting.
     pub(crate) fn count_saturated(&self, index: usize) {
-        if let Some(counter) = self.saturated.get(index) {
-            counter.increment(1);
-        }
+        self.with_upstream(index, |handles| handles.saturated.increment(1));
     }
 
     /// Counts the end of upstream `index`'s connection after it was ready.
     pub(crate) fn count_disconnect(&self, index: usize) {
-        if let Some(counter) = self.disconnects.get(index) {
-            counter.increment(1);
-        }
+        self.with_upstream(index, |handles| handles.disconnects.increment(1));
     }
 
     /// Counts one tools/call, however it ended; one that reached no verdict (its name leads to no tool) has verdict
@@ -216,9 +230,7 @@ impl GatewayMetrics {
 
     /// Records how long upstream `index` took to answer a relayed call.
     pub(crate) fn observe_relay(&self, index: usize, elapsed: Duration) {
-        if let Some(histogram) = self.latency.get(index) {
-            histogram.record(elapsed.as_secs_f64());
-        }
+        self.with_upstream(index, |handles| handles.latency.record(elapsed.as_secs_f64()));
     }
 
     /// Counts an upstream request refused because `reason`'s bound on relayed requests was full.

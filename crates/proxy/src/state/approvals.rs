@@ -60,6 +60,17 @@ impl WaitingApprovals {
         }
     }
 
+    /// Takes every call still waiting on a tool of one of `upstreams` (a reload took them out of service).
+    pub(crate) fn take_for_upstreams(&self, upstreams: &[usize]) -> Vec<WaitingCall> {
+        let Ok(mut calls) = self.calls.lock() else { return Vec::new() };
+        let ids: Vec<String> = calls
+            .iter()
+            .filter(|(_, call)| upstreams.contains(&call.tool.upstream))
+            .map(|(id, _)| id.clone())
+            .collect();
+        ids.iter().filter_map(|id| calls.remove(id)).collect()
+    }
+
     /// Takes every call still waiting (the gateway is stopping and nothing will use their approvals).
     pub(crate) fn take_all(&self) -> Vec<WaitingCall> {
         self.calls.lock().map(|mut calls| calls.drain().map(|(_, call)| call).collect()).unwrap_or_default()

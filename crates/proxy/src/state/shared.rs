@@ -1,9 +1,10 @@
 //! [`Shared`]: everything one gateway's sessions, upstream tasks and transports share.
 //!
-//! Handles that are set once and never replaced (the spec, the upstream runtimes, the store, the metrics recorder,
-//! the quota counter, the shutdown token) are fields read as they are. What changes while the gateway runs (the
-//! catalog and its rebuild number, the policy, the open sessions, the route table) is reached only through the
-//! methods here, so whoever writes it is found in one place. Nothing here decides a call or talks to an upstream.
+//! Handles that are set once and never replaced (the spec as started, the store, the metrics recorder, the quota
+//! counter, the shutdown token) are fields read as they are. What changes while the gateway runs (the upstreams,
+//! which a config reload adds to and withdraws from, the catalog and its rebuild number, the policy, the open
+//! sessions, the route table) is reached only through methods, so whoever writes it is found in one place. The
+//! running upstreams' settings are their runtimes' (`upstreams`), never `spec.upstreams`, which is the start's. Nothing here decides a call or talks to an upstream.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,12 +27,14 @@ use crate::relay_quota::RelayQuota;
 use crate::state::approvals::{ApprovalDirections, WaitingApprovals};
 use crate::state::routes::RouteTable;
 use crate::state::session::SessionShared;
-use crate::upstreams::UpstreamRuntime;
+use crate::upstream_set::UpstreamSet;
 
 /// Everything shared by sessions, upstream tasks and transports.
 pub(crate) struct Shared {
+    /// The spec the gateway started with (its upstreams as they were at start: read `upstreams` for the running ones).
     pub(crate) spec: GatewaySpec,
-    pub(crate) upstreams: Vec<Arc<UpstreamRuntime>>,
+    /// Every upstream slot, by index (a reload appends and withdraws, never reuses an index).
+    pub(crate) upstreams: UpstreamSet,
     /// The catalog and the number of the rebuild that made it (see [`Shared::install_catalog`]).
     catalog: RwLock<(u64, Arc<Catalog>)>,
     /// The number of the next catalog rebuild.
@@ -65,12 +68,8 @@ pub(crate) struct Shared {
 impl Shared {
     /// The shared parts of a gateway for `spec` with `policy` compiled from it; nothing runs yet.
     pub(crate) fn new(spec: GatewaySpec, policy: CompiledPolicy, store: Option<Store>) -> Shared {
-        let upstreams = spec
-            .upstreams
-            .iter()
-            .enumerate()
-            .map(|(index, upstream)| Arc::new(UpstreamRuntime::new(index, upstream.clone())))
-            .collect();
+        let shutdown = CancellationToken::new();
+        let upstreams = UpstreamSet::new(&spec.upstreams, &shutdown);
         let (settled, _) = watch::channel(0);
         let metrics = GatewayMetrics::new(spec.upstreams.iter().map(|upstream| upstream.name.as_str()));
         let approval_quota = Arc::new(ApprovalQuota::new(&spec.limits));
@@ -85,7 +84,7 @@ impl Shared {
             rebuilds: AtomicU64::new(1),
             sessions: Mutex::new(HashMap::new()),
             routes: RouteTable::default(),
-            shutdown: CancellationToken::new(),
+            shutdown,
             settled,
             policy: RwLock::new(Arc::new(policy)),
             store,
