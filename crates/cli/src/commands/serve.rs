@@ -1,8 +1,7 @@
 //! `toolgate serve`: build a gateway spec from the command line (or the embedded defaults), start the upstreams,
 //! and serve clients on stdio or Streamable HTTP (after a wait of a few seconds at most for the upstreams) until
-//! stdin closes or a signal arrives. On SIGHUP the config file is read again: the policy and the console's users
-//! are replaced, each only if the new one is valid, and each upstream added, removed or changed in the file is named
-//! in a warning as needing a restart.
+//! stdin closes or a signal arrives. On SIGHUP the config file is read again and applied (`reload`): the policy,
+//! the upstreams the file adds, removes or changes, and the console's users; what needs a restart is named.
 //!
 //! The only commands spawned are the one given after `--` and, for the embedded defaults, toolgate's own
 //! `demo-server`.
@@ -21,6 +20,8 @@ use toolgate_web::{ConsoleHandle, ConsoleUser};
 
 use crate::Outcome;
 use crate::cli::{PolicyChoice, ServeArgs};
+
+mod reload;
 
 /// How long a start waits for the upstreams before it serves clients: long enough that upstreams which start quickly
 /// are in a client's first `tools/list`, short enough that one which never answers `initialize` holds nobody up
@@ -60,7 +61,7 @@ pub(crate) fn verify_manifests(spec: &mut GatewaySpec) -> Result<()> {
 }
 
 /// Runs a gateway for a spec until it is told to stop, publishing its status in the state directory, keeping its
-/// audit log, pins and approvals there, and reloading the policy and the console's users from `config` on SIGHUP.
+/// audit log, pins and approvals there, and applying `config` again on SIGHUP (`reload`).
 /// `console_users` may log in to the console with their own tokens until a reload replaces them.
 pub(crate) async fn serve_spec(
     mut spec: GatewaySpec,
@@ -68,6 +69,8 @@ pub(crate) async fn serve_spec(
     state: PathBuf,
     config: Option<PathBuf>,
 ) -> Result<Outcome> {
+    // What a reload compares the file with: the file's own limits, not the ones fitted to the open-files limit.
+    let started = spec.clone();
     size_from_descriptors(&mut spec);
     // Owner only: the state holds arguments, approvals and the audit trail.
     toolgate_store::create_state_dir(&state)
@@ -116,13 +119,8 @@ pub(crate) async fn serve_spec(
         None => None,
     };
     if let Some(path) = config {
-        let reload = Reload {
-            gateway: gateway.clone(),
-            upstreams: spec.upstreams.clone(),
-            console: console.clone(),
-            callers: spec.guardrails.callers.clone(),
-        };
-        tokio::spawn(reload_on_hangup(reload, path));
+        let reload = reload::Reload { gateway: gateway.clone(), started, console: console.clone() };
+        tokio::spawn(reload::reload_on_hangup(reload, path));
     }
     gateway.wait_settled(START_WAIT).await;
     for upstream in gateway.status().upstreams {
@@ -195,120 +193,6 @@ fn size_from_descriptors(spec: &mut GatewaySpec) {
         max_sessions_per_caller = limits.max_sessions_per_caller,
         "file descriptors sized"
     );
-}
-
-/// What a SIGHUP replaces, and the callers the console's users are checked against.
-struct Reload {
-    gateway: Gateway,
-    /// The upstreams running (a reload does not change them: each change is named as needing a restart).
-    upstreams: Vec<UpstreamSpec>,
-    /// The console, when there is an HTTP listener to serve it.
-    console: Option<ConsoleHandle>,
-    /// The running callers (a reload does not change them).
-    callers: Vec<CallerSpec>,
-}
-
-/// Reloads the policy and the console's users from the config file on SIGHUP; a file that does not load keeps both
-/// and says why, and an invalid policy or user list keeps the running one.
-async fn reload_on_hangup(reload: Reload, path: PathBuf) {
-    #[cfg(unix)]
-    {
-        let Ok(mut hangups) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else { return };
-        while hangups.recv().await.is_some() {
-            match toolgate_config::load_config_with_console(&path) {
-                Ok((spec, console)) => {
-                    for change in upstream_changes(&reload.upstreams, &spec.upstreams) {
-                        tracing::warn!(config = %path.display(), "{change}; restart toolgate to apply it");
-                    }
-                    match reload.gateway.reload_policy(&spec.guardrails.policy) {
-                        Ok(()) => {
-                            tracing::info!(config = %path.display(), "policy reloaded; clients were told to re-list")
-                        }
-                        Err(error) => {
-                            tracing::error!(%error, "the reloaded policy is invalid; keeping the running one")
-                        }
-                    }
-                    if let Some(handle) = &reload.console {
-                        reload_console_users(handle, console, &reload.callers);
-                    }
-                }
-                Err(error) => {
-                    tracing::error!("config reload failed; keeping the running policy and console users:\n{error}")
-                }
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = (reload, path);
-    }
-}
-
-/// Each difference between the running upstreams and a reloaded file's, in words, naming the upstream and what
-/// changed (never a value: a header or environment variable may hold a secret). A reload applies the policy and the
-/// console's users only; these need a restart.
-fn upstream_changes(running: &[UpstreamSpec], reloaded: &[UpstreamSpec]) -> Vec<String> {
-    let mut changes = Vec::new();
-    for new in reloaded {
-        let Some(old) = running.iter().find(|old| old.name == new.name) else {
-            changes.push(format!("upstream `{}` was added", new.name));
-            continue;
-        };
-        let fields: Vec<&str> = [
-            ("command, URL, headers or environment", old.endpoint != new.endpoint),
-            ("prefix", old.prefix != new.prefix),
-            ("tool overrides", old.overrides != new.overrides),
-            (
-                "timeouts",
-                (old.initialize_timeout, old.request_timeout) != (new.initialize_timeout, new.request_timeout),
-            ),
-            ("max_in_flight", old.max_in_flight != new.max_in_flight),
-            ("trust", old.trust != new.trust),
-        ]
-        .into_iter()
-        .filter_map(|(field, changed)| changed.then_some(field))
-        .collect();
-        if !fields.is_empty() {
-            changes.push(format!("upstream `{}` changed ({})", new.name, fields.join(", ")));
-        }
-    }
-    for old in running.iter().filter(|old| !reloaded.iter().any(|new| new.name == old.name)) {
-        changes.push(format!("upstream `{}` was removed (it keeps running)", old.name));
-    }
-    changes
-}
-
-/// Replaces the console's users with the reloaded ones. The config's own checks (unique names and tokens, no token
-/// of the file's callers) have passed; the running callers are checked here too, because a reload does not replace
-/// them: a token that calls tools must not also approve them, whatever the file says now.
-fn reload_console_users(handle: &ConsoleHandle, console: toolgate_config::ConsoleSpec, callers: &[CallerSpec]) {
-    let users = console_users(console);
-    if let Err(problem) = check_against_callers(&users, callers) {
-        tracing::error!("{problem}; keeping the running console users");
-        return;
-    }
-    let replaced = handle.replace_users(users);
-    tracing::info!(
-        added = ?replaced.added,
-        changed = ?replaced.changed,
-        removed = ?replaced.removed,
-        sessions_ended = replaced.sessions_ended,
-        "console users reloaded"
-    );
-}
-
-/// Refuses console users whose token is also a running caller's; the message names both, never the token.
-fn check_against_callers(users: &[ConsoleUser], callers: &[CallerSpec]) -> Result<(), String> {
-    for user in users {
-        if let Some(caller) = callers.iter().find(|caller| caller.token_sha256 == user.token_sha256) {
-            return Err(format!(
-                "console user \"{}\" has the same token as the running caller \"{}\" (callers change only with a \
-                 restart)",
-                user.name, caller.name
-            ));
-        }
-    }
-    Ok(())
 }
 
 fn flatten(outcome: Result<Result<()>, tokio::task::JoinError>) -> Result<()> {

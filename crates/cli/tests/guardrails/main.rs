@@ -18,6 +18,9 @@
 //!   from the checkpoint and over the exported files.
 //! - [`reload`]: SIGHUP reloads the policy (a newly hidden tool leaves the listing) and the console's users (an added
 //!   user logs in, a removed user's session ends); a broken file keeps the running policy and users.
+//! - [`reload_upstreams`]: SIGHUP applies the upstreams the file adds (tools appear, `list_changed`), removes (tools
+//!   unknown, calls in flight answered, waiting approvals lapsed, process gone) and changes (new arguments run), and
+//!   names a setting that needs a restart.
 //! - [`hostile_text`]: no command prints a raw control character from an upstream or a client; the pin review shows
 //!   an appended instruction whole; no log line is forged by a newline in a tool name.
 //! - [`start`]: an upstream that never answers `initialize` does not hold up the listener: a client is answered at
@@ -47,6 +50,7 @@ mod onboarding;
 mod one_truth;
 mod python;
 mod reload;
+mod reload_upstreams;
 mod retention;
 mod start;
 mod support;
