@@ -144,6 +144,7 @@ fn changed_fields(old: &UpstreamSpec, new: &UpstreamSpec) -> Vec<&'static str> {
         request_timeout,
         max_in_flight,
         trust,
+        sandbox,
     } = old;
     [
         ("command, URL, headers or environment", *endpoint != new.endpoint),
@@ -152,6 +153,7 @@ fn changed_fields(old: &UpstreamSpec, new: &UpstreamSpec) -> Vec<&'static str> {
         ("timeouts", (*initialize_timeout, *request_timeout) != (new.initialize_timeout, new.request_timeout)),
         ("max_in_flight", *max_in_flight != new.max_in_flight),
         ("trust", *trust != new.trust),
+        ("sandbox", *sandbox != new.sandbox),
     ]
     .into_iter()
     .filter_map(|(field, changed)| changed.then_some(field))

@@ -76,7 +76,9 @@ async fn apply(reload: &Reload, path: &Path) {
 /// and the file, in words. Every field is named in the destructuring below, so a new setting has to be sorted into
 /// applied or restart-only before this compiles.
 fn restart_only_changes(running: &GatewaySpec, reloaded: &GatewaySpec) -> Vec<&'static str> {
-    let GatewaySpec { upstreams: _, stdio, http, limits, guardrails, source: _ } = running;
+    // `sandbox` (toolgate's own files and ports, which no sandbox may reach) follows the listeners and the state
+    // directory, which do not change while serving: the gateway keeps the one it started with.
+    let GatewaySpec { upstreams: _, stdio, http, limits, guardrails, source: _, sandbox: _ } = running;
     let GuardrailSpec { policy: _, confirmation, pins, results, retries, audit, callers, selection } = guardrails;
     let new = &reloaded.guardrails;
     [
