@@ -1,7 +1,7 @@
 //! A config reload on SIGHUP applies the upstreams the file adds, removes or changes, through the real `toolgate
 //! serve`: an added upstream's tools appear and a connected client hears `tools/list_changed`; a removed upstream's
 //! tools are unknown at once, a call in flight to it is answered with an `isError` naming the reload, a call waiting
-//! for a person lapses with the reason, and its process is gone; a changed upstream runs with its new arguments; a
+//! for a person lapses with the reason (its row's outcome `lapsed`), and its process is gone; a changed upstream runs with its new arguments; a
 //! setting that needs a restart is named and the rest is applied.
 //!
 //! The second upstream is `misbehave.py` (`tool-faults`, whose `hang` never answers and which logs its pid; then
@@ -189,8 +189,13 @@ fn sighup_lapses_the_approvals_waiting_on_a_removed_upstreams_tools() {
         deleting.request("tools/call", json!({"name": "delete_note", "arguments": {"id": 1}}))
     });
     let state = setup.state_arg();
-    poll("the delete waiting in the queue", || {
-        toolgate(&["approvals", "list", "--state-dir", &state]).stdout.contains("delete_note").then_some(())
+    let id = poll("the delete waiting in the queue", || {
+        let list = toolgate(&["approvals", "list", "--json", "--state-dir", &state]);
+        list.stdout
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .find(|record| record["tool"] == "delete_note")
+            .and_then(|record| record["id"].as_str().map(str::to_owned))
     });
 
     // The demo is replaced by another upstream: the demo's waiting call can never be decided.
@@ -202,8 +207,18 @@ fn sighup_lapses_the_approvals_waiting_on_a_removed_upstreams_tools() {
     assert!(call_text(&answer).contains("lapsed"), "{answer}");
     let listed = toolgate(&["approvals", "list", "--state-dir", &state]);
     assert!(!listed.stdout.contains("delete_note"), "nothing waits any more: {listed:?}");
-    let audit = toolgate(&["audit", "--json", "--kind", "confirmation", "--state-dir", &state]);
-    assert!(audit.stdout.contains("removed or restarted by a config reload"), "the lapse's row says why: {audit:?}");
+    // Approving it afterwards says nothing waits, and why.
+    let approve = toolgate(&["approvals", "approve", &id, "--state-dir", &state]);
+    assert_eq!(approve.code, Some(2), "{approve:?}");
+    assert!(approve.stderr.contains("removed or restarted by a config reload"), "the lapse says why: {approve:?}");
+    let audit = toolgate(&["audit", "--json", "--kind", "call", "--state-dir", &state]);
+    let row = audit
+        .stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|row| row["tool"] == "delete_note")
+        .unwrap_or_else(|| panic!("the call's row: {audit:?}"));
+    assert_eq!(row["outcome"], "lapsed", "{row}");
 }
 
 #[test]

@@ -441,7 +441,7 @@ async fn by_queue(
         return Some(Confirmation::Refused(NotApproved::CannotQueue(error.to_string())));
     }
     // From here until a decision reaches the call, however the call ends its approval leaves the queue.
-    let waiting = QueuedCall::new(gateway, session, &pending.id, cancel);
+    let waiting = QueuedCall::new(gateway, session, tool.upstream, &pending.id, cancel);
     let entry = audit::call_row(session, tool, decision, arguments, Some(pending.id.as_str().to_owned()));
     match audit::record_waiting(gateway, entry).await {
         Ok(journaled) => *row = journaled,

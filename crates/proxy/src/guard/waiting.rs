@@ -42,14 +42,15 @@ pub(crate) struct QueuedCall {
 }
 
 impl QueuedCall {
-    /// Registers `id` (already created in the store) as waited on by this call.
+    /// Registers `id` (already created in the store) as waited on by this call to a tool of upstream `upstream`.
     pub(crate) fn new(
         gateway: &Arc<Shared>,
         session: &Arc<SessionShared>,
+        upstream: usize,
         id: &ApprovalId,
         cancel: &CancellationToken,
     ) -> QueuedCall {
-        gateway.waiting_approvals.insert(WaitingCall { id: id.clone() });
+        gateway.waiting_approvals.insert(WaitingCall { id: id.clone(), upstream });
         QueuedCall {
             gateway: Arc::clone(gateway),
             session: Arc::clone(session),

@@ -45,6 +45,8 @@ pub(crate) struct WaitingApprovals {
 /// The call that waits on an approval.
 pub(crate) struct WaitingCall {
     pub(crate) id: ApprovalId,
+    /// The index of the upstream whose tool it calls (a reload that withdraws it lapses the approval).
+    pub(crate) upstream: usize,
 }
 
 impl WaitingApprovals {
@@ -63,11 +65,8 @@ impl WaitingApprovals {
     /// Takes every call still waiting on a tool of one of `upstreams` (a reload took them out of service).
     pub(crate) fn take_for_upstreams(&self, upstreams: &[usize]) -> Vec<WaitingCall> {
         let Ok(mut calls) = self.calls.lock() else { return Vec::new() };
-        let ids: Vec<String> = calls
-            .iter()
-            .filter(|(_, call)| upstreams.contains(&call.tool.upstream))
-            .map(|(id, _)| id.clone())
-            .collect();
+        let ids: Vec<String> =
+            calls.iter().filter(|(_, call)| upstreams.contains(&call.upstream)).map(|(id, _)| id.clone()).collect();
         ids.iter().filter_map(|id| calls.remove(id)).collect()
     }
 
