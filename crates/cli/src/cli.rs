@@ -46,6 +46,11 @@ pub(crate) enum Command {
     Pins(PinsArgs),
     /// Create a signing key, sign a server's tool manifest, or verify one.
     Manifest(ManifestArgs),
+    /// Run a server in an observing sandbox, call its tools and check their hints against what they did.
+    ///
+    /// Copies the working directory to a scratch tree, runs the server under bubblewrap (read-only root, the copy
+    /// writable, no network) and strace, and stores what each tool did as verification records that `serve` uses.
+    Verify(VerifyArgs),
     /// Print the safety prompt for a server's tools (how a model should use each one).
     ///
     /// Without a target, uses the bundled demo server.
@@ -120,6 +125,44 @@ pub(crate) struct LintArgs {
     /// When to colour text output.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
     pub(crate) color: ColorChoice,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct VerifyArgs {
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = LintFormat::Text)]
+    pub(crate) format: LintFormat,
+    /// Lowest severity that makes the exit code 1 (every observed contradiction is an error).
+    #[arg(long, value_enum, default_value_t = DenyLevel::Errors)]
+    pub(crate) deny: DenyLevel,
+    /// How many times each tool is called with the same arguments (2 or more sees whether a repeat changes state).
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=10))]
+    pub(crate) calls: u32,
+    /// Also call the tools that do not declare readOnlyHint true (they write inside the scratch copy only).
+    #[arg(long)]
+    pub(crate) allow_writes: bool,
+    /// Seconds allowed for starting the server, its listing and each call.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    pub(crate) timeout_per_call: u64,
+    /// Seconds allowed for the whole run.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    pub(crate) timeout: u64,
+    /// The working directory copied into the scratch tree (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) dir: Option<PathBuf>,
+    /// An environment variable for the server (repeatable); nothing else of toolgate's environment is passed but
+    /// PATH, HOME, LANG and TERM. `{scratch}` in the value stands for the scratch copy's path.
+    #[arg(long = "env", value_name = "KEY=VALUE")]
+    pub(crate) env: Vec<String>,
+    /// The state directory the records are stored in (default: as for `serve`).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) state_dir: Option<PathBuf>,
+    /// Do not store verification records.
+    #[arg(long)]
+    pub(crate) no_record: bool,
+    /// The server command and its arguments, after `--`.
+    #[arg(last = true, value_name = "CMD", required = true)]
+    pub(crate) command: Vec<String>,
 }
 
 #[derive(Debug, Args)]

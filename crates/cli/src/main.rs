@@ -82,6 +82,7 @@ async fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Pins(args) => commands::pins::run(args).await,
         Command::Manifest(args) => commands::manifest::run(args).await,
         Command::Prompt(args) => commands::prompt::run(args).await,
+        Command::Verify(args) => commands::verify::run(args).await,
         Command::DemoServer => {
             toolgate_demo::serve_stdio().await?;
             Ok(Outcome::Clean)

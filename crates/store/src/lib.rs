@@ -14,6 +14,8 @@
 //!   [`Store::activity`]: calls by verdict per minute or hour, for the console's chart.
 //! - [`Store::replace_inventory`] / [`Store::inventory`]: every tool each upstream lists, as the gateway last saw
 //!   it (hints with sources, risk, lint findings, pin state), for the console's tools page.
+//! - [`Store::record_verification`] / [`Store::verifications_for`]: what `toolgate verify` saw each tool do, bound
+//!   to its fingerprint and the server command; `serve` weighs the newest record per fingerprint as evidence.
 //!
 //! The backend is the crate-private `Backend` enum; every SQL statement sits behind a `let Backend::Sqlite(..)`,
 //! so adding a PostgreSQL variant makes the compiler list each place that needs its statement. Nothing here
@@ -49,6 +51,7 @@ mod migrations;
 mod permissions;
 mod pins;
 mod time;
+mod verification;
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr as _;
@@ -77,6 +80,7 @@ pub use inventory::{InventoryAccess, InventoryFinding, InventoryState, Inventory
 pub use permissions::create_state_dir;
 pub use pins::{INSTRUCTIONS, PendingPinChange, PinKind, PinObservation, PinState, PinStore, PinnedTool, ToolSnapshot};
 pub use time::{format_rfc3339, parse_age, parse_rfc3339};
+pub use verification::{VerificationRecord, VerifiedFacts};
 
 /// The database file inside the state directory.
 pub const DATABASE_FILE: &str = "toolgate.db";

@@ -23,6 +23,7 @@ const SQLITE: &[(i64, &str, &str)] = &[
     (7, "audit text", include_str!("../migrations/sqlite/0007_audit_text.sql")),
     (8, "approval lapse", include_str!("../migrations/sqlite/0008_approval_lapse.sql")),
     (9, "pin kinds", include_str!("../migrations/sqlite/0009_pin_kinds.sql")),
+    (10, "verification", include_str!("../migrations/sqlite/0010_verification.sql")),
 ];
 
 /// The newest migration this build applies.

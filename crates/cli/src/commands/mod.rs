@@ -11,3 +11,4 @@ pub(crate) mod pins;
 pub(crate) mod prompt;
 pub(crate) mod serve;
 pub(crate) mod status;
+pub(crate) mod verify;

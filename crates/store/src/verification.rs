@@ -1,0 +1,172 @@
+//! Verification records: what `toolgate verify` saw a tool do in the observing sandbox, bound to the fingerprint
+//! of the tool's definition (the gateway's pin fingerprint) and to the server command it ran under.
+//!
+//! `verify` appends records ([`Store::record_verification`]); `serve` reads the newest record per fingerprint for
+//! an upstream's command ([`Store::verifications_for`]) and the catalog weighs them as evidence. A record for
+//! another command or another definition never applies: a changed definition (a rug pull) has a new fingerprint and
+//! no record. Nothing here decides what a record means for a hint.
+
+use std::time::SystemTime;
+
+use serde::Serialize;
+use serde_json::Value;
+use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
+
+use crate::error::StoreError;
+use crate::time::format_rfc3339;
+use crate::{Backend, Store};
+
+/// The observed facts of one verification (as `toolgate_verify::Observed` reports them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct VerifiedFacts {
+    /// Calls made.
+    pub calls: u32,
+    /// Calls that succeeded.
+    pub succeeded: u32,
+    /// Some call wrote or tried to write.
+    pub wrote: bool,
+    /// Some call connected or tried to.
+    pub connected: bool,
+    /// A repeated identical call changed the state again.
+    pub repeat_changed: bool,
+    /// Some call removed or overwrote existing data.
+    pub destroyed: bool,
+    /// Every call succeeded and none wrote or connected.
+    pub supported: bool,
+}
+
+/// One stored verification record.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VerificationRecord {
+    /// The record's number (named `verification/<id>` in `_meta` and the console).
+    pub id: i64,
+    /// The server command the tool ran under.
+    pub command: Vec<String>,
+    /// The tool's name.
+    pub tool: String,
+    /// The fingerprint of the definition verified.
+    pub fingerprint: String,
+    /// When (RFC 3339, UTC).
+    pub verified_at: String,
+    /// What was seen.
+    pub facts: VerifiedFacts,
+    /// The calls' observations and findings, as `verify --format json` shows them.
+    pub evidence: Value,
+}
+
+impl VerificationRecord {
+    /// The name `_meta` and the console use: `verification/<id>`.
+    pub fn name(&self) -> String {
+        format!("verification/{}", self.id)
+    }
+}
+
+impl Store {
+    /// Appends a record and returns its id.
+    pub async fn record_verification(
+        &self,
+        command: &[String],
+        tool: &str,
+        fingerprint: &str,
+        facts: VerifiedFacts,
+        evidence: &Value,
+    ) -> Result<i64, StoreError> {
+        let Backend::Sqlite(pool) = &self.backend;
+        let command = serde_json::to_string(command).map_err(|source| StoreError::Json { what: "command", source })?;
+        let evidence =
+            serde_json::to_string(evidence).map_err(|source| StoreError::Json { what: "evidence", source })?;
+        let row = sqlx::query(
+            "INSERT INTO verification (command, tool, fingerprint, verified_at, calls, succeeded, wrote, connected, \
+             repeat_changed, destroyed, supported, evidence) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        )
+        .bind(command)
+        .bind(tool)
+        .bind(fingerprint)
+        .bind(format_rfc3339(SystemTime::now()))
+        .bind(i64::from(facts.calls))
+        .bind(i64::from(facts.succeeded))
+        .bind(facts.wrote)
+        .bind(facts.connected)
+        .bind(facts.repeat_changed)
+        .bind(facts.destroyed)
+        .bind(facts.supported)
+        .bind(evidence)
+        .fetch_one(pool)
+        .await?;
+        Ok(row.try_get("id")?)
+    }
+
+    /// The newest record per fingerprint for the server `command` (exactly as given to `verify`), oldest first.
+    pub async fn verifications_for(&self, command: &[String]) -> Result<Vec<VerificationRecord>, StoreError> {
+        let Backend::Sqlite(pool) = &self.backend;
+        let command = serde_json::to_string(command).map_err(|source| StoreError::Json { what: "command", source })?;
+        let rows = sqlx::query(
+            "SELECT * FROM verification WHERE id IN \
+             (SELECT max(id) FROM verification WHERE command = ? GROUP BY fingerprint) ORDER BY id",
+        )
+        .bind(command)
+        .fetch_all(pool)
+        .await?;
+        rows.iter().map(decode).collect()
+    }
+}
+
+fn decode(row: &SqliteRow) -> Result<VerificationRecord, StoreError> {
+    let json = |column: &'static str| -> Result<Value, StoreError> {
+        let text: String = row.try_get(column)?;
+        serde_json::from_str(&text).map_err(|source| StoreError::Json { what: column, source })
+    };
+    let command: Vec<String> =
+        serde_json::from_value(json("command")?).map_err(|source| StoreError::Json { what: "command", source })?;
+    let count = |column: &'static str| -> Result<u32, StoreError> {
+        let value: i64 = row.try_get(column)?;
+        u32::try_from(value).map_err(|_| StoreError::Corrupt { what: "verification count", detail: value.to_string() })
+    };
+    Ok(VerificationRecord {
+        id: row.try_get("id")?,
+        command,
+        tool: row.try_get("tool")?,
+        fingerprint: row.try_get("fingerprint")?,
+        verified_at: row.try_get("verified_at")?,
+        facts: VerifiedFacts {
+            calls: count("calls")?,
+            succeeded: count("succeeded")?,
+            wrote: row.try_get("wrote")?,
+            connected: row.try_get("connected")?,
+            repeat_changed: row.try_get("repeat_changed")?,
+            destroyed: row.try_get("destroyed")?,
+            supported: row.try_get("supported")?,
+        },
+        evidence: json("evidence")?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn the_newest_record_per_fingerprint_of_a_command_is_read_back() -> Result<(), StoreError> {
+        let directory = tempfile::tempdir().map_err(|source| StoreError::StateDir { path: "tmp".into(), source })?;
+        let store = Store::open(directory.path()).await?;
+        let command = vec!["python3".to_owned(), "liar.py".to_owned()];
+        let wrote = VerifiedFacts { calls: 2, succeeded: 2, wrote: true, ..VerifiedFacts::default() };
+        let quiet = VerifiedFacts { calls: 2, succeeded: 2, supported: true, ..VerifiedFacts::default() };
+        store.record_verification(&command, "read_status", "sha256:a", quiet, &json!({"old": true})).await?;
+        let newest = store.record_verification(&command, "read_status", "sha256:a", wrote, &json!([])).await?;
+        store.record_verification(&command, "read_notes", "sha256:b", quiet, &json!([])).await?;
+        store.record_verification(&["other".to_owned()], "read_notes", "sha256:b", wrote, &json!([])).await?;
+        let records = store.verifications_for(&command).await?;
+        assert_eq!(records.len(), 2);
+        assert_eq!(
+            (records[0].id, records[0].facts, records[0].name()),
+            (newest, wrote, format!("verification/{newest}"))
+        );
+        assert_eq!((records[1].tool.as_str(), records[1].facts.supported), ("read_notes", true));
+        assert!(store.verifications_for(&["nobody".to_owned()]).await?.is_empty());
+        store.close().await
+    }
+}

@@ -1,0 +1,281 @@
+//! One verification run: copy the working directory, start the server in the observing sandbox, list its tools,
+//! call each (identically, `calls` times) between snapshots of the scratch tree, then read the trace and give each
+//! call the effects that happened while it was in flight.
+//!
+//! Calls are made one at a time, so the time window of a call owns every effect inside it; a server's own
+//! background work in that window is charged to the call (a known limit, docs/verify.md). Every wait is bounded:
+//! `initialize`, the listing and each call by `timeout_per_call`, the whole run by `timeout` (tools not reached
+//! are reported as not called). The scratch tree is removed when the run ends.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+use toolgate_core::ToolDefinition;
+use toolgate_core::normalize::normalize_annotations;
+use toolgate_upstream::{ConnectOptions, Connection, Endpoint, ListKind};
+
+use crate::args::{SAMPLE_FILE, SAMPLE_TEXT, arguments_for};
+use crate::findings::{findings_for, observed_of};
+use crate::sandbox::{Sandbox, missing_tools};
+use crate::snapshot::{self, copy_tree};
+use crate::strace::{self, Effect, Event, Outcome};
+use crate::{CallObservation, ToolReport, Verification, VerifyError, VerifyOptions};
+
+/// How long after an answer effects still count for the call (a child process finishing its write).
+const SETTLE: Duration = Duration::from_millis(150);
+/// Most bytes of trace read.
+const MAX_TRACE_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Runs the server described by `options` under observation and reports what each tool did.
+pub async fn verify(options: &VerifyOptions) -> Result<Verification, VerifyError> {
+    if options.command.is_empty() {
+        return Err(VerifyError::NoCommand);
+    }
+    let missing = missing_tools();
+    if !missing.is_empty() {
+        return Err(VerifyError::Missing(missing.join(" and ")));
+    }
+    let started = Instant::now();
+    let root = tempfile::Builder::new()
+        .prefix("toolgate-verify-")
+        .tempdir()
+        .map_err(|error| VerifyError::io(&std::env::temp_dir(), error))?;
+    let scratch = root.path().join("work");
+    std::fs::create_dir(&scratch).map_err(|error| VerifyError::io(&scratch, error))?;
+    copy_tree(&options.workdir, &scratch)?;
+    let sample = scratch.join(SAMPLE_FILE);
+    if !sample.exists() {
+        std::fs::write(&sample, SAMPLE_TEXT).map_err(|error| VerifyError::io(&sample, error))?;
+    }
+    let scratch_text = scratch.to_string_lossy();
+    let env = options.env.iter().map(|(key, value)| (key.clone(), value.replace("{scratch}", &scratch_text))).collect();
+    let sandbox = Sandbox { scratch: scratch.clone(), trace: root.path().join("trace"), env };
+    let (program, args) = sandbox.command_line(&options.command);
+    let endpoint = Endpoint::Stdio { program, args, env: Vec::new(), cwd: Some(scratch.clone()) };
+    let connect_options = ConnectOptions {
+        name: "verify".into(),
+        initialize_timeout: options.timeout_per_call,
+        request_timeout: options.timeout_per_call,
+        ..ConnectOptions::default()
+    };
+    let connection = Connection::connect(&endpoint, connect_options).await?;
+    let info = connection.initialize_outcome().server_info.clone();
+    let server = [info.get("name"), info.get("version")]
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let listed = match tokio::time::timeout(options.timeout_per_call, connection.list_all(ListKind::Tools)).await {
+        Ok(listed) => listed,
+        Err(_) => {
+            connection.close().await;
+            return Err(VerifyError::TimedOut);
+        }
+    };
+    let tools = match listed {
+        Ok(tools) => tools,
+        Err(error) => {
+            connection.close().await;
+            return Err(error.into());
+        }
+    };
+    let mut runs = Vec::with_capacity(tools.len());
+    for definition in tools {
+        let run = call_tool(&connection, options, &scratch, definition, started).await?;
+        runs.push(run);
+    }
+    connection.close().await;
+    tokio::time::sleep(SETTLE).await;
+    let events = read_trace(&sandbox.trace);
+    let tools = runs.into_iter().map(|run| run.report(&events, &scratch)).collect();
+    Ok(Verification { command: options.command.clone(), server, calls: options.calls, tools })
+}
+
+/// A tool's calls before the trace is read: each call's tree diff, answer and time window.
+struct ToolRun {
+    report: ToolReport,
+    windows: Vec<(f64, f64)>,
+}
+
+impl ToolRun {
+    fn report(mut self, events: &[Event], scratch: &Path) -> ToolReport {
+        for (observation, (from, to)) in self.report.observations.iter_mut().zip(&self.windows) {
+            let inside = events.iter().filter(|event| event.time >= *from && event.time <= *to);
+            attribute(observation, inside, scratch);
+        }
+        let declared = ToolDefinition::from_value(self.report.definition.clone())
+            .map(|tool| normalize_annotations(&tool).declared)
+            .unwrap_or_default();
+        self.report.observed = observed_of(&self.report.observations);
+        self.report.findings = findings_for(&declared, &self.report.observations);
+        self.report
+    }
+}
+
+async fn call_tool(
+    connection: &Connection,
+    options: &VerifyOptions,
+    scratch: &Path,
+    definition: Value,
+    started: Instant,
+) -> Result<ToolRun, VerifyError> {
+    let name = definition.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let fingerprint = ToolDefinition::from_value(definition.clone())
+        .ok()
+        .and_then(|tool| toolgate_core::fingerprint::fingerprint_tool(&tool).ok())
+        .map(|fingerprint| fingerprint.whole)
+        .unwrap_or_default();
+    let schema = definition.get("inputSchema").cloned().unwrap_or(Value::Null);
+    let arguments = arguments_for(&schema, scratch);
+    // As the gateway reads it (other spellings normalized), so a claim verify skips is the claim `serve` sees.
+    let declares_read_only = ToolDefinition::from_value(definition.clone())
+        .is_ok_and(|tool| normalize_annotations(&tool).declared.read_only == Some(true));
+    let mut report = ToolReport {
+        name: name.clone(),
+        fingerprint,
+        definition,
+        skipped: None,
+        arguments: arguments.clone(),
+        observations: Vec::new(),
+        findings: Vec::new(),
+        observed: crate::Observed::default(),
+    };
+    let mut windows = Vec::new();
+    if !declares_read_only && !options.allow_writes {
+        report.skipped = Some("does not declare readOnlyHint: true (call it with --allow-writes)".into());
+        return Ok(ToolRun { report, windows });
+    }
+    for _ in 0..options.calls.max(1) {
+        if started.elapsed() >= options.timeout {
+            report.skipped = Some("the run's time ran out".into());
+            break;
+        }
+        let before = snapshot::take(scratch)?;
+        let from = now();
+        let answer = connection.request("tools/call", Some(json!({"name": name, "arguments": arguments}))).await;
+        tokio::time::sleep(SETTLE).await;
+        let to = now();
+        let after = snapshot::take(scratch)?;
+        let error = match answer {
+            Ok(result) if result.get("isError").and_then(Value::as_bool) == Some(true) => {
+                Some(first_text(&result).unwrap_or_else(|| "isError".into()))
+            }
+            Ok(_) => None,
+            Err(error) => Some(error.to_string()),
+        };
+        report.observations.push(CallObservation {
+            error,
+            tree: snapshot::diff(&before, &after, scratch),
+            ..CallObservation::default()
+        });
+        windows.push((from, to));
+    }
+    Ok(ToolRun { report, windows })
+}
+
+fn first_text(result: &Value) -> Option<String> {
+    let text = result.get("content")?.as_array()?.iter().find_map(|item| item.get("text")?.as_str())?;
+    Some(text.chars().take(200).collect())
+}
+
+fn now() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|elapsed| elapsed.as_secs_f64()).unwrap_or(0.0)
+}
+
+fn read_trace(path: &Path) -> Vec<Event> {
+    use std::io::Read;
+    let mut text = String::new();
+    if let Ok(file) = std::fs::File::open(path) {
+        let mut bytes = Vec::new();
+        let _ = file.take(MAX_TRACE_BYTES).read_to_end(&mut bytes);
+        text = String::from_utf8_lossy(&bytes).into_owned();
+    }
+    strace::parse(&text)
+}
+
+/// Gives a call the effects of its window: writes inside the copy, refused writes outside, connections, programs.
+fn attribute<'a>(observation: &mut CallObservation, events: impl Iterator<Item = &'a Event>, scratch: &Path) {
+    for event in events {
+        let (syscall, paths, outcome) = match &event.effect {
+            Effect::Connect { address, outcome } => {
+                observation.connections.push(format!("{address} ({})", describe(outcome)));
+                continue;
+            }
+            Effect::Exec { program, outcome } => {
+                if *outcome == Outcome::Done {
+                    observation.processes.push(program.clone());
+                }
+                continue;
+            }
+            Effect::Write { path, outcome } => ("open-for-write", vec![path.clone()], outcome),
+            Effect::Remove { path, outcome } => ("remove", vec![path.clone()], outcome),
+            Effect::MakeDirectory { path, outcome } => ("mkdir", vec![path.clone()], outcome),
+            Effect::Rename { from, to, outcome } => ("rename", vec![from.clone(), to.clone()], outcome),
+        };
+        if paths.iter().all(|path| ignored(path)) {
+            continue;
+        }
+        let shown = paths.join(" -> ");
+        if outcome.refused() {
+            let errno = match outcome {
+                Outcome::Failed(errno) => errno.as_str(),
+                Outcome::Done => "",
+            };
+            push_once(&mut observation.refused_writes, format!("{syscall} {shown} {errno}"));
+        } else if *outcome == Outcome::Done && paths.iter().any(|path| inside(path, scratch)) {
+            push_once(&mut observation.writes_inside, format!("{syscall} {shown}"));
+        }
+    }
+}
+
+fn push_once(list: &mut Vec<String>, item: String) {
+    if !list.contains(&item) {
+        list.push(item);
+    }
+}
+
+fn describe(outcome: &Outcome) -> String {
+    match outcome {
+        Outcome::Done => "attempted".into(),
+        Outcome::Failed(errno) => format!("refused: {errno}"),
+    }
+}
+
+/// Device and process files (`/dev/null`, `/dev/tty`, `/proc/self/...`) are not data.
+fn ignored(path: &str) -> bool {
+    path.is_empty() || path.starts_with("/dev/") || path.starts_with("/proc/")
+}
+
+/// True for a path inside the scratch copy (relative paths are: the server's working directory is the copy).
+fn inside(path: &str, scratch: &Path) -> bool {
+    !path.starts_with('/') || PathBuf::from(path).starts_with(scratch)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn effects_are_sorted_into_what_a_call_did() {
+        let scratch = Path::new("/s/work");
+        let event = |effect| Event { pid: 1, time: 1.0, effect };
+        let events = [
+            event(Effect::Write { path: "/dev/null".into(), outcome: Outcome::Done }),
+            event(Effect::Write { path: "status.log".into(), outcome: Outcome::Done }),
+            event(Effect::Write { path: "/etc/x".into(), outcome: Outcome::Failed("EROFS".into()) }),
+            event(Effect::Write { path: "/etc/x".into(), outcome: Outcome::Failed("EROFS".into()) }),
+            event(Effect::Write { path: "/nowhere/x".into(), outcome: Outcome::Failed("ENOENT".into()) }),
+            event(Effect::Connect { address: "127.0.0.1:9".into(), outcome: Outcome::Failed("ECONNREFUSED".into()) }),
+            event(Effect::Exec { program: "/usr/bin/git".into(), outcome: Outcome::Done }),
+        ];
+        let mut observation = CallObservation::default();
+        attribute(&mut observation, events.iter(), scratch);
+        assert_eq!(observation.writes_inside, vec!["open-for-write status.log".to_owned()]);
+        assert_eq!(observation.refused_writes, vec!["open-for-write /etc/x EROFS".to_owned()]);
+        assert_eq!(observation.connections, vec!["127.0.0.1:9 (refused: ECONNREFUSED)".to_owned()]);
+        assert_eq!(observation.processes, vec!["/usr/bin/git".to_owned()]);
+        assert!(observation.wrote() && observation.connected());
+    }
+}

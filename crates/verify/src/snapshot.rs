@@ -1,0 +1,234 @@
+//! The scratch tree before and after a call: a bounded snapshot (path → size and SHA-256) and the difference
+//! between two (created, changed, removed), with a changed file told apart as appended (the old content is still
+//! its start) or rewritten.
+//!
+//! It also makes the scratch copy of the working directory. It reads and copies only below the roots it is given,
+//! never follows a symbolic link out of them (links are recorded and copied as links), and refuses a tree larger
+//! than its bounds instead of hashing without end.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::VerifyError;
+
+/// Most entries a snapshot or a copy holds.
+pub const MAX_ENTRIES: usize = 20_000;
+/// Most bytes a snapshot reads (or a copy writes).
+pub const MAX_BYTES: u64 = 256 * 1024 * 1024;
+
+/// One entry of the tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Entry {
+    File { size: u64, digest: [u8; 32] },
+    Directory,
+    Link(PathBuf),
+}
+
+/// What a tree held at one moment, by path relative to its root.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    entries: BTreeMap<PathBuf, Entry>,
+}
+
+/// How an existing file changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeKind {
+    /// New bytes after the old content, which is unchanged.
+    Appended,
+    /// The old content is gone or altered (overwritten, truncated, replaced by another kind of entry).
+    Rewritten,
+}
+
+/// One changed entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Change {
+    /// The path, relative to the scratch root.
+    pub path: String,
+    /// Appended or rewritten.
+    pub kind: ChangeKind,
+}
+
+/// The difference between two snapshots of the same tree.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TreeDiff {
+    /// Entries that did not exist before.
+    pub created: Vec<String>,
+    /// Entries whose content changed.
+    pub changed: Vec<Change>,
+    /// Entries that no longer exist.
+    pub removed: Vec<String>,
+}
+
+impl TreeDiff {
+    /// True when nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.created.is_empty() && self.changed.is_empty() && self.removed.is_empty()
+    }
+
+    /// True when existing data was removed or overwritten (what a destructive tool does).
+    pub fn destroyed(&self) -> bool {
+        !self.removed.is_empty() || self.changed.iter().any(|change| change.kind == ChangeKind::Rewritten)
+    }
+}
+
+/// Reads the tree under `root`.
+pub fn take(root: &Path) -> Result<Snapshot, VerifyError> {
+    let mut snapshot = Snapshot::default();
+    let mut budget = MAX_BYTES;
+    let mut pending = vec![PathBuf::new()];
+    while let Some(relative) = pending.pop() {
+        let directory = root.join(&relative);
+        let listing = std::fs::read_dir(&directory).map_err(|error| VerifyError::io(&directory, error))?;
+        for item in listing {
+            let item = item.map_err(|error| VerifyError::io(&directory, error))?;
+            let path = relative.join(item.file_name());
+            let kind = item.file_type().map_err(|error| VerifyError::io(&item.path(), error))?;
+            let entry = if kind.is_symlink() {
+                Entry::Link(std::fs::read_link(item.path()).unwrap_or_default())
+            } else if kind.is_dir() {
+                pending.push(path.clone());
+                Entry::Directory
+            } else if kind.is_file() {
+                let (size, digest) = digest_file(&item.path(), None, &mut budget)?;
+                Entry::File { size, digest }
+            } else {
+                continue;
+            };
+            snapshot.entries.insert(path, entry);
+            if snapshot.entries.len() > MAX_ENTRIES {
+                return Err(VerifyError::TreeTooLarge { root: root.to_path_buf() });
+            }
+        }
+    }
+    Ok(snapshot)
+}
+
+/// What changed from `before` to `after`; `root` is read again to tell an append from a rewrite.
+pub fn diff(before: &Snapshot, after: &Snapshot, root: &Path) -> TreeDiff {
+    let mut diff = TreeDiff::default();
+    let name = |path: &Path| path.to_string_lossy().into_owned();
+    for (path, old) in &before.entries {
+        match after.entries.get(path) {
+            None => diff.removed.push(name(path)),
+            Some(new) if new == old => {}
+            Some(new) => {
+                let kind = match (old, new) {
+                    (Entry::File { size: old_size, digest: old_digest }, Entry::File { size: new_size, .. })
+                        if new_size > old_size =>
+                    {
+                        let mut budget = MAX_BYTES;
+                        match digest_file(&root.join(path), Some(*old_size), &mut budget) {
+                            Ok((_, prefix)) if prefix == *old_digest => ChangeKind::Appended,
+                            _ => ChangeKind::Rewritten,
+                        }
+                    }
+                    _ => ChangeKind::Rewritten,
+                };
+                diff.changed.push(Change { path: name(path), kind });
+            }
+        }
+    }
+    for path in after.entries.keys() {
+        if !before.entries.contains_key(path) {
+            diff.created.push(name(path));
+        }
+    }
+    diff
+}
+
+/// Size and SHA-256 of a file (of its first `limit` bytes when given), charged to `budget`.
+fn digest_file(path: &Path, limit: Option<u64>, budget: &mut u64) -> Result<(u64, [u8; 32]), VerifyError> {
+    let file = File::open(path).map_err(|error| VerifyError::io(path, error))?;
+    let mut reader = file.take(limit.unwrap_or(u64::MAX));
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0u8; 64 * 1024];
+    let mut size = 0u64;
+    loop {
+        let read = reader.read(&mut buffer).map_err(|error| VerifyError::io(path, error))?;
+        if read == 0 {
+            break;
+        }
+        size += read as u64;
+        *budget =
+            budget.checked_sub(read as u64).ok_or_else(|| VerifyError::TreeTooLarge { root: path.to_path_buf() })?;
+        hasher.update(&buffer[..read]);
+    }
+    Ok((size, hasher.finalize().into()))
+}
+
+/// Copies the tree under `from` into `to` (which exists and is empty): files, directories and links as links.
+pub fn copy_tree(from: &Path, to: &Path) -> Result<(), VerifyError> {
+    let mut entries = 0usize;
+    let mut bytes = 0u64;
+    let mut pending = vec![PathBuf::new()];
+    while let Some(relative) = pending.pop() {
+        let source = from.join(&relative);
+        let listing = std::fs::read_dir(&source).map_err(|error| VerifyError::io(&source, error))?;
+        for item in listing {
+            let item = item.map_err(|error| VerifyError::io(&source, error))?;
+            let path = relative.join(item.file_name());
+            let target = to.join(&path);
+            let kind = item.file_type().map_err(|error| VerifyError::io(&item.path(), error))?;
+            entries += 1;
+            if entries > MAX_ENTRIES {
+                return Err(VerifyError::TreeTooLarge { root: from.to_path_buf() });
+            }
+            if kind.is_symlink() {
+                let link = std::fs::read_link(item.path()).map_err(|error| VerifyError::io(&item.path(), error))?;
+                std::os::unix::fs::symlink(&link, &target).map_err(|error| VerifyError::io(&target, error))?;
+            } else if kind.is_dir() {
+                std::fs::create_dir(&target).map_err(|error| VerifyError::io(&target, error))?;
+                pending.push(path);
+            } else if kind.is_file() {
+                bytes += std::fs::copy(item.path(), &target).map_err(|error| VerifyError::io(&target, error))?;
+                if bytes > MAX_BYTES {
+                    return Err(VerifyError::TreeTooLarge { root: from.to_path_buf() });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_diff_tells_created_appended_rewritten_and_removed_apart() -> Result<(), VerifyError> {
+        let dir = tempfile::tempdir().map_err(|error| VerifyError::io(Path::new("tempdir"), error))?;
+        let root = dir.path();
+        let write = |name: &str, text: &str| {
+            std::fs::write(root.join(name), text).map_err(|error| VerifyError::io(&root.join(name), error))
+        };
+        write("log", "one\n")?;
+        write("config", "a=1\n")?;
+        write("gone", "x")?;
+        write("same", "same")?;
+        let before = take(root)?;
+        write("log", "one\ntwo\n")?;
+        write("config", "a=22\n")?;
+        std::fs::remove_file(root.join("gone")).map_err(|error| VerifyError::io(root, error))?;
+        write("new", "n")?;
+        let after = take(root)?;
+        let diff = diff(&before, &after, root);
+        assert_eq!(diff.created, vec!["new".to_owned()]);
+        assert_eq!(diff.removed, vec!["gone".to_owned()]);
+        assert_eq!(
+            diff.changed,
+            vec![
+                Change { path: "config".into(), kind: ChangeKind::Rewritten },
+                Change { path: "log".into(), kind: ChangeKind::Appended },
+            ]
+        );
+        assert!(diff.destroyed());
+        assert!(self::diff(&after, &take(root)?, root).is_empty());
+        Ok(())
+    }
+}
