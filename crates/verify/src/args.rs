@@ -19,15 +19,18 @@ const MAX_DEPTH: usize = 6;
 const MAX_ITEMS: u64 = 3;
 const MAX_STRING: u64 = 64;
 
-/// The arguments for one call of a tool with this `inputSchema`, with paths under `scratch`.
-pub fn arguments_for(schema: &Value, scratch: &Path) -> Value {
-    match value_for("", schema, scratch, 0) {
+/// The arguments for one call of the tool `tool` with this `inputSchema`, with paths under `scratch`. The tool's
+/// name decides what a bare `path` field means: a directory for `list_directory`, a fresh one for
+/// `create_directory`, else the sample file.
+pub fn arguments_for(tool: &str, schema: &Value, scratch: &Path) -> Value {
+    let context = Context { scratch, directories: directory_tool(tool) };
+    match value_for("", schema, &context, 0) {
         Some(Value::Object(map)) => Value::Object(map),
         _ => Value::Object(Map::new()),
     }
 }
 
-fn value_for(name: &str, schema: &Value, scratch: &Path, depth: usize) -> Option<Value> {
+fn value_for(name: &str, schema: &Value, scratch: &Context<'_>, depth: usize) -> Option<Value> {
     if depth > MAX_DEPTH {
         return None;
     }
@@ -86,7 +89,7 @@ fn type_of(schema: &Map<String, Value>) -> Option<String> {
     }
 }
 
-fn object_for(schema: &Map<String, Value>, scratch: &Path, depth: usize) -> Value {
+fn object_for(schema: &Map<String, Value>, scratch: &Context<'_>, depth: usize) -> Value {
     let mut object = Map::new();
     let properties = schema.get("properties").and_then(Value::as_object);
     let required = schema.get("required").and_then(Value::as_array);
@@ -112,6 +115,28 @@ fn number_for(schema: &Map<String, Value>) -> f64 {
     if value.is_finite() { value } else { 1.0 }
 }
 
+/// Where generated values point, and what the tool's name says a bare path is.
+struct Context<'a> {
+    scratch: &'a Path,
+    directories: Option<PathKind>,
+}
+
+/// What a bare `path` means for a tool named like this: `Some(Fresh)` for one that makes a directory, `Some(Directory)`
+/// for one that reads directories, `None` (a file) otherwise.
+fn directory_tool(tool: &str) -> Option<PathKind> {
+    let name = tool.to_ascii_lowercase();
+    let words: Vec<&str> = name.split(|c: char| !c.is_ascii_alphanumeric()).filter(|word| !word.is_empty()).collect();
+    let has = |candidates: &[&str]| words.iter().any(|word| candidates.contains(word));
+    let about_directories = has(&["directory", "directories", "dir", "dirs", "folder", "folders", "tree"]);
+    if about_directories && has(&["create", "make", "mkdir", "new", "add"]) {
+        Some(PathKind::Fresh)
+    } else if about_directories || has(&["search", "find", "list", "glob"]) {
+        Some(PathKind::Directory)
+    } else {
+        None
+    }
+}
+
 /// What a field's name says it holds, when it names a place in the file system.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum PathKind {
@@ -124,26 +149,88 @@ enum PathKind {
 }
 
 fn path_kind(name: &str) -> Option<PathKind> {
-    let name = name.to_ascii_lowercase();
-    let words: Vec<&str> = name.split(|c: char| !c.is_ascii_alphanumeric()).filter(|word| !word.is_empty()).collect();
-    let has = |candidates: &[&str]| words.iter().any(|word| candidates.contains(word));
-    let camel = |suffix: &str| name.ends_with(suffix);
-    if has(&["dir", "directory", "folder", "repo", "root", "cwd", "workspace"]) || camel("dir") || camel("directory") {
+    let words = words_of(name);
+    // The last word says what the value is: `repo_path` is a path, `source_timezone` is a time zone.
+    let last = words.last()?.as_str();
+    let has = |candidates: &[&str]| words.iter().any(|word| candidates.contains(&word.as_str()));
+    let directory = ["dir", "directory", "folder", "repo", "repository", "root", "cwd", "workspace"];
+    if directory.contains(&last) || (last == "path" && has(&directory)) {
         Some(PathKind::Directory)
-    } else if has(&["destination", "dest", "target", "new", "output", "to"]) {
-        Some(PathKind::Fresh)
-    } else if has(&["path", "paths", "file", "files", "filename", "filepath", "source", "src", "from"])
-        || camel("path")
-        || camel("file")
+    } else if ["destination", "dest", "output"].contains(&last)
+        || (["path", "file", "filename", "filepath"].contains(&last)
+            && has(&["new", "destination", "dest", "target", "output", "to"]))
     {
+        Some(PathKind::Fresh)
+    } else if ["path", "paths", "file", "files", "filename", "filepath", "source", "src"].contains(&last) {
         Some(PathKind::Existing)
     } else {
         None
     }
 }
 
-fn string_for(name: &str, schema: &Map<String, Value>, scratch: &Path) -> Value {
+/// The lowercase words of a field name: `repo_path`, `filePath` and `file-path` all give `file`/`repo`, `path`.
+fn words_of(name: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut previous_lower = false;
+    for c in name.chars() {
+        if !c.is_ascii_alphanumeric() {
+            if !word.is_empty() {
+                words.push(std::mem::take(&mut word));
+            }
+            previous_lower = false;
+            continue;
+        }
+        if c.is_ascii_uppercase() && previous_lower && !word.is_empty() {
+            words.push(std::mem::take(&mut word));
+        }
+        previous_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+        word.push(c.to_ascii_lowercase());
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    words
+}
+
+/// A value for a string field from its description's own example (`e.g. 'Europe/London'`) or, failing that, from
+/// the usual meaning of its name (`timezone`, `time`, `language`).
+fn conventional(name: &str, schema: &Map<String, Value>) -> Option<String> {
+    if let Some(description) = schema.get("description").and_then(Value::as_str) {
+        let lower = description.to_ascii_lowercase();
+        if let Some(at) = ["e.g.", "for example", "example:", "such as"].iter().find_map(|marker| lower.find(marker)) {
+            let rest = &description[at..];
+            for quote in ['\'', '"', '`'] {
+                if let Some((_, tail)) = rest.split_once(quote)
+                    && let Some((example, _)) = tail.split_once(quote)
+                    && !example.is_empty()
+                    && example.len() <= MAX_STRING as usize
+                {
+                    return Some(example.to_owned());
+                }
+            }
+        }
+    }
+    let words = words_of(name);
+    let last = words.last().map(String::as_str)?;
+    match last {
+        "timezone" | "tz" | "zone" => Some("UTC".into()),
+        "time" => Some("12:00".into()),
+        "date" => Some("2026-01-01".into()),
+        "language" | "lang" | "locale" => Some("en".into()),
+        "url" | "uri" | "link" | "endpoint" => Some("https://example.com/".into()),
+        "email" => Some("verify@example.com".into()),
+        _ => None,
+    }
+}
+
+fn string_for(name: &str, schema: &Map<String, Value>, context: &Context<'_>) -> Value {
+    let scratch = context.scratch;
     if let Some(kind) = path_kind(name) {
+        let kind = match (kind, context.directories) {
+            (PathKind::Existing, Some(kind)) => kind,
+            (kind, _) => kind,
+        };
         let path = match kind {
             PathKind::Directory => scratch.to_path_buf(),
             PathKind::Existing => scratch.join(SAMPLE_FILE),
@@ -161,10 +248,7 @@ fn string_for(name: &str, schema: &Map<String, Value>, scratch: &Path) -> Value 
         Some("hostname" | "idn-hostname") => "example.com".to_owned(),
         Some("ipv4") => "192.0.2.1".to_owned(),
         Some("ipv6") => "2001:db8::1".to_owned(),
-        _ if name.to_ascii_lowercase().contains("url") || name.eq_ignore_ascii_case("uri") => {
-            "https://example.com/".to_owned()
-        }
-        _ => "toolgate".to_owned(),
+        _ => conventional(name, schema).unwrap_or_else(|| "toolgate".to_owned()),
     };
     let minimum = schema.get("minLength").and_then(Value::as_u64).unwrap_or(0).min(MAX_STRING);
     let mut text = text;
@@ -185,7 +269,7 @@ mod tests {
     use super::*;
 
     fn check(schema: Value, expected: Value) {
-        assert_eq!(arguments_for(&schema, Path::new("/scratch")), expected, "{schema}");
+        assert_eq!(arguments_for("tool", &schema, Path::new("/scratch")), expected, "{schema}");
     }
 
     #[test]
@@ -220,6 +304,36 @@ mod tests {
     }
 
     #[test]
+    fn the_tool_s_name_says_what_a_bare_path_is() {
+        let schema = json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]});
+        let path = |tool: &str| arguments_for(tool, &schema, Path::new("/scratch"))["path"].clone();
+        assert_eq!(path("read_file"), json!("/scratch/toolgate-verify-sample.txt"));
+        assert_eq!(path("list_directory"), json!("/scratch"));
+        assert_eq!(path("search_files"), json!("/scratch"));
+        assert_eq!(path("create_directory"), json!("/scratch/toolgate-verify-path.txt"));
+    }
+
+    #[test]
+    fn names_and_descriptions_say_what_a_string_is() {
+        check(
+            json!({"type": "object", "properties": {
+                "source_timezone": {"type": "string"},
+                "time": {"type": "string"},
+                "city": {"type": "string", "description": "A city, e.g. 'Lisbon' or 'Porto'"},
+                "filePath": {"type": "string"},
+                "new_path": {"type": "string"}
+            }, "required": ["source_timezone", "time", "city", "filePath", "new_path"]}),
+            json!({
+                "source_timezone": "UTC",
+                "time": "12:00",
+                "city": "Lisbon",
+                "filePath": "/scratch/toolgate-verify-sample.txt",
+                "new_path": "/scratch/toolgate-verify-new-path.txt"
+            }),
+        );
+    }
+
+    #[test]
     fn hostile_schemas_give_something_bounded() {
         check(json!("not a schema"), json!({}));
         check(
@@ -230,12 +344,12 @@ mod tests {
         for _ in 0..50 {
             deep = json!({"type": "object", "required": ["x"], "properties": {"x": deep}});
         }
-        let generated = arguments_for(&deep, Path::new("/scratch"));
+        let generated = arguments_for("tool", &deep, Path::new("/scratch"));
         assert!(generated.is_object());
         let huge: Value = serde_json::from_str(
             r#"{"type": "object", "required": ["n"], "properties": {"n": {"type": "number", "minimum": 1e400}}}"#,
         )
         .unwrap_or_default();
-        assert!(arguments_for(&huge, Path::new("/scratch"))["n"].is_number());
+        assert!(arguments_for("tool", &huge, Path::new("/scratch"))["n"].is_number());
     }
 }

@@ -159,9 +159,6 @@ fn writes_of(call: &CallObservation) -> String {
     if !call.refused_writes.is_empty() {
         parts.push(format!("tried to write outside the copy (refused: {})", call.refused_writes.join(", ")));
     }
-    if parts.is_empty() && !call.writes_inside.is_empty() {
-        parts.push(format!("opened for writing: {}", call.writes_inside.join(", ")));
-    }
     parts.join("; ")
 }
 

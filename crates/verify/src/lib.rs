@@ -121,7 +121,9 @@ pub struct CallObservation {
     pub error: Option<String>,
     /// The scratch tree's difference across the call.
     pub tree: snapshot::TreeDiff,
-    /// Files inside the scratch copy opened for writing, removed, renamed or made (even when nothing changed).
+    /// Files inside the scratch copy opened for writing, removed, renamed or made, as strace saw them. Shown as
+    /// detail only: what counts inside the copy is its net change ([`Self::tree`]), so a lock file taken and
+    /// dropped (git's optional index lock) is not a write.
     pub writes_inside: Vec<String>,
     /// Writes outside the scratch copy the sandbox refused (`EROFS`, `EACCES`, `EPERM`), `syscall path errno`.
     pub refused_writes: Vec<String>,
@@ -132,9 +134,9 @@ pub struct CallObservation {
 }
 
 impl CallObservation {
-    /// True when the call wrote or tried to write.
+    /// True when the call changed the scratch copy or tried to write outside it.
     pub fn wrote(&self) -> bool {
-        !self.tree.is_empty() || !self.writes_inside.is_empty() || !self.refused_writes.is_empty()
+        !self.tree.is_empty() || !self.refused_writes.is_empty()
     }
 
     /// True when the call connected or tried to.

@@ -44,10 +44,8 @@ pub async fn verify(options: &VerifyOptions) -> Result<Verification, VerifyError
     let scratch = root.path().join("work");
     std::fs::create_dir(&scratch).map_err(|error| VerifyError::io(&scratch, error))?;
     copy_tree(&options.workdir, &scratch)?;
-    let sample = scratch.join(SAMPLE_FILE);
-    if !sample.exists() {
-        std::fs::write(&sample, SAMPLE_TEXT).map_err(|error| VerifyError::io(&sample, error))?;
-    }
+    seed_sample(scratch.as_path())?;
+    refresh_git_index(&scratch).await;
     let scratch_text = scratch.to_string_lossy();
     let env = options.env.iter().map(|(key, value)| (key.clone(), value.replace("{scratch}", &scratch_text))).collect();
     let sandbox = Sandbox { scratch: scratch.clone(), trace: root.path().join("trace"), env };
@@ -128,7 +126,7 @@ async fn call_tool(
         .map(|fingerprint| fingerprint.whole)
         .unwrap_or_default();
     let schema = definition.get("inputSchema").cloned().unwrap_or(Value::Null);
-    let arguments = arguments_for(&schema, scratch);
+    let arguments = arguments_for(&name, &schema, scratch);
     // As the gateway reads it (other spellings normalized), so a claim verify skips is the claim `serve` sees.
     let declares_read_only = ToolDefinition::from_value(definition.clone())
         .is_ok_and(|tool| normalize_annotations(&tool).declared.read_only == Some(true));
@@ -147,6 +145,8 @@ async fn call_tool(
         report.skipped = Some("does not declare readOnlyHint: true (call it with --allow-writes)".into());
         return Ok(ToolRun { report, windows });
     }
+    // An earlier tool may have moved or removed the sample file: every tool starts with it in place.
+    seed_sample(scratch)?;
     for _ in 0..options.calls.max(1) {
         if started.elapsed() >= options.timeout {
             report.skipped = Some("the run's time ran out".into());
@@ -175,6 +175,37 @@ async fn call_tool(
     Ok(ToolRun { report, windows })
 }
 
+/// The copy gave every file a new inode and change time, so git's stat cache in a copied repository is stale and
+/// the first `git status` or `git diff` inside the sandbox would rewrite `.git/index`: a write the copy caused, not
+/// the tool. The cache is refreshed before the server starts, a second after the copy, so no entry is "racily
+/// clean" (as new as the index) and read again later. Best effort: without git, nothing happens.
+async fn refresh_git_index(scratch: &Path) {
+    if !scratch.join(".git").exists() {
+        return;
+    }
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let refreshed = tokio::process::Command::new("git")
+        .arg("-C")
+        .arg(scratch)
+        .args(["update-index", "-q", "--really-refresh"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
+    if let Ok(Err(error)) = tokio::time::timeout(Duration::from_secs(30), refreshed).await {
+        tracing::debug!(%error, "could not refresh the git index of the scratch copy");
+    }
+}
+
+/// Writes the sample file that generated file paths name, unless the copy already has one.
+fn seed_sample(scratch: &Path) -> Result<(), VerifyError> {
+    let sample = scratch.join(SAMPLE_FILE);
+    if !sample.exists() {
+        std::fs::write(&sample, SAMPLE_TEXT).map_err(|error| VerifyError::io(&sample, error))?;
+    }
+    Ok(())
+}
+
 fn first_text(result: &Value) -> Option<String> {
     let text = result.get("content")?.as_array()?.iter().find_map(|item| item.get("text")?.as_str())?;
     Some(text.chars().take(200).collect())
@@ -200,7 +231,7 @@ fn attribute<'a>(observation: &mut CallObservation, events: impl Iterator<Item =
     for event in events {
         let (syscall, paths, outcome) = match &event.effect {
             Effect::Connect { address, outcome } => {
-                observation.connections.push(format!("{address} ({})", describe(outcome)));
+                push_once(&mut observation.connections, format!("{address} ({})", describe(outcome)));
                 continue;
             }
             Effect::Exec { program, outcome } => {

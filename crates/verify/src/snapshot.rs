@@ -71,10 +71,18 @@ impl TreeDiff {
         self.created.is_empty() && self.changed.is_empty() && self.removed.is_empty()
     }
 
-    /// True when existing data was removed or overwritten (what a destructive tool does).
+    /// True when existing data was removed or overwritten (what a destructive tool does). A version-control
+    /// system's own bookkeeping (`.git/index`, `.git/HEAD`) does not count: it is rewritten whole by additive
+    /// operations (staging, switching branches) and the history it keeps is not lost; files it tracks do count.
     pub fn destroyed(&self) -> bool {
-        !self.removed.is_empty() || self.changed.iter().any(|change| change.kind == ChangeKind::Rewritten)
+        self.removed.iter().any(|path| !bookkeeping(path))
+            || self.changed.iter().any(|change| change.kind == ChangeKind::Rewritten && !bookkeeping(&change.path))
     }
+}
+
+/// True for a path inside a version-control system's metadata directory.
+fn bookkeeping(path: &str) -> bool {
+    matches!(Path::new(path).components().next(), Some(std::path::Component::Normal(first)) if [".git", ".hg", ".svn"].iter().any(|name| first == *name))
 }
 
 /// Reads the tree under `root`.
@@ -228,6 +236,12 @@ mod tests {
             ]
         );
         assert!(diff.destroyed());
+        let staged = TreeDiff {
+            changed: vec![Change { path: ".git/index".into(), kind: ChangeKind::Rewritten }],
+            removed: vec![".git/index.lock".into()],
+            ..TreeDiff::default()
+        };
+        assert!(!staged.destroyed() && !staged.is_empty(), "git's bookkeeping is a write, not a destruction");
         assert!(self::diff(&after, &take(root)?, root).is_empty());
         Ok(())
     }

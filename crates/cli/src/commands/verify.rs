@@ -111,7 +111,11 @@ fn verdict(tool: &ToolReport) -> String {
     if tool.observed.supported {
         return format!("support: {} quiet call(s)", tool.observed.calls);
     }
-    if tool.observed.succeeded == 0 {
+    let observed = tool.observed;
+    if observed.wrote || observed.connected || observed.destroyed {
+        return "no finding (as declared)".into();
+    }
+    if observed.succeeded == 0 {
         return "no evidence: every call failed".into();
     }
     "no finding".into()
