@@ -125,7 +125,8 @@ pub struct CallObservation {
     /// detail only: what counts inside the copy is its net change ([`Self::tree`]), so a lock file taken and
     /// dropped (git's optional index lock) is not a write.
     pub writes_inside: Vec<String>,
-    /// Writes outside the scratch copy the sandbox refused (`EROFS`, `EACCES`, `EPERM`), `syscall path errno`.
+    /// Writes tried outside the scratch copy, `syscall path errno`: refused by the sandbox (`EROFS`, `EACCES`,
+    /// `EPERM`), or `(not refused)` where one got through.
     pub refused_writes: Vec<String>,
     /// Network connections tried, `address (outcome)`.
     pub connections: Vec<String>,
@@ -171,8 +172,8 @@ pub enum VerifyError {
     /// No command was given.
     #[error("no server command given")]
     NoCommand,
-    /// bubblewrap or strace is missing.
-    #[error("`toolgate verify` needs {0} on PATH (Debian: apt-get install bubblewrap strace)")]
+    /// bubblewrap or strace is missing, or the sandbox cannot be built.
+    #[error("`toolgate verify` cannot build its observing sandbox: {0} (Debian: apt-get install bubblewrap strace)")]
     Missing(String),
     /// A file operation failed.
     #[error("{path}: {source}")]

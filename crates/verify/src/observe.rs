@@ -48,8 +48,10 @@ pub async fn verify(options: &VerifyOptions) -> Result<Verification, VerifyError
     refresh_git_index(&scratch).await;
     let scratch_text = scratch.to_string_lossy();
     let env = options.env.iter().map(|(key, value)| (key.clone(), value.replace("{scratch}", &scratch_text))).collect();
-    let sandbox = Sandbox { scratch: scratch.clone(), trace: root.path().join("trace"), env };
-    let (program, args) = sandbox.command_line(&options.command);
+    let traces = root.path().join("trace");
+    std::fs::create_dir(&traces).map_err(|error| VerifyError::io(&traces, error))?;
+    let sandbox = Sandbox { scratch: scratch.clone(), trace: traces.join("trace"), env };
+    let (program, args) = sandbox.command_line(&options.command)?;
     let endpoint = Endpoint::Stdio { program, args, env: Vec::new(), cwd: Some(scratch.clone()) };
     let connect_options = ConnectOptions {
         name: "verify".into(),
@@ -249,14 +251,16 @@ fn attribute<'a>(observation: &mut CallObservation, events: impl Iterator<Item =
             continue;
         }
         let shown = paths.join(" -> ");
-        if outcome.refused() {
-            let errno = match outcome {
-                Outcome::Failed(errno) => errno.as_str(),
-                Outcome::Done => "",
-            };
-            push_once(&mut observation.refused_writes, format!("{syscall} {shown} {errno}"));
-        } else if *outcome == Outcome::Done && paths.iter().any(|path| inside(path, scratch)) {
-            push_once(&mut observation.writes_inside, format!("{syscall} {shown}"));
+        let is_inside = paths.iter().all(|path| inside(path, scratch));
+        match outcome {
+            Outcome::Failed(errno) if outcome.refused() => {
+                push_once(&mut observation.refused_writes, format!("{syscall} {shown} {errno}"));
+            }
+            Outcome::Done if is_inside => push_once(&mut observation.writes_inside, format!("{syscall} {shown}")),
+            // Outside the copy and let through: only the trace's own directory is writable there, and a write to
+            // it is a write all the same.
+            Outcome::Done => push_once(&mut observation.refused_writes, format!("{syscall} {shown} (not refused)")),
+            Outcome::Failed(_) => {}
         }
     }
 }

@@ -1,15 +1,20 @@
-//! The observing sandbox's command line: `strace -f` around `bwrap` around the server.
+//! The observing sandbox's command line: bubblewrap (built by `toolgate_sandbox`, the same builder `serve` uses)
+//! around `strace -f` around the server.
 //!
-//! bubblewrap gives the server a read-only view of the whole file system, the scratch copy bound writable (at the
-//! same path, so paths in arguments mean the same inside and out) as its working directory, and fresh `/dev` and
-//! `/proc`; `/tmp` stays read-only, so a temporary file is a refused write strace records. It gets no
-//! network (a private network namespace with only loopback), its own process and IPC namespaces, a cleared
-//! environment with only what [`Sandbox::env`] lists, and dies with toolgate. strace runs outside the sandbox and
-//! follows every process (`-f`), writing absolute timestamps (`-ttt`) so effects can be attributed to the call that
-//! was in flight. This builds argument vectors only; it starts nothing.
+//! [`toolgate_sandbox::Profile::observing`] gives the server a read-only view of the whole file system, the scratch
+//! copy bound writable (at the same path, so paths in arguments mean the same inside and out) as its working
+//! directory, fresh `/dev` and `/proc`, no network (a private network namespace with only loopback), its own pid,
+//! IPC and UTS namespaces, no capabilities, a cleared environment with only what [`Sandbox::env`] lists, and it dies
+//! with toolgate. `/tmp` stays read-only, so a temporary file is a refused write strace records. strace runs inside
+//! the sandbox as the server's parent, follows every process (`-f`) and writes absolute timestamps (`-ttt`), so
+//! effects can be attributed to the call in flight; its trace goes to a directory of its own beside the copy (also
+//! writable, and outside the snapshot). This builds argument vectors only; it starts nothing.
 
 use std::path::{Path, PathBuf};
 
+use toolgate_sandbox::{Profile, command, probe};
+
+use crate::VerifyError;
 use crate::strace::TRACED;
 
 /// Environment variables passed through from toolgate's own environment when set: enough to find programs and
@@ -21,44 +26,16 @@ const PASSED: [&str; 4] = ["PATH", "HOME", "LANG", "TERM"];
 pub struct Sandbox {
     /// The scratch copy: writable, the working directory.
     pub scratch: PathBuf,
-    /// Where strace writes its trace (outside the sandbox's writable tree).
+    /// Where strace writes its trace: a file in a directory of its own, not inside the scratch copy.
     pub trace: PathBuf,
     /// The server's environment (after the passed-through variables).
     pub env: Vec<(String, String)>,
 }
 
 impl Sandbox {
-    /// The program and arguments that run `command` observed: `strace ... -- bwrap ... -- command`.
-    pub fn command_line(&self, command: &[String]) -> (String, Vec<String>) {
-        let mut args: Vec<String> = ["-f", "-ttt", "-qq", "-s", "4096", "-e"].map(str::to_owned).to_vec();
-        args.push(format!("trace={TRACED}"));
-        args.push("-o".into());
-        args.push(path_text(&self.trace));
-        args.push("--".into());
-        args.push("bwrap".into());
-        let scratch = path_text(&self.scratch);
-        for part in [
-            "--ro-bind",
-            "/",
-            "/",
-            "--dev",
-            "/dev",
-            "--proc",
-            "/proc",
-            "--bind",
-            &scratch,
-            &scratch,
-            "--chdir",
-            &scratch,
-            "--unshare-net",
-            "--unshare-pid",
-            "--unshare-ipc",
-            "--unshare-uts",
-            "--die-with-parent",
-            "--clearenv",
-        ] {
-            args.push(part.to_owned());
-        }
+    /// The program and arguments that run `command` observed: `bwrap ... -- strace ... -- command`.
+    pub fn command_line(&self, command_line: &[String]) -> Result<(String, Vec<String>), VerifyError> {
+        let (program, args) = command_line.split_first().ok_or(VerifyError::NoCommand)?;
         let mut env: Vec<(String, String)> = PASSED
             .iter()
             .filter_map(|name| std::env::var(name).ok().map(|value| ((*name).to_owned(), value)))
@@ -67,12 +44,18 @@ impl Sandbox {
         // nothing about the tool.
         env.push(("PYTHONDONTWRITEBYTECODE".into(), "1".into()));
         env.extend(self.env.iter().cloned());
-        for (name, value) in env {
-            args.extend(["--setenv".to_owned(), name, value]);
+        let mut profile = Profile::observing(self.scratch.clone(), env);
+        if let Some(trace_dir) = self.trace.parent() {
+            profile.writable.push(trace_dir.to_path_buf());
         }
-        args.push("--".into());
-        args.extend(command.iter().cloned());
-        ("strace".into(), args)
+        let mut prefix: Vec<String> = ["strace", "-f", "-ttt", "-qq", "-s", "4096", "-e"].map(str::to_owned).to_vec();
+        prefix.push(format!("trace={TRACED}"));
+        prefix.push("-o".into());
+        prefix.push(path_text(&self.trace));
+        prefix.push("--".into());
+        let sandboxed = command(&profile, probe(), &prefix, program, args)
+            .map_err(|error| VerifyError::Missing(error.to_string()))?;
+        Ok((sandboxed.program, sandboxed.args))
     }
 }
 
@@ -80,13 +63,17 @@ fn path_text(path: &Path) -> String {
     path.to_string_lossy().into_owned()
 }
 
-/// The programs verify needs that are not on `PATH` (`bwrap`, `strace`).
-pub fn missing_tools() -> Vec<&'static str> {
+/// What verify needs that this machine lacks: bubblewrap able to build a sandbox, and `strace` on `PATH`.
+pub fn missing_tools() -> Vec<String> {
+    let mut missing = Vec::new();
+    if let Err(reason) = &probe().bubblewrap {
+        missing.push(format!("bubblewrap ({reason})"));
+    }
     let path = std::env::var_os("PATH").unwrap_or_default();
-    ["bwrap", "strace"]
-        .into_iter()
-        .filter(|program| !std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
-        .collect()
+    if !std::env::split_paths(&path).any(|dir| dir.join("strace").is_file()) {
+        missing.push("strace".to_owned());
+    }
+    missing
 }
 
 #[cfg(test)]
@@ -94,22 +81,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_command_line_confines_and_traces() {
+    fn the_command_line_confines_and_traces() -> Result<(), VerifyError> {
+        if !missing_tools().is_empty() {
+            return Ok(());
+        }
+        let scratch = tempfile::tempdir().map_err(|error| VerifyError::io(Path::new("tempdir"), error))?;
+        let work = scratch.path().join("work");
+        let traces = scratch.path().join("trace");
+        for dir in [&work, &traces] {
+            std::fs::create_dir(dir).map_err(|error| VerifyError::io(dir, error))?;
+        }
         let sandbox = Sandbox {
-            scratch: "/s/work".into(),
-            trace: "/s/trace".into(),
+            scratch: work.clone(),
+            trace: traces.join("trace"),
             env: vec![("MEMORY_FILE_PATH".into(), "/s/work/m.json".into())],
         };
-        let (program, args) = sandbox.command_line(&["node".into(), "server.js".into()]);
-        assert_eq!(program, "strace");
+        let (program, args) = sandbox.command_line(&["node".into(), "server.js".into()])?;
+        assert!(program.ends_with("bwrap"), "{program}");
         let text = args.join(" ");
+        let work = work.display();
         for part in [
-            "-o /s/trace -- bwrap --ro-bind / /",
-            "--bind /s/work /s/work --chdir /s/work --unshare-net",
-            "--clearenv",
-            "--setenv MEMORY_FILE_PATH /s/work/m.json -- node server.js",
+            "--ro-bind / /".to_owned(),
+            format!("--bind {work} {work}"),
+            "--unshare-net".to_owned(),
+            "--clearenv".to_owned(),
+            "--setenv MEMORY_FILE_PATH /s/work/m.json".to_owned(),
+            format!("-o {}/trace -- node server.js", traces.display()),
         ] {
-            assert!(text.contains(part), "{part} in {text}");
+            assert!(text.contains(&part), "{part} in {text}");
         }
+        Ok(())
     }
 }
