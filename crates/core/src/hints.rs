@@ -68,6 +68,8 @@ pub enum HintSource {
     Implied,
     /// Inferred by toolgate from name, title, description and schema.
     Inferred,
+    /// Seen: a verification record (`toolgate verify`) caught the tool doing what the relaxed value denies.
+    Observed,
     /// Nothing said anything: the spec default applies.
     Default,
 }
@@ -80,6 +82,7 @@ impl HintSource {
             HintSource::Declared => "declared",
             HintSource::Implied => "implied",
             HintSource::Inferred => "inferred",
+            HintSource::Observed => "observed",
             HintSource::Default => "default",
         }
     }

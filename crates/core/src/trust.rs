@@ -76,6 +76,9 @@ pub enum HintRule {
     DeclaredTightening,
     /// Declared relaxing by an untrusted upstream, and inference agrees with enough confidence: kept.
     DeclaredRelaxingConfirmedByInference,
+    /// Declared relaxing by an untrusted upstream, inference unsure, and a verification record supports it (every
+    /// call succeeded without a write or a connection; [`Observation::supports`]): kept.
+    DeclaredRelaxingConfirmedByObservation,
     /// Declared relaxing by an untrusted upstream; the upstream's other tools declare the same value as a house
     /// convention and inference does not see the opposite in this tool: kept ([`Convention`]).
     DeclaredRelaxingConfirmedByConvention,
@@ -89,21 +92,26 @@ pub enum HintRule {
     Implied,
     /// Nothing said anything.
     SpecDefault,
+    /// A verification record caught the tool doing what the relaxed value denies: the tight value, whatever the
+    /// upstream's trust and whatever was declared or inferred ([`Observation::contradiction`]).
+    ObservedContradiction,
 }
 
 impl HintRule {
     /// Every rule, in the order of the variants.
-    pub const ALL: [HintRule; 10] = [
+    pub const ALL: [HintRule; 12] = [
         HintRule::Override,
         HintRule::DeclaredTrusted,
         HintRule::DeclaredTightening,
         HintRule::DeclaredRelaxingConfirmedByInference,
+        HintRule::DeclaredRelaxingConfirmedByObservation,
         HintRule::DeclaredRelaxingConfirmedByConvention,
         HintRule::DeclaredRelaxingRejected,
         HintRule::Inferred,
         HintRule::InferredRelaxingRejected,
         HintRule::Implied,
         HintRule::SpecDefault,
+        HintRule::ObservedContradiction,
     ];
 
     /// The stable kebab-case name used in `_meta`, decisions and policy rules.
@@ -113,12 +121,14 @@ impl HintRule {
             HintRule::DeclaredTrusted => "declared-trusted",
             HintRule::DeclaredTightening => "declared-tightening",
             HintRule::DeclaredRelaxingConfirmedByInference => "declared-relaxing-confirmed-by-inference",
+            HintRule::DeclaredRelaxingConfirmedByObservation => "declared-relaxing-confirmed-by-observation",
             HintRule::DeclaredRelaxingConfirmedByConvention => "declared-relaxing-confirmed-by-convention",
             HintRule::DeclaredRelaxingRejected => "declared-relaxing-rejected",
             HintRule::Inferred => "inferred",
             HintRule::InferredRelaxingRejected => "inferred-relaxing-rejected",
             HintRule::Implied => "implied",
             HintRule::SpecDefault => "spec-default",
+            HintRule::ObservedContradiction => "observed-contradiction",
         }
     }
 
@@ -129,7 +139,9 @@ impl HintRule {
             HintRule::DeclaredTrusted
             | HintRule::DeclaredTightening
             | HintRule::DeclaredRelaxingConfirmedByInference
+            | HintRule::DeclaredRelaxingConfirmedByObservation
             | HintRule::DeclaredRelaxingConfirmedByConvention => HintSource::Declared,
+            HintRule::ObservedContradiction => HintSource::Observed,
             HintRule::Inferred => HintSource::Inferred,
             HintRule::Implied => HintSource::Implied,
             HintRule::DeclaredRelaxingRejected | HintRule::InferredRelaxingRejected | HintRule::SpecDefault => {
@@ -152,7 +164,9 @@ impl FromStr for HintRule {
             kind: "hint rule",
             name: text.to_owned(),
             expected: "override, declared-trusted, declared-tightening, declared-relaxing-confirmed-by-inference, \
-                       declared-relaxing-confirmed-by-convention, declared-relaxing-rejected, inferred, inferred-relaxing-rejected, implied, spec-default",
+                       declared-relaxing-confirmed-by-observation, declared-relaxing-confirmed-by-convention, \
+                       declared-relaxing-rejected, inferred, inferred-relaxing-rejected, implied, spec-default, \
+                       observed-contradiction",
         })
     }
 }
@@ -202,6 +216,46 @@ impl TrustedHints {
     }
 }
 
+/// What a verification record (`toolgate verify`) saw a tool do, as evidence for the trust rule: a separate input,
+/// never mixed into inference. The caller binds it to the tool (the record's fingerprint is the definition's and
+/// its command the upstream's); a changed definition has no record.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Observation {
+    /// The record's name (`verification/12`), shown in `_meta` and the console.
+    pub record: String,
+    /// Some call wrote, or tried to.
+    pub wrote: bool,
+    /// Some call connected out, or tried to.
+    pub connected: bool,
+    /// A repeated identical call changed the state again.
+    pub repeat_changed: bool,
+    /// Some call removed or overwrote existing data.
+    pub destroyed: bool,
+    /// Every call succeeded without a write or a connection.
+    pub supported: bool,
+}
+
+impl Observation {
+    /// The tight value the observation forces on `hint`, when the tool was seen doing what the relaxed value
+    /// denies: it wrote (not read-only), destroyed (destructive), changed state on a repeat (not idempotent),
+    /// connected (open-world).
+    pub fn contradiction(&self, hint: Hint) -> Option<bool> {
+        let seen = match hint {
+            Hint::ReadOnly => self.wrote,
+            Hint::Destructive => self.destroyed,
+            Hint::Idempotent => self.repeat_changed,
+            Hint::OpenWorld => self.connected,
+        };
+        seen.then(|| !hint.relaxed_value())
+    }
+
+    /// True when the record supports the relaxed value of `hint`: quiet successful calls say a tool did not write
+    /// and did not connect, so they speak for `readOnlyHint` and `openWorldHint` only.
+    pub fn supports(&self, hint: Hint) -> bool {
+        self.supported && matches!(hint, Hint::ReadOnly | Hint::OpenWorld) && self.contradiction(hint).is_none()
+    }
+}
+
 /// Merges overrides, declarations and inference into effective hints, believing declarations as far as `trust` says.
 ///
 /// `inference` is `None` when the caller does not want inference; then no relaxing declaration of an untrusted
@@ -228,13 +282,43 @@ pub fn resolve_trusted_hints_with(
     min_confidence: f32,
     convention: &Convention,
 ) -> TrustedHints {
-    if trust.believes_declarations() {
-        let hints = resolve_hints(overrides, declared, inference);
+    resolve_trusted_hints_observed(overrides, declared, inference, trust, min_confidence, convention, None)
+}
+
+/// [`resolve_trusted_hints_with`] with a verification record's [`Observation`] of the tool. A contradiction sets
+/// the hint's tight value whatever the trust ([`HintRule::ObservedContradiction`]; only a config override beats
+/// it); support lets an untrusted upstream's relaxing `readOnlyHint` or `openWorldHint` count where inference alone
+/// is unsure, unless inference confidently sees the opposite ([`CONVENTION_VETO`];
+/// [`HintRule::DeclaredRelaxingConfirmedByObservation`]).
+pub fn resolve_trusted_hints_observed(
+    overrides: &HintOverrides,
+    declared: &DeclaredHints,
+    inference: Option<&Inference>,
+    trust: TrustLevel,
+    min_confidence: f32,
+    convention: &Convention,
+    observation: Option<&Observation>,
+) -> TrustedHints {
+    // A contradiction is applied as an override would be, so the read-only implication follows it (a tool seen
+    // writing gets its destructive and idempotent hints picked, not implied), then relabelled as observed.
+    let mut effective_overrides = overrides.clone();
+    let mut observed = Vec::new();
+    for hint in Hint::ALL {
+        if overrides.get(hint).is_none()
+            && let Some(value) = observation.and_then(|observation| observation.contradiction(hint))
+        {
+            set_hint(&mut effective_overrides, hint, value);
+            observed.push(hint);
+        }
+    }
+    let mut trusted = if trust.believes_declarations() {
+        let hints = resolve_hints(&effective_overrides, declared, inference);
         let rule = |hint: Hint| match hints.get(hint).source {
             HintSource::Overridden => HintRule::Override,
             HintSource::Declared => HintRule::DeclaredTrusted,
             HintSource::Implied => HintRule::Implied,
             HintSource::Inferred => HintRule::Inferred,
+            HintSource::Observed => HintRule::ObservedContradiction,
             HintSource::Default => HintRule::SpecDefault,
         };
         let rules = HintRules {
@@ -243,9 +327,39 @@ pub fn resolve_trusted_hints_with(
             idempotent: rule(Hint::Idempotent),
             open_world: rule(Hint::OpenWorld),
         };
-        return TrustedHints { hints, rules };
+        TrustedHints { hints, rules }
+    } else {
+        resolve_untrusted(&effective_overrides, declared, inference, min_confidence, convention, observation)
+    };
+    for hint in observed {
+        let value = trusted.hints.get(hint).value;
+        // The implication may have replaced the observed value (a destructive hint under an overridden read-only).
+        if trusted.rules.get(hint) == HintRule::Override {
+            set_effective(&mut trusted, hint, EffectiveHint { value, source: HintSource::Observed });
+        }
     }
-    resolve_untrusted(overrides, declared, inference, min_confidence, convention)
+    trusted
+}
+
+fn set_hint(hints: &mut DeclaredHints, hint: Hint, value: bool) {
+    let slot = match hint {
+        Hint::ReadOnly => &mut hints.read_only,
+        Hint::Destructive => &mut hints.destructive,
+        Hint::Idempotent => &mut hints.idempotent,
+        Hint::OpenWorld => &mut hints.open_world,
+    };
+    *slot = Some(value);
+}
+
+fn set_effective(trusted: &mut TrustedHints, hint: Hint, effective: EffectiveHint) {
+    let (slot, rule) = match hint {
+        Hint::ReadOnly => (&mut trusted.hints.read_only, &mut trusted.rules.read_only),
+        Hint::Destructive => (&mut trusted.hints.destructive, &mut trusted.rules.destructive),
+        Hint::Idempotent => (&mut trusted.hints.idempotent, &mut trusted.rules.idempotent),
+        Hint::OpenWorld => (&mut trusted.hints.open_world, &mut trusted.rules.open_world),
+    };
+    *slot = effective;
+    *rule = HintRule::ObservedContradiction;
 }
 
 /// Fewest other tools of the upstream that must declare a hint for a convention.
@@ -331,6 +445,7 @@ fn resolve_untrusted(
     inference: Option<&Inference>,
     min_confidence: f32,
     convention: &Convention,
+    observation: Option<&Observation>,
 ) -> TrustedHints {
     let confirmed = |hint: Hint, value: bool| {
         inference.is_some_and(|inference| {
@@ -349,6 +464,15 @@ fn resolve_untrusted(
                     || (hint == Hint::ReadOnly && inferred.vetoed())
             })
     };
+    // A record of quiet successful calls backs a relaxing declaration unless inference confidently sees the
+    // opposite: the calls used generated arguments, and the tool's texts may describe what they did not reach.
+    let by_observation = |hint: Hint, value: bool| {
+        observation.is_some_and(|observation| observation.supports(hint))
+            && !inference.is_some_and(|inference| {
+                let inferred = inference.get(hint);
+                inferred.value != value && inferred.confidence >= CONVENTION_VETO
+            })
+    };
     let pick = |hint: Hint| -> (bool, HintRule) {
         let relaxed = hint.relaxed_value();
         if let Some(value) = overrides.get(hint) {
@@ -358,6 +482,8 @@ fn resolve_untrusted(
                 (value, HintRule::DeclaredTightening)
             } else if confirmed(hint, value) {
                 (value, HintRule::DeclaredRelaxingConfirmedByInference)
+            } else if by_observation(hint, value) {
+                (value, HintRule::DeclaredRelaxingConfirmedByObservation)
             } else if by_convention(hint, value) {
                 (value, HintRule::DeclaredRelaxingConfirmedByConvention)
             } else {

@@ -4,7 +4,7 @@
 //! Built from upstream listings by a pure function, and replaced whole when any upstream's lists change (readers
 //! hold an `Arc<Catalog>` snapshot, so a call never sees half an update). Tool definitions are rewritten here and
 //! only here: the four hints are made explicit from the core's effective values, and provenance, risk, action
-//! phrase and fingerprint go under `_meta["toolgate/annotations"]`. Every other field of the definition survives
+//! phrase, fingerprint and the verification record weighed as evidence go under `_meta["toolgate/annotations"]`. Every other field of the definition survives
 //! byte for byte in meaning, except what would contradict that rewrite: `_meta` keys under `toolgate/` (only toolgate
 //! writes those) and other spellings of the four hints (`readOnly`, a top-level `readOnlyHint`, ...) whose value
 //! disagrees with the rewritten hint. Prompts, resources and templates lose their `toolgate/` `_meta` keys too.
@@ -25,7 +25,7 @@ use serde_json::{Map, Value, json};
 use toolgate_core::facts::{ToolFacts, tool_facts};
 use toolgate_core::fingerprint::FingerprintError;
 use toolgate_core::normalize::{hint_of_key, loose_bool};
-use toolgate_core::trust::{Convention, TrustLevel, TrustedHints, resolve_trusted_hints_with};
+use toolgate_core::trust::{Convention, TrustLevel, TrustedHints, resolve_trusted_hints_observed};
 use toolgate_core::{EffectiveHints, Hint, HintOverrides, HintSource, ToolDefinition, assess_tool};
 use toolgate_spec::{Quarantine, UpstreamSpec};
 use toolgate_upstream::ListKind;
@@ -582,13 +582,16 @@ pub(crate) fn expose_definition(
         Err(error) => return Err(error.clone()),
     };
     let trust = trust_level(spec, &fingerprint, quarantined);
-    let trusted = resolve_trusted_hints_with(
+    // A verification record binds to this exact definition: a changed one (quarantined or not) has none.
+    let observation = spec.trust.observations.get(&fingerprint);
+    let trusted = resolve_trusted_hints_observed(
         &overrides,
         &assessment.normalized.declared,
         Some(&assessment.inference),
         trust,
         spec.trust.min_confidence,
         &convention.without(&assessment.normalized.declared),
+        observation,
     );
     let facts = tool_facts(tool, &trusted.hints);
     let mut definition = tool.raw().clone();
@@ -628,6 +631,9 @@ pub(crate) fn expose_definition(
     });
     if !confidence.is_empty() {
         record["inferredConfidence"] = Value::Object(confidence);
+    }
+    if let Some(observation) = observation {
+        record["verification"] = Value::String(observation.record.clone());
     }
     if quarantined {
         record["quarantined"] = Value::Bool(true);

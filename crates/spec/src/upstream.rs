@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use toolgate_core::HintOverrides;
-use toolgate_core::trust::{DEFAULT_MIN_CONFIDENCE, TrustLevel};
+use toolgate_core::trust::{DEFAULT_MIN_CONFIDENCE, Observation, TrustLevel};
 
 use crate::{DEFAULT_INITIALIZE_TIMEOUT, DEFAULT_MAX_IN_FLIGHT, DEFAULT_REQUEST_TIMEOUT, Endpoint, SandboxSpec};
 
@@ -72,6 +72,10 @@ pub struct UpstreamTrust {
     /// For `verified`: the tool fingerprints of a manifest whose signature was checked at start (by the CLI,
     /// which holds the crypto). A verified upstream's tool whose fingerprint is not here is treated as untrusted.
     pub verified_fingerprints: Option<BTreeSet<String>>,
+    /// What `toolgate verify` saw its tools do, by tool fingerprint: the newest verification record of each
+    /// definition for this upstream's command, loaded from the state store by the CLI at start. Evidence for the
+    /// trust rule whatever the level (`toolgate_core::trust::resolve_trusted_hints_observed`).
+    pub observations: BTreeMap<String, Observation>,
     /// Whether its prompts, resources and completions are open-world content (they taint the session that gets
     /// them). `None`: judged from its tools (open-world unless every tool is closed-world by its effective hints).
     pub open_world_content: Option<bool>,
@@ -84,6 +88,7 @@ impl Default for UpstreamTrust {
             min_confidence: DEFAULT_MIN_CONFIDENCE,
             manifest: None,
             verified_fingerprints: None,
+            observations: BTreeMap::new(),
             open_world_content: None,
         }
     }

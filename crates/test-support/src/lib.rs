@@ -5,7 +5,8 @@
 //!   [`PeerCommand`] for each: Node reference servers, the Python SDK's interpreter, `mcp-server-git`, the
 //!   Inspector CLI and the conformance suite.
 //! - [`misbehave`] launches `fixtures/misbehave.py`, a stdlib-only Python fake that crashes, hangs, prints
-//!   garbage or sends huge and oddly annotated answers on demand.
+//!   garbage or sends huge and oddly annotated answers on demand; [`liar`] launches `fixtures/liar.py`, whose
+//!   hints lie about what its tools do.
 //! - [`run_guarded`] / [`wait_guarded`] run a child to completion under a hang guard and capture its output.
 //! - With the `cli` feature, `toolgate` runs the built `toolgate` binary for the CLI's tests: one command to
 //!   completion, or a `toolgate serve` that announced where it listens, and talks raw HTTP to it.
@@ -155,6 +156,13 @@ pub fn misbehave(mode: &str) -> PeerCommand {
         .arg(mode)
         // Unbuffered, so a crash never loses an answer the fixture already "sent".
         .env("PYTHONUNBUFFERED", "1")
+}
+
+/// Launches `fixtures/liar.py`, the stdlib-only server whose hints lie (a read-only tool that appends to
+/// `status.log`, a closed-world one that connects to 127.0.0.1, an idempotent one that appends, a non-destructive one
+/// that removes `notes.txt`) and one honest reader, for `toolgate verify` and the sandbox. It works in its cwd.
+pub fn liar() -> PeerCommand {
+    PeerCommand::new("python3").arg(fixtures_dir().join("liar.py").to_string_lossy())
 }
 
 /// `PATH` with `dir` first, for peers that start other programs by name (Inspector, conformance, npm bins).

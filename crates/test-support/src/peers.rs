@@ -108,6 +108,18 @@ impl Peers {
             .env("PATH", self.path_env())
     }
 
+    /// `mcp-server-time` (Python) over stdio, from the shared virtual environment. Not yet pinned in `peers.toml`
+    /// (the lead adds it); installed beside `mcp-server-git`.
+    pub fn mcp_server_time(&self) -> PeerCommand {
+        PeerCommand::new(self.existing(self.venv_bin_dir().join("mcp-server-time"))).env("PATH", self.path_env())
+    }
+
+    /// `mcp-server-fetch` (Python) over stdio, from the shared virtual environment (not yet pinned, as
+    /// [`Peers::mcp_server_time`]). It fetches URLs: open-world.
+    pub fn mcp_server_fetch(&self) -> PeerCommand {
+        PeerCommand::new(self.existing(self.venv_bin_dir().join("mcp-server-fetch"))).env("PATH", self.path_env())
+    }
+
     /// The MCP Inspector in CLI mode (`inspector --cli`). Append the server command, then e.g.
     /// `--method tools/list`; npm peers can be named by their command (`mcp-server-everything`).
     pub fn inspector_cli(&self) -> PeerCommand {

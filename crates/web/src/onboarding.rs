@@ -162,7 +162,14 @@ fn table_row(out: &mut String, row: &Row) {
         (None, Some(listed)) => escape(listed.state.as_str()),
         (None, None) => "?".to_owned(),
     };
-    let _ = write!(out, "<tr><th scope=\"row\"><code>{}</code></th><td>{state}</td>", escape(row.name));
+    // The verification record the gateway weighed as evidence (`toolgate verify`), when there is one.
+    let record = row
+        .listed
+        .and_then(|listed| listed.annotations.get("verification"))
+        .and_then(serde_json::Value::as_str)
+        .map(|record| format!("<br>evidence <code>{}</code>", escape(record)))
+        .unwrap_or_default();
+    let _ = write!(out, "<tr><th scope=\"row\"><code>{}</code></th><td>{state}{record}</td>", escape(row.name));
     let assessed = row
         .definition
         .and_then(|definition| ToolDefinition::from_value(definition.clone()).ok())

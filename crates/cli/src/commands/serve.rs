@@ -60,6 +60,40 @@ pub(crate) fn verify_manifests(spec: &mut GatewaySpec) -> Result<()> {
     Ok(())
 }
 
+/// Gives every stdio upstream the verification records `toolgate verify` stored for its command (exactly as
+/// configured: program and arguments), newest per tool fingerprint, as evidence for the trust rule. An HTTP
+/// upstream has no command and no records.
+async fn load_observations(spec: &mut GatewaySpec, store: &toolgate_store::Store) -> Result<()> {
+    for upstream in &mut spec.upstreams {
+        let toolgate_spec::Endpoint::Stdio { program, args, .. } = &upstream.endpoint else { continue };
+        let command: Vec<String> = std::iter::once(program.clone()).chain(args.iter().cloned()).collect();
+        let records = store
+            .verifications_for(&command)
+            .await
+            .with_context(|| format!("cannot read the verification records of upstream `{}`", upstream.name))?;
+        for record in records {
+            let facts = record.facts;
+            let observation = toolgate_core::trust::Observation {
+                record: record.name(),
+                wrote: facts.wrote,
+                connected: facts.connected,
+                repeat_changed: facts.repeat_changed,
+                destroyed: facts.destroyed,
+                supported: facts.supported,
+            };
+            upstream.trust.observations.insert(record.fingerprint, observation);
+        }
+        if !upstream.trust.observations.is_empty() {
+            tracing::info!(
+                upstream = %upstream.name,
+                records = upstream.trust.observations.len(),
+                "verification records weighed as evidence"
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Runs a gateway for a spec until it is told to stop, publishing its status in the state directory, keeping its
 /// audit log, pins and approvals there, and applying `config` again on SIGHUP (`reload`).
 /// `console_users` may log in to the console with their own tokens until a reload replaces them.
@@ -96,6 +130,7 @@ pub(crate) async fn serve_spec(
     let store = toolgate_store::Store::open_file(&state.join(toolgate_store::DATABASE_FILE), options)
         .await
         .with_context(|| format!("cannot open the state store in {}", state.display()))?;
+    load_observations(&mut spec, &store).await?;
     let gateway = Gateway::with_store(spec.clone(), Some(store.clone()))?;
     // `toolgate approvals` finds this state directory without being told only when it is the default one.
     let default_state = crate::state::state_dir(None).ok();

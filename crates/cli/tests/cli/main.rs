@@ -14,3 +14,4 @@ mod inspect;
 mod lint;
 mod status;
 mod support;
+mod verify;

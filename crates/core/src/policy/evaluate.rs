@@ -284,12 +284,14 @@ hint_details!(
     DeclaredTrusted = "declared-trusted",
     DeclaredTightening = "declared-tightening",
     DeclaredRelaxingConfirmedByInference = "declared-relaxing-confirmed-by-inference",
+    DeclaredRelaxingConfirmedByObservation = "declared-relaxing-confirmed-by-observation",
     DeclaredRelaxingConfirmedByConvention = "declared-relaxing-confirmed-by-convention",
     DeclaredRelaxingRejected = "declared-relaxing-rejected",
     Inferred = "inferred",
     InferredRelaxingRejected = "inferred-relaxing-rejected",
     Implied = "implied",
     SpecDefault = "spec-default",
+    ObservedContradiction = "observed-contradiction",
 );
 
 #[cfg(test)]
