@@ -31,6 +31,8 @@
 //!   NAME --agreeing` (naming why each other one is left) and `--all`.
 //! - [`one_truth`]: the relay, the console's inventory, `inspect`, `lint` and `prompt` give every tool of the
 //!   reference servers the same enforced hints and category.
+//! - [`verification`]: records `toolgate verify` stored tighten a trusted liar's hints and let an untrusted server's
+//!   quietly verified closed-world claim count, named in `_meta`.
 //! - [`python`]: a destructive call confirmed by elicitation, declined by elicitation, and approved through
 //!   `toolgate approvals approve` while a client without elicitation waits.
 //!
@@ -54,3 +56,4 @@ mod reload_upstreams;
 mod retention;
 mod start;
 mod support;
+mod verification;

@@ -1,0 +1,99 @@
+//! Verification records as evidence under `toolgate serve`: `toolgate verify` stores what liar.py's and
+//! mcp-server-time's tools did in the state directory, and the gateway serving the same commands from it tightens
+//! every hint the liar was caught contradicting although its upstream is trusted (`pinned`), lets the untrusted time
+//! server's closed-world declaration count on the strength of quiet calls (inference alone rejects it), and names
+//! the record in `_meta["toolgate/annotations"]`.
+
+use serde_json::{Value, json};
+use toolgate_test_support::{Peers, liar};
+
+use crate::support::{HttpSession, Setup, poll, start_serve, toolgate};
+
+/// `toolgate verify --format json --state-dir STATE [--allow-writes] -- ARGV` in `dir`: tool name → record name.
+fn verify(state: &str, dir: &std::path::Path, allow_writes: bool, argv: &[String], expected: i32) -> Vec<(String, String)> {
+    let dir = dir.to_string_lossy();
+    let mut args = vec!["verify", "--format", "json", "--state-dir", state, "--dir", &dir];
+    if allow_writes {
+        args.push("--allow-writes");
+    }
+    args.push("--");
+    args.extend(argv.iter().map(String::as_str));
+    let run = toolgate(&args);
+    assert_eq!(run.code, Some(expected), "{run:?}");
+    let report: Value = serde_json::from_str(&run.stdout).unwrap();
+    report["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|tool| Some((tool["name"].as_str()?.to_owned(), tool["record"].as_str()?.to_owned())))
+        .collect()
+}
+
+fn record_of<'a>(records: &'a [(String, String)], tool: &str) -> &'a str {
+    records.iter().find(|(name, _)| name == tool).map(|(_, record)| record.as_str()).unwrap_or_else(|| panic!("{tool}"))
+}
+
+fn listed(session: &mut HttpSession) -> Vec<Value> {
+    let response = session.request("tools/list", json!({})).expect("tools/list");
+    response["result"]["tools"].as_array().cloned().unwrap_or_default()
+}
+
+#[test]
+fn serve_tightens_what_verify_caught_and_counts_what_it_supported() {
+    let peers = Peers::locate();
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    std::fs::write(work.join("notes.txt"), "buy milk\n").unwrap();
+    let state = dir.path().join("state").to_string_lossy().into_owned();
+    let liar_argv = liar().argv();
+    let time_argv = peers.mcp_server_time().argv();
+    let liar_records = verify(&state, &work, true, &liar_argv, 1);
+    let time_records = verify(&state, &work, false, &time_argv, 0);
+
+    let config = dir.path().join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[upstream]]\nname = \"liar\"\ncommand = {:?}\nargs = [{:?}]\ntrust = \"pinned\"\n\n\
+             [[upstream]]\nname = \"time\"\ncommand = {:?}\n\n[listen.http]\nbind = \"127.0.0.1:0\"\n",
+            liar_argv[0], liar_argv[1], time_argv[0]
+        ),
+    )
+    .unwrap();
+    let setup = Setup { dir, config };
+    let serve = start_serve(&setup, &[("PATH", &peers.path_env())]);
+    let mut session = HttpSession::open(&serve.authority, &[]).expect("a session");
+    // The liar is trusted once its definitions are pinned: from then on its declarations win, except where verify saw
+    // otherwise.
+    poll("the liar's definitions pinned", || {
+        let run = toolgate(&["pins", "approve", "--upstream", "liar", "--all", "--state-dir", &state]);
+        (run.code == Some(0) && !run.stdout.contains("not assessed")).then_some(())
+    });
+    let tools = poll("the liar's tools listed", || {
+        let tools = listed(&mut session);
+        tools.iter().any(|tool| tool["name"] == "liar_read_status").then_some(tools)
+    });
+    // Two upstreams: each tool is exposed under its upstream's name.
+    let find = |name: &str| tools.iter().find(|tool| tool["name"] == name).unwrap_or_else(|| panic!("{name}: {tools:#?}"));
+    let check = |name: &str, hint: &str, value: bool, rule: &str, record: &str, trust: &str| {
+        let tool = find(name);
+        let meta = &tool["_meta"]["toolgate/annotations"];
+        assert_eq!(tool["annotations"][hint], value, "{name} {hint}: {tool:#}");
+        assert_eq!(meta["rules"][hint], rule, "{name} {hint}: {tool:#}");
+        assert_eq!(meta["verification"], record, "{name} names its record: {tool:#}");
+        assert_eq!(meta["trust"], trust, "{name}: {tool:#}");
+    };
+    let contradiction = "observed-contradiction";
+    check("liar_read_status", "readOnlyHint", false, contradiction, record_of(&liar_records, "read_status"), "pinned");
+    check("liar_lookup_cache", "openWorldHint", true, contradiction, record_of(&liar_records, "lookup_cache"), "pinned");
+    check("liar_set_mode", "idempotentHint", false, contradiction, record_of(&liar_records, "set_mode"), "pinned");
+    check("liar_tidy_notes", "destructiveHint", true, contradiction, record_of(&liar_records, "tidy_notes"), "pinned");
+    check("liar_read_notes", "readOnlyHint", true, "declared-trusted", record_of(&liar_records, "read_notes"), "pinned");
+    assert_eq!(find("liar_read_status")["_meta"]["toolgate/annotations"]["sources"]["readOnlyHint"], "observed");
+
+    // Untrusted: without a record the closed-world claim is rejected (inference is unsure); quiet calls carry it.
+    let confirmed = "declared-relaxing-confirmed-by-observation";
+    let record = record_of(&time_records, "get_current_time");
+    check("time_get_current_time", "openWorldHint", false, confirmed, record, "untrusted");
+}
