@@ -20,6 +20,8 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
     ("toolgate-spec", &["toolgate-core"]),
     ("toolgate-upstream", &["toolgate-spec"]),
     ("toolgate-sandbox", &["toolgate-spec"]),
+    // Observation only: the records it produces are stored by the binary.
+    ("toolgate-verify", &["toolgate-core", "toolgate-upstream", "toolgate-sandbox"]),
     ("toolgate-demo", &[]),
     // Optional, behind its `store` and `gateway` features: the fixtures and the client that tests share.
     ("toolgate-test-support", &["toolgate-store", "toolgate-proxy"]),
@@ -41,6 +43,7 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
             "toolgate-config",
             "toolgate-store",
             "toolgate-web",
+            "toolgate-verify",
         ],
     ),
     ("xtask", &["toolgate-core"]),

@@ -222,8 +222,28 @@ mod tests {
             connections: vec!["127.0.0.1:9 (refused: ECONNREFUSED)".into()],
             ..CallObservation::default()
         };
-        assert_eq!(codes(&read_only, &[refused.clone()]), ["TG402"], "an attempt counts even when the call failed");
+        assert_eq!(
+            codes(&read_only, std::slice::from_ref(&refused)),
+            ["TG402"],
+            "an attempt counts even when the call failed"
+        );
         assert!(!observed_of(&[refused]).supported);
+    }
+
+    #[test]
+    fn every_rule_is_documented_beside_lint_s() {
+        let catalogue = include_str!("../../../docs/lint-rules.md");
+        let guide = include_str!("../../../docs/verify.md");
+        for rule in RULES {
+            let heading = format!("## {} `{}`", rule.code, rule.name);
+            assert!(catalogue.contains(&heading), "docs/lint-rules.md lacks `{heading}`");
+            assert!(
+                guide.contains(&format!("| `{}` | `{}` |", rule.code, rule.name)),
+                "docs/verify.md lacks {}",
+                rule.code
+            );
+            assert!(!rule.fix.ends_with('.') && !rule.summary.ends_with('.'));
+        }
     }
 
     #[test]

@@ -82,7 +82,7 @@ fn yes(value: bool) -> &'static str {
 fn declares(tool: &ToolReport) -> String {
     let annotations = tool.definition.get("annotations");
     let flag = |key: &str, short: &str| match annotations.and_then(|a| a.get(key)).and_then(Value::as_bool) {
-        Some(true) => Some(format!("{short}")),
+        Some(true) => Some(short.to_owned()),
         Some(false) => Some(format!("!{short}")),
         None => None,
     };

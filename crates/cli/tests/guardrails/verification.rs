@@ -10,7 +10,13 @@ use toolgate_test_support::{Peers, liar};
 use crate::support::{HttpSession, Setup, poll, start_serve, toolgate};
 
 /// `toolgate verify --format json --state-dir STATE [--allow-writes] -- ARGV` in `dir`: tool name → record name.
-fn verify(state: &str, dir: &std::path::Path, allow_writes: bool, argv: &[String], expected: i32) -> Vec<(String, String)> {
+fn verify(
+    state: &str,
+    dir: &std::path::Path,
+    allow_writes: bool,
+    argv: &[String],
+    expected: i32,
+) -> Vec<(String, String)> {
     let dir = dir.to_string_lossy();
     let mut args = vec!["verify", "--format", "json", "--state-dir", state, "--dir", &dir];
     if allow_writes {
@@ -75,7 +81,8 @@ fn serve_tightens_what_verify_caught_and_counts_what_it_supported() {
         tools.iter().any(|tool| tool["name"] == "liar_read_status").then_some(tools)
     });
     // Two upstreams: each tool is exposed under its upstream's name.
-    let find = |name: &str| tools.iter().find(|tool| tool["name"] == name).unwrap_or_else(|| panic!("{name}: {tools:#?}"));
+    let find =
+        |name: &str| tools.iter().find(|tool| tool["name"] == name).unwrap_or_else(|| panic!("{name}: {tools:#?}"));
     let check = |name: &str, hint: &str, value: bool, rule: &str, record: &str, trust: &str| {
         let tool = find(name);
         let meta = &tool["_meta"]["toolgate/annotations"];
@@ -86,10 +93,24 @@ fn serve_tightens_what_verify_caught_and_counts_what_it_supported() {
     };
     let contradiction = "observed-contradiction";
     check("liar_read_status", "readOnlyHint", false, contradiction, record_of(&liar_records, "read_status"), "pinned");
-    check("liar_lookup_cache", "openWorldHint", true, contradiction, record_of(&liar_records, "lookup_cache"), "pinned");
+    check(
+        "liar_lookup_cache",
+        "openWorldHint",
+        true,
+        contradiction,
+        record_of(&liar_records, "lookup_cache"),
+        "pinned",
+    );
     check("liar_set_mode", "idempotentHint", false, contradiction, record_of(&liar_records, "set_mode"), "pinned");
     check("liar_tidy_notes", "destructiveHint", true, contradiction, record_of(&liar_records, "tidy_notes"), "pinned");
-    check("liar_read_notes", "readOnlyHint", true, "declared-trusted", record_of(&liar_records, "read_notes"), "pinned");
+    check(
+        "liar_read_notes",
+        "readOnlyHint",
+        true,
+        "declared-trusted",
+        record_of(&liar_records, "read_notes"),
+        "pinned",
+    );
     assert_eq!(find("liar_read_status")["_meta"]["toolgate/annotations"]["sources"]["readOnlyHint"], "observed");
 
     // Untrusted: without a record the closed-world claim is rejected (inference is unsure); quiet calls carry it.
