@@ -26,7 +26,7 @@ pub(crate) fn report(report: &Report, color: bool) -> String {
     out.push('\n');
     out.push_str(
         "sources: decl = declared by the server, inf = inferred by toolgate (confidence), impl = implied by \
-         read-only, cfg = set in config, dflt = spec default, seen = observed by `toolgate verify`; (said …) = the server declared otherwise and the trust \
+         read-only, cfg = set in config, dflt = spec default; (said …) = the server declared otherwise and the trust \
          rule did not believe it\n",
     );
     let with_findings = findings::findings_section(report, color);
@@ -116,6 +116,7 @@ fn source_label(tool: &ToolReport, hint: Hint, effective: EffectiveHint) -> Stri
         HintSource::Overridden => "cfg".into(),
         HintSource::Implied => "impl".into(),
         HintSource::Default => "dflt".into(),
+        // Views read no verification records (only `serve` does), so this shows only if one ever does.
         HintSource::Observed => "seen".into(),
         HintSource::Inferred => {
             let confidence = tool
