@@ -6,6 +6,9 @@
 //!   note is gone), **Deny** refuses it with an `isError` result (the note stays).
 //! - [`pins`]: a pinned upstream changes a tool definition (a rug pull); the tools page shows the diff;
 //!   **Pin this definition** releases the tool (listed and callable again) and pins it in the store.
+//! - [`onboarding`]: a new pinned upstream's page lists every tool with its hints declared, inferred and enforced,
+//!   the disagreeing ones first; forged forms (another site's, one without the CSRF token) pin nothing; **Pin the
+//!   agreeing ones** pins exactly those (store, audit, a client's `tools/list`), then **Pin all** the rest.
 //! - [`refusals`]: without the login token (401), a form auto-submitted from another site's origin (403), a form
 //!   from another loopback port without the CSRF token and one from the console's own page stripped of it (403):
 //!   the approval stays pending.
@@ -17,6 +20,7 @@
 
 mod approvals;
 mod browser;
+mod onboarding;
 mod pins;
 mod refusals;
 /// What the console tests share with the guardrail tests: test-support's runner, demo setup and raw HTTP client.
