@@ -17,6 +17,10 @@ use crate::effective::{EffectiveHint, EffectiveHints, HintOverrides, resolve_hin
 use crate::hints::{DeclaredHints, Hint, HintSource};
 use crate::infer::Inference;
 
+mod observation;
+
+pub use observation::Observation;
+
 /// The confidence inference must reach to confirm a relaxing hint of an untrusted upstream, unless configured.
 pub const DEFAULT_MIN_CONFIDENCE: f32 = 0.8;
 
@@ -216,46 +220,6 @@ impl TrustedHints {
     }
 }
 
-/// What a verification record (`toolgate verify`) saw a tool do, as evidence for the trust rule: a separate input,
-/// never mixed into inference. The caller binds it to the tool (the record's fingerprint is the definition's and
-/// its command the upstream's); a changed definition has no record.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Observation {
-    /// The record's name (`verification/12`), shown in `_meta` and the console.
-    pub record: String,
-    /// Some call wrote, or tried to.
-    pub wrote: bool,
-    /// Some call connected out, or tried to.
-    pub connected: bool,
-    /// A repeated identical call changed the state again.
-    pub repeat_changed: bool,
-    /// Some call removed or overwrote existing data.
-    pub destroyed: bool,
-    /// Every call succeeded without a write or a connection.
-    pub supported: bool,
-}
-
-impl Observation {
-    /// The tight value the observation forces on `hint`, when the tool was seen doing what the relaxed value
-    /// denies: it wrote (not read-only), destroyed (destructive), changed state on a repeat (not idempotent),
-    /// connected (open-world).
-    pub fn contradiction(&self, hint: Hint) -> Option<bool> {
-        let seen = match hint {
-            Hint::ReadOnly => self.wrote,
-            Hint::Destructive => self.destroyed,
-            Hint::Idempotent => self.repeat_changed,
-            Hint::OpenWorld => self.connected,
-        };
-        seen.then(|| !hint.relaxed_value())
-    }
-
-    /// True when the record supports the relaxed value of `hint`: quiet successful calls say a tool did not write
-    /// and did not connect, so they speak for `readOnlyHint` and `openWorldHint` only.
-    pub fn supports(&self, hint: Hint) -> bool {
-        self.supported && matches!(hint, Hint::ReadOnly | Hint::OpenWorld) && self.contradiction(hint).is_none()
-    }
-}
-
 /// Merges overrides, declarations and inference into effective hints, believing declarations as far as `trust` says.
 ///
 /// `inference` is `None` when the caller does not want inference; then no relaxing declaration of an untrusted
@@ -307,7 +271,7 @@ pub fn resolve_trusted_hints_observed(
         if overrides.get(hint).is_none()
             && let Some(value) = observation.and_then(|observation| observation.contradiction(hint))
         {
-            set_hint(&mut effective_overrides, hint, value);
+            observation::set_hint(&mut effective_overrides, hint, value);
             observed.push(hint);
         }
     }
@@ -339,16 +303,6 @@ pub fn resolve_trusted_hints_observed(
         }
     }
     trusted
-}
-
-fn set_hint(hints: &mut DeclaredHints, hint: Hint, value: bool) {
-    let slot = match hint {
-        Hint::ReadOnly => &mut hints.read_only,
-        Hint::Destructive => &mut hints.destructive,
-        Hint::Idempotent => &mut hints.idempotent,
-        Hint::OpenWorld => &mut hints.open_world,
-    };
-    *slot = Some(value);
 }
 
 fn set_effective(trusted: &mut TrustedHints, hint: Hint, effective: EffectiveHint) {

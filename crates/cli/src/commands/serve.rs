@@ -154,7 +154,8 @@ pub(crate) async fn serve_spec(
         None => None,
     };
     if let Some(path) = config {
-        let reload = reload::Reload { gateway: gateway.clone(), started, console: console.clone() };
+        let reload =
+            reload::Reload { gateway: gateway.clone(), started, console: console.clone(), store: store.clone() };
         tokio::spawn(reload::reload_on_hangup(reload, path));
     }
     gateway.wait_settled(START_WAIT).await;

@@ -2,7 +2,8 @@
 //! mcp-server-time's tools did in the state directory, and the gateway serving the same commands from it tightens
 //! every hint the liar was caught contradicting although its upstream is trusted (`pinned`), lets the untrusted time
 //! server's closed-world declaration count on the strength of quiet calls (inference alone rejects it), and names
-//! the record in `_meta["toolgate/annotations"]`.
+//! the record in `_meta["toolgate/annotations"]`; a SIGHUP keeps them (the reloaded upstreams are weighed with the same
+//! records, so none looks changed).
 
 use serde_json::{Value, json};
 use toolgate_test_support::{Peers, liar};
@@ -117,4 +118,14 @@ fn serve_tightens_what_verify_caught_and_counts_what_it_supported() {
     let confirmed = "declared-relaxing-confirmed-by-observation";
     let record = record_of(&time_records, "get_current_time");
     check("time_get_current_time", "openWorldHint", false, confirmed, record, "untrusted");
+
+    // A SIGHUP reads the records again: an unchanged file changes no upstream, and the evidence stays.
+    let status = std::process::Command::new("kill").arg("-HUP").arg(serve.child.id().to_string()).status().unwrap();
+    assert!(status.success());
+    poll("the reload applied", || serve.stderr_text().contains("policy reloaded").then_some(()));
+    let stderr = serve.stderr_text();
+    assert!(!stderr.contains("changed (") && !stderr.contains("reload failed"), "nothing changed: {stderr}");
+    let after = listed(&mut session);
+    let read_status = after.iter().find(|tool| tool["name"] == "liar_read_status").expect("still listed");
+    assert_eq!(read_status["_meta"]["toolgate/annotations"]["rules"]["readOnlyHint"], contradiction, "{read_status:#}");
 }

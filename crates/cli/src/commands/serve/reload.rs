@@ -23,6 +23,8 @@ pub(super) struct Reload {
     pub(super) started: GatewaySpec,
     /// The console, when there is an HTTP listener to serve it.
     pub(super) console: Option<ConsoleHandle>,
+    /// The gateway's store, for the verification records each reloaded upstream is weighed with.
+    pub(super) store: toolgate_store::Store,
 }
 
 /// Applies the config file on every SIGHUP, until the process ends.
@@ -50,6 +52,12 @@ async fn apply(reload: &Reload, path: &Path) {
         }
     };
     if let Err(error) = super::verify_manifests(&mut spec) {
+        tracing::error!("config reload failed; nothing was changed: {error:#}");
+        return;
+    }
+    // As at start: without them every upstream with a record would look changed (its trust lacks the evidence) and be
+    // restarted without it. Records stored since start apply now (that upstream restarts with them).
+    if let Err(error) = super::load_observations(&mut spec, &reload.store).await {
         tracing::error!("config reload failed; nothing was changed: {error:#}");
         return;
     }
