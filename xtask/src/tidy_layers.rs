@@ -32,6 +32,7 @@ const PROXY_FLOORS: Floors = &[
             "resource_index",
             "relay_quota",
             "catalog",
+            "sandboxing",
             "upstreams",
             "upstream_set",
             "known_tools",

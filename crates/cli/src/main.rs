@@ -35,6 +35,14 @@ pub(crate) enum Outcome {
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    // A sandbox's port guard (toolgate-sandbox) runs before anything else starts: it restricts this process and
+    // execs the sandbox's next program, so no runtime or logger of toolgate's lives on in the sandbox.
+    let mut args = std::env::args_os();
+    if args.nth(1).is_some_and(|arg| arg == toolgate_sandbox::PORT_GUARD_ARG) {
+        let error = toolgate_sandbox::run_port_guard(args);
+        eprintln!("toolgate: {}", toolgate_core::display::escape(&error.to_string()));
+        return ExitCode::from(126);
+    }
     let cli = Cli::parse();
     // A running gateway reports upstream starts, failures and their stderr by default; one-shot commands stay quiet.
     let baseline = u8::from(matches!(cli.command, Command::Serve(_)));

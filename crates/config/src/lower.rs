@@ -105,6 +105,7 @@ pub(crate) fn lower(raw: RawConfig, origin: &Path, cx: &mut Context<'_>) -> Opti
     let sandbox = toolgate_spec::SandboxEnvironment {
         hidden_paths: vec![origin.to_path_buf()],
         own_ports: http.iter().map(|http| http.bind.port()).filter(|port| *port != 0).collect(),
+        port_guard: None,
     };
     let spec = GatewaySpec { upstreams, stdio, http, limits, guardrails, source: Some(origin.to_path_buf()), sandbox };
     Some(Lowered { spec, bearer_token_envs, console })

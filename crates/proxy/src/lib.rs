@@ -25,6 +25,7 @@ mod outbox;
 mod relay;
 mod relay_quota;
 mod resource_index;
+mod sandboxing;
 pub mod session;
 mod state;
 mod upstream_events;

@@ -14,10 +14,12 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use toolgate_spec::{Limits, UpstreamSpec};
+use toolgate_sandbox::HintNeeds;
+use toolgate_spec::{Limits, SandboxEnvironment, UpstreamSpec};
 use toolgate_upstream::{ConnectOptions, Connection, EventSink, ListKind, UpstreamError};
 
 use crate::catalog::{CheckedListing, UpstreamListing};
+use crate::sandboxing::{self, Confinement, SupersedableSink};
 
 /// The capabilities toolgate declares to upstreams: everything it can relay to a client.
 pub fn relayed_client_capabilities() -> Value {
@@ -71,6 +73,14 @@ pub struct UpstreamRuntime {
     pub(crate) withdrawal: CancellationToken,
     /// Its run task, once started: awaited when it is withdrawn, so its process is gone when the reload is done.
     task: Mutex<Option<JoinHandle<()>>>,
+    /// The sandbox of the live connection's process (`None`: unsandboxed), and what its tools' hints were last
+    /// known to need, so a reconnect starts with the right profile at once.
+    sandbox: Mutex<SandboxState>,
+}
+
+struct SandboxState {
+    confinement: Option<Confinement>,
+    needs: HintNeeds,
 }
 
 struct State {
@@ -102,6 +112,7 @@ impl UpstreamRuntime {
             stop: parent.child_token(),
             withdrawal: CancellationToken::new(),
             task: Mutex::new(None),
+            sandbox: Mutex::new(SandboxState { confinement: None, needs: sandboxing::BEFORE_LISTING }),
         }
     }
 
@@ -145,6 +156,28 @@ impl UpstreamRuntime {
     /// Whether a config reload took it out of service.
     pub(crate) fn is_withdrawn(&self) -> bool {
         self.state.read().map(|state| state.withdrawn.is_some()).unwrap_or(true)
+    }
+
+    /// The sandbox of the live connection's process, when it has one.
+    pub(crate) fn confinement(&self) -> Option<Confinement> {
+        self.sandbox.lock().ok().and_then(|state| state.confinement.clone())
+    }
+
+    /// Records what a re-listing's tools need of the sandbox. A running process keeps its profile: an open-world
+    /// tool added to an upstream without the network gets it at the next start, and until then its calls are
+    /// refused by the sandbox with toolgate's note; this warns once per change.
+    pub(crate) fn note_relisted_needs(&self, tools: &[Value]) {
+        let needs = sandboxing::hint_needs(&self.spec, tools);
+        let Ok(mut state) = self.sandbox.lock() else { return };
+        let Some(confinement) = &state.confinement else { return };
+        if needs.network && !confinement.profile.has_network() && !state.needs.network {
+            tracing::warn!(
+                upstream = %self.spec.name,
+                "a re-listing added an open-world tool, but the sandbox started without the network: it gets the \
+                 network at its next start (restart or reconnect); until then its connections are refused"
+            );
+        }
+        state.needs = needs;
     }
 
     /// The live connection, when ready.
@@ -202,6 +235,7 @@ impl UpstreamRuntime {
 
     /// Replaces the listing after a re-listing or a re-check, keeping the connection (the run task's only).
     pub(crate) fn replace_listing(&self, listing: Arc<CheckedListing>) {
+        self.note_relisted_needs(&listing.listing.tools);
         if let Ok(mut state) = self.state.write()
             && state.withdrawn.is_none()
         {
@@ -219,6 +253,7 @@ impl UpstreamRuntime {
     pub async fn connect(
         &self,
         limits: &Limits,
+        sandbox: &SandboxEnvironment,
         events: Arc<dyn EventSink>,
     ) -> Result<(Arc<Connection>, UpstreamListing), UpstreamError> {
         let max_message_bytes = limits.max_message_bytes;
@@ -229,16 +264,39 @@ impl UpstreamRuntime {
             max_in_flight: self.spec.max_in_flight,
             max_message_bytes,
             capabilities: relayed_client_capabilities(),
-            events: Some(events),
+            events: Some(Arc::clone(&events)),
             ..ConnectOptions::default()
         };
-        let connection = Arc::new(Connection::connect(&self.spec.endpoint, options).await?);
-        match list_everything(&connection, limits).await {
-            Ok(listing) => Ok((connection, listing)),
-            Err(error) => {
-                connection.close().await;
-                Err(error)
-            }
+        let needs = self.sandbox.lock().map(|state| state.needs).unwrap_or(sandboxing::BEFORE_LISTING);
+        let (endpoint, confinement) = sandboxing::sandboxed_endpoint(&self.spec, sandbox, needs)?;
+        let Some(confinement) = confinement else {
+            self.set_confinement(None, needs);
+            let connection = Arc::new(Connection::connect(&endpoint, options).await?);
+            return list_or_close(connection, limits).await;
+        };
+        let sink = Arc::new(SupersedableSink::new(events));
+        let first = ConnectOptions { events: Some(sink.clone()), ..options.clone() };
+        let connection = Arc::new(Connection::connect(&endpoint, first).await?);
+        let (connection, listing) = list_or_close(connection, limits).await?;
+        let wanted = sandboxing::hint_needs(&self.spec, &listing.tools);
+        if !sandboxing::needs_restart(&self.spec, sandbox, &confinement, wanted) {
+            self.set_confinement(Some(confinement), wanted);
+            return Ok((connection, listing));
+        }
+        // Its tools ask for another profile (the network for an open-world tool, or no writable path when every
+        // tool is read-only): start it once more with that profile, before anyone saw the first.
+        tracing::info!(upstream = %self.spec.name, "its tools' hints need another sandbox profile; starting it again");
+        sink.supersede();
+        connection.close().await;
+        let (endpoint, confinement) = sandboxing::sandboxed_endpoint(&self.spec, sandbox, wanted)?;
+        self.set_confinement(confinement, wanted);
+        let connection = Arc::new(Connection::connect(&endpoint, options).await?);
+        list_or_close(connection, limits).await
+    }
+
+    fn set_confinement(&self, confinement: Option<Confinement>, needs: HintNeeds) {
+        if let Ok(mut state) = self.sandbox.lock() {
+            *state = SandboxState { confinement, needs };
         }
     }
 
@@ -250,6 +308,20 @@ impl UpstreamRuntime {
             state.connection = None;
             state.listing = None;
             state.status = UpstreamStatus::Down { reason, attempts };
+        }
+    }
+}
+
+/// Lists everything on a new connection, closing it when the listing fails.
+async fn list_or_close(
+    connection: Arc<Connection>,
+    limits: &Limits,
+) -> Result<(Arc<Connection>, UpstreamListing), UpstreamError> {
+    match list_everything(&connection, limits).await {
+        Ok(listing) => Ok((connection, listing)),
+        Err(error) => {
+            connection.close().await;
+            Err(error)
         }
     }
 }

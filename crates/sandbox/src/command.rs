@@ -46,15 +46,18 @@ pub fn command(
     args: &[String],
 ) -> Result<SandboxedCommand, SandboxError> {
     let bwrap = mechanisms.bubblewrap.as_ref().map_err(|reason| unavailable("bubblewrap", reason))?;
-    if let Network::Host { deny_ports } = &profile.network
-        && !deny_ports.is_empty()
-    {
-        return Err(unavailable("a Landlock port guard", "toolgate's own ports cannot be refused yet"));
-    }
     for path in &profile.writable {
         check_path(path, true)?;
     }
     let mut chain: Vec<String> = Vec::new();
+    if let Network::Host { deny_ports, guard } = &profile.network
+        && !deny_ports.is_empty()
+    {
+        mechanisms.landlock.as_ref().map_err(|reason| unavailable("a Landlock port guard", reason))?;
+        let guard = guard.as_ref().ok_or_else(|| unavailable("a Landlock port guard", "no guard program given"))?;
+        chain.push(text(guard));
+        chain.extend(crate::port_guard::guard_args(deny_ports));
+    }
     if let Some(processes) = profile.limits.max_processes {
         let (unshare, shell) =
             mechanisms.process_limit.as_ref().map_err(|reason| unavailable("a process limit", reason))?;

@@ -11,10 +11,10 @@ use crate::profile::{Network, Profile, describe_paths};
 const SIGNS: [(&str, Rule); 19] = [
     ("EROFS", Rule::ReadOnly),
     ("Read-only file system", Rule::ReadOnly),
-    ("EACCES", Rule::ReadOnly),
-    ("Permission denied", Rule::ReadOnly),
-    ("EPERM", Rule::ReadOnly),
-    ("Operation not permitted", Rule::ReadOnly),
+    ("EACCES", Rule::Denied),
+    ("Permission denied", Rule::Denied),
+    ("EPERM", Rule::Denied),
+    ("Operation not permitted", Rule::Denied),
     ("ECONNREFUSED", Rule::Network),
     ("Connection refused", Rule::Network),
     ("ENETUNREACH", Rule::Network),
@@ -33,6 +33,7 @@ const SIGNS: [(&str, Rule); 19] = [
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Rule {
     ReadOnly,
+    Denied,
     Network,
     Limits,
 }
@@ -48,9 +49,20 @@ pub fn explain_denial(text: &str, profile: &Profile, upstream: &str, mode: &str)
             "a write outside the writable paths (the file system is read-only except: {})",
             describe_paths(&profile.writable)
         ),
+        Rule::Denied => format!(
+            "an access it may not make (the file system is read-only except: {}; toolgate's own files are hidden{})",
+            describe_paths(&profile.writable),
+            match &profile.network {
+                Network::Host { deny_ports, .. } if !deny_ports.is_empty() => format!(
+                    "; connections to toolgate's own ports {} are refused",
+                    deny_ports.iter().map(u16::to_string).collect::<Vec<_>>().join(", ")
+                ),
+                _ => String::new(),
+            }
+        ),
         Rule::Network => match &profile.network {
             Network::None => "a network connection (the sandbox has no network)".to_owned(),
-            Network::Host { deny_ports } => format!(
+            Network::Host { deny_ports, .. } => format!(
                 "a connection to toolgate's own port (refused: {})",
                 deny_ports.iter().map(u16::to_string).collect::<Vec<_>>().join(", ")
             ),
@@ -77,10 +89,10 @@ pub fn explain_denial(text: &str, profile: &Profile, upstream: &str, mode: &str)
 
 fn applies(rule: Rule, profile: &Profile) -> bool {
     match rule {
-        Rule::ReadOnly | Rule::Limits => true,
+        Rule::ReadOnly | Rule::Denied | Rule::Limits => true,
         Rule::Network => match &profile.network {
             Network::None => true,
-            Network::Host { deny_ports } => !deny_ports.is_empty(),
+            Network::Host { deny_ports, .. } => !deny_ports.is_empty(),
         },
     }
 }
@@ -118,7 +130,7 @@ mod tests {
 
     #[test]
     fn a_network_error_with_the_network_granted_is_not_the_sandboxs() {
-        let host = Network::Host { deny_ports: Vec::new() };
+        let host = Network::Host { deny_ports: Vec::new(), guard: None };
         assert_eq!(explain_denial("ECONNREFUSED", &profile(host), "web", "auto"), None);
         assert_eq!(explain_denial("all good", &profile(Network::None), "web", "auto"), None);
     }

@@ -24,11 +24,13 @@
 
 mod command;
 mod denial;
+mod port_guard;
 mod probe;
 mod profile;
 
 pub use command::{SandboxedCommand, command};
 pub use denial::explain_denial;
+pub use port_guard::{PORT_GUARD_ARG, run_port_guard};
 pub use probe::{Mechanisms, probe};
 pub use profile::{Cwd, HintNeeds, Network, Profile, ResourceLimits};
 

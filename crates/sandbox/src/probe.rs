@@ -43,7 +43,7 @@ impl Mechanisms {
             state(&self.prlimit),
             state(&self.process_limit),
             match &self.landlock {
-                Ok(abi) => format!("ABI {abi}"),
+                Ok(abi) => format!("TCP port rules (ABI {abi} or later)"),
                 Err(reason) => format!("no ({reason})"),
             },
             if self.seccomp { "yes" } else { "no" }
@@ -105,7 +105,7 @@ fn probe_now() -> Mechanisms {
         bubblewrap,
         prlimit,
         process_limit,
-        landlock: Err("not probed".to_owned()),
+        landlock: crate::port_guard::probe_landlock(),
         seccomp: std::fs::read_to_string("/proc/self/status")
             .map(|status| status.lines().any(|line| line.starts_with("Seccomp:")))
             .unwrap_or(false),

@@ -17,6 +17,9 @@ pub enum Network {
     Host {
         /// Ports a connection to is refused (on any address).
         deny_ports: Vec<u16>,
+        /// The program that applies that refusal (toolgate's own binary, see [`crate::PORT_GUARD_ARG`]); needed
+        /// when `deny_ports` is not empty.
+        guard: Option<PathBuf>,
     },
 }
 
@@ -99,7 +102,11 @@ impl Profile {
             .collect();
         env.extend(upstream_env.iter().cloned());
         Profile {
-            network: if network { Network::Host { deny_ports: environment.own_ports.clone() } } else { Network::None },
+            network: if network {
+                Network::Host { deny_ports: environment.own_ports.clone(), guard: environment.port_guard.clone() }
+            } else {
+                Network::None
+            },
             writable,
             hidden: environment.hidden_paths.clone(),
             env,
@@ -134,8 +141,8 @@ impl Profile {
     pub fn describe(&self) -> String {
         let network = match &self.network {
             Network::None => "none".to_owned(),
-            Network::Host { deny_ports } if deny_ports.is_empty() => "host".to_owned(),
-            Network::Host { deny_ports } => format!(
+            Network::Host { deny_ports, .. } if deny_ports.is_empty() => "host".to_owned(),
+            Network::Host { deny_ports, .. } => format!(
                 "host, except toolgate's own ports {}",
                 deny_ports.iter().map(u16::to_string).collect::<Vec<_>>().join(", ")
             ),
@@ -173,7 +180,11 @@ mod tests {
     }
 
     fn profile(settings: &SandboxSpec, needs: HintNeeds) -> Profile {
-        let environment = SandboxEnvironment { hidden_paths: vec!["/state".into()], own_ports: vec![8765] };
+        let environment = SandboxEnvironment {
+            hidden_paths: vec!["/state".into()],
+            own_ports: vec![8765],
+            port_guard: Some("/bin/toolgate".into()),
+        };
         let own = [("TOKEN".to_owned(), "x".to_owned())];
         Profile::for_upstream(settings, needs, &environment, &own, None, |name| {
             (name == "PATH" || name == "SECRET").then(|| format!("{name}-value"))
@@ -185,7 +196,7 @@ mod tests {
         let open = HintNeeds { network: true, writes: true };
         let read_only = HintNeeds { network: false, writes: false };
         let auto = profile(&settings(SandboxMode::Auto), open);
-        assert_eq!(auto.network, Network::Host { deny_ports: vec![8765] });
+        assert_eq!(auto.network, Network::Host { deny_ports: vec![8765], guard: Some("/bin/toolgate".into()) });
         assert_eq!(auto.writable, vec![PathBuf::from("/data")]);
         let auto = profile(&settings(SandboxMode::Auto), read_only);
         assert_eq!((auto.network, auto.writable), (Network::None, Vec::new()));

@@ -100,4 +100,7 @@ pub struct SandboxEnvironment {
     pub hidden_paths: Vec<PathBuf>,
     /// TCP ports toolgate listens on; a sandbox that has the network may not connect to them.
     pub own_ports: Vec<u16>,
+    /// The program that refuses those connections (toolgate's own binary, which runs `toolgate-sandbox`'s port
+    /// guard); without it a sandbox with the network cannot be kept off `own_ports`.
+    pub port_guard: Option<PathBuf>,
 }

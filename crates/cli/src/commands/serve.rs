@@ -106,6 +106,7 @@ pub(crate) async fn serve_spec(
     // What a reload compares the file with: the file's own limits, not the ones fitted to the open-files limit.
     let started = spec.clone();
     size_from_descriptors(&mut spec);
+    prepare_sandboxes(&mut spec, &state);
     // Owner only: the state holds arguments, approvals and the audit trail.
     toolgate_store::create_state_dir(&state)
         .with_context(|| format!("cannot create the state directory {}", state.display()))?;
@@ -359,5 +360,45 @@ pub(crate) async fn shutdown_signal() {
     #[cfg(not(unix))]
     {
         let _ = interrupt.await;
+    }
+}
+
+/// Hides the state directory (besides the config file) from every sandbox, makes the hidden paths absolute, and says
+/// at start what this machine offers sandboxes, so a missing mechanism is never silent (docs/sandbox.md).
+fn prepare_sandboxes(spec: &mut GatewaySpec, state: &std::path::Path) {
+    spec.sandbox.hidden_paths.push(state.to_path_buf());
+    // This binary is the port guard that keeps a sandbox with the network off toolgate's own port.
+    spec.sandbox.port_guard = std::env::current_exe().ok();
+    for path in &mut spec.sandbox.hidden_paths {
+        if let Ok(absolute) = std::path::absolute(&*path) {
+            *path = absolute;
+        }
+    }
+    let sandboxed: Vec<&UpstreamSpec> = spec
+        .upstreams
+        .iter()
+        .filter(|upstream| matches!(upstream.endpoint, Endpoint::Stdio { .. }))
+        .filter(|upstream| upstream.sandbox.mode != toolgate_spec::SandboxMode::Off)
+        .collect();
+    if sandboxed.is_empty() {
+        return;
+    }
+    let mechanisms = toolgate_sandbox::probe();
+    tracing::info!(mechanisms = %mechanisms.summary(), "sandbox mechanisms on this machine");
+    if let Err(reason) = &mechanisms.bubblewrap {
+        for upstream in sandboxed {
+            match upstream.sandbox.mode {
+                toolgate_spec::SandboxMode::Strict => tracing::error!(
+                    upstream = %upstream.name,
+                    %reason,
+                    "sandbox mode strict needs bubblewrap: this upstream will not start"
+                ),
+                _ => tracing::error!(
+                    upstream = %upstream.name,
+                    %reason,
+                    "sandbox mode auto without bubblewrap: this upstream runs WITHOUT a sandbox"
+                ),
+            }
+        }
     }
 }

@@ -183,6 +183,11 @@ pub(crate) fn post_process(gateway: &Shared, tool: &ExposedTool, id: &Value, for
             if let Some(result) = response.get_mut("result") {
                 let output_schema = tool.definition.get("outputSchema");
                 results::post_process(result, output_schema, &gateway.spec.guardrails.results);
+                if result.get("isError").and_then(Value::as_bool) == Some(true)
+                    && let Some(confinement) = gateway.upstreams.get(tool.upstream).and_then(|up| up.confinement())
+                {
+                    crate::sandboxing::annotate_refusal(result, &tool.upstream_name, &confinement);
+                }
             }
             response
         }

@@ -74,7 +74,7 @@ pub(crate) async fn run_upstream(gateway: Arc<Shared>, runtime: Arc<UpstreamRunt
         let limits = &gateway.spec.limits;
         let connected = tokio::select! {
             () = runtime.stop.cancelled() => return,
-            connected = runtime.connect(limits, sink) => connected,
+            connected = runtime.connect(limits, &gateway.spec.sandbox, sink) => connected,
         };
         match connected {
             Ok((connection, mut listed)) => {
