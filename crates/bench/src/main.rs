@@ -107,6 +107,8 @@ enum Scenario {
     Http,
     /// toolgate's memory with several upstreams and many sessions.
     Memory,
+    /// A sandboxed stdio upstream's start time and added latency per call (not in the default set).
+    Sandbox,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -242,7 +244,15 @@ async fn run(args: RunArgs) -> Result<Report, BoxError> {
         payload_bytes: args.payload,
     };
     let scratch = Scratch::new()?;
-    let mut report = Report { meta, rows: Vec::new(), comparisons: Vec::new(), memory: None, memory_unavailable: None };
+    let mut report = Report {
+        meta,
+        rows: Vec::new(),
+        comparisons: Vec::new(),
+        memory: None,
+        memory_unavailable: None,
+        sandbox_starts: None,
+        sandbox_unavailable: None,
+    };
     if args.only.contains(&Scenario::Stdio) {
         report.rows.extend(scenario::stdio(&plan, &scratch).await);
     }
@@ -253,6 +263,15 @@ async fn run(args: RunArgs) -> Result<Report, BoxError> {
         match scenario::memory(&plan, &scratch).await {
             Ok(memory) => report.memory = Some(memory),
             Err(error) => report.memory_unavailable = Some(error.to_string()),
+        }
+    }
+    if args.only.contains(&Scenario::Sandbox) {
+        match scenario::sandbox(&plan, &scratch).await {
+            Ok((rows, starts)) => {
+                report.rows.extend(rows);
+                report.sandbox_starts = Some(starts);
+            }
+            Err(error) => report.sandbox_unavailable = Some(error.to_string()),
         }
     }
     report.compare();

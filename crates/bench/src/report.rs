@@ -133,6 +133,10 @@ pub(crate) struct Report {
     pub(crate) memory: Option<Memory>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) memory_unavailable: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) sandbox_starts: Option<crate::scenario::SandboxStarts>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) sandbox_unavailable: Option<String>,
 }
 
 impl Report {
@@ -281,8 +285,31 @@ impl Report {
             }
             (None, None) => {}
         }
+        match (&self.sandbox_starts, &self.sandbox_unavailable) {
+            (Some(starts), _) => {
+                let _ = writeln!(
+                    out,
+                    "sandbox: toolgate serve to its first answered call, median of {}: plain upstream {:.0} ms, \
+                     sandboxed upstream {:.0} ms",
+                    starts.plain_ms.len(),
+                    median(&starts.plain_ms),
+                    median(&starts.sandboxed_ms)
+                );
+            }
+            (None, Some(why)) => {
+                let _ = writeln!(out, "sandbox: unavailable: {why}");
+            }
+            (None, None) => {}
+        }
         out
     }
+}
+
+/// The median of a few samples (0 for none).
+fn median(samples: &[f64]) -> f64 {
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted.get(sorted.len() / 2).copied().unwrap_or(0.0)
 }
 
 #[cfg(test)]

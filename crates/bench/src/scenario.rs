@@ -6,6 +6,8 @@
 //!    (`toolgate/stdio`) or the HTTP upstream (`toolgate/http`, `--upstream-url`); 1 and 8 calls in flight, each
 //!    in-flight call on its own keep-alive connection.
 //! 3. `http-sessions`: many sessions, several calls in flight in each, for a fixed number of calls: throughput.
+//! 5. `sandbox`: a toolgate on stdio fronting one stdio upstream, plain and sandboxed (mode strict): start time to
+//!    the first answered call, and latency per call (with the direct path for reference).
 //! 4. memory: a toolgate with five upstreams (one when `--config` is not available) and many open sessions, each
 //!    having made a call: `VmRSS`/`VmHWM` from `/proc`.
 
@@ -444,4 +446,94 @@ pub(crate) async fn memory(plan: &Plan, scratch: &Scratch) -> Result<Memory, Box
     .await;
     proc.stop().await;
     result
+}
+
+/// How long `toolgate serve --config` takes from spawn to its first answered call, with its one stdio upstream
+/// plain and sandboxed, alternating (milliseconds, one sample per start).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub(crate) struct SandboxStarts {
+    pub(crate) plain_ms: Vec<f64>,
+    pub(crate) sandboxed_ms: Vec<f64>,
+}
+
+/// How many times each kind of toolgate is started for [`SandboxStarts`].
+const SANDBOX_STARTS: usize = 5;
+
+/// The config of a toolgate on stdio fronting `<bench> upstream`, sandboxed (mode strict) or not.
+fn sandbox_config(scratch: &Scratch, bench: &Path, sandboxed: bool) -> Result<PathBuf, BoxError> {
+    let name = if sandboxed { "sandboxed.toml" } else { "plain.toml" };
+    let path = scratch.path(name);
+    let sandbox = if sandboxed { "[upstream.sandbox]\nmode = \"strict\"\n" } else { "" };
+    let text = format!(
+        "[[upstream]]\nname = \"echo\"\ncommand = {:?}\nargs = [\"upstream\"]\n{sandbox}\n[listen.stdio]\n",
+        bench.to_string_lossy()
+    );
+    std::fs::write(&path, text)?;
+    Ok(path)
+}
+
+/// Scenario 5: the cost of a sandbox: start time to the first answered call, and latency per call through toolgate
+/// with the upstream plain and sandboxed (and direct, for reference), in the same run.
+pub(crate) async fn sandbox(plan: &Plan, scratch: &Scratch) -> Result<(Vec<Row>, SandboxStarts), BoxError> {
+    let configs = [sandbox_config(scratch, &plan.bench, false)?, sandbox_config(scratch, &plan.bench, true)?];
+    let args = |config: &Path| vec!["serve".to_owned(), "--config".to_owned(), config.to_string_lossy().into_owned()];
+    let mut starts = SandboxStarts::default();
+    for round in 0..SANDBOX_STARTS {
+        for (index, config) in configs.iter().enumerate() {
+            let log = scratch.path(&format!("toolgate-sandbox-start-{round}-{index}.log"));
+            let started = Instant::now();
+            let (proc, client, tool) =
+                procs::spawn_stdio("toolgate serve (start)", &plan.toolgate, &args(config), Some(log)).await?;
+            let id = client.next_id();
+            check_echo(client.request(id, call_line(id, &tool, "start")).await?, "start")?;
+            let elapsed = started.elapsed().as_secs_f64() * 1000.0;
+            if index == 0 {
+                starts.plain_ms.push(elapsed)
+            } else {
+                starts.sandboxed_ms.push(elapsed)
+            }
+            drop(client);
+            proc.finish().await;
+        }
+    }
+    let direct = procs::spawn_stdio("upstream", &plan.bench, &strings(&["upstream"]), None).await;
+    let plain = procs::spawn_stdio(
+        "toolgate (plain upstream)",
+        &plan.toolgate,
+        &args(&configs[0]),
+        Some(scratch.path("toolgate-plain.log")),
+    )
+    .await;
+    let sandboxed = procs::spawn_stdio(
+        "toolgate (sandboxed upstream)",
+        &plan.toolgate,
+        &args(&configs[1]),
+        Some(scratch.path("toolgate-sandboxed.log")),
+    )
+    .await;
+    let mut rows = Vec::new();
+    for &in_flight in &plan.in_flight {
+        let mut lanes: Vec<Lane> =
+            [("direct", &direct), ("toolgate/stdio", &plain), ("toolgate/sandboxed", &sandboxed)]
+                .into_iter()
+                .map(|(path, target)| {
+                    let prepared = match target {
+                        Ok((proc, client, tool)) => {
+                            let workers = (0..in_flight).map(|_| Worker::Stdio(client.clone())).collect();
+                            let pid = (path != "direct").then(|| proc.pid()).flatten();
+                            Ok((workers, tool.clone(), pid))
+                        }
+                        Err(error) => Err(error.to_string().into()),
+                    };
+                    Lane::new(path, prepared)
+                })
+                .collect();
+        measure_lanes(&mut lanes, plan, plan.calls).await;
+        rows.extend(lanes.into_iter().map(|lane| lane.row("sandbox", 1, in_flight)));
+    }
+    for (proc, client, _) in [direct, plain, sandboxed].into_iter().flatten() {
+        drop(client);
+        proc.finish().await;
+    }
+    Ok((rows, starts))
 }

@@ -68,3 +68,27 @@ fn every_scenario_runs_and_reports_sane_numbers() {
 fn f(value: &Value) -> f64 {
     value.as_f64().unwrap_or_else(|| panic!("not a number: {value}"))
 }
+
+#[test]
+fn the_sandbox_scenario_reports_start_times_and_latency() {
+    let output = Command::new(env!("CARGO_BIN_EXE_toolgate-bench"))
+        .args(["run", "--json", "--only", "sandbox", "--calls", "20", "--warmup", "2", "--in-flight", "1"])
+        .arg("--toolgate")
+        .arg(toolgate())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "toolgate-bench run failed: {stderr}");
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let rows = report["rows"].as_array().unwrap();
+    let paths: Vec<&str> = rows.iter().map(|row| row["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, ["direct", "toolgate/stdio", "toolgate/sandboxed"], "{report:#}");
+    for row in rows {
+        assert_eq!(row["stats"]["errors"], 0, "{row}");
+    }
+    let starts = &report["sandbox_starts"];
+    for kind in ["plain_ms", "sandboxed_ms"] {
+        let samples = starts[kind].as_array().unwrap();
+        assert!(samples.len() == 5 && samples.iter().all(|ms| f(ms) > 0.0), "{report:#}");
+    }
+}
