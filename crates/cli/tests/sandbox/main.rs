@@ -143,3 +143,22 @@ fn auto_gives_the_network_when_a_tool_is_open_world() {
     let write = call(&mut session, "read_status", json!({}));
     assert!(is_error(&write) && texts(&write).contains("Read-only file system"), "{write}");
 }
+
+/// A strict sandbox that cannot be built (here a writable path that does not exist) fails its upstream closed: it is
+/// not started unsandboxed, its tools are absent, and the status says why.
+#[test]
+fn a_strict_sandbox_that_cannot_be_built_fails_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let missing = dir.path().join("missing");
+    let sandbox = format!("mode = \"strict\"\nwritable = [{:?}]", missing.to_string_lossy());
+    let upstream = fixture_upstream("liar", "liar.py", &work, "", &sandbox);
+    let gateway = Sandboxed::start(dir, &upstream, &[]);
+    let mut session = gateway.session();
+    let listed = session.request("tools/list", json!({})).unwrap();
+    assert_eq!(listed["result"]["tools"], json!([]), "{listed}");
+    let status =
+        toolgate_test_support::toolgate::run(&["status", "--state-dir", &gateway.path("state").to_string_lossy()]);
+    assert!(status.stdout.contains("sandbox mode strict") && status.stdout.contains("does not exist"), "{status:?}");
+}
