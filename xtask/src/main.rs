@@ -4,6 +4,8 @@
 //! - `eval`: scores inference on labelled corpora next to the baseline verb map, and the trust rule and the
 //!   standard policy built on it; `--check` holds each corpus to `xtask/eval-thresholds.toml`.
 //! - `train`: fits inference's learned layer on the labelled corpora and writes its checked-in weights.
+//! - `infer-cost`: times inference per tool over a corpus (the release driver of the cost figures) and, with
+//!   `--dump`, writes every inference in full to compare before and after a change.
 //! - `lint-eval`: measures lint on a labelled corpus (flagged mis-declarations, false-alarm rate).
 //! - `test`: installs the real peers into `.cache/` and runs every test.
 //! - `screenshots`: runs the console's browser tests with screenshots on, into `docs/screenshots/`.
@@ -18,6 +20,7 @@ mod eval_check;
 mod eval_convention;
 mod eval_trust;
 mod features;
+mod infer_cost;
 mod lint_eval;
 mod screenshots;
 mod test_run;
@@ -35,9 +38,10 @@ fn main() -> Result<()> {
         "tidy" => tidy::run(&rest),
         "train" => train::run(&rest),
         "eval" => eval::run(&rest),
+        "infer-cost" => infer_cost::run(&rest),
         "lint-eval" => lint_eval::run(&rest),
         "test" => test_run::run(&rest),
         "screenshots" => screenshots::run(&rest),
-        _ => bail!("usage: cargo xtask <tidy|eval|train|lint-eval|test|screenshots> [options]"),
+        _ => bail!("usage: cargo xtask <tidy|eval|train|infer-cost|lint-eval|test|screenshots> [options]"),
     }
 }
