@@ -128,12 +128,28 @@ fn stem(token: &str) -> Option<VerbClass> {
                 return Some(class);
             }
             // "creating" -> "creat" + "e"
-            if let Some(class) = lookup_verb(&format!("{stem}e")) {
+            if let Some(class) = with_e(stem, lookup_verb) {
                 return Some(class);
             }
         }
     }
     None
+}
+
+/// `check` of `stem` + `e`, built on the stack: inflected description words reach here by the hundred per tool, and
+/// a `format!` each cost more than the lookup. A stem too long for the buffer is no lexicon word plus `e`, but it
+/// is still checked (on the heap) so the answer never depends on the buffer.
+pub(crate) fn with_e<T>(stem: &str, check: impl Fn(&str) -> Option<T>) -> Option<T> {
+    let mut buffer = [0u8; 32];
+    match buffer.get_mut(..=stem.len()) {
+        Some(slot) => {
+            let (head, tail) = slot.split_at_mut(stem.len());
+            head.copy_from_slice(stem.as_bytes());
+            tail.copy_from_slice(b"e");
+            std::str::from_utf8(slot).ok().and_then(check)
+        }
+        None => check(&format!("{stem}e")),
+    }
 }
 
 fn lookup_verb(token: &str) -> Option<VerbClass> {

@@ -299,11 +299,11 @@ fn web_cue(signals: &Signals) -> Option<Cue> {
 }
 
 fn local_cue(signals: &Signals) -> Option<Cue> {
-    let lead = signals.lead_tokens.join(" ");
+    let lead = &signals.lead_text;
     if let Some(word) = LOCAL_WORDS.iter().find(|word| signals.lead_tokens.iter().any(|token| token == *word)) {
         return Some(Cue::new(CueSource::Description, format!("local word \"{word}\"")));
     }
-    if let Some(phrase) = LOCAL_PHRASES.iter().find(|phrase| contains_phrase(&lead, phrase)) {
+    if let Some(phrase) = LOCAL_PHRASES.iter().find(|phrase| contains_phrase(lead, phrase)) {
         return Some(Cue::new(CueSource::Description, format!("local phrase \"{}\"", phrase.trim())));
     }
     if let Some(word) = signals.name_or_title_word(&["file", "files", "directory", "process", "processes", "terminal"])
@@ -326,12 +326,12 @@ fn local_cue(signals: &Signals) -> Option<Cue> {
 }
 
 fn code_cue(signals: &Signals, head_class: Option<VerbClass>) -> Option<Cue> {
-    let lead = signals.lead_tokens.join(" ");
-    if let Some(phrase) = CODE_PHRASES.iter().find(|phrase| contains_phrase(&lead, phrase)) {
+    let lead = &signals.lead_text;
+    if let Some(phrase) = CODE_PHRASES.iter().find(|phrase| contains_phrase(lead, phrase)) {
         return Some(Cue::new(CueSource::Description, format!("phrase \"{phrase}\"")));
     }
     let runs_things = head_class == Some(VerbClass::Execute)
-        || ["execute", "run ", "evaluate", "eval"].iter().any(|word| contains_phrase(&lead, word));
+        || ["execute", "run ", "evaluate", "eval"].iter().any(|word| contains_phrase(lead, word));
     if !runs_things {
         return None;
     }

@@ -356,11 +356,15 @@ pub(crate) fn predicate_in(text: &str) -> Option<(String, VerbClass)> {
 pub(crate) fn predicates_in(text: &str) -> Vec<(String, VerbClass)> {
     let folded = as_seen(text);
     let mut found = Vec::new();
+    // One buffer for every clause's words: a long description has hundreds of clauses.
+    let mut words: Vec<&str> = Vec::new();
     for clause in folded.split(['.', '!', '?', '\n', ';', ':', '(', ')', ',']) {
-        let words: Vec<&str> = clause
-            .split(|character: char| !(character.is_alphanumeric() || character == '\'' || character == '\u{2019}'))
-            .filter(|word| !word.is_empty())
-            .collect();
+        words.clear();
+        words.extend(
+            clause
+                .split(|character: char| !(character.is_alphanumeric() || character == '\'' || character == '\u{2019}'))
+                .filter(|word| !word.is_empty()),
+        );
         // A sequence match (`then deletes`) covers the verb it names; the verb must not count again.
         let mut covered_until = 0;
         for index in 0..words.len() {
@@ -386,14 +390,17 @@ fn predicate_at(words: &[&str], index: usize) -> Option<(String, VerbClass)> {
     // `deletes the file`, `sends credentials to`, `posts to a pastebin`. A form that is as often a noun needs an
     // opener before it and an object word after it; any other verb needs only something after it that is not a
     // negation (`modifies nothing`).
-    let opens_verb = index == 0 || VERB_OPENERS.contains(&words[index - 1]);
-    let predicate = if NOUN_LIKE_FORMS.contains(word) {
-        opens_verb && OBJECT_WORDS.contains(&next(1))
-    } else {
-        next(1).starts_with(char::is_alphabetic) && !NEGATIONS.contains(&next(1)) && next(1) != "none"
+    // A closure, asked only of an effect verb: most words are none, and the list scans cost more than the lookup.
+    let predicate = || {
+        if NOUN_LIKE_FORMS.contains(word) {
+            let opens_verb = index == 0 || VERB_OPENERS.contains(&words[index - 1]);
+            opens_verb && OBJECT_WORDS.contains(&next(1))
+        } else {
+            next(1).starts_with(char::is_alphabetic) && !NEGATIONS.contains(&next(1)) && next(1) != "none"
+        }
     };
     if let Some(class) = finite_effect_verb(word)
-        && predicate
+        && predicate()
         && !about_another_noun(words, index)
         && (!word.starts_with("truncate") || truncates_storage(words, index))
         && !negated(words, index)

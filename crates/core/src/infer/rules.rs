@@ -172,8 +172,9 @@ fn is_in(list: &[&str], verb: &str) -> bool {
 
 fn stem_in(list: &[&str], verb: &str) -> bool {
     ["ing", "es", "ed", "s", "d"].iter().any(|suffix| {
-        verb.strip_suffix(suffix)
-            .is_some_and(|stem| list.contains(&stem) || list.contains(&format!("{stem}e").as_str()))
+        verb.strip_suffix(suffix).is_some_and(|stem| {
+            list.contains(&stem) || crate::words::with_e(stem, |word| list.contains(&word).then_some(())).is_some()
+        })
     })
 }
 
@@ -230,9 +231,7 @@ pub(crate) fn read_only(signals: &Signals, actions: &[Action], domain: &Domain) 
     }
     add_cue(&mut tally, &domain.read_shape, 0.5);
     // "Load a sample dataset into a cluster": loading into something writes it.
-    if actions.iter().any(|action| action.verb.starts_with("load"))
-        && contains_phrase(&signals.lead_tokens.join(" "), "into")
-    {
+    if actions.iter().any(|action| action.verb.starts_with("load")) && contains_phrase(&signals.lead_text, "into") {
         tally.add(CueSource::Description, "phrase \"load ... into\"", Some(VerbClass::Create), -4.0);
     }
     if !actions.iter().any(|action| action.class == VerbClass::Read) {
@@ -362,11 +361,11 @@ const SUBSTANTIVE_SENTENCES: usize = 3;
 /// Verbs that name the state they leave (`set`, `lock`, `cancel`, `stop`) imply it without support.
 pub(crate) fn idempotent(signals: &Signals, actions: &[Action], domain: &Domain) -> Tally {
     let mut tally = Tally::new(-0.3, "repeating an unknown call may act twice (the spec default)");
-    let upsert = contains_phrase(&signals.lead_tokens.join(" "), "create or update")
-        || contains_phrase(&signals.lead_tokens.join(" "), "creates or updates")
+    let upsert = contains_phrase(&signals.lead_text, "create or update")
+        || contains_phrase(&signals.lead_text, "creates or updates")
         || signals.description_phrase(&["upsert", "upserts"]).is_some()
         || signals.name_or_title_word(&["upsert", "createorupdate"]).is_some();
-    let repeat_fails = repeat_fails_sentence(&signals.description);
+    let repeat_fails = repeat_fails_sentence(signals);
     let terse = signals.sentence_count < SUBSTANTIVE_SENTENCES;
     // The support that lets a delete or update verb count; each kind adds its own evidence further down.
     let supported = signals.description_phrase(&["not idempotent", "non-idempotent"]).is_none()
@@ -435,8 +434,13 @@ pub(crate) fn idempotent(signals: &Signals, actions: &[Action], domain: &Domain)
 }
 
 /// True when a sentence says the target "already exists" and that the call then fails or errors.
-fn repeat_fails_sentence(description: &str) -> bool {
-    description.split(['.', '\n']).any(|sentence| {
+fn repeat_fails_sentence(signals: &Signals) -> bool {
+    // A sentence holds a phrase only if the whole description does (sentences end at `.` or a line break, which
+    // no phrase's word boundary can tell from the text's end), so most descriptions need no sentence split.
+    if signals.description_phrase(&["already exists", "already exist"]).is_none() {
+        return false;
+    }
+    signals.description.split(['.', '\n']).any(|sentence| {
         (contains_phrase(sentence, "already exists") || contains_phrase(sentence, "already exist"))
             && REPEAT_FAILS_WORDS.iter().any(|word| contains_phrase(sentence, word))
     })

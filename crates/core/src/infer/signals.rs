@@ -61,8 +61,12 @@ pub(crate) struct Signals {
     pub(crate) title_tokens: Vec<String>,
     /// The lowercased description (truncated).
     pub(crate) description: String,
+    /// Where the words of `description` start, so [`Signals::description_phrase`] need not scan it per phrase.
+    pub(crate) description_index: PhraseIndex,
     /// Tokens of the first sentence of the description.
     pub(crate) lead_tokens: Vec<String>,
+    /// The lead tokens joined by single spaces, which several cues search for phrases (kept once, not re-joined).
+    pub(crate) lead_text: String,
     /// Tokens of the whole (truncated) description.
     pub(crate) description_tokens: Vec<String>,
     /// How many sentences (or list items, lines) of at least three words the description has: a measure of how
@@ -87,21 +91,24 @@ impl Signals {
         let title = title.split_once(": ").map_or(title, |(_, rest)| rest);
         let full_description = as_seen(tool.description().unwrap_or_default());
         let full_description = full_description.as_ref();
-        let effect_text: String = full_description.chars().take(MAX_EFFECT_TEXT_CHARS).collect::<String>();
+        // Slices, not `chars().collect()`: the same characters, without building the strings char by char.
+        let effect_text = char_prefix(full_description, MAX_EFFECT_TEXT_CHARS);
         let effect_text_cut = effect_text.len() < full_description.len();
-        let description: String = effect_text.chars().take(MAX_DESCRIPTION_CHARS).collect::<String>();
-        let description = description.to_lowercase();
+        let description = char_prefix(effect_text, MAX_DESCRIPTION_CHARS).to_lowercase();
         let lead = first_sentence(&description);
         let mut properties = Vec::new();
         if let Some(schema) = tool.input_schema() {
             collect_properties(schema, 0, &mut properties);
         }
+        let lead_tokens = tokens(lead);
         Signals {
             name_tokens: tokens(&skeleton(tool.name())),
             title_tokens: tokens(title),
-            lead_tokens: tokens(lead),
+            lead_text: lead_tokens.join(" "),
+            lead_tokens,
             description_tokens: tokens(&description),
             sentence_count: count_sentences(&description),
+            description_index: PhraseIndex::new(&description),
             description,
             properties,
             effect_text: effect_text.to_lowercase(),
@@ -111,7 +118,7 @@ impl Signals {
 
     /// The first of the phrases (lowercase) that the description contains.
     pub(crate) fn description_phrase<'a>(&self, phrases: &[&'a str]) -> Option<&'a str> {
-        phrases.iter().copied().find(|phrase| contains_phrase(&self.description, phrase))
+        phrases.iter().copied().find(|phrase| self.description_index.contains(&self.description, phrase))
     }
 
     /// The first name or title token found among the words.
@@ -153,13 +160,124 @@ pub(crate) fn as_seen(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// The first `count` characters of `text` (all of it when shorter).
+fn char_prefix(text: &str, count: usize) -> &str {
+    text.char_indices().nth(count).map_or(text, |(end, _)| &text[..end])
+}
+
 /// True when `text` contains `phrase` as whole words (`repl` is not found in `replica`).
+///
+/// Only positions where a word starts are tried (a match must start there when the phrase starts with a letter or
+/// digit), instead of a substring search per call: inference asks this of the same texts for many phrases.
 pub(crate) fn contains_phrase(text: &str, phrase: &str) -> bool {
+    if !starts_alphanumeric(phrase) || overlaps_itself(phrase) {
+        return contains_phrase_by_search(text, phrase);
+    }
+    word_starts(text).any(|start| phrase_at(text, start, phrase))
+}
+
+/// The definition [`contains_phrase`] and [`PhraseIndex`] must agree with: the non-overlapping occurrences of
+/// `phrase`, one of them with no letter or digit on either side. Used as it stands for the phrases the word-start
+/// search cannot stand in for.
+fn contains_phrase_by_search(text: &str, phrase: &str) -> bool {
     text.match_indices(phrase).any(|(index, found)| {
         let starts = text[..index].chars().next_back().is_none_or(|before| !before.is_alphanumeric());
         let ends = text[index + found.len()..].chars().next().is_none_or(|after| !after.is_alphanumeric());
         starts && ends
     })
+}
+
+fn starts_alphanumeric(phrase: &str) -> bool {
+    phrase.chars().next().is_some_and(char::is_alphanumeric)
+}
+
+/// True when an occurrence of `phrase` could start at a word start inside another occurrence (`a b a`): the
+/// non-overlapping search of [`contains_phrase_by_search`] would skip the second, so the word-start search, which
+/// tries every word start, could disagree with it. No phrase inference uses is like that; this keeps it exact.
+fn overlaps_itself(phrase: &str) -> bool {
+    phrase.char_indices().any(|(index, character)| {
+        let next = index + character.len_utf8();
+        !character.is_alphanumeric() && next < phrase.len() && phrase.starts_with(&phrase[next..])
+    })
+}
+
+/// The byte offsets where a run of letters and digits starts.
+fn word_starts(text: &str) -> impl Iterator<Item = usize> + '_ {
+    let mut previous_alphanumeric = false;
+    text.char_indices().filter_map(move |(index, character)| {
+        let alphanumeric = character.is_alphanumeric();
+        let starts = alphanumeric && !previous_alphanumeric;
+        previous_alphanumeric = alphanumeric;
+        starts.then_some(index)
+    })
+}
+
+/// True when `phrase` is written at `start` (a word start) and no letter or digit follows it.
+fn phrase_at(text: &str, start: usize, phrase: &str) -> bool {
+    text[start..].starts_with(phrase)
+        && text[start + phrase.len()..].chars().next().is_none_or(|after| !after.is_alphanumeric())
+}
+
+/// The word starts of one text grouped by their first two bytes, so a phrase is tried only where a word begins
+/// the way it does. Built once per description; [`PhraseIndex::contains`] answers as [`contains_phrase`] does.
+#[derive(Debug, Clone)]
+pub(crate) struct PhraseIndex {
+    /// Word starts, grouped by bucket.
+    starts: Vec<usize>,
+    /// Where each bucket's group ends in `starts` (bucket `b` is `ends[b - 1]..ends[b]`).
+    ends: Box<[usize; BUCKETS]>,
+}
+
+/// Buckets of [`PhraseIndex`]; words share one when their first two bytes hash alike, which costs a failed
+/// comparison, never a wrong answer.
+const BUCKETS: usize = 256;
+
+impl Default for PhraseIndex {
+    fn default() -> PhraseIndex {
+        PhraseIndex { starts: Vec::new(), ends: Box::new([0; BUCKETS]) }
+    }
+}
+
+impl PhraseIndex {
+    /// Indexes the word starts of `text`.
+    pub(crate) fn new(text: &str) -> PhraseIndex {
+        let keyed: Vec<(usize, usize)> =
+            word_starts(text).map(|start| (bucket(text.as_bytes(), start), start)).collect();
+        let mut ends = Box::new([0usize; BUCKETS]);
+        for (key, _) in &keyed {
+            ends[*key] += 1;
+        }
+        let mut total = 0;
+        for end in ends.iter_mut() {
+            total += *end;
+            *end = total;
+        }
+        // Fill each bucket from its end backwards, so starts stay in text order within a bucket.
+        let mut starts = vec![0; keyed.len()];
+        let mut next = ends.clone();
+        for (key, start) in keyed.iter().rev() {
+            next[*key] -= 1;
+            starts[next[*key]] = *start;
+        }
+        PhraseIndex { starts, ends }
+    }
+
+    /// [`contains_phrase`] for the text this index was built from.
+    pub(crate) fn contains(&self, text: &str, phrase: &str) -> bool {
+        if phrase.len() < 2 || !starts_alphanumeric(phrase) || overlaps_itself(phrase) {
+            return contains_phrase(text, phrase);
+        }
+        let key = bucket(phrase.as_bytes(), 0);
+        let begin = if key == 0 { 0 } else { self.ends[key - 1] };
+        self.starts[begin..self.ends[key]].iter().any(|start| phrase_at(text, *start, phrase))
+    }
+}
+
+/// The bucket of the two bytes at `start` (a missing second byte counts as zero).
+fn bucket(bytes: &[u8], start: usize) -> usize {
+    let first = usize::from(bytes[start]);
+    let second = usize::from(bytes.get(start + 1).copied().unwrap_or(0));
+    (first * 31 + second) % BUCKETS
 }
 
 fn first_sentence(description: &str) -> &str {
@@ -246,7 +364,7 @@ fn read_property_shape(property: &Map<String, Value>, entry: &mut Property, dept
     if entry.description.is_empty()
         && let Some(description) = property.get("description").and_then(Value::as_str)
     {
-        entry.description = description.chars().take(1_000).collect::<String>().to_lowercase();
+        entry.description = char_prefix(description, 1_000).to_lowercase();
     }
     if let Some(values) = property.get("enum").and_then(Value::as_array) {
         entry.enum_values.extend(values.iter().filter_map(Value::as_str).map(str::to_lowercase));
