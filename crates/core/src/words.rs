@@ -48,21 +48,31 @@ impl VerbClass {
 pub fn tokens(text: &str) -> Vec<String> {
     let mut words = Vec::new();
     let mut current = String::new();
-    let characters: Vec<char> = text.chars().collect();
-    for (index, &character) in characters.iter().enumerate() {
+    // The characters are walked with the one before and a peek at the one after, not collected first: descriptions
+    // of thousands of characters are split on every inference.
+    let mut characters = text.chars().peekable();
+    let mut previous: Option<char> = None;
+    while let Some(character) = characters.next() {
+        let before = previous.replace(character);
         if !character.is_alphanumeric() {
             flush(&mut current, &mut words);
             continue;
         }
-        if character.is_uppercase() && !current.is_empty() {
-            let previous = characters[index - 1];
-            let next_is_lower = characters.get(index + 1).is_some_and(|next| next.is_lowercase());
+        if character.is_uppercase()
+            && !current.is_empty()
+            && let Some(previous) = before
+        {
+            let next_is_lower = characters.peek().is_some_and(|next| next.is_lowercase());
             // Boundary at "aB" (camelCase) and at "ABc" (the end of an acronym followed by a word).
             if previous.is_lowercase() || previous.is_numeric() || (previous.is_uppercase() && next_is_lower) {
                 flush(&mut current, &mut words);
             }
         }
-        current.extend(character.to_lowercase());
+        if character.is_ascii() {
+            current.push(character.to_ascii_lowercase());
+        } else {
+            current.extend(character.to_lowercase());
+        }
     }
     flush(&mut current, &mut words);
     words
@@ -230,6 +240,14 @@ mod tests {
         assert_eq!(verb_class("creating"), Some(VerbClass::Create));
         assert_eq!(verb_class("listed"), Some(VerbClass::Read));
         assert_eq!(verb_class("customer"), None);
+    }
+
+    #[test]
+    fn a_stem_is_checked_with_e_at_any_length() {
+        assert_eq!(with_e("creat", lookup_verb), Some(VerbClass::Create));
+        assert_eq!(with_e("", |word| Some(word.to_owned())), Some("e".to_owned()));
+        let long = "x".repeat(40);
+        assert_eq!(with_e(&long, |word| Some(word.len())), Some(41));
     }
 
     #[test]

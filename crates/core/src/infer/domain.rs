@@ -349,12 +349,15 @@ fn code_cue(signals: &Signals, head_class: Option<VerbClass>) -> Option<Cue> {
 fn writes_file(property: &Property) -> bool {
     let path_like = property.has_token(&["path", "file", "filename", "dir", "directory", "folder", "filepath"]);
     let named_output = property.has_token(&["output", "save", "destination", "dest", "target", "export"]);
-    let described_output = OUTPUT_HINTS.iter().any(|hint| contains_phrase(&property.description, hint))
-        && !property.description.contains("read from")
-        && !property.description.contains("to read");
+    // Closures, so the description is searched only for a path-like string property not already named as output.
+    let described_output = || {
+        OUTPUT_HINTS.iter().any(|hint| contains_phrase(&property.description, hint))
+            && !property.description.contains("read from")
+            && !property.description.contains("to read")
+    };
     property.types.iter().all(|kind| kind == "string" || kind == "null")
         && path_like
-        && (named_output || described_output)
+        && (named_output || described_output())
 }
 
 fn choice_cue(signals: &Signals, wanted: impl Fn(VerbClass) -> bool) -> Option<Cue> {

@@ -170,10 +170,28 @@ fn char_prefix(text: &str, count: usize) -> &str {
 /// Only positions where a word starts are tried (a match must start there when the phrase starts with a letter or
 /// digit), instead of a substring search per call: inference asks this of the same texts for many phrases.
 pub(crate) fn contains_phrase(text: &str, phrase: &str) -> bool {
-    if !starts_alphanumeric(phrase) || overlaps_itself(phrase) {
+    if !starts_alphanumeric(phrase) {
         return contains_phrase_by_search(text, phrase);
     }
-    word_starts(text).any(|start| phrase_at(text, start, phrase))
+    let found = if text.is_ascii() {
+        // In ASCII every byte is a character: a word start is a byte after a non-alphanumeric one.
+        let bytes = text.as_bytes();
+        let first = phrase.as_bytes()[0];
+        (0..bytes.len()).any(|start| {
+            bytes[start] == first
+                && (start == 0 || !bytes[start - 1].is_ascii_alphanumeric())
+                && phrase_at(text, start, phrase)
+        })
+    } else {
+        word_starts(text).any(|start| phrase_at(text, start, phrase))
+    };
+    settle(found, text, phrase)
+}
+
+/// A word-start search's answer, made exact: a phrase found that overlaps itself is looked up again by the
+/// substring search (when nothing was found, that search finds nothing either: its matches all start at a word).
+fn settle(found: bool, text: &str, phrase: &str) -> bool {
+    if found && overlaps_itself(phrase) { contains_phrase_by_search(text, phrase) } else { found }
 }
 
 /// The definition [`contains_phrase`] and [`PhraseIndex`] must agree with: the non-overlapping occurrences of
@@ -264,12 +282,13 @@ impl PhraseIndex {
 
     /// [`contains_phrase`] for the text this index was built from.
     pub(crate) fn contains(&self, text: &str, phrase: &str) -> bool {
-        if phrase.len() < 2 || !starts_alphanumeric(phrase) || overlaps_itself(phrase) {
+        if phrase.len() < 2 || !starts_alphanumeric(phrase) {
             return contains_phrase(text, phrase);
         }
         let key = bucket(phrase.as_bytes(), 0);
         let begin = if key == 0 { 0 } else { self.ends[key - 1] };
-        self.starts[begin..self.ends[key]].iter().any(|start| phrase_at(text, *start, phrase))
+        let found = self.starts[begin..self.ends[key]].iter().any(|start| phrase_at(text, *start, phrase));
+        settle(found, text, phrase)
     }
 }
 
@@ -443,5 +462,29 @@ mod tests {
         assert!(contains_phrase("this deletes data", "deletes"));
         assert!(!contains_phrase("undelete data", "delete"));
         assert!(!contains_phrase("a replica set", "repl"));
+        // A phrase that overlaps itself keeps the substring search's answer (its second occurrence is skipped).
+        assert!(!contains_phrase("xa a a", "a a") && !contains_phrase_by_search("xa a a", "a a"));
+        assert!(PhraseIndex::new("is read-only.").contains("is read-only.", "read-only"));
+    }
+
+    #[test]
+    fn a_prefix_is_counted_in_characters() {
+        assert_eq!(char_prefix("d\u{0435}lete", 2), "d\u{0435}");
+        assert_eq!(char_prefix("abc", 5), "abc");
+        assert_eq!(char_prefix("", 0), "");
+    }
+
+    proptest::proptest! {
+        /// The word-start search and the index answer exactly as the substring search they replace: inference's
+        /// results must not move by a bit for speed.
+        #[test]
+        fn the_fast_searches_agree_with_the_substring_search(
+            text in "[ab .\u{0435}-]{0,40}",
+            phrase in "[ab .-]{0,6}",
+        ) {
+            let expected = contains_phrase_by_search(&text, &phrase);
+            proptest::prop_assert_eq!(contains_phrase(&text, &phrase), expected);
+            proptest::prop_assert_eq!(PhraseIndex::new(&text).contains(&text, &phrase), expected);
+        }
     }
 }
