@@ -9,7 +9,7 @@
 //! leaves inference to the rules alone rather than failing. Features are a sorted, deduplicated list, so a score
 //! is the same to the bit on every run. This module must not learn anything at run time.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::OnceLock;
 
 use crate::hints::Hint;
@@ -58,32 +58,34 @@ pub fn rule_feature(hint: Hint) -> &'static str {
 /// Reads the features of one tool. `rule_scores` are the rules' settled scores (veto applied), in [`Hint::ALL`]
 /// order.
 pub(crate) fn features(signals: &Signals, actions: &[Action], domain: &Domain, rule_scores: [f32; 4]) -> Features {
-    let mut words: BTreeSet<String> = BTreeSet::new();
+    // Collected, then sorted and deduplicated once: the same sorted set a `BTreeSet` gives, without a tree insertion
+    // per feature.
+    let mut words: Vec<String> = Vec::new();
     let name = &signals.name_tokens;
     for token in name {
-        words.insert(format!("n:{token}"));
+        words.push(format!("n:{token}"));
     }
     if let Some(first) = name.first() {
-        words.insert(format!("n0:{first}"));
+        words.push(format!("n0:{first}"));
     }
     if let Some(last) = name.last() {
-        words.insert(format!("n$:{last}"));
+        words.push(format!("n$:{last}"));
     }
     // Verb-object pairs (`get_user` -> `get user`) and their reverse order (`user_get`), as adjacent name tokens.
     for pair in name.windows(2) {
-        words.insert(format!("nn:{} {}", pair[0], pair[1]));
+        words.push(format!("nn:{} {}", pair[0], pair[1]));
     }
     for token in &signals.title_tokens {
-        words.insert(format!("t:{token}"));
+        words.push(format!("t:{token}"));
     }
     for token in &signals.lead_tokens {
-        words.insert(format!("l:{token}"));
+        words.push(format!("l:{token}"));
     }
     for pair in signals.lead_tokens.windows(2).take(8) {
-        words.insert(format!("ll:{} {}", pair[0], pair[1]));
+        words.push(format!("ll:{} {}", pair[0], pair[1]));
     }
     for token in signals.description_tokens.iter().take(MAX_DESCRIPTION_FEATURES) {
-        words.insert(format!("d:{token}"));
+        words.push(format!("d:{token}"));
     }
     let mut required = 0usize;
     let mut top_level = 0usize;
@@ -94,36 +96,43 @@ pub(crate) fn features(signals: &Signals, actions: &[Action], domain: &Domain, r
         top_level += 1;
         required += usize::from(property.required);
         for token in &property.tokens {
-            words.insert(format!("p:{token}"));
+            words.push(format!("p:{token}"));
             if property.required {
-                words.insert(format!("pr:{token}"));
+                words.push(format!("pr:{token}"));
             }
         }
         for kind in &property.types {
-            words.insert(format!("pt:{kind}"));
+            words.push(format!("pt:{kind}"));
         }
         if !property.enum_values.is_empty() {
-            words.insert("shape:enum".to_owned());
+            words.push("shape:enum".to_owned());
         }
     }
-    words.insert(format!("shape:properties:{}", bucket(top_level)));
-    words.insert(format!("shape:required:{}", bucket(required)));
-    words.insert(format!("shape:sentences:{}", bucket(signals.sentence_count)));
+    words.push(format!("shape:properties:{}", bucket(top_level)));
+    words.push(format!("shape:required:{}", bucket(required)));
+    words.push(format!("shape:sentences:{}", bucket(signals.sentence_count)));
     if signals.description.is_empty() {
-        words.insert("shape:no-description".to_owned());
+        words.push("shape:no-description".to_owned());
     }
     for action in actions {
-        words.insert(format!("verb:{:?}:{}", action.source, action.class.as_str()).to_lowercase());
+        words.push(format!("verb:{:?}:{}", action.source, action.class.as_str()).to_lowercase());
     }
     for flag in domain.flags() {
-        words.insert(format!("domain:{flag}"));
+        words.push(format!("domain:{flag}"));
     }
-    let mut entries: BTreeMap<String, f32> = words.into_iter().map(|word| (word, 1.0)).collect();
+    words.sort_unstable();
+    words.dedup();
+    let mut entries: Vec<(String, f32)> = words.into_iter().map(|word| (word, 1.0)).collect();
     for (hint, score) in Hint::ALL.into_iter().zip(rule_scores) {
         let value = if score.is_finite() { score.clamp(-RULE_SCORE_CLIP, RULE_SCORE_CLIP) } else { 0.0 };
-        entries.insert(rule_feature(hint).to_owned(), value / RULE_SCORE_SCALE);
+        let name = rule_feature(hint);
+        // Kept sorted; a word of the same name (there is none) would take the rule's value, as a map insert would.
+        match entries.binary_search_by(|(entry, _)| entry.as_str().cmp(name)) {
+            Ok(found) => entries[found].1 = value / RULE_SCORE_SCALE,
+            Err(at) => entries.insert(at, (name.to_owned(), value / RULE_SCORE_SCALE)),
+        }
     }
-    Features { entries: entries.into_iter().collect() }
+    Features { entries }
 }
 
 /// `0`, `1`, `2-3`, `4-7`, `8+`: counts by order of magnitude, so a shape feature generalises across sizes.
