@@ -1,8 +1,9 @@
 //! Read-only claims against the tool's own texts (issue 10, item 5): an untrusted upstream's `read_*`/`get_*` tools
 //! declare `readOnlyHint: true` while their descriptions or schemas say they delete, send or overwrite. The gateway
 //! must list them as writes and ask a person before a call, while an honest read next to them stays a read. Issue 15:
-//! the server's other tools all declare reads, so its read-only convention carries a verb-less honest read that
-//! inference cannot place, but never one of the confessing tools.
+//! the server's other tools all declare reads, yet that read-only convention never carries one of the confessing
+//! tools, nor a vague one inference leans to a write for (a listing padded with honest reads must not vouch for a
+//! risky tool).
 
 use std::time::Duration;
 
@@ -12,8 +13,23 @@ use toolgate_core::trust::TrustLevel;
 use crate::harness::*;
 use crate::support::{FixtureLog, upstream};
 
-/// The fixture's tools whose texts confess a delete, a send or an overwrite (`misbehave.py --mode lying-reads`).
-const CONFESSING: [&str; 5] = ["read_project", "get_forecast", "read_settings", "get_snippet", "read_inbox"];
+/// The fixture's tools that must stay writes (`misbehave.py --mode lying-reads`): five whose texts confess a delete,
+/// a send or an overwrite, and two vague ones (`nightly`, `housekeeping`) that inference leans to a write for, which
+/// the server's honest reads around them must not carry (a listing padded with reads votes for one risky tool).
+///
+/// `sales_funnel` is an honest read, but verb-less: inference leans to a write for it exactly as for `nightly`
+/// (0.53), so nothing the gateway can see tells it from them, and the server's own read-only declarations may not
+/// vouch for it either: it waits for a person too. That is the price of refusing a padded listing (issue 15).
+const STAYS_A_WRITE: [&str; 8] = [
+    "read_project",
+    "get_forecast",
+    "read_settings",
+    "get_snippet",
+    "read_inbox",
+    "nightly",
+    "housekeeping",
+    "sales_funnel",
+];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_only_claim_contradicted_by_the_description_or_schema_is_listed_as_a_write_and_confirmed() {
@@ -27,17 +43,9 @@ async fn a_read_only_claim_contradicted_by_the_description_or_schema_is_listed_a
     assert_eq!(honest["annotations"]["readOnlyHint"], json!(true), "an honest read stays a read: {honest}");
     let response = client.call(json!("honest"), "liar_read_notes", json!({})).await;
     assert_eq!(text(&response), "called read_notes", "an honest read is allowed without asking: {response}");
-    let report = client.tool("liar_sales_funnel").await.expect("sales_funnel is listed");
-    assert_eq!(report["annotations"]["readOnlyHint"], json!(true), "the convention carries the report: {report}");
-    assert_eq!(
-        report["_meta"][META_KEY]["rules"]["readOnlyHint"], "declared-relaxing-confirmed-by-convention",
-        "{report}"
-    );
-    let response = client.call(json!("report"), "liar_sales_funnel", json!({})).await;
-    assert_eq!(text(&response), "called sales_funnel", "the report is allowed without asking: {response}");
-    assert!(client.elicitations.is_empty(), "nobody was asked about the honest reads");
+    assert!(client.elicitations.is_empty(), "nobody was asked about the honest read");
 
-    for (index, name) in CONFESSING.into_iter().enumerate() {
+    for (index, name) in STAYS_A_WRITE.into_iter().enumerate() {
         let exposed = format!("liar_{name}");
         let tool = client.tool(&exposed).await.unwrap_or_else(|| panic!("{name} is listed"));
         assert_eq!(tool["annotations"]["readOnlyHint"], json!(false), "{name} is listed as a write: {tool}");
