@@ -62,8 +62,22 @@ impl ClientSession for GatewaySession {
                         _ => None,
                     };
                     // Handlers watch `cancel` themselves, so their cleanup always runs.
-                    let response =
-                        crate::methods::handle_request(&gateway, &session, &id, &method, params, &cancel).await;
+                    let response = if crate::era::is_modern(params.as_ref()) {
+                        // A 2026-07-28 request: its own checks first, then the same handler as a legacy
+                        // session's, then the modern envelope.
+                        match crate::era::check_body(&method, params.as_ref()) {
+                            Err(error) => Some(error.response(&id)),
+                            Ok(()) => {
+                                let uri = params.as_ref().and_then(|params| params.get("uri"));
+                                let uri = uri.and_then(Value::as_str).map(str::to_owned);
+                                crate::methods::handle_request(&gateway, &session, &id, &method, params, &cancel)
+                                    .await
+                                    .map(|response| crate::era::envelope(response, &method, uri.as_deref()))
+                            }
+                        }
+                    } else {
+                        crate::methods::handle_request(&gateway, &session, &id, &method, params, &cancel).await
+                    };
                     session.end_request(&id);
                     // A cancelled request gets no response (the client asked us not to send one).
                     if let Some(response) = response

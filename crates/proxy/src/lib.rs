@@ -12,6 +12,7 @@ mod access;
 mod call;
 pub mod catalog;
 pub mod downstream;
+mod era;
 mod gateway;
 pub mod guard;
 mod intake;

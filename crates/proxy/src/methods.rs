@@ -34,6 +34,7 @@ pub(crate) async fn handle_request(
     let response = match method {
         "initialize" => jsonrpc::response(id, initialize_result(gateway, session, &params)),
         "ping" => jsonrpc::response(id, json!({})),
+        "server/discover" if crate::era::is_modern(Some(&params)) => jsonrpc::response(id, discover_result(gateway)),
         "server/discover" => jsonrpc::error_response(
             id,
             codes::METHOD_NOT_FOUND,
@@ -71,8 +72,30 @@ fn initialize_result(gateway: &Shared, session: &SessionShared, params: &Value) 
             "logging": {},
             "completions": {},
         },
-        "serverInfo": {"name": "toolgate", "title": "toolgate", "version": env!("CARGO_PKG_VERSION")},
+        "serverInfo": crate::era::server_info(),
     });
+    if let Some(instructions) = instructions(gateway) {
+        result["instructions"] = Value::String(instructions);
+    }
+    result
+}
+
+/// The 2026-07-28 `server/discover` result: both eras' versions, what a modern request may use (no `logging`, no
+/// resource `subscribe`, no `listChanged`: those are legacy session features, and `subscriptions/listen` is not
+/// served yet), the same instructions as `initialize`. The envelope adds `resultType` and serverInfo.
+fn discover_result(gateway: &Shared) -> Value {
+    let mut result = json!({
+        "supportedVersions": crate::era::ALL_VERSIONS,
+        "capabilities": {"tools": {}, "prompts": {}, "resources": {}, "completions": {}},
+    });
+    if let Some(instructions) = instructions(gateway) {
+        result["instructions"] = Value::String(instructions);
+    }
+    result
+}
+
+/// Every connected upstream's instructions, quoted (or withheld while they differ from their pin).
+fn instructions(gateway: &Shared) -> Option<String> {
     let instructions: Vec<String> = gateway
         .upstreams
         .live()
@@ -89,10 +112,7 @@ fn initialize_result(gateway: &Shared, session: &SessionShared, params: &Value) 
             Some(quote_instructions(&runtime.spec.name, text))
         })
         .collect();
-    if !instructions.is_empty() {
-        result["instructions"] = Value::String(instructions.join("\n\n"));
-    }
-    result
+    (!instructions.is_empty()).then(|| instructions.join("\n\n"))
 }
 
 /// toolgate's line in place of a pinned upstream's instructions that changed since they were approved.

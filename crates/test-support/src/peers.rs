@@ -15,6 +15,9 @@ pub const PEERS_TOML: &str = include_str!("../peers.toml");
 /// The name of the stamp file the installer writes after a complete install.
 const STAMP_FILE: &str = "installed.toml";
 
+/// Names the package directory of a 2026 conformance suite installed outside the peers directory.
+const CONFORMANCE_2026_ENV: &str = "TOOLGATE_CONFORMANCE_2026";
+
 const INSTALL_HINT: &str = "run `cargo xtask test` (or `cargo xtask test --install-only`)";
 
 /// The installed peers. Every method returns a command that works from any working directory.
@@ -129,6 +132,20 @@ impl Peers {
     /// The conformance suite (`@modelcontextprotocol/conformance`); append `server --url ...` or `list`.
     pub fn conformance(&self) -> PeerCommand {
         self.node_script("conformance")
+    }
+
+    /// The 2026-07-28 conformance suite (`@modelcontextprotocol/conformance` 0.2.x), installed beside 0.1.16 under
+    /// the npm alias `conformance-2026`. Its command name collides with 0.1.16's, so it is started by its package's
+    /// entry script, not through `.bin`. `TOOLGATE_CONFORMANCE_2026` may name another install's package directory
+    /// (the folder holding its `package.json`), for a developer trying a version before it is pinned.
+    pub fn conformance_2026(&self) -> PeerCommand {
+        let package = match std::env::var_os(CONFORMANCE_2026_ENV) {
+            Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+            _ => self.dir.join("node").join("node_modules").join("conformance-2026"),
+        };
+        // The package's `bin.conformance` entry.
+        let script = self.existing(package.join("dist").join("index.js"));
+        PeerCommand::new(self.node()).arg(script.to_string_lossy()).env("PATH", self.path_env())
     }
 
     fn venv_bin_dir(&self) -> PathBuf {

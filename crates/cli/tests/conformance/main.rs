@@ -1,12 +1,14 @@
 //! The official MCP conformance suite (npm `@modelcontextprotocol/conformance`, Node 22) against toolgate's
 //! Streamable HTTP endpoint: all active server scenarios through toolgate fronting the fixture upstream, and
 //! server-everything through toolgate passing at least every check it passes directly, plus DNS-rebinding
-//! protection.
+//! protection. `modern` runs the 2026-07-28 suite against a list of the checks still expected to fail.
 //!
 //! Real peers only (test-support fails loudly when one is missing). Everything listens on loopback ports chosen
 //! by the OS; every child is killed when its guard drops.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod modern;
 
 use std::collections::BTreeMap;
 use std::process::{Child, Stdio};

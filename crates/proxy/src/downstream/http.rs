@@ -44,6 +44,7 @@ use tracing::{Instrument, debug, debug_span};
 use self::checks::{DEFAULT_VERSION, INVALID_REQUEST, Rejection, SESSION_HEADER};
 use self::message::Incoming;
 use self::session_table::{HttpSession, InitGuard, RequestEvent, SessionTable, request_key};
+use crate::era;
 use crate::session::{Caller, SessionFactory};
 
 /// After shutdown is signalled, connections still open this long are abandoned.
@@ -155,11 +156,17 @@ async fn dispatch(
         return Err(Rejection::method_not_allowed());
     }
     let caller = auth::authenticate(&parts.headers, &endpoint.callers)?;
-    let version = checks::protocol_version(&parts.headers)?;
     match parts.method {
-        Method::POST => post(endpoint, &parts, body, version, shutdown, caller).await,
-        Method::GET => open_unsolicited_stream(endpoint, &parts, shutdown, &caller),
-        _ => delete(endpoint, &parts, &caller),
+        // A POST's era is known only from its body: its version header is checked there.
+        Method::POST => post(endpoint, &parts, body, shutdown, caller).await,
+        Method::GET => {
+            checks::protocol_version(&parts.headers)?;
+            open_unsolicited_stream(endpoint, &parts, shutdown, &caller)
+        }
+        _ => {
+            checks::protocol_version(&parts.headers)?;
+            delete(endpoint, &parts, &caller)
+        }
     }
 }
 
@@ -174,7 +181,6 @@ async fn post(
     endpoint: &Endpoint,
     parts: &Parts,
     body: Body,
-    version: Option<&'static str>,
     shutdown: CancellationToken,
     caller: Caller,
 ) -> Result<Response, Rejection> {
@@ -183,6 +189,17 @@ async fn post(
     let bytes =
         message::read_body(&parts.headers, body, endpoint.max_message_bytes, endpoint.body_read_timeout).await?;
     let (message, incoming) = message::parse(&bytes)?;
+    if checks::names_modern_version(&parts.headers) || era::is_modern(message.get("params")) {
+        return match incoming {
+            Incoming::Request { id, method } => {
+                modern_request(endpoint, parts, message, id, &method, shutdown, caller).await
+            }
+            // A modern notification or response belongs to no session: there is nothing to deliver it to (a
+            // modern request is cancelled by closing its stream).
+            _ => Ok(StatusCode::ACCEPTED.into_response()),
+        };
+    }
+    let version = checks::protocol_version(&parts.headers)?;
     let opens_session = matches!(&incoming, Incoming::Request { method, .. } if method == "initialize")
         && checks::session_id(&parts.headers)?.is_none();
     let (session, init) = if opens_session {
@@ -205,6 +222,31 @@ async fn post(
     answer_request(session, id, message, &version, init, shutdown, prefers_sse).instrument(span).await
 }
 
+/// A 2026-07-28 request: the spec's checks in its order (`_meta`, headers, version and method; first failure
+/// wins, the error echoes the id), then the request runs in a session opened for it alone, whose id the client
+/// never sees and which closes when the answer is out. The gateway answers it exactly as a legacy session's
+/// request, in the modern envelope; an unknown method is a 404.
+async fn modern_request(
+    endpoint: &Endpoint,
+    parts: &Parts,
+    message: Value,
+    id: Value,
+    method: &str,
+    shutdown: CancellationToken,
+    caller: Caller,
+) -> Result<Response, Rejection> {
+    let params = message.get("params");
+    let refuse = |error: era::EraError| Rejection::era(&id, &error);
+    era::check_meta(params).map_err(refuse)?;
+    checks::check_modern_headers(&parts.headers, method, params).map_err(refuse)?;
+    era::check_version_and_method(method, params).map_err(refuse)?;
+    let session = endpoint.sessions.open(shutdown.clone(), caller)?;
+    let init = InitGuard::ephemeral(&endpoint.sessions, &session);
+    let span = debug_span!("request", era = era::MODERN_VERSION, method = %method, request_id = %id);
+    let prefers_sse = checks::prefers_event_stream(&parts.headers);
+    answer_request(session, id, message, era::MODERN_VERSION, Some(init), shutdown, prefers_sse).instrument(span).await
+}
+
 /// Delivers a request and answers the POST with what the gateway sends for it: JSON when the response comes
 /// first, an SSE stream when a related message does (or when the client lists `text/event-stream` first).
 async fn answer_request(
@@ -221,7 +263,9 @@ async fn answer_request(
         Rejection::new(StatusCode::BAD_REQUEST, INVALID_REQUEST, "invalid request: a request with this id is in flight")
     })?;
     session.deliver(message);
-    let session_header = init.as_ref().and_then(|_| HeaderValue::from_str(session.id()).ok());
+    let ephemeral = init.as_ref().is_some_and(InitGuard::is_ephemeral);
+    let session_header =
+        init.as_ref().filter(|init| !init.is_ephemeral()).and_then(|_| HeaderValue::from_str(session.id()).ok());
     let mut response = match pending.next().await {
         Some(RequestEvent::Response(response)) => {
             let keep = init.as_mut().is_none_or(|init| init.settle(&response));
@@ -229,6 +273,13 @@ async fn answer_request(
                 let priming = version >= PRIMING_SINCE;
                 let stream = sse::RequestStream::answered(pending, request_id, &response, priming, shutdown);
                 sse::response(stream.into_body())
+            } else if ephemeral
+                && response.pointer("/error/code").and_then(Value::as_i64) == Some(era::METHOD_NOT_FOUND)
+            {
+                // 2026-07-28: an unknown method is an HTTP 404 as well.
+                let mut reply = json_response(&response);
+                *reply.status_mut() = StatusCode::NOT_FOUND;
+                reply
             } else {
                 json_response(&response)
             };

@@ -13,6 +13,8 @@ use serde_json::{Value, json};
 use toolgate_core::rebinding::{host_allowed, origin_allowed};
 use toolgate_spec::HttpListenerSpec;
 
+use crate::era::{self, EraError};
+
 /// The header that carries the session id.
 pub(super) const SESSION_HEADER: &str = "mcp-session-id";
 /// The header that carries the protocol version the client speaks.
@@ -47,6 +49,10 @@ pub(super) struct Rejection {
     pub(super) retry_after: Option<u64>,
     /// Send `Connection: close`, so the connection ends with this answer (a body that did not arrive in time).
     pub(super) close: bool,
+    /// The id of the request refused, when the body was read far enough to know it (echoed in the error).
+    pub(super) id: Value,
+    /// The JSON-RPC error's `data`, when the error defines one.
+    pub(super) data: Option<Value>,
 }
 
 impl Rejection {
@@ -59,7 +65,19 @@ impl Rejection {
             challenge: false,
             retry_after: None,
             close: false,
+            id: Value::Null,
+            data: None,
         }
+    }
+
+    /// A modern request refused by one of the 2026-07-28 checks: 404 for a removed or unknown method, else 400,
+    /// echoing the request's id.
+    pub(super) fn era(id: &Value, error: &EraError) -> Self {
+        let status = if error.is_not_found() { StatusCode::NOT_FOUND } else { StatusCode::BAD_REQUEST };
+        let mut rejection = Rejection::new(status, error.code, error.message.clone());
+        rejection.id = id.clone();
+        rejection.data = error.data.clone();
+        rejection
     }
 
     pub(super) fn method_not_allowed() -> Self {
@@ -75,7 +93,11 @@ impl Rejection {
 
 impl IntoResponse for Rejection {
     fn into_response(self) -> Response {
-        let body = error_body(&Value::Null, self.code, &self.message);
+        let mut error = json!({"code": self.code, "message": self.message});
+        if let Some(data) = self.data {
+            error["data"] = data;
+        }
+        let body = json!({"jsonrpc": "2.0", "id": self.id, "error": error}).to_string();
         let mut response = (self.status, [(CONTENT_TYPE, "application/json")], body).into_response();
         if let Some(allow) = self.allow {
             response.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));
@@ -93,11 +115,6 @@ impl IntoResponse for Rejection {
         }
         response
     }
-}
-
-/// A JSON-RPC error response, serialized.
-pub(super) fn error_body(id: &Value, code: i64, message: &str) -> String {
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}).to_string()
 }
 
 /// The error that stands in for a response when the session ended before the gateway answered request `id`.
@@ -191,6 +208,47 @@ pub(super) fn protocol_version(headers: &HeaderMap) -> Result<Option<&'static st
             format!("bad request: unsupported MCP-Protocol-Version (supported: {})", SUPPORTED_VERSIONS.join(", ")),
         )
     })
+}
+
+/// The header that names a modern request's method.
+const METHOD_HEADER: &str = "mcp-method";
+/// The header that names what a modern request addresses (a tool or prompt name, a resource URI).
+const NAME_HEADER: &str = "mcp-name";
+
+/// True when the `MCP-Protocol-Version` header names the modern revision (its body is then checked as modern even
+/// without `_meta`, so a missing `_meta` is reported as such).
+pub(super) fn names_modern_version(headers: &HeaderMap) -> bool {
+    headers.get(VERSION_HEADER).is_some_and(|value| value.as_bytes() == era::MODERN_VERSION.as_bytes())
+}
+
+/// The 2026-07-28 header checks (after the `_meta` check, before the version check): `MCP-Protocol-Version` and
+/// `Mcp-Method` must be present and agree with the body, `Mcp-Name` must agree with the name or URI the body
+/// addresses; -32020 otherwise. A base64-encoded (`=?base64?...?=`) `Mcp-Name` is not compared yet.
+pub(super) fn check_modern_headers(headers: &HeaderMap, method: &str, params: Option<&Value>) -> Result<(), EraError> {
+    let header = |name: &str| headers.get(name).map(|value| value.to_str().unwrap_or_default().trim());
+    let mismatch = |what: &str| EraError {
+        code: era::HEADER_MISMATCH,
+        message: format!("header mismatch: {what} is missing or disagrees with the request body"),
+        data: None,
+    };
+    if header(VERSION_HEADER) != era::requested_version(params) {
+        return Err(mismatch("MCP-Protocol-Version"));
+    }
+    if header(METHOD_HEADER) != Some(method) {
+        return Err(mismatch("Mcp-Method"));
+    }
+    let key = match method {
+        "tools/call" | "prompts/get" => Some("name"),
+        "resources/read" => Some("uri"),
+        _ => None,
+    };
+    let named = key.and_then(|key| params?.get(key)?.as_str());
+    match (header(NAME_HEADER), named) {
+        (Some(value), _) if value.starts_with("=?base64?") => Ok(()),
+        (Some(value), Some(named)) if value == named => Ok(()),
+        (None, None) => Ok(()),
+        _ => Err(mismatch("Mcp-Name")),
+    }
 }
 
 /// The `Mcp-Session-Id` header, when present and readable (a non-ASCII value can never name a session).

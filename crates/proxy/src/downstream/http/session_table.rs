@@ -542,20 +542,33 @@ impl Drop for UnsolicitedStream {
 
 /// Closes an `initialize`'s session unless its response turns out to be a success (an error, or a client gone
 /// before the answer, leaves a session nobody can use).
+/// A modern (2026-07-28) request's guard is ephemeral: its session serves that one request and always closes when
+/// the answer is out; its id is never sent to the client.
 pub(super) struct InitGuard {
     table: Weak<SessionTable>,
     session: Arc<HttpSession>,
     armed: bool,
+    ephemeral: bool,
 }
 
 impl InitGuard {
     pub(super) fn new(table: &Arc<SessionTable>, session: &Arc<HttpSession>) -> Self {
-        InitGuard { table: Arc::downgrade(table), session: Arc::clone(session), armed: true }
+        InitGuard { table: Arc::downgrade(table), session: Arc::clone(session), armed: true, ephemeral: false }
+    }
+
+    /// The guard of a session opened for one modern request only.
+    pub(super) fn ephemeral(table: &Arc<SessionTable>, session: &Arc<HttpSession>) -> Self {
+        InitGuard { table: Arc::downgrade(table), session: Arc::clone(session), armed: true, ephemeral: true }
+    }
+
+    /// True for a modern request's one-request session (no `Mcp-Session-Id` goes out).
+    pub(super) fn is_ephemeral(&self) -> bool {
+        self.ephemeral
     }
 
     /// Looks at the initialize response; returns whether the session lives on.
     pub(super) fn settle(&mut self, response: &Value) -> bool {
-        self.armed = response.get("error").is_some() || response.get("result").is_none();
+        self.armed = self.ephemeral || response.get("error").is_some() || response.get("result").is_none();
         !self.armed
     }
 }

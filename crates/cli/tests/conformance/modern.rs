@@ -1,0 +1,119 @@
+//! The 2026-07-28 conformance suite (npm `@modelcontextprotocol/conformance` 0.2.x, `--requirements 2026-07-28`)
+//! through toolgate in front of the fixture upstream, against a checked-in list of the checks still expected to
+//! fail, each with its reason. The test fails when any other scored check fails, and when a listed check passes
+//! (so the list shrinks as the modern era lands). Unscored scenarios (extensions, pending) are reported, not judged.
+//!
+//! A missing suite fails loudly (test-support panics): it is never skipped.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Stdio;
+use std::time::Instant;
+
+use toolgate_test_support::{Peers, fixture_stdio};
+
+/// Scored checks (`scenario/check-id`) that fail through toolgate today, and why.
+const EXPECTED_FAILURES: [(&str, &str); 12] = [
+    (
+        "server-stateless/sep-2575-server-rejects-undeclared-capability",
+        "-32021 for an undeclared client capability is not built, and the fixture has no test_missing_capability tool",
+    ),
+    (
+        "server-stateless/sep-2575-missing-capability-http-400",
+        "-32021 for an undeclared client capability is not built, and the fixture has no test_missing_capability tool",
+    ),
+    ("input-required-result-basic-elicitation/sep-2322-elicitation-incomplete", MRTR),
+    ("input-required-result-basic-list-roots/sep-2322-list-roots-incomplete", MRTR),
+    ("input-required-result-basic-sampling/sep-2322-sampling-incomplete", MRTR),
+    ("input-required-result-capability-check/sep-2322-respect-client-capabilities", MRTR),
+    ("input-required-result-multi-round/sep-2322-multi-round-r1", MRTR),
+    ("input-required-result-multiple-input-requests/sep-2322-multiple-inputs-incomplete", MRTR),
+    ("input-required-result-non-tool-request/sep-2322-non-tool-incomplete", MRTR),
+    ("input-required-result-request-state/sep-2322-request-state-incomplete", MRTR),
+    ("input-required-result-result-type/sep-2322-result-type-included", MRTR),
+    ("input-required-result-tampered-state/sep-2322-reject-tampered-state", MRTR),
+];
+
+/// Why every `input-required-result-*` check above fails.
+const MRTR: &str = "MRTR (input_required, bridging a legacy upstream's elicitation, sampling and roots) is not \
+                    built, and the fixture offers none of the scenarios' input-required tools or prompts";
+
+/// The scored scenarios at `--requirements 2026-07-28` (the suite's own count).
+const SCORED_SCENARIOS: usize = 37;
+
+#[test]
+fn the_2026_suite_through_toolgate_fails_only_the_listed_checks() {
+    let peers = Peers::locate();
+    let toolgate = super::toolgate_in_front_of(&fixture_stdio(), &peers);
+    let output_dir = tempfile::tempdir().unwrap();
+    let mut command = peers.conformance_2026().command();
+    command.args(["server", "--url", &toolgate.url, "--requirements", "2026-07-28", "-o"]).arg(output_dir.path());
+    command.env("PATH", peers.path_env()).stdin(Stdio::null());
+    let started = Instant::now();
+    let output = command.output().expect("the 2026 conformance suite runs");
+    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    eprintln!("the 2026 suite against {} took {:?}", toolgate.url, started.elapsed());
+
+    // The unscored section's heading reads like a summary line: the scored summary ends before it.
+    let summary = super::parse_summary(text.split("Not scored for").next().unwrap_or_default());
+    let unscored = unscored_scenarios(&text);
+    let scored: BTreeMap<_, _> = summary.iter().filter(|(name, _)| !unscored.contains(*name)).collect();
+    let (passed, failed) = scored.values().fold((0, 0), |(p, f), (passed, failed)| (p + passed, f + failed));
+    eprintln!("scored: {} scenarios, {passed} checks passed, {failed} failed", scored.len());
+    assert_eq!(scored.len(), SCORED_SCENARIOS, "{SCORED_SCENARIOS} scored scenarios ran:\n{text}");
+
+    let statuses = check_statuses(output_dir.path());
+    let failing: BTreeSet<&str> = statuses
+        .iter()
+        .filter(|(key, seen)| {
+            let scenario = key.split('/').next().unwrap_or_default();
+            !unscored.contains(scenario) && seen.contains("FAILURE")
+        })
+        .map(|(key, _)| key.as_str())
+        .collect();
+    let expected: BTreeSet<&str> = EXPECTED_FAILURES.iter().map(|(key, _)| *key).collect();
+    let unexpected: Vec<_> = failing.difference(&expected).collect();
+    let now_passing: Vec<_> = expected.difference(&failing).collect();
+    assert!(unexpected.is_empty(), "scored checks failed that are not listed as expected: {unexpected:?}\n{text}");
+    assert!(
+        now_passing.is_empty(),
+        "listed checks no longer fail (remove them from EXPECTED_FAILURES): {now_passing:?}\n{text}"
+    );
+}
+
+/// The scenarios the suite names under "Not scored for 2026-07-28" (extensions, pending).
+fn unscored_scenarios(text: &str) -> BTreeSet<String> {
+    let section = text.split("Not scored for").nth(1).unwrap_or_default();
+    section
+        .lines()
+        .skip(1)
+        .map(|line| line.trim().trim_start_matches(['✓', '✗']).trim())
+        .filter_map(|line| line.split_once(" (").map(|(name, _)| name.to_owned()))
+        .collect()
+}
+
+/// Every check's statuses (`SUCCESS`, `FAILURE`, `WARNING`, `SKIPPED`), by `scenario/check-id`; one id may appear
+/// several times in a scenario (`wire-schema-valid`).
+fn check_statuses(output: &std::path::Path) -> BTreeMap<String, BTreeSet<String>> {
+    let mut statuses: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for entry in std::fs::read_dir(output).unwrap() {
+        let directory = entry.unwrap().path();
+        let Ok(text) = std::fs::read_to_string(directory.join("checks.json")) else { continue };
+        let checks: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let name = super::scenario_name(&directory.file_name().unwrap().to_string_lossy());
+        // Result folders are named `server-<scenario>-<timestamp>`.
+        let scenario = name.strip_prefix("server-").unwrap_or(&name).to_owned();
+        for check in checks.as_array().into_iter().flatten() {
+            let key = format!("{scenario}/{}", check["id"].as_str().unwrap_or_default());
+            statuses.entry(key).or_default().insert(check["status"].as_str().unwrap_or_default().to_owned());
+        }
+    }
+    statuses
+}
+
+#[test]
+fn unscored_scenarios_are_read_from_the_summary() {
+    let text = "Total: 1\n\nNot scored for 2026-07-28: 2 scenario(s) run, 1 failing.\n  ✗ tasks-lifecycle (extension)\n  \
+                ✓ json-schema-2020-12 (pending)\n";
+    let names: Vec<String> = unscored_scenarios(text).into_iter().collect();
+    assert_eq!(names, ["json-schema-2020-12", "tasks-lifecycle"]);
+}
