@@ -1,7 +1,8 @@
 //! Every way a `tools/call` can end, through the in-process gateway with a state store opened as `toolgate serve`
 //! opens it (with its audit journal) in front of `misbehave.py --mode tool-faults`: allowed, denied, hidden,
 //! unknown, malformed (no string name), confirmation refused, confirmation cancelled, approval lapsed, upstream
-//! failure and client cancel, and besides approved by the person asked, approved in the approval queue and refused
+//! failure and client cancel, a 2026-07-28 request refused because it cannot be asked yet, and besides approved
+//! by the person asked, approved in the approval queue and refused
 //! because the queue is full. Each exit leaves exactly one `toolgate_tool_calls_total` increment and exactly one
 //! audit row (issue 14): a forwarded call its journaled `call` row completed with the outcome; a call put to a
 //! person the `call` row journaled as the person was asked, completed with why it was not forwarded or forwarded
@@ -42,6 +43,9 @@ enum Exit {
     ApprovedInQueue,
     /// A client that cannot be asked, and the approval queue has no place for this session.
     QueueFull,
+    /// A 2026-07-28 request (per-request `_meta`) for a call that needs a person: refused until MRTR is built,
+    /// although the session could be asked by elicitation.
+    ModernConfirm,
 }
 
 /// One row of the table: the exit, the tool called, and what it must leave: the audit rows (kind, verdict,
@@ -132,6 +136,12 @@ const CASES: &[Case] = &[
         rows: &[("call", Some("confirm"), Some("queue_full"))],
         series: ("faulty", "flood", "confirm", "is_error"),
     },
+    Case {
+        exit: Exit::ModernConfirm,
+        tool: "faulty_flood",
+        rows: &[("decision", Some("confirm"), Some("is_error"))],
+        series: ("faulty", "flood", "confirm", "is_error"),
+    },
 ];
 
 fn rule(effect: Verdict, tool: &str) -> RuleSpec {
@@ -207,6 +217,18 @@ async fn run(case: &Case, gateway: &Gateway, store: &Store) -> Option<Value> {
         // Not a name at all: the request is malformed, not a call of an unknown tool.
         client.send(id.clone(), "tools/call", json!({"name": 42, "arguments": {"text": "x"}}));
         return Some(client.response(&id).await);
+    }
+    if case.exit == Exit::ModernConfirm {
+        let meta = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+        });
+        client.send(id.clone(), "tools/call", json!({"name": case.tool, "arguments": {"text": "x"}, "_meta": meta}));
+        let answer = client.response(&id).await;
+        assert_eq!(answer["result"]["resultType"], "complete", "{answer}");
+        assert!(support::text_of(&answer).contains("not built yet"), "{answer}");
+        assert!(client.elicitations.is_empty(), "a modern request is never sent a question");
+        return Some(answer);
     }
     if case.exit != Exit::QueueFull {
         // `flood` answers after a short burst of log lines, when a call of it is let through.

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::process::Stdio;
 use std::time::Instant;
 
+use toolgate_test_support::toolgate::raw_http;
 use toolgate_test_support::{Peers, fixture_stdio};
 
 /// Scored checks (`scenario/check-id`) that fail through toolgate today, and why.
@@ -116,4 +117,46 @@ fn unscored_scenarios_are_read_from_the_summary() {
                 ✓ json-schema-2020-12 (pending)\n";
     let names: Vec<String> = unscored_scenarios(text).into_iter().collect();
     assert_eq!(names, ["json-schema-2020-12", "tasks-lifecycle"]);
+}
+
+/// A modern request as the 2026-07-28 transport sends it: `_meta` in the body, the version and method in headers.
+fn modern_post(authority: &str, id: u64, method: &str, params: serde_json::Value) -> raw_http::Reply {
+    let mut params = params;
+    params["_meta"] = serde_json::json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let headers = [("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", method)];
+    raw_http::post(authority, &headers, &body).expect("the gateway answers")
+}
+
+#[test]
+fn modern_requests_get_no_session_and_legacy_sessions_beside_them_are_unchanged() {
+    let peers = Peers::locate();
+    let toolgate = super::toolgate_in_front_of(&fixture_stdio(), &peers);
+    let authority = toolgate.url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
+    let mut legacy = raw_http::HttpSession::open(&authority, &[]).expect("a legacy session opens");
+
+    let listed = modern_post(&authority, 7, "tools/list", serde_json::json!({}));
+    assert_eq!(listed.status, 200, "{listed:?}");
+    assert_eq!(listed.header("mcp-session-id"), None, "a modern request is never given a session");
+    let answer = listed.response(&serde_json::json!(7)).expect("the tools/list answer");
+    assert_eq!(answer["result"]["resultType"], "complete", "{answer}");
+    assert_eq!(answer["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "toolgate");
+    assert!(!answer["result"]["tools"].as_array().expect("tools").is_empty(), "{answer}");
+
+    let discovered = modern_post(&authority, 8, "server/discover", serde_json::json!({}));
+    let discovered = discovered.response(&serde_json::json!(8)).expect("the discover answer");
+    let versions = discovered["result"]["supportedVersions"].as_array().expect("supportedVersions").clone();
+    assert!(versions.contains(&"2025-11-25".into()) && versions.contains(&"2026-07-28".into()), "{discovered}");
+
+    let removed = modern_post(&authority, 9, "initialize", serde_json::json!({}));
+    assert_eq!(removed.status, 404, "{removed:?}");
+    assert_eq!(removed.response(&serde_json::json!(9)).expect("an error")["error"]["code"], -32601);
+
+    // The legacy session still works, in the legacy envelope.
+    let legacy_list = legacy.request("tools/list", serde_json::json!({})).expect("legacy tools/list");
+    assert!(legacy_list["result"].get("resultType").is_none(), "{legacy_list}");
+    assert_eq!(legacy_list["result"]["tools"], answer["result"]["tools"], "one code path serves both eras");
 }
