@@ -40,6 +40,7 @@ const PROXY_FLOORS: Floors = &[
             "guard/results",
             "guard/selection",
             "guard/request_state",
+            "era",
             "downstream",
         ],
     ),
