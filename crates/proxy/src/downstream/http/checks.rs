@@ -49,9 +49,15 @@ pub(super) struct Rejection {
     pub(super) retry_after: Option<u64>,
     /// Send `Connection: close`, so the connection ends with this answer (a body that did not arrive in time).
     pub(super) close: bool,
-    /// The id of the request refused, when the body was read far enough to know it (echoed in the error).
+    /// The refused request's id and the error's `data`, when the body was read far enough to know them (boxed:
+    /// most rejections come before any body, and a `Rejection` travels in every `Err`).
+    pub(super) echo: Option<Box<Echo>>,
+}
+
+/// What a rejection of a read request echoes: its id, and the error's `data` when the error defines one.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Echo {
     pub(super) id: Value,
-    /// The JSON-RPC error's `data`, when the error defines one.
     pub(super) data: Option<Value>,
 }
 
@@ -65,8 +71,7 @@ impl Rejection {
             challenge: false,
             retry_after: None,
             close: false,
-            id: Value::Null,
-            data: None,
+            echo: None,
         }
     }
 
@@ -75,8 +80,7 @@ impl Rejection {
     pub(super) fn era(id: &Value, error: &EraError) -> Self {
         let status = if error.is_not_found() { StatusCode::NOT_FOUND } else { StatusCode::BAD_REQUEST };
         let mut rejection = Rejection::new(status, error.code, error.message.clone());
-        rejection.id = id.clone();
-        rejection.data = error.data.clone();
+        rejection.echo = Some(Box::new(Echo { id: id.clone(), data: error.data.clone() }));
         rejection
     }
 
@@ -94,10 +98,11 @@ impl Rejection {
 impl IntoResponse for Rejection {
     fn into_response(self) -> Response {
         let mut error = json!({"code": self.code, "message": self.message});
-        if let Some(data) = self.data {
+        let Echo { id, data } = self.echo.map(|echo| *echo).unwrap_or(Echo { id: Value::Null, data: None });
+        if let Some(data) = data {
             error["data"] = data;
         }
-        let body = json!({"jsonrpc": "2.0", "id": self.id, "error": error}).to_string();
+        let body = json!({"jsonrpc": "2.0", "id": id, "error": error}).to_string();
         let mut response = (self.status, [(CONTENT_TYPE, "application/json")], body).into_response();
         if let Some(allow) = self.allow {
             response.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));
