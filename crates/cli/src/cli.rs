@@ -91,6 +91,10 @@ pub(crate) struct ViewArgs {
     /// With `--config`: the upstream's configured name.
     #[arg(long, value_name = "NAME", requires = "config")]
     pub(crate) upstream: Option<String>,
+    /// The state directory whose verification records (`toolgate verify`) are weighed as `serve` weighs them
+    /// (default: as for `serve`).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) state_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

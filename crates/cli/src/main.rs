@@ -6,6 +6,7 @@
 mod cli;
 mod commands;
 mod descriptors;
+mod evidence;
 mod render;
 mod report;
 mod state;

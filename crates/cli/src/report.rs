@@ -48,6 +48,9 @@ pub(crate) struct ToolReport {
     pub(crate) effective: EffectiveHints,
     /// The trust rule behind each enforced value (`declared-relaxing-rejected`: a declaration not believed).
     pub(crate) rules: HintRules,
+    /// The verification record (`verification/<id>`) weighed for this definition, as the relay's `_meta` names it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) verification: Option<String>,
     /// Inferred values for the hints the server did not declare, with confidence and evidence.
     #[serde(skip_serializing_if = "Map::is_empty")]
     pub(crate) inferred: Map<String, Value>,
@@ -129,6 +132,11 @@ fn tool_report(
         declared: assessment.normalized.declared,
         effective: enforced.hints,
         rules: enforced.trusted.rules,
+        verification: upstream
+            .trust
+            .observations
+            .get(&enforced.fingerprint)
+            .map(|observation| observation.record.clone()),
         inferred,
         extended: assessment.normalized.extended,
         fingerprint: enforced.fingerprint,

@@ -6,12 +6,16 @@
 //! its trust, confidence bar and overrides; a `verified` upstream's manifest is checked as `serve` checks it);
 //! otherwise `--trust` (default `untrusted`, the relay's default) applies to an upstream with no overrides. Without
 //! a config `verified` counts as the relay counts a verified upstream without a manifest: untrusted.
+//!
+//! Either way the upstream weighs the verification records stored in the state directory (`--state-dir`, else
+//! serve's default) for the command the view runs (the command given, else the config's), read by the function
+//! `serve` uses (`crate::evidence`), so a record tightens or confirms a hint here exactly as in the relay.
 
 use anyhow::{Context, Result, anyhow};
 use toolgate_spec::UpstreamSpec;
 use toolgate_upstream::Endpoint;
 
-use crate::cli::{TrustArg, ViewArgs};
+use crate::cli::{TargetArgs, TrustArg, ViewArgs};
 
 /// The upstream a command shows tools through, and the endpoint the config names for it (when it came from one).
 pub(crate) struct View {
@@ -23,7 +27,25 @@ pub(crate) struct View {
 
 impl View {
     /// The view the arguments ask for.
-    pub(crate) fn from_args(args: &ViewArgs) -> Result<View> {
+    /// The view the arguments ask for, with the verification records of the command it looks at: `target`'s
+    /// command when one is given, else the config's (none for the bundled demo or an HTTP server).
+    pub(crate) async fn from_args(args: &ViewArgs, target: &TargetArgs) -> Result<View> {
+        let mut view = View::configured(args)?;
+        let given = target.command.split_first().map(|(program, rest)| Endpoint::stdio(program.clone(), rest.to_vec()));
+        let mut looked_at = view.upstream.clone();
+        match given {
+            Some(endpoint) => looked_at.endpoint = endpoint,
+            None if target.url.is_none() && view.endpoint.is_some() => {}
+            // The demo, or an HTTP server: no command, so no records.
+            None => return Ok(view),
+        }
+        let state = crate::state::state_dir(args.state_dir.as_deref())?;
+        crate::evidence::load_for_view(&mut looked_at, &state).await?;
+        view.upstream.trust.observations = looked_at.trust.observations;
+        Ok(view)
+    }
+
+    fn configured(args: &ViewArgs) -> Result<View> {
         let Some(path) = &args.config else {
             // Never started: the endpoint is only a placeholder for the spec's shape.
             let mut upstream = UpstreamSpec::new("upstream", Endpoint::stdio("true", Vec::<String>::new()));

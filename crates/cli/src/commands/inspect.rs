@@ -12,7 +12,7 @@ use crate::report::build_report;
 use crate::target::tools_from_server;
 
 pub(crate) async fn run(args: InspectArgs) -> Result<Outcome> {
-    let view = crate::view::View::from_args(&args.view)?;
+    let view = crate::view::View::from_args(&args.view, &args.target).await?;
     let source = tools_from_server(&args.target, view.endpoint.as_ref()).await?;
     let report = build_report(&source, &view.upstream);
     let text =

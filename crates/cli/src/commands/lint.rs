@@ -12,7 +12,7 @@ use crate::report::{Report, build_report};
 use crate::target::{tools_from_file, tools_from_server};
 
 pub(crate) async fn run(args: LintArgs) -> Result<Outcome> {
-    let view = crate::view::View::from_args(&args.view)?;
+    let view = crate::view::View::from_args(&args.view, &args.target).await?;
     let source = match &args.tools {
         Some(path) => tools_from_file(path)?,
         None => tools_from_server(&args.target, view.endpoint.as_ref()).await?,

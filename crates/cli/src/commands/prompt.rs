@@ -42,7 +42,7 @@ pub(crate) async fn assessed_tools(args: &ToolsArgs) -> Result<(ToolSource, Vec<
 pub(crate) async fn run(args: PromptArgs) -> Result<Outcome> {
     // As the relay enforces the hints for this upstream: the catalog's own function, so the prompt and the listing
     // never disagree.
-    let view = crate::view::View::from_args(&args.view)?;
+    let view = crate::view::View::from_args(&args.view, &args.source.target).await?;
     let source = match &args.source.tools {
         Some(path) => tools_from_file(path)?,
         None => tools_from_server(&args.source.target, view.endpoint.as_ref()).await?,

@@ -60,29 +60,11 @@ pub(crate) fn verify_manifests(spec: &mut GatewaySpec) -> Result<()> {
     Ok(())
 }
 
-/// Gives every stdio upstream the verification records `toolgate verify` stored for its command (exactly as
-/// configured: program and arguments), newest per tool fingerprint, as evidence for the trust rule. An HTTP
-/// upstream has no command and no records.
+/// Gives every stdio upstream the verification records `toolgate verify` stored for its command (`crate::evidence`:
+/// the same function the views use), newest per tool fingerprint, as evidence for the trust rule.
 async fn load_observations(spec: &mut GatewaySpec, store: &toolgate_store::Store) -> Result<()> {
     for upstream in &mut spec.upstreams {
-        let toolgate_spec::Endpoint::Stdio { program, args, .. } = &upstream.endpoint else { continue };
-        let command: Vec<String> = std::iter::once(program.clone()).chain(args.iter().cloned()).collect();
-        let records = store
-            .verifications_for(&command)
-            .await
-            .with_context(|| format!("cannot read the verification records of upstream `{}`", upstream.name))?;
-        for record in records {
-            let facts = record.facts;
-            let observation = toolgate_core::trust::Observation {
-                record: record.name(),
-                wrote: facts.wrote,
-                connected: facts.connected,
-                repeat_changed: facts.repeat_changed,
-                destroyed: facts.destroyed,
-                supported: facts.supported,
-            };
-            upstream.trust.observations.insert(record.fingerprint, observation);
-        }
+        crate::evidence::load_observations(upstream, store).await?;
         if !upstream.trust.observations.is_empty() {
             tracing::info!(
                 upstream = %upstream.name,

@@ -54,6 +54,12 @@ pub(crate) async fn run(args: VerifyArgs) -> Result<Outcome> {
 async fn store_records(args: &VerifyArgs, verification: &Verification) -> Result<Vec<(String, String)>> {
     let state = crate::state::state_dir(args.state_dir.as_deref())?;
     let store = Store::open(&state).await.with_context(|| format!("cannot open the state in {}", state.display()))?;
+    // Stored under the program as the spawn found it, so `serve` and the views match the record however their config
+    // spells the same command (`crate::evidence`).
+    let command = match verification.command.split_first() {
+        Some((program, rest)) => crate::evidence::command_key(program, rest, None, None),
+        None => Vec::new(),
+    };
     let mut names = Vec::new();
     for tool in verification.tools.iter().filter(|tool| !tool.observations.is_empty()) {
         let observed = tool.observed;
@@ -67,8 +73,7 @@ async fn store_records(args: &VerifyArgs, verification: &Verification) -> Result
             supported: observed.supported,
         };
         let evidence = serde_json::to_value(tool)?;
-        let id =
-            store.record_verification(&verification.command, &tool.name, &tool.fingerprint, facts, &evidence).await?;
+        let id = store.record_verification(&command, &tool.name, &tool.fingerprint, facts, &evidence).await?;
         names.push((tool.name.clone(), format!("verification/{id}")));
     }
     store.close().await?;

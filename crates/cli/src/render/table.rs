@@ -29,6 +29,10 @@ pub(crate) fn report(report: &Report, color: bool) -> String {
          read-only, cfg = set in config, dflt = spec default; (said …) = the server declared otherwise and the trust \
          rule did not believe it\n",
     );
+    // Only when a record was weighed, so a view without records reads as it always did.
+    if report.tools.iter().any(|tool| tool.verification.is_some()) {
+        out.push_str("seen = observed by `toolgate verify`; the record weighed is named under the tool\n");
+    }
     let with_findings = findings::findings_section(report, color);
     if !with_findings.is_empty() {
         out.push('\n');
@@ -83,6 +87,10 @@ fn tool_row(tool: &ToolReport, color: bool) -> Vec<Cell> {
         name.push('\n');
         name.push_str(&bounded(&tool.title, NAME_CHARS));
     }
+    if let Some(record) = &tool.verification {
+        name.push('\n');
+        name.push_str(record);
+    }
     let mut category = Cell::new(tool.category.as_str());
     if color {
         category = category.fg(category_color(tool.category));
@@ -116,7 +124,7 @@ fn source_label(tool: &ToolReport, hint: Hint, effective: EffectiveHint) -> Stri
         HintSource::Overridden => "cfg".into(),
         HintSource::Implied => "impl".into(),
         HintSource::Default => "dflt".into(),
-        // Views read no verification records (only `serve` does), so this shows only if one ever does.
+        // A verification record's evidence (`toolgate verify`), weighed as the relay weighs it.
         HintSource::Observed => "seen".into(),
         HintSource::Inferred => {
             let confidence = tool

@@ -70,7 +70,7 @@ fn report(stdout: &str, what: &str) -> Views {
 }
 
 /// Each tool's category from the safety prompt's sections.
-fn prompt_categories(text: &str) -> BTreeMap<String, String> {
+pub(crate) fn prompt_categories(text: &str) -> BTreeMap<String, String> {
     let mut category = "?";
     let mut categories = BTreeMap::new();
     for line in text.lines() {

@@ -3,14 +3,17 @@
 //! every hint the liar was caught contradicting although its upstream is trusted (`pinned`), lets the untrusted time
 //! server's closed-world declaration count on the strength of quiet calls (inference alone rejects it), and names
 //! the record in `_meta["toolgate/annotations"]`; a SIGHUP keeps them (the reloaded upstreams are weighed with the same
-//! records, so none looks changed).
+//! records, so none looks changed). `inspect --json`, `lint --format json` and `prompt` through the same config and
+//! state directory show the same hints, rules, category and record as the relay's listing (issue 15's one truth),
+//! and the time server's record matches although the config names it bare while `verify` ran it by its path.
 
 use serde_json::{Value, json};
 use toolgate_test_support::{Peers, liar};
 
-use crate::support::{HttpSession, Setup, poll, start_serve, toolgate};
+use crate::support::{HttpSession, Setup, poll, run_guarded, start_serve, toolgate};
 
-/// `toolgate verify --format json --state-dir STATE [--allow-writes] -- ARGV` in `dir`: tool name → record name.
+/// `toolgate verify --format json --state-dir STATE [--allow-writes] -- ARGV` in `dir`, on serve's `PATH`: tool name →
+/// record name.
 fn verify(
     state: &str,
     dir: &std::path::Path,
@@ -25,7 +28,8 @@ fn verify(
     }
     args.push("--");
     args.extend(argv.iter().map(String::as_str));
-    let run = toolgate(&args);
+    // On serve's `PATH`: a bare program is matched as the spawn finds it, so verify must find the same one.
+    let run = toolgate_on_path(&args, &Peers::locate().path_env());
     assert_eq!(run.code, Some(expected), "{run:?}");
     let report: Value = serde_json::from_str(&run.stdout).unwrap();
     report["tools"]
@@ -63,8 +67,8 @@ fn serve_tightens_what_verify_caught_and_counts_what_it_supported() {
         &config,
         format!(
             "[[upstream]]\nname = \"liar\"\ncommand = {:?}\nargs = [{:?}]\ntrust = \"pinned\"\n\n\
-             [[upstream]]\nname = \"time\"\ncommand = {:?}\n\n[listen.http]\nbind = \"127.0.0.1:0\"\n",
-            liar_argv[0], liar_argv[1], time_argv[0]
+             [[upstream]]\nname = \"time\"\ncommand = \"mcp-server-time\"\n\n[listen.http]\nbind = \"127.0.0.1:0\"\n",
+            liar_argv[0], liar_argv[1]
         ),
     )
     .unwrap();
@@ -119,6 +123,12 @@ fn serve_tightens_what_verify_caught_and_counts_what_it_supported() {
     let record = record_of(&time_records, "get_current_time");
     check("time_get_current_time", "openWorldHint", false, confirmed, record, "untrusted");
 
+    // The views weigh the same records: same hints, rules, record and category as the relay, tool by tool.
+    let config = setup.config.to_string_lossy().into_owned();
+    for upstream in ["liar", "time"] {
+        views_agree(&tools, upstream, &config, &state, &peers.path_env());
+    }
+
     // A SIGHUP reads the records again: an unchanged file changes no upstream, and the evidence stays.
     let status = std::process::Command::new("kill").arg("-HUP").arg(serve.child.id().to_string()).status().unwrap();
     assert!(status.success());
@@ -128,4 +138,54 @@ fn serve_tightens_what_verify_caught_and_counts_what_it_supported() {
     let after = listed(&mut session);
     let read_status = after.iter().find(|tool| tool["name"] == "liar_read_status").expect("still listed");
     assert_eq!(read_status["_meta"]["toolgate/annotations"]["rules"]["readOnlyHint"], contradiction, "{read_status:#}");
+}
+
+/// `toolgate ARGS` with `PATH` set as serve's (the time server is configured by its bare name).
+fn toolgate_on_path(args: &[&str], path: &str) -> crate::support::Run {
+    let mut command = toolgate_test_support::toolgate::command();
+    command.args(args).env("PATH", path);
+    run_guarded(command, &format!("toolgate {args:?}"))
+}
+
+/// `inspect --json`, `lint --format json` and `prompt` for `upstream` against the relay's `listing`: every one of
+/// its tools has the same enforced hints, trust rules and verification record in inspect and lint, and the same
+/// category in all three.
+fn views_agree(listing: &[Value], upstream: &str, config: &str, state: &str, path: &str) {
+    let view = ["--config", config, "--upstream", upstream, "--state-dir", state];
+    let inspect = toolgate_on_path(&[&["inspect", "--json"][..], &view[..]].concat(), path);
+    assert_eq!(inspect.code, Some(0), "{inspect:?}");
+    let lint = toolgate_on_path(&[&["lint", "--format", "json", "--deny", "errors"][..], &view[..]].concat(), path);
+    assert!(matches!(lint.code, Some(0 | 1)), "{lint:?}");
+    let prompt = toolgate_on_path(&[&["prompt"][..], &view[..]].concat(), path);
+    assert_eq!(prompt.code, Some(0), "{prompt:?}");
+    let prefix = format!("{upstream}_");
+    let relayed: Vec<&Value> =
+        listing.iter().filter(|tool| tool["name"].as_str().is_some_and(|name| name.starts_with(&prefix))).collect();
+    assert!(!relayed.is_empty(), "{upstream}: {listing:#?}");
+    for (what, run) in [("inspect", &inspect), ("lint", &lint)] {
+        let report: Value =
+            serde_json::from_str(&run.stdout).unwrap_or_else(|error| panic!("{what}: {error}: {run:?}"));
+        for tool in &relayed {
+            let name = &tool["name"].as_str().unwrap()[prefix.len()..];
+            let meta = &tool["_meta"]["toolgate/annotations"];
+            let shown = report["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|shown| shown["name"] == name)
+                .unwrap_or_else(|| panic!("{what} lists no {name}: {report:#}"));
+            for hint in ["readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"] {
+                assert_eq!(shown["effective"][hint]["value"], tool["annotations"][hint], "{what} {name} {hint}");
+                assert_eq!(shown["rules"][hint], meta["rules"][hint], "{what} {name} {hint}: {shown:#}");
+            }
+            assert_eq!(shown["verification"], meta["verification"], "{what} {name} names the relay's record");
+            assert_eq!(shown["category"], meta["category"], "{what} {name}");
+        }
+    }
+    let prompted = crate::one_truth::prompt_categories(&prompt.stdout);
+    for tool in &relayed {
+        let name = &tool["name"].as_str().unwrap()[prefix.len()..];
+        let category = &tool["_meta"]["toolgate/annotations"]["category"];
+        assert_eq!(prompted.get(name).map(String::as_str), category.as_str(), "prompt: {name}:\n{}", prompt.stdout);
+    }
 }
