@@ -40,7 +40,15 @@ impl View {
             None => return Ok(view),
         }
         let state = crate::state::state_dir(args.state_dir.as_deref())?;
-        crate::evidence::load_for_view(&mut looked_at, &state).await?;
+        match crate::evidence::load_for_view(&mut looked_at, &state).await {
+            Ok(()) => {}
+            Err(error) if args.state_dir.is_some() => return Err(error),
+            // Not asked for: a default state directory this view cannot read (an older schema that only a command
+            // which migrates may upgrade, say) must not stop a look at a server. Said, so the gap is known.
+            Err(error) => {
+                tracing::warn!("showing the tools without verification records (serve may weigh some): {error:#}");
+            }
+        }
         view.upstream.trust.observations = looked_at.trust.observations;
         Ok(view)
     }
