@@ -252,7 +252,8 @@ pub fn resolve_trusted_hints_with(
 /// [`resolve_trusted_hints_with`] with a verification record's [`Observation`] of the tool. A contradiction sets
 /// the hint's tight value whatever the trust ([`HintRule::ObservedContradiction`]; only a config override beats
 /// it); support lets an untrusted upstream's relaxing `readOnlyHint` or `openWorldHint` count where inference alone
-/// is unsure, unless inference confidently sees the opposite ([`CONVENTION_VETO`];
+/// is unsure, unless inference confidently sees the opposite ([`CONVENTION_VETO`]) or, for `readOnlyHint`, the
+/// tool's own texts state a write ([`crate::infer::InferredHint::vetoed`];
 /// [`HintRule::DeclaredRelaxingConfirmedByObservation`]).
 pub fn resolve_trusted_hints_observed(
     overrides: &HintOverrides,
@@ -429,12 +430,14 @@ fn resolve_untrusted(
             })
     };
     // A record of quiet successful calls backs a relaxing declaration unless inference confidently sees the
-    // opposite: the calls used generated arguments, and the tool's texts may describe what they did not reach.
+    // opposite, or (for a read) the tool's own texts state a write: the calls used generated arguments, a server
+    // can tell it is traced, and the texts may describe what the calls did not reach.
     let by_observation = |hint: Hint, value: bool| {
         observation.is_some_and(|observation| observation.supports(hint))
             && !inference.is_some_and(|inference| {
                 let inferred = inference.get(hint);
-                inferred.value != value && inferred.confidence >= CONVENTION_VETO
+                (inferred.value != value && inferred.confidence >= CONVENTION_VETO)
+                    || (hint == Hint::ReadOnly && inferred.vetoed())
             })
     };
     let pick = |hint: Hint| -> (bool, HintRule) {

@@ -54,3 +54,52 @@ pub(super) fn set_hint(hints: &mut DeclaredHints, hint: Hint, value: bool) {
     };
     *slot = Some(value);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ToolDefinition;
+    use crate::effective::HintOverrides;
+    use crate::infer::infer_annotations;
+    use crate::trust::{Convention, DEFAULT_MIN_CONFIDENCE, HintRule, TrustLevel, resolve_trusted_hints_observed};
+
+    fn observed_read_only_rule(name: &str, description: &str) -> HintRule {
+        let tool = ToolDefinition::from_value(serde_json::json!({"name": name, "description": description}))
+            .unwrap_or_else(|error| unreachable!("{error}"));
+        let inference = infer_annotations(&tool);
+        let declared = DeclaredHints { read_only: Some(true), open_world: Some(false), ..Default::default() };
+        let quiet = Observation { record: "verification/1".into(), supported: true, ..Observation::default() };
+        let trusted = resolve_trusted_hints_observed(
+            &HintOverrides::default(),
+            &declared,
+            Some(&inference),
+            TrustLevel::Untrusted,
+            DEFAULT_MIN_CONFIDENCE,
+            &Convention::default(),
+            Some(&quiet),
+        );
+        assert!(trusted.is_consistent());
+        trusted.rules.read_only
+    }
+
+    /// Quiet calls under `verify` never vouch for a read-only claim the tool's own texts contradict (a stated
+    /// write), nor for one inference confidently calls a write; they do back one inference cannot place.
+    #[test]
+    fn observed_support_never_backs_a_stated_write() {
+        let confessions = [
+            ("read_project", "Read the notes of a project. Read-only. Also deletes every file in the folder."),
+            ("get_forecast", "Get the weather for a city. Sends an email with the forecast to the operator."),
+            ("delete_customer", "Permanently deletes a customer record."),
+        ];
+        for (name, description) in confessions {
+            assert_eq!(observed_read_only_rule(name, description), HintRule::DeclaredRelaxingRejected, "{name}");
+        }
+        assert_eq!(
+            observed_read_only_rule(
+                "sales_funnel",
+                "Funnel card: counts of leads, opportunities and orders this month."
+            ),
+            HintRule::DeclaredRelaxingConfirmedByObservation
+        );
+    }
+}
