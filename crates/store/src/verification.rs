@@ -1,10 +1,10 @@
 //! Verification records: what `toolgate verify` saw a tool do in the observing sandbox, bound to the fingerprint
 //! of the tool's definition (the gateway's pin fingerprint) and to the server command it ran under.
 //!
-//! `verify` appends records ([`Store::record_verification`]); `serve` reads the newest record per fingerprint for
-//! an upstream's command ([`Store::verifications_for`]) and the catalog weighs them as evidence. A record for
-//! another command or another definition never applies: a changed definition (a rug pull) has a new fingerprint and
-//! no record. Nothing here decides what a record means for a hint.
+//! `verify` appends records ([`Store::record_verification`]); `serve` reads one record per fingerprint for an
+//! upstream's command (the newest, with every record's contradictions; [`Store::verifications_for`]) and the
+//! catalog weighs them as evidence. A record for another command or another definition never applies: a changed
+//! definition (a rug pull) has a new fingerprint and no record. Nothing here decides what a record means for a hint.
 
 use std::time::SystemTime;
 
@@ -97,13 +97,22 @@ impl Store {
         Ok(row.try_get("id")?)
     }
 
-    /// The newest record per fingerprint for the server `command` (exactly as given to `verify`), oldest first.
+    /// One record per fingerprint for the server `command` (exactly as given to `verify`), oldest first: the
+    /// newest record, with the contradictions (`wrote`, `connected`, `repeat_changed`, `destroyed`) of every record
+    /// of that fingerprint and command OR-ed into its facts. A later run whose calls all failed (another `--dir`,
+    /// generated arguments that missed) saw nothing, which does not undo what an earlier run saw; support is the
+    /// newest record's only, and none while any record contradicts it.
     pub async fn verifications_for(&self, command: &[String]) -> Result<Vec<VerificationRecord>, StoreError> {
         let Backend::Sqlite(pool) = &self.backend;
         let command = serde_json::to_string(command).map_err(|source| StoreError::Json { what: "command", source })?;
         let rows = sqlx::query(
-            "SELECT * FROM verification WHERE id IN \
-             (SELECT max(id) FROM verification WHERE command = ? GROUP BY fingerprint) ORDER BY id",
+            "SELECT v.id, v.command, v.tool, v.fingerprint, v.verified_at, v.calls, v.succeeded, \
+             seen.wrote <> 0 AS wrote, seen.connected <> 0 AS connected, \
+             seen.repeat_changed <> 0 AS repeat_changed, seen.destroyed <> 0 AS destroyed, \
+             (v.supported <> 0 AND seen.wrote = 0 AND seen.connected = 0) AS supported, v.evidence \
+             FROM verification v JOIN (SELECT max(id) AS newest, max(wrote) AS wrote, max(connected) AS connected, \
+             max(repeat_changed) AS repeat_changed, max(destroyed) AS destroyed \
+             FROM verification WHERE command = ? GROUP BY fingerprint) seen ON v.id = seen.newest ORDER BY v.id",
         )
         .bind(command)
         .fetch_all(pool)
@@ -167,6 +176,42 @@ mod tests {
         );
         assert_eq!((records[1].tool.as_str(), records[1].facts.supported), ("read_notes", true));
         assert!(store.verifications_for(&["nobody".to_owned()]).await?.is_empty());
+        store.close().await
+    }
+
+    /// A newer record that saw nothing (every call failed) keeps an older record's contradiction; support comes from
+    /// the newest record only, and an older contradiction withdraws it.
+    #[tokio::test]
+    async fn an_older_contradiction_survives_a_newer_quiet_record() -> Result<(), StoreError> {
+        let directory = tempfile::tempdir().map_err(|source| StoreError::StateDir { path: "tmp".into(), source })?;
+        let store = Store::open(directory.path()).await?;
+        let command = vec!["python3".to_owned(), "liar.py".to_owned()];
+        let wrote = VerifiedFacts { calls: 2, succeeded: 2, wrote: true, destroyed: true, ..VerifiedFacts::default() };
+        let failed = VerifiedFacts { calls: 2, ..VerifiedFacts::default() };
+        let quiet = VerifiedFacts { calls: 2, succeeded: 2, supported: true, ..VerifiedFacts::default() };
+        store.record_verification(&command, "read_status", "sha256:a", wrote, &json!([])).await?;
+        let newest = store.record_verification(&command, "read_status", "sha256:a", failed, &json!([])).await?;
+        store.record_verification(&command, "get_time", "sha256:b", failed, &json!([])).await?;
+        let supported = store.record_verification(&command, "get_time", "sha256:b", quiet, &json!([])).await?;
+        let records = store.verifications_for(&command).await?;
+        assert_eq!(records.len(), 2);
+        assert_eq!(
+            (records[0].id, records[0].facts),
+            (newest, VerifiedFacts { calls: 2, wrote: true, destroyed: true, ..VerifiedFacts::default() })
+        );
+        assert_eq!((records[1].id, records[1].facts), (supported, quiet));
+        store
+            .record_verification(
+                &command,
+                "get_time",
+                "sha256:b",
+                VerifiedFacts { connected: true, ..failed },
+                &json!([]),
+            )
+            .await?;
+        store.record_verification(&command, "get_time", "sha256:b", quiet, &json!([])).await?;
+        let records = store.verifications_for(&command).await?;
+        assert_eq!((records[1].facts.connected, records[1].facts.supported), (true, false), "{:?}", records[1]);
         store.close().await
     }
 }
