@@ -165,6 +165,12 @@ pub fn liar() -> PeerCommand {
     PeerCommand::new("python3").arg(fixtures_dir().join("liar.py").to_string_lossy())
 }
 
+/// Launches `fixtures/evader.py`, the stdlib-only server whose read-only tools try to hide from `toolgate verify`
+/// (one connects out then truncates verify's trace through `/proc/self/root`, one uses a local socket).
+pub fn evader() -> PeerCommand {
+    PeerCommand::new("python3").arg(fixtures_dir().join("evader.py").to_string_lossy())
+}
+
 /// `PATH` with `dir` first, for peers that start other programs by name (Inspector, conformance, npm bins).
 fn path_with_first(dir: &Path) -> String {
     let rest = std::env::var_os("PATH").unwrap_or_default();

@@ -78,6 +78,9 @@ pub fn observed_of(calls: &[CallObservation]) -> Observed {
     let succeeded = calls.iter().filter(|call| call.error.is_none()).count();
     let wrote = calls.iter().any(CallObservation::wrote);
     let connected = calls.iter().any(CallObservation::connected);
+    // A local socket is not the network, so it contradicts no hint; but the daemon behind it may write or reach
+    // out for the tool, so quiet calls that used one prove nothing.
+    let local = calls.iter().any(CallObservation::reached_a_local_socket);
     Observed {
         calls: u32::try_from(calls.len()).unwrap_or(u32::MAX),
         succeeded: u32::try_from(succeeded).unwrap_or(u32::MAX),
@@ -85,7 +88,7 @@ pub fn observed_of(calls: &[CallObservation]) -> Observed {
         connected,
         repeat_changed: repeat_that_changed(calls).is_some(),
         destroyed: calls.iter().any(|call| call.tree.destroyed()),
-        supported: !calls.is_empty() && succeeded == calls.len() && !wrote && !connected,
+        supported: !calls.is_empty() && succeeded == calls.len() && !wrote && !connected && !local,
     }
 }
 
@@ -251,6 +254,15 @@ mod tests {
         let quiet = [call(TreeDiff::default()), call(TreeDiff::default())];
         let observed = observed_of(&quiet);
         assert!(observed.supported && observed.succeeded == 2 && !observed.wrote);
+        // A local daemon's socket is not the network (no TG402) but the calls then prove nothing.
+        let socket = CallObservation {
+            local_connections: vec!["unix:/run/docker.sock (attempted)".into()],
+            ..CallObservation::default()
+        };
+        let local = observed_of(&[socket.clone(), call(TreeDiff::default())]);
+        assert!(!local.supported && !local.connected && !local.wrote, "{local:?}");
+        let closed = DeclaredHints { read_only: Some(true), open_world: Some(false), ..Default::default() };
+        assert!(codes(&closed, &[socket]).is_empty());
         assert!(!observed_of(&[]).supported);
     }
 }

@@ -130,6 +130,10 @@ pub struct CallObservation {
     pub refused_writes: Vec<String>,
     /// Network connections tried, `address (outcome)`.
     pub connections: Vec<String>,
+    /// Local (`AF_UNIX`) sockets connected to, or tried, `unix:PATH (outcome)`: not the network (no open-world
+    /// finding), but a daemon on this machine may do anything for the tool, so such a call is never support.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub local_connections: Vec<String>,
     /// Programs started.
     pub processes: Vec<String>,
 }
@@ -143,6 +147,11 @@ impl CallObservation {
     /// True when the call connected or tried to.
     pub fn connected(&self) -> bool {
         !self.connections.is_empty()
+    }
+
+    /// True when the call connected, or tried to, to a local socket.
+    pub fn reached_a_local_socket(&self) -> bool {
+        !self.local_connections.is_empty()
     }
 }
 
@@ -161,8 +170,8 @@ pub struct Observed {
     pub repeat_changed: bool,
     /// Some call removed or overwrote existing data: destructive.
     pub destroyed: bool,
-    /// Every call succeeded (at least one was made), none wrote or connected: support for read-only and
-    /// closed-world.
+    /// Every call succeeded (at least one was made), none wrote, connected or used a local socket: support for
+    /// read-only and closed-world.
     pub supported: bool,
 }
 

@@ -45,12 +45,12 @@ pub async fn verify(options: &VerifyOptions) -> Result<Verification, VerifyError
     std::fs::create_dir(&scratch).map_err(|error| VerifyError::io(&scratch, error))?;
     copy_tree(&options.workdir, &scratch)?;
     seed_sample(scratch.as_path())?;
-    refresh_git_index(&scratch).await;
     let scratch_text = scratch.to_string_lossy();
     let env = options.env.iter().map(|(key, value)| (key.clone(), value.replace("{scratch}", &scratch_text))).collect();
     let traces = root.path().join("trace");
     std::fs::create_dir(&traces).map_err(|error| VerifyError::io(&traces, error))?;
     let sandbox = Sandbox { scratch: scratch.clone(), trace: traces.join("trace"), env };
+    refresh_git_index(&sandbox).await;
     let (program, args) = sandbox.command_line(&options.command)?;
     let endpoint = Endpoint::Stdio { program, args, env: Vec::new(), cwd: Some(scratch.clone()) };
     let connect_options = ConnectOptions {
@@ -181,18 +181,31 @@ async fn call_tool(
 /// the first `git status` or `git diff` inside the sandbox would rewrite `.git/index`: a write the copy caused, not
 /// the tool. The cache is refreshed before the server starts, a second after the copy, so no entry is "racily
 /// clean" (as new as the index) and read again later. Best effort: without git, nothing happens.
-async fn refresh_git_index(scratch: &Path) {
-    if !scratch.join(".git").exists() {
+///
+/// The copy's `.git/config` and `.gitattributes` are the user's repository's, so whatever they configure to run
+/// (`core.fsmonitor`, a `filter.*.clean` command a refresh runs to compare contents) is untrusted: git runs in the
+/// observing sandbox (no network, nothing writable but the copy), with the fsmonitor and hooks switched off and no
+/// system or global configuration read.
+async fn refresh_git_index(sandbox: &Sandbox) {
+    if !sandbox.scratch.join(".git").exists() {
         return;
     }
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    let refreshed = tokio::process::Command::new("git")
-        .arg("-C")
-        .arg(scratch)
-        .args(["update-index", "-q", "--really-refresh"])
+    let scratch = sandbox.scratch.to_string_lossy().into_owned();
+    let git = ["git", "-c", "core.fsmonitor=", "-c", "core.hooksPath=/dev/null", "-C", &scratch, "update-index"];
+    let argv: Vec<String> = git.iter().chain(&["-q", "--really-refresh"]).map(|part| (*part).to_owned()).collect();
+    let Ok((program, mut args)) = sandbox.confined(&argv) else { return };
+    // bwrap's `--setenv` pairs come before `--`: the variables go in front of the git command itself.
+    let Some(split) = args.iter().rposition(|arg| arg == "--") else { return };
+    for (key, value) in [("GIT_CONFIG_NOSYSTEM", "1"), ("GIT_CONFIG_GLOBAL", "/dev/null")] {
+        args.splice(split..split, ["--setenv".to_owned(), key.to_owned(), value.to_owned()]);
+    }
+    let refreshed = tokio::process::Command::new(program)
+        .args(args)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
         .status();
     if let Ok(Err(error)) = tokio::time::timeout(Duration::from_secs(30), refreshed).await {
         tracing::debug!(%error, "could not refresh the git index of the scratch copy");
@@ -225,7 +238,24 @@ fn read_trace(path: &Path) -> Vec<Event> {
         let _ = file.take(MAX_TRACE_BYTES).read_to_end(&mut bytes);
         text = String::from_utf8_lossy(&bytes).into_owned();
     }
-    strace::parse(&text)
+    after_server_start(strace::parse(&text))
+}
+
+/// The trace's events from the server's start on. strace runs outside the sandbox and traces bwrap too: the first
+/// successful `execve` is bwrap's, the second the server's, and everything before it is bwrap building the sandbox
+/// (mounts, `/proc/<pid>/uid_map` writes), not the server. A trace without two starts is kept whole: dropping
+/// evidence is worse than counting setup, which happens before any call's window anyway.
+fn after_server_start(events: Vec<Event>) -> Vec<Event> {
+    let started = events
+        .iter()
+        .enumerate()
+        .filter(|(_, event)| matches!(&event.effect, Effect::Exec { outcome: Outcome::Done, .. }))
+        .nth(1)
+        .map(|(index, _)| index);
+    match started {
+        Some(index) => events.into_iter().skip(index).collect(),
+        None => events,
+    }
 }
 
 /// Gives a call the effects of its window: writes inside the copy, refused writes outside, connections, programs.
@@ -234,6 +264,10 @@ fn attribute<'a>(observation: &mut CallObservation, events: impl Iterator<Item =
         let (syscall, paths, outcome) = match &event.effect {
             Effect::Connect { address, outcome } => {
                 push_once(&mut observation.connections, format!("{address} ({})", describe(outcome)));
+                continue;
+            }
+            Effect::LocalConnect { address, outcome } => {
+                push_once(&mut observation.local_connections, format!("{address} ({})", describe(outcome)));
                 continue;
             }
             Effect::Exec { program, outcome } => {
@@ -247,7 +281,10 @@ fn attribute<'a>(observation: &mut CallObservation, events: impl Iterator<Item =
             Effect::MakeDirectory { path, outcome } => ("mkdir", vec![path.clone()], outcome),
             Effect::Rename { from, to, outcome } => ("rename", vec![from.clone(), to.clone()], outcome),
         };
-        if paths.iter().all(|path| ignored(path)) {
+        // `/proc/self/root/x` is `/x` and `/proc/self/cwd/x` is `x`: a path through the process's own view of the
+        // file system is the file it names, not a process file.
+        let paths: Vec<String> = paths.iter().filter_map(|path| through_proc(path)).collect();
+        if paths.is_empty() || paths.iter().all(|path| ignored(path)) {
             continue;
         }
         let shown = paths.join(" -> ");
@@ -278,9 +315,41 @@ fn describe(outcome: &Outcome) -> String {
     }
 }
 
-/// Device and process files (`/dev/null`, `/dev/tty`, `/proc/self/...`) are not data.
+/// Device and process files (`/dev/null`, `/dev/tty`, `/proc/self/fd/1`) are not data.
 fn ignored(path: &str) -> bool {
     path.is_empty() || path.starts_with("/dev/") || path.starts_with("/proc/")
+}
+
+/// The path a `/proc/<pid|self|thread-self>[/task/<tid>]/{root,cwd}/...` prefix names (repeatedly: the prefix can
+/// be nested); any other path as it is. `cwd` is taken as the server's working directory, the copy, like any
+/// relative path. Never `None` for a non-empty path.
+fn through_proc(path: &str) -> Option<String> {
+    let mut path = path.to_owned();
+    for _ in 0..64 {
+        let Some(rest) = path.strip_prefix("/proc/") else { break };
+        let process = |part: &str| {
+            part == "self" || part == "thread-self" || (!part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
+        };
+        let mut parts = rest.splitn(2, '/');
+        let (Some(who), Some(mut rest)) = (parts.next(), parts.next()) else { break };
+        if !process(who) {
+            break;
+        }
+        if let Some(task) = rest.strip_prefix("task/")
+            && let Some((tid, tail)) = task.split_once('/')
+            && process(tid)
+        {
+            rest = tail;
+        }
+        let (kind, tail) = rest.split_once('/').unwrap_or((rest, ""));
+        path = match kind {
+            "root" => format!("/{tail}"),
+            "cwd" if tail.is_empty() => ".".to_owned(),
+            "cwd" => tail.to_owned(),
+            _ => break,
+        };
+    }
+    (!path.is_empty()).then_some(path)
 }
 
 /// True for a path inside the scratch copy (relative paths are: the server's working directory is the copy).
@@ -312,5 +381,38 @@ mod tests {
         assert_eq!(observation.connections, vec!["127.0.0.1:9 (refused: ECONNREFUSED)".to_owned()]);
         assert_eq!(observation.processes, vec!["/usr/bin/git".to_owned()]);
         assert!(observation.wrote() && observation.connected());
+    }
+
+    /// A write through the process's own view of the file system is the file it names: truncating
+    /// `/proc/self/root/<trace>` is a write outside the copy, not a process file.
+    #[test]
+    fn paths_through_proc_are_the_files_they_name() {
+        assert_eq!(through_proc("/proc/self/root/tmp/t/trace").as_deref(), Some("/tmp/t/trace"));
+        assert_eq!(through_proc("/proc/12/task/12/root/proc/self/root/etc/x").as_deref(), Some("/etc/x"));
+        assert_eq!(through_proc("/proc/thread-self/cwd/notes.txt").as_deref(), Some("notes.txt"));
+        assert_eq!(through_proc("/proc/self/fd/1").as_deref(), Some("/proc/self/fd/1"));
+        let event = |path: &str| Event {
+            pid: 1,
+            time: 1.0,
+            effect: Effect::Write { path: path.into(), outcome: Outcome::Done },
+        };
+        let events =
+            [event("/proc/self/root/tmp/t/trace"), event("/proc/self/cwd/status.log"), event("/proc/self/fd/1")];
+        let mut observation = CallObservation::default();
+        attribute(&mut observation, events.iter(), Path::new("/s/work"));
+        assert_eq!(observation.refused_writes, vec!["open-for-write /tmp/t/trace (not refused)".to_owned()]);
+        assert_eq!(observation.writes_inside, vec!["open-for-write status.log".to_owned()]);
+    }
+
+    /// bwrap's own setup, traced because strace runs outside the sandbox, is not the server's.
+    #[test]
+    fn the_trace_starts_at_the_server() {
+        let at = |time: f64, effect| Event { pid: 1, time, effect };
+        let exec = |program: &str| Effect::Exec { program: program.into(), outcome: Outcome::Done };
+        let setup = Effect::MakeDirectory { path: "/newroot".into(), outcome: Outcome::Done };
+        let events = vec![at(1.0, exec("/usr/bin/bwrap")), at(2.0, setup), at(3.0, exec("/usr/bin/python3"))];
+        let kept = after_server_start(events.clone());
+        assert_eq!(kept.iter().map(|event| event.time).collect::<Vec<_>>(), [3.0]);
+        assert_eq!(after_server_start(events[..2].to_vec()).len(), 2, "a trace without a server start is kept");
     }
 }

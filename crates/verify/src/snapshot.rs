@@ -103,7 +103,8 @@ pub fn take(root: &Path) -> Result<Snapshot, VerifyError> {
                 pending.push(path.clone());
                 Entry::Directory
             } else if kind.is_file() {
-                let (size, digest) = digest_file(&item.path(), None, &mut budget)?;
+                // Swapped for a link or a FIFO since the listing: not a file any more, and not read.
+                let Some((size, digest)) = digest_file(&item.path(), None, &mut budget)? else { continue };
                 Entry::File { size, digest }
             } else {
                 continue;
@@ -132,7 +133,7 @@ pub fn diff(before: &Snapshot, after: &Snapshot, root: &Path) -> TreeDiff {
                     {
                         let mut budget = MAX_BYTES;
                         match digest_file(&root.join(path), Some(*old_size), &mut budget) {
-                            Ok((_, prefix)) if prefix == *old_digest => ChangeKind::Appended,
+                            Ok(Some((_, prefix))) if prefix == *old_digest => ChangeKind::Appended,
                             _ => ChangeKind::Rewritten,
                         }
                     }
@@ -150,10 +151,36 @@ pub fn diff(before: &Snapshot, after: &Snapshot, root: &Path) -> TreeDiff {
     diff
 }
 
-/// Size and SHA-256 of a file (of its first `limit` bytes when given), charged to `budget`.
-fn digest_file(path: &Path, limit: Option<u64>, budget: &mut u64) -> Result<(u64, [u8; 32]), VerifyError> {
-    let file = File::open(path).map_err(|error| VerifyError::io(path, error))?;
-    let mut reader = file.take(limit.unwrap_or(u64::MAX));
+/// Opens `path` for reading only if it is a regular file, without following a symbolic link (`O_NOFOLLOW`) and
+/// without blocking on a FIFO or device (`O_NONBLOCK`), then checks the open descriptor (`fstat`): the server runs
+/// while the tree is read and may swap a file for a link out of the tree or a FIFO between the listing and the
+/// open. `None` when it is no longer a regular file.
+fn open_regular(path: &Path) -> Result<Option<File>, VerifyError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::CLOEXEC;
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(i32::try_from(flags.bits()).unwrap_or_default())
+        .open(path)
+    {
+        Ok(file) => file,
+        // ELOOP: a symbolic link, not followed. ENXIO: a socket or a FIFO that cannot be opened.
+        Err(error) if matches!(error.raw_os_error(), Some(code) if code == rustix::io::Errno::LOOP.raw_os_error() || code == rustix::io::Errno::NXIO.raw_os_error()) =>
+        {
+            return Ok(None);
+        }
+        Err(error) => return Err(VerifyError::io(path, error)),
+    };
+    let metadata = file.metadata().map_err(|error| VerifyError::io(path, error))?;
+    Ok(metadata.is_file().then_some(file))
+}
+
+/// Size and SHA-256 of a regular file (of its first `limit` bytes when given), charged to `budget`; `None` when
+/// the path is no longer a regular file ([`open_regular`]).
+fn digest_file(path: &Path, limit: Option<u64>, budget: &mut u64) -> Result<Option<(u64, [u8; 32])>, VerifyError> {
+    let Some(file) = open_regular(path)? else { return Ok(None) };
+    // One byte past the budget is enough to know it is exceeded: a file growing while read is never read on.
+    let mut reader = file.take(limit.unwrap_or(u64::MAX).min(budget.saturating_add(1)));
     let mut hasher = Sha256::new();
     let mut buffer = vec![0u8; 64 * 1024];
     let mut size = 0u64;
@@ -167,7 +194,7 @@ fn digest_file(path: &Path, limit: Option<u64>, budget: &mut u64) -> Result<(u64
             budget.checked_sub(read as u64).ok_or_else(|| VerifyError::TreeTooLarge { root: path.to_path_buf() })?;
         hasher.update(&buffer[..read]);
     }
-    Ok((size, hasher.finalize().into()))
+    Ok(Some((size, hasher.finalize().into())))
 }
 
 /// Copies the tree under `from` into `to` (which exists and is empty): files, directories and links as links.
@@ -194,7 +221,7 @@ pub fn copy_tree(from: &Path, to: &Path) -> Result<(), VerifyError> {
                 std::fs::create_dir(&target).map_err(|error| VerifyError::io(&target, error))?;
                 pending.push(path);
             } else if kind.is_file() {
-                bytes += std::fs::copy(item.path(), &target).map_err(|error| VerifyError::io(&target, error))?;
+                bytes += copy_file(&item.path(), &target, MAX_BYTES.saturating_sub(bytes))?;
                 if bytes > MAX_BYTES {
                     return Err(VerifyError::TreeTooLarge { root: from.to_path_buf() });
                 }
@@ -202,6 +229,18 @@ pub fn copy_tree(from: &Path, to: &Path) -> Result<(), VerifyError> {
         }
     }
     Ok(())
+}
+
+/// Copies one regular file (opened as [`open_regular`] does: never through a link, never blocking) with its
+/// permissions, reading at most one byte past `room`; 0 bytes and no copy when it is not a regular file.
+fn copy_file(source: &Path, target: &Path, room: u64) -> Result<u64, VerifyError> {
+    let Some(file) = open_regular(source)? else { return Ok(0) };
+    let permissions = file.metadata().map_err(|error| VerifyError::io(source, error))?.permissions();
+    let mut copy = File::create(target).map_err(|error| VerifyError::io(target, error))?;
+    let copied = std::io::copy(&mut file.take(room.saturating_add(1)), &mut copy)
+        .map_err(|error| VerifyError::io(target, error))?;
+    std::fs::set_permissions(target, permissions).map_err(|error| VerifyError::io(target, error))?;
+    Ok(copied)
 }
 
 #[cfg(test)]
@@ -243,6 +282,39 @@ mod tests {
         };
         assert!(!staged.destroyed() && !staged.is_empty(), "git's bookkeeping is a write, not a destruction");
         assert!(self::diff(&after, &take(root)?, root).is_empty());
+        Ok(())
+    }
+
+    /// A FIFO and a link to a file outside the tree: the copy and the snapshot finish, the link stays a link and
+    /// nothing outside is read; a path swapped for either between listing and open is not read either.
+    #[test]
+    fn links_and_fifos_are_never_followed_or_opened_blocking() -> Result<(), VerifyError> {
+        let dir = tempfile::tempdir().map_err(|error| VerifyError::io(Path::new("tempdir"), error))?;
+        let (source, copy, outside) = (dir.path().join("source"), dir.path().join("copy"), dir.path().join("secret"));
+        for path in [&source, &copy] {
+            std::fs::create_dir(path).map_err(|error| VerifyError::io(path, error))?;
+        }
+        std::fs::write(&outside, "secret").map_err(|error| VerifyError::io(&outside, error))?;
+        std::os::unix::fs::symlink(&outside, source.join("link")).map_err(|error| VerifyError::io(&source, error))?;
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            source.join("fifo"),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .map_err(|error| VerifyError::io(&source, error.into()))?;
+        copy_tree(&source, &copy)?;
+        let link = std::fs::read_link(copy.join("link")).map_err(|error| VerifyError::io(&copy, error))?;
+        assert_eq!(link, outside, "copied as a link");
+        assert!(!copy.join("fifo").exists(), "a FIFO is not copied");
+        let snapshot = take(&source)?;
+        assert_eq!(snapshot.entries.get(Path::new("link")), Some(&Entry::Link(outside.clone())));
+        assert_eq!(snapshot.entries.len(), 1, "the FIFO is not an entry");
+        let mut budget = MAX_BYTES;
+        assert_eq!(digest_file(&source.join("link"), None, &mut budget)?, None, "a link is never followed");
+        assert_eq!(digest_file(&source.join("fifo"), None, &mut budget)?, None, "a FIFO is never opened blocking");
+        assert_eq!(budget, MAX_BYTES);
         Ok(())
     }
 }

@@ -1,5 +1,5 @@
 //! Reading `strace -f -ttt` output into the effects `verify` cares about: write opens, creations, renames,
-//! removals, directories made, network connections and programs started, each with its time, process and result.
+//! removals, directories made, network and local-socket connections and programs started, each with its time, process and result.
 //!
 //! The trace is written by a traced program's actions, so it is untrusted input: a line that does not parse is
 //! skipped, never a panic, and strings are unescaped only as far as needed. Syscalls split across two lines
@@ -65,6 +65,14 @@ pub enum Effect {
     MakeDirectory {
         /// The path.
         path: String,
+        /// The result.
+        outcome: Outcome,
+    },
+    /// A connection to a local (`AF_UNIX`) socket: a daemon on this machine, reachable through the read-only file
+    /// system (a socket needs no write permission on its file) and the network namespace alike.
+    LocalConnect {
+        /// `unix:/run/docker.sock`, `unix:@abstract-name`; the path escaped (no control characters).
+        address: String,
         /// The result.
         outcome: Outcome,
     },
@@ -145,7 +153,10 @@ fn effect_of(call: &str) -> Option<Effect> {
             Some(Effect::Rename { from: first()?, to: strings.get(1).cloned()?, outcome })
         }
         "execve" | "execveat" => Some(Effect::Exec { program: first()?, outcome }),
-        "connect" => address_of(arguments).map(|address| Effect::Connect { address, outcome }),
+        "connect" => match local_address_of(arguments) {
+            Some(address) => Some(Effect::LocalConnect { address, outcome }),
+            None => address_of(arguments).map(|address| Effect::Connect { address, outcome }),
+        },
         _ => None,
     }
 }
@@ -230,6 +241,21 @@ fn quoted_strings(arguments: &str) -> Vec<String> {
     strings
 }
 
+/// `unix:PATH` of an `AF_UNIX` socket address (`unix:@NAME` for an abstract one, `unix:` for an unnamed one), the
+/// path escaped so a hostile name cannot write control characters to a terminal; `None` for other families.
+fn local_address_of(arguments: &str) -> Option<String> {
+    if !arguments.contains("sa_family=AF_UNIX") {
+        return None;
+    }
+    let Some((_, rest)) = arguments.split_once("sun_path=") else { return Some("unix:".to_owned()) };
+    let (abstract_name, rest) = match rest.strip_prefix('@') {
+        Some(rest) => ("@", rest),
+        None => ("", rest),
+    };
+    let path = quoted_strings(rest).into_iter().next().unwrap_or_default();
+    Some(format!("unix:{abstract_name}{}", path.escape_debug()))
+}
+
 /// `host:port` of an `AF_INET` or `AF_INET6` socket address; `None` for local (`AF_UNIX`) and other families.
 fn address_of(arguments: &str) -> Option<String> {
     let port = arguments
@@ -259,6 +285,7 @@ mod tests {
 3934  1764160000.300000 connect(3, {sa_family=AF_INET, sin_port=htons(9), sin_addr=inet_addr("127.0.0.1")}, 16) = -1 EINPROGRESS (Operation now in progress)
 3935  1764160000.310000 connect(4, {sa_family=AF_INET6, sin6_port=htons(443), sin6_flowinfo=htonl(0), inet_pton(AF_INET6, "::1", &sin6_addr), sin6_scope_id=0}, 28) = -1 ECONNREFUSED (Connection refused)
 3935  1764160000.320000 connect(5, {sa_family=AF_UNIX, sun_path="/run/x"}, 110) = -1 ENOENT (No such file or directory)
+3935  1764160000.330000 connect(6, {sa_family=AF_UNIX, sun_path=@"bus\nX"}, 110) = 0
 3934  1764160000.400000 unlink("a \"quoted\" name") = 0
 3936  1764160000.500000 execve("/usr/bin/git", ["git", "status"], 0x5556 /* 39 vars */ <unfinished ...>
 3934  1764160000.550000 renameat2(AT_FDCWD, "x.tmp", AT_FDCWD, "x", RENAME_NOREPLACE) = 0
@@ -279,6 +306,8 @@ garbage line
                 Effect::Write { path: "/etc/zz".into(), outcome: failed("EROFS") },
                 Effect::Connect { address: "127.0.0.1:9".into(), outcome: Outcome::Done },
                 Effect::Connect { address: "[::1]:443".into(), outcome: failed("ECONNREFUSED") },
+                Effect::LocalConnect { address: "unix:/run/x".into(), outcome: failed("ENOENT") },
+                Effect::LocalConnect { address: "unix:@bus\\nX".into(), outcome: Outcome::Done },
                 Effect::Remove { path: "a \"quoted\" name".into(), outcome: Outcome::Done },
                 Effect::Rename { from: "x.tmp".into(), to: "x".into(), outcome: Outcome::Done },
                 Effect::Exec { program: "/usr/bin/git".into(), outcome: Outcome::Done },

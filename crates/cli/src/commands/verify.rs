@@ -116,6 +116,13 @@ fn verdict(tool: &ToolReport) -> String {
     if tool.observed.supported {
         return format!("support: {} quiet call(s)", tool.observed.calls);
     }
+    // A local socket is not a finding (it is not the network), but it is why quiet calls gave no support.
+    let mut sockets: Vec<&str> =
+        tool.observations.iter().flat_map(|call| call.local_connections.iter().map(String::as_str)).collect();
+    sockets.dedup();
+    if !sockets.is_empty() {
+        return format!("no support: used a local socket {}", sockets.join(", "));
+    }
     let observed = tool.observed;
     if observed.wrote || observed.connected || observed.destroyed {
         return "no finding (as declared)".into();

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use serde_json::Value;
-use toolgate_test_support::{PeerCommand, Peers, liar};
+use toolgate_test_support::{PeerCommand, Peers, evader, liar};
 
 use crate::support::{json_stdout, toolgate};
 
@@ -200,4 +200,64 @@ fn server_everything_time_and_fetch_have_no_finding_and_fetch_tries_to_reach_out
     assert_eq!(fetch_tool["observed"]["connected"], true, "no network, yet the attempt is seen: {fetch_tool:#}");
     let connections = fetch_tool["observations"][0]["connections"].as_array().unwrap();
     assert!(connections.iter().any(|connection| connection.as_str().unwrap().contains("refused")), "{connections:?}");
+}
+
+/// A server that connects out and then truncates verify's trace through `/proc/self/root` is still caught: the
+/// trace is outside the sandbox's reach (strace runs outside bwrap), and the attempt on it is itself a write.
+/// A local (`AF_UNIX`) socket is no finding but no support either.
+#[test]
+fn a_server_cannot_wipe_the_trace_and_a_local_socket_is_never_support() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, report) = verify(dir.path(), &[], &evader());
+    assert_eq!(code, Some(1), "{report:#}");
+    let clock = tool(&report, "read_clock");
+    assert!(!supported(&report, "read_clock"), "{clock:#}");
+    let mut found = codes(clock);
+    found.sort();
+    assert_eq!(found, ["TG401", "TG402"], "{clock:#}");
+    let connections = clock["observations"][0]["connections"].to_string();
+    assert!(connections.contains("127.0.0.1:9"), "the connection survived the truncation: {clock:#}");
+    let socket = tool(&report, "read_socket");
+    assert!(codes(socket).is_empty() && !supported(&report, "read_socket"), "{socket:#}");
+    let local = socket["observations"][0]["local_connections"].to_string();
+    assert!(local.contains("unix:/run/toolgate-evader.sock"), "{socket:#}");
+}
+
+/// The user's repository configures a command (`core.fsmonitor`): preparing the copy must not run it outside
+/// the sandbox (it would write a marker outside the copy).
+#[test]
+fn a_repository_s_fsmonitor_never_runs_outside_the_sandbox() {
+    let dir = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let marker = elsewhere.path().join("fsmonitor-ran");
+    let git = |args: &[&str]| {
+        let status = std::process::Command::new("git").current_dir(dir.path()).args(args).status().unwrap();
+        assert!(status.success(), "git {args:?}");
+    };
+    git(&["init", "-q", "-b", "main"]);
+    std::fs::write(dir.path().join("notes.txt"), "buy milk\n").unwrap();
+    git(&["add", "notes.txt"]);
+    let hook = format!("touch {}; false", marker.display());
+    git(&["config", "core.fsmonitor", &hook]);
+    let (_, report) = verify(dir.path(), &[], &liar());
+    assert!(report["tools"].as_array().is_some_and(|tools| !tools.is_empty()), "{report:#}");
+    assert!(!marker.exists(), "the repository's fsmonitor ran outside the sandbox");
+}
+
+/// A FIFO and a link to a file outside the tree in the verified directory: verify finishes, the link is copied as
+/// a link (never followed), and the honest reader keeps its support.
+#[test]
+fn a_fifo_and_an_outside_link_in_the_directory_are_not_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let secret = elsewhere.path().join("secret.txt");
+    std::fs::write(&secret, "secret\n").unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "buy milk\n").unwrap();
+    std::os::unix::fs::symlink(&secret, dir.path().join("link.txt")).unwrap();
+    let status = std::process::Command::new("mkfifo").arg(dir.path().join("pipe")).status().unwrap();
+    assert!(status.success());
+    let (code, report) = verify(dir.path(), &[], &liar());
+    assert_eq!(code, Some(1), "the liar's findings, and a finished run: {report:#}");
+    assert!(supported(&report, "read_notes"), "{:#}", tool(&report, "read_notes"));
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "secret\n");
 }
