@@ -314,7 +314,10 @@ pub(crate) async fn confirm(
     // Bound to the upstream and the tool's own name too: a fingerprint alone could be shared by tools elsewhere.
     let bound =
         BoundTool { upstream: &tool.upstream_name, original_name: &tool.original_name, fingerprint: &tool.fingerprint };
-    let shape_key = bind_approval(ApprovalScope::Shape, bound, Some(arguments)).ok().map(|binding| binding.key);
+    // And to the upstream's slot: the name survives a reload that points it elsewhere (other arguments or
+    // environment, same definitions); the slot does not, since a restarted upstream gets a new one.
+    let shape_key =
+        bind_approval(ApprovalScope::Shape, bound, Some(arguments)).ok().map(|binding| (tool.upstream, binding.key));
     if let Some(key) = &shape_key
         && session.remembered.lock().map(|remembered| remembered.contains(key)).unwrap_or(false)
     {

@@ -46,8 +46,10 @@ pub(crate) struct SessionShared {
     pub(crate) caller: Caller,
     /// An open-world tool's output has entered this session (possible exfiltration path for later writes).
     tainted: AtomicBool,
-    /// Approval keys (tool and argument shape) a person said to remember for this session.
-    pub(crate) remembered: Mutex<HashSet<String>>,
+    /// Approval keys (tool and argument shape) a person said to remember for this session, each with the slot of
+    /// the upstream it was given for: a reload that restarts the upstream (other command, arguments, environment)
+    /// gives it a new slot, so what was approved for the old process is never remembered for the new one.
+    pub(crate) remembered: Mutex<HashSet<(usize, String)>>,
     /// Upstream requests relayed to this client and not answered yet, by (upstream, the upstream's request id), so
     /// the upstream's `notifications/cancelled` can reach the client.
     pub(crate) relayed: Mutex<HashMap<(usize, String), CancellationToken>>,

@@ -165,3 +165,42 @@ async fn a_confirmation_form_has_no_default_that_could_answer_for_the_person() {
     assert!(is_error(&response), "{response}");
     assert_eq!(fixture_called(&log, "purge_records"), 0);
 }
+
+/// A "remember for this session" approval is for the upstream as it ran: a reload that points it elsewhere (the
+/// same program and definitions, another environment, as a database upstream switched from staging to prod would
+/// be) restarts it, and the same call in the same session asks the person again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remembered_approval_does_not_outlive_a_reload_that_restarts_its_upstream() {
+    let log = FixtureLog::new();
+    let mut guardrails = standard(Duration::from_secs(60));
+    guardrails.confirmation.remember_for_session = true;
+    let staging = rug("db", &log, TrustLevel::Untrusted);
+    let harness = Harness::start(vec![staging.clone()], guardrails).await;
+    let mut client =
+        Client::connect_declaring(&harness.gateway, Elicit::Manual, json!({"elicitation": {"form": {}}})).await;
+    let asks = |message: &Value| message["method"] == "elicitation/create";
+    let answers = |id: i64| move |message: &Value| message["id"] == id && message.get("method").is_none();
+
+    client.start_call(json!(1), "db_purge_records", json!({}));
+    let question = client.wait_for("the question", asks).await;
+    client.deliver(json!({"jsonrpc": "2.0", "id": question["id"],
+                          "result": {"action": "accept", "content": {"approve": true, "remember": true}}}));
+    let first = client.wait_for("the first answer", answers(1)).await;
+    assert!(!is_error(&first), "{first}");
+    client.start_call(json!(2), "db_purge_records", json!({}));
+    let second =
+        client.wait_for("the second answer or a question", |message| asks(message) || answers(2)(message)).await;
+    assert!(!asks(&second) && !is_error(&second), "the same call is remembered before the reload: {second}");
+
+    let mut prod = staging.clone();
+    if let toolgate_spec::Endpoint::Stdio { env, .. } = &mut prod.endpoint {
+        env.push(("DATABASE".to_owned(), "prod".to_owned()));
+    }
+    let changes = harness.gateway.reload_upstreams(&[prod]).await;
+    assert_eq!(changes.len(), 1, "the upstream restarts: {changes:?}");
+    wait_tools(&mut client, "the restarted upstream's tools", |tools| names(tools).contains(&"db_purge_records")).await;
+    client.start_call(json!(3), "db_purge_records", json!({}));
+    let third = client.wait_for("the third answer or a question", |message| asks(message) || answers(3)(message)).await;
+    assert!(asks(&third), "the restarted upstream's call asks again: {third}");
+    assert_eq!(fixture_called(&log, "purge_records"), 2, "the third call waits for the person");
+}
