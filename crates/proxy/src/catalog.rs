@@ -32,6 +32,8 @@ use toolgate_upstream::ListKind;
 
 use toolgate_store::{INSTRUCTIONS, PinKind};
 
+pub use self::context::CatalogContext;
+use self::context::visiting_order;
 use self::held::HeldContent;
 pub use self::held::HeldItem;
 use crate::guard::results::remove_foreign_meta;
@@ -268,11 +270,20 @@ impl Catalog {
         context: &CatalogContext,
     ) -> Catalog {
         let resource_servers = &context.resource_servers;
-        let mut catalog = Catalog { resource_servers: resource_servers.to_vec(), ..Catalog::default() };
+        let order = visiting_order(&context.precedence, specs.len());
+        let mut catalog = Catalog {
+            resource_servers: resource_servers.to_vec(),
+            content_open_world: vec![true; specs.len()],
+            resources: ResourceIndex::ranked(&order),
+            ..Catalog::default()
+        };
         let mut owners: HashMap<String, usize> = HashMap::new();
-        for (upstream, (spec, checked)) in specs.iter().zip(listings).enumerate() {
+        // In precedence order, not slot order: the first upstream to list a name wins it, and a restarted upstream
+        // (a new slot) must win what it won before.
+        for upstream in order {
+            let (Some(spec), Some(checked)) = (specs.get(upstream), listings.get(upstream)) else { continue };
             let Some(checked) = checked else {
-                catalog.content_open_world.push(spec.trust.open_world_content.unwrap_or(true));
+                catalog.set_content_open_world(upstream, spec.trust.open_world_content.unwrap_or(true));
                 continue;
             };
             let listing = &checked.listing;
@@ -285,7 +296,7 @@ impl Catalog {
                     catalog.add_tool(upstream, spec, raw, &mut owners, specs, checked, context, &convention);
                 every_tool_closed &= open_world == Some(false);
             }
-            catalog.content_open_world.push(spec.trust.open_world_content.unwrap_or(!every_tool_closed));
+            catalog.set_content_open_world(upstream, spec.trust.open_world_content.unwrap_or(!every_tool_closed));
             let held = |kind: PinKind, raw: &Value, key: &str| {
                 let name = raw.get(key).and_then(Value::as_str)?;
                 checked.holds(spec, kind, name).then(|| HeldItem {
@@ -451,6 +462,12 @@ impl Catalog {
     /// one of them is exposed as closed-world. An unknown upstream counts as open-world.
     pub fn content_open_world(&self, upstream: usize) -> bool {
         self.content_open_world.get(upstream).copied().unwrap_or(true)
+    }
+
+    fn set_content_open_world(&mut self, upstream: usize, open_world: bool) {
+        if let Some(slot) = self.content_open_world.get_mut(upstream) {
+            *slot = open_world;
+        }
     }
 
     /// Every exposed tool, in configuration order then each upstream's order.
@@ -676,15 +693,7 @@ fn remove_contradicting_spellings(object: &mut Map<String, Value>, hints: &Effec
     });
 }
 
-/// What the gateway knows beyond the listings when it builds a catalog.
-#[derive(Debug, Clone, Default)]
-pub struct CatalogContext {
-    /// Upstreams that declared the resources capability (unlisted URIs go to the only one).
-    pub resource_servers: Vec<usize>,
-    /// What a quarantined tool looks like.
-    pub quarantine: Quarantine,
-}
-
+mod context;
 mod held;
 #[cfg(test)]
 mod tests;

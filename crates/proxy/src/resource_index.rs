@@ -1,4 +1,5 @@
-//! Which upstream serves each resource URI, with one precedence: configuration order.
+//! Which upstream serves each resource URI, with one precedence: configuration order (the catalog's name
+//! precedence, which need not be index order once a reload restarted an upstream in a new slot).
 //!
 //! A URI belongs to the earliest upstream that lists it or has a template matching it, whichever kind that upstream
 //! offers; a later upstream's listed resource for a URI already served, or its template identical to an earlier
@@ -20,14 +21,33 @@ pub(crate) struct ResourceIndex {
     resources: Vec<(usize, Value)>,
     listed: HashMap<String, usize>,
     templates: Vec<(usize, Value, UriTemplate)>,
+    /// Per upstream index, its place in precedence (lower wins); an index without one ranks by itself.
+    rank: Vec<usize>,
 }
 
 impl ResourceIndex {
+    /// An empty index whose precedence is `order` (upstream indices, the first wins); upstreams must then be added
+    /// in that order.
+    pub(crate) fn ranked(order: &[usize]) -> ResourceIndex {
+        let mut rank: Vec<usize> = (0..order.len()).collect();
+        for (place, upstream) in order.iter().enumerate() {
+            if let Some(slot) = rank.get_mut(*upstream) {
+                *slot = place;
+            }
+        }
+        ResourceIndex { rank, ..ResourceIndex::default() }
+    }
+
+    /// Where `upstream` stands in precedence (lower wins).
+    fn rank(&self, upstream: usize) -> usize {
+        self.rank.get(upstream).copied().unwrap_or(upstream)
+    }
+
     /// Adds a listed resource of `upstream` (upstreams are added in configuration order) unless an earlier
     /// upstream already serves its URI; then a collision line is returned instead.
     pub(crate) fn add_resource(&mut self, upstream: usize, raw: &Value, specs: &[UpstreamSpec]) -> Option<String> {
         let uri = raw.get("uri").and_then(Value::as_str)?;
-        if let Some(owner) = self.owner(uri).filter(|owner| *owner < upstream) {
+        if let Some(owner) = self.owner(uri).filter(|owner| self.rank(*owner) < self.rank(upstream)) {
             return Some(format!(
                 "resource `{uri}` of upstream `{}` is hidden: upstream `{}` (earlier in the config) serves the same URI",
                 name_of(specs, upstream),
@@ -65,7 +85,9 @@ impl ResourceIndex {
         // Templates are kept in configuration order, so the first match is the earliest upstream's.
         let templated = self.templates.iter().find(|(_, _, template)| template.matches(uri)).map(|(owner, ..)| *owner);
         match (listed, templated) {
-            (Some(listed), Some(templated)) => Some(listed.min(templated)),
+            (Some(listed), Some(templated)) => {
+                Some(if self.rank(templated) < self.rank(listed) { templated } else { listed })
+            }
             (listed, templated) => listed.or(templated),
         }
     }
@@ -110,6 +132,18 @@ mod tests {
         let collision = index.add_resource(1, &json!({"uri": "notes://1"}), &specs());
         assert!(collision.is_some_and(|line| line.contains("`second`") && line.contains("`first`")));
         assert_eq!(index.owner("notes://1"), Some(0));
+        assert_eq!(index.resources().count(), 0, "the shadowed resource is not listed");
+    }
+
+    #[test]
+    fn precedence_not_the_index_decides_who_serves_a_uri() {
+        // Upstream 1 comes first in the file (upstream 0 may be one a reload restarted): its template wins over
+        // upstream 0's listed resource, although 0 is the lower index.
+        let mut index = ResourceIndex::ranked(&[1, 0]);
+        assert_eq!(index.add_template(1, &json!({"uriTemplate": "notes://{id}"}), &specs()), None);
+        let collision = index.add_resource(0, &json!({"uri": "notes://1"}), &specs());
+        assert!(collision.is_some_and(|line| line.contains("`first`") && line.contains("`second`")));
+        assert_eq!(index.owner("notes://1"), Some(1));
         assert_eq!(index.resources().count(), 0, "the shadowed resource is not listed");
     }
 

@@ -5,9 +5,10 @@
 //! never reused: an added upstream takes a new slot at the end, a removed one keeps its slot withdrawn for good
 //! ([`crate::upstreams::UpstreamRuntime::withdraw`]), and a changed one is withdrawn and started again in a new
 //! slot. A call, a route or a late answer that names a withdrawn index can therefore never reach the upstream that
-//! replaced it. Slot order is name precedence (an earlier slot wins a name both list), which is the file's order at
-//! start; an upstream added or restarted by a reload comes after the ones that kept running. Data only: starting and
-//! stopping run tasks is `crate::lifecycle::reload`'s.
+//! replaced it. Name precedence (which upstream wins a name two list unprefixed) is kept apart from the slots: it is
+//! the config file's order, set at start and again by every reload ([`UpstreamSet::follow_file_order`]), so a
+//! restarted upstream in its new slot wins the names it won before, as a fresh start with that file would. Data
+//! only: starting and stopping run tasks is `crate::lifecycle::reload`'s.
 
 use std::sync::{Arc, RwLock};
 
@@ -19,6 +20,9 @@ use crate::upstreams::UpstreamRuntime;
 /// Every upstream slot the gateway has had, withdrawn ones included, by index.
 pub(crate) struct UpstreamSet {
     slots: RwLock<Arc<Vec<Arc<UpstreamRuntime>>>>,
+    /// Name precedence: slot indices, the first wins a name. The live slots in the config file's order; a slot
+    /// pushed since the file was last followed is appended.
+    precedence: RwLock<Vec<usize>>,
     /// The gateway's shutdown: every upstream's run task stops with it.
     shutdown: CancellationToken,
 }
@@ -31,7 +35,31 @@ impl UpstreamSet {
             .enumerate()
             .map(|(index, upstream)| Arc::new(UpstreamRuntime::under(index, upstream.clone(), shutdown)))
             .collect();
-        UpstreamSet { slots: RwLock::new(Arc::new(slots)), shutdown: shutdown.clone() }
+        let precedence = RwLock::new((0..specs.len()).collect());
+        UpstreamSet { slots: RwLock::new(Arc::new(slots)), precedence, shutdown: shutdown.clone() }
+    }
+
+    /// Every slot with the name precedence that goes with it, read together (so no slot is missing from it).
+    pub(crate) fn all_with_precedence(&self) -> (Arc<Vec<Arc<UpstreamRuntime>>>, Vec<usize>) {
+        let Ok(slots) = self.slots.read() else { return (Arc::default(), Vec::new()) };
+        let precedence = self.precedence.read().map(|order| order.clone()).unwrap_or_default();
+        (Arc::clone(&slots), precedence)
+    }
+
+    /// Makes name precedence the order in which `file` (the config just applied) lists the live upstreams, and says
+    /// whether it changed. Run after the reload's new slots were pushed and before they start, so their first
+    /// listing is already weighed in the file's order.
+    pub(crate) fn follow_file_order(&self, file: &[UpstreamSpec]) -> bool {
+        let live = self.live();
+        let order: Vec<usize> = file
+            .iter()
+            .filter_map(|spec| live.iter().find(|runtime| runtime.spec.name == spec.name))
+            .map(|runtime| runtime.index)
+            .collect();
+        let Ok(mut precedence) = self.precedence.write() else { return false };
+        let changed = *precedence != order;
+        *precedence = order;
+        changed
     }
 
     /// Every slot, withdrawn ones included; a slot's position is its index.
@@ -65,6 +93,10 @@ impl UpstreamSet {
         let runtime = Arc::new(UpstreamRuntime::under(slots.len(), spec, &self.shutdown));
         let mut grown = Vec::clone(&slots);
         grown.push(Arc::clone(&runtime));
+        // Under the slots' lock, so a reader of both never sees a slot without its place.
+        if let Ok(mut precedence) = self.precedence.write() {
+            precedence.push(runtime.index);
+        }
         *slots = Arc::new(grown);
         Some(runtime)
     }
@@ -222,5 +254,19 @@ mod tests {
         let live: Vec<String> = set.live().iter().map(|runtime| runtime.spec.name.clone()).collect();
         assert_eq!(live, ["b"]);
         assert_eq!(set.all().len(), 2, "a withdrawn slot keeps its index");
+    }
+
+    #[test]
+    fn precedence_follows_the_files_order_not_the_slots() {
+        let set = UpstreamSet::new(&[upstream("a", &[]), upstream("b", &[])], &CancellationToken::new());
+        // `a` restarts: its old slot is withdrawn and a new one comes last.
+        if let Some(runtime) = set.get(0) {
+            runtime.withdraw("changed".into());
+        }
+        let _ = set.push(upstream("a", &["--flag"]));
+        assert_eq!(set.all_with_precedence().1, [0, 1, 2], "a new slot is placed last until the file is followed");
+        assert!(set.follow_file_order(&[upstream("a", &["--flag"]), upstream("b", &[])]));
+        assert_eq!(set.all_with_precedence().1, [2, 1], "the file's order: `a` first again");
+        assert!(!set.follow_file_order(&[upstream("a", &["--flag"]), upstream("b", &[])]), "nothing changed");
     }
 }

@@ -4,6 +4,9 @@
 //! for a person lapses with the reason (its row's outcome `lapsed`), and its process is gone; a changed upstream runs with its new arguments; a
 //! setting that needs a restart is named and the rest is applied.
 //!
+//! Name precedence survives a restart: of two upstreams listing the same unprefixed name, the first in the file
+//! keeps it after a reload restarts it, as a fresh start with that file would give it.
+//!
 //! The second upstream is `misbehave.py` (`tool-faults`, whose `hang` never answers and which logs its pid; then
 //! `open-world-error`), beside the bundled demo server; both have explicit prefixes, so adding one renames nothing.
 
@@ -246,4 +249,66 @@ fn sighup_restarts_a_changed_upstream_with_its_new_arguments_and_names_what_need
     let stderr = serve.stderr_text();
     assert!(stderr.contains("upstream `faults` changed (command, URL, headers or environment): applied"), "{stderr}");
     assert!(stderr.contains("[limits] changed; restart toolgate to apply it"), "{stderr}");
+}
+
+/// The fault server as upstream `name`, unprefixed (its `echo` is the name the two share), logging to `log`, with
+/// `STAGE` in its environment.
+fn echoer(name: &str, log: &Path, stage: &str) -> String {
+    let script = fixtures_dir().join("misbehave.py");
+    format!(
+        "[[upstream]]\nname = \"{name}\"\ncommand = \"python3\"\nargs = [{script:?}, \"--mode\", \"tool-faults\"]\n\
+         prefix = false\nenv = {{ MISBEHAVE_LOG = {log:?}, PYTHONUNBUFFERED = \"1\", STAGE = \"{stage}\" }}\n\n",
+        script = script.to_string_lossy(),
+        log = log.to_string_lossy(),
+    )
+}
+
+/// The upstream the session's `echo` is listed for (toolgate's record of it).
+fn echo_owner(session: &mut HttpSession) -> Option<String> {
+    let listed = session.request("tools/list", json!({})).unwrap();
+    let tools = listed["result"]["tools"].as_array()?.clone();
+    let echo = tools.into_iter().find(|tool| tool["name"] == "echo")?;
+    echo["_meta"]["toolgate/annotations"]["upstream"].as_str().map(str::to_owned)
+}
+
+/// How many `echo` calls with `text` the fault server logging to `log` received.
+fn echoed(log: &Path, text: &str) -> usize {
+    let logged = std::fs::read_to_string(log).unwrap_or_default();
+    logged
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|entry| entry["method"] == "tools/call" && entry["params"]["arguments"]["text"] == text)
+        .count()
+}
+
+#[test]
+fn sighup_restarting_the_first_of_two_upstreams_sharing_a_name_keeps_the_name_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first_log, second_log) = (dir.path().join("first.log"), dir.path().join("second.log"));
+    let listen = "[listen.http]\nbind = \"127.0.0.1:0\"\n";
+    let text =
+        |stage: &str| format!("{}{}{listen}", echoer("first", &first_log, stage), echoer("second", &second_log, "1"));
+    let setup = Setup { config: dir.path().join("gateway.toml"), dir };
+    std::fs::write(&setup.config, text("1")).unwrap();
+    let serve = start_serve(&setup, &[]);
+    let mut session = HttpSession::open(&serve.authority, &[]).unwrap();
+    // Both are up and listed, and the first in the file has the name.
+    poll("both upstreams started", || (logged_pids(&second_log).len() == 1).then_some(()));
+    let old = poll("the first upstream's pid", || logged_pids(&first_log).first().copied());
+    poll("the first upstream owning `echo`", || (echo_owner(&mut session).as_deref() == Some("first")).then_some(()));
+    let before = session.request("tools/call", json!({"name": "echo", "arguments": {"text": "before"}})).unwrap();
+    assert!(call_text(&before).contains("before"), "{before}");
+    assert_eq!((echoed(&first_log, "before"), echoed(&second_log, "before")), (1, 0));
+
+    // The first one's environment changes: it restarts in a new slot, and must win the name again.
+    reload(&serve, &setup, &text("2"));
+    poll("the first upstream restarted", || (logged_pids(&first_log).len() == 2).then_some(()));
+    poll("the restarted first upstream owns `echo` again", || {
+        (echo_owner(&mut session).as_deref() == Some("first")).then_some(())
+    });
+    let after = session.request("tools/call", json!({"name": "echo", "arguments": {"text": "after"}})).unwrap();
+    assert!(call_text(&after).contains("after"), "{after}");
+    assert_eq!((echoed(&first_log, "after"), echoed(&second_log, "after")), (1, 0), "the name reaches the first");
+    poll("the old process reaped", || (!process_exists(old)).then_some(()));
+    assert!(serve.stderr_text().contains("upstream `first` changed (command, URL, headers or environment): applied"));
 }

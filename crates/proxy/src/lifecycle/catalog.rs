@@ -21,8 +21,9 @@ use crate::state::shared::Shared;
 /// never replaces one built from newer ones.
 pub(crate) fn rebuild_catalog(gateway: &Shared) {
     let number = gateway.next_rebuild();
-    // Every slot, withdrawn ones (which have no listing) included, so a position is an index.
-    let upstreams = gateway.upstreams.all();
+    // Every slot, withdrawn ones (which have no listing) included, so a position is an index; and which one wins a
+    // name (the config file's order, not the slots').
+    let (upstreams, precedence) = gateway.upstreams.all_with_precedence();
     let specs: Vec<UpstreamSpec> = upstreams.iter().map(|runtime| runtime.spec.clone()).collect();
     let listings: Vec<_> = upstreams.iter().map(|runtime| runtime.checked_listing()).collect();
     let resource_servers: Vec<usize> = upstreams
@@ -34,7 +35,7 @@ pub(crate) fn rebuild_catalog(gateway: &Shared) {
         })
         .map(|runtime| runtime.index)
         .collect();
-    let context = CatalogContext { resource_servers, quarantine: gateway.spec.guardrails.pins.quarantine };
+    let context = CatalogContext { resource_servers, quarantine: gateway.spec.guardrails.pins.quarantine, precedence };
     let catalog = Arc::new(Catalog::build_with(&specs, &listings, &context));
     if !gateway.install_catalog(number, &catalog, &listings) {
         return;

@@ -7,8 +7,9 @@
 //! connection to it and, once the rebuild is installed, none resolves its tools. Approvals waiting on its tools lapse
 //! with the reason; calls in flight to it are answered with `UpstreamError::Withdrawn` when its connection closes;
 //! only then is its run task awaited, so its child process is gone when the reload is done. A changed upstream
-//! comes back in a new slot (`crate::upstream_set`), so nothing addressed to the old one reaches the new. This
-//! module never decides a call; it does not compare settings (that is `diff_upstreams`) or read config files.
+//! comes back in a new slot (`crate::upstream_set`), so nothing addressed to the old one reaches the new; name
+//! precedence follows the file's order again before any new slot starts, so an exposed name reaches the upstream a
+//! fresh start with the file would give it. This module never decides a call; it does not compare settings (that is `diff_upstreams`) or read config files.
 
 use std::sync::Arc;
 
@@ -35,6 +36,11 @@ pub(crate) async fn apply_upstreams(gateway: &Arc<Shared>, reloaded: &[UpstreamS
     let running: Vec<UpstreamSpec> = live.iter().map(|runtime| runtime.spec.clone()).collect();
     let changes = diff_upstreams(&running, reloaded);
     if changes.is_empty() {
+        // The file may still list the same upstreams in another order: which one wins a name follows it.
+        if gateway.upstreams.follow_file_order(reloaded) {
+            rebuild_catalog(gateway);
+            gateway.notify_list_changed(&[ListKind::Tools, ListKind::Prompts, ListKind::Resources]);
+        }
         return changes;
     }
     // 1. Out of service at once: the removed ones and the old settings of the changed ones.
@@ -69,8 +75,8 @@ pub(crate) async fn apply_upstreams(gateway: &Arc<Shared>, reloaded: &[UpstreamS
             let _ = task.await;
         }
     }
-    // 4. The added ones and the new settings of the changed ones, each in a new slot, in the file's order. Each
-    //    announces its tools with `list_changed` once it has listed them, as at start.
+    // 4. The added ones and the new settings of the changed ones, each in a new slot, in the file's order.
+    let mut added = Vec::new();
     for change in &changes {
         if matches!(change, UpstreamChange::Removed(_)) {
             continue;
@@ -78,7 +84,18 @@ pub(crate) async fn apply_upstreams(gateway: &Arc<Shared>, reloaded: &[UpstreamS
         let Some(spec) = reloaded.iter().find(|spec| spec.name == change.name()) else { continue };
         let Some(runtime) = gateway.upstreams.push(spec.clone()) else { continue };
         gateway.metrics.add_upstream(&spec.name);
-        start_upstream(gateway, &runtime);
+        added.push(runtime);
+    }
+    // 5. Name precedence is the file's order again (a new slot would otherwise come last and lose the names it won),
+    //    before any new slot lists: its first catalog is then built in that order. The ones kept running may have
+    //    moved too, so their names are decided again now.
+    if gateway.upstreams.follow_file_order(reloaded) {
+        rebuild_catalog(gateway);
+        gateway.notify_list_changed(&[ListKind::Tools, ListKind::Prompts, ListKind::Resources]);
+    }
+    // 6. Each new slot starts and announces its tools with `list_changed` once it has listed them, as at start.
+    for runtime in &added {
+        start_upstream(gateway, runtime);
     }
     changes
 }
