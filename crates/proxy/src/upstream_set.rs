@@ -47,8 +47,9 @@ impl UpstreamSet {
     }
 
     /// Makes name precedence the order in which `file` (the config just applied) lists the live upstreams, and says
-    /// whether it changed. Run after the reload's new slots were pushed and before they start, so their first
-    /// listing is already weighed in the file's order.
+    /// whether the live ones changed places (a withdrawn slot dropping out changes no name's owner). Run after the
+    /// reload's new slots were pushed and before they start, so their first listing is already weighed in the
+    /// file's order.
     pub(crate) fn follow_file_order(&self, file: &[UpstreamSpec]) -> bool {
         let live = self.live();
         let order: Vec<usize> = file
@@ -57,7 +58,8 @@ impl UpstreamSet {
             .map(|runtime| runtime.index)
             .collect();
         let Ok(mut precedence) = self.precedence.write() else { return false };
-        let changed = *precedence != order;
+        let kept: Vec<usize> = precedence.iter().copied().filter(|index| order.contains(index)).collect();
+        let changed = kept != order;
         *precedence = order;
         changed
     }
