@@ -49,8 +49,6 @@ pub(crate) enum Refusal {
     Reconnecting(u32),
     /// Its audit row could not be written.
     AuditUnwritable(String),
-    /// It needed a person, but came as a 2026-07-28 request, which cannot be asked yet (MRTR is not built).
-    ConfirmationUnavailable,
 }
 
 /// How a call ended.
@@ -184,7 +182,7 @@ fn record_exit(
         CallExit::Refused(Refusal::Hidden | Refusal::Denied) => {
             audit::record(gateway, audit::decision_entry(session, tool, decision, arguments));
         }
-        CallExit::Refused(Refusal::Reconnecting(_) | Refusal::ConfirmationUnavailable) => {
+        CallExit::Refused(Refusal::Reconnecting(_)) => {
             let mut entry = audit::decision_entry(session, tool, decision, arguments);
             entry.outcome = Some(outcome.label().to_owned());
             entry.duration_us = Some(micros);
@@ -295,11 +293,6 @@ fn message(trail: &Trail, refusal: &Refusal) -> String {
         Refusal::AuditUnwritable(error) => {
             format!("toolgate: the audit log cannot be written ({error}); the call was not made")
         }
-        Refusal::ConfirmationUnavailable => format!(
-            "toolgate: calling {exposed} needs a person's approval, and confirmation of a 2026-07-28 request \
-             (through an input_required result) is not built yet; the call was not made. Connect with a \
-             2025-11-25 session (initialize) to be asked"
-        ),
     }
 }
 

@@ -242,11 +242,6 @@ async fn run_phases(context: &CallContext<'_>, params: Value, trail: &mut Trail)
         Verdict::Allow => permit(resolved, decision, None),
         Verdict::Hide => return CallExit::Refused(Refusal::Hidden),
         Verdict::Deny => return CallExit::Refused(Refusal::Denied),
-        // A modern (2026-07-28) request has no channel for a question to a person until MRTR confirmations are
-        // built: refuse it, audited like every other refusal, rather than push an elicitation it never accepts.
-        Verdict::Confirm if crate::era::is_modern(Some(&resolved.params)) => {
-            return CallExit::Refused(Refusal::ConfirmationUnavailable);
-        }
         // The row journaled as the person is asked goes into the trail: however the call ends, it is that row.
         Verdict::Confirm => match ask(context, resolved, decision, &mut trail.row).await {
             Ok(permitted) => permitted,

@@ -329,7 +329,11 @@ pub(crate) async fn confirm(
     }
     let summary = summarize(arguments);
     let reasons: Vec<&str> = decision.reasons.iter().take(2).map(|reason| reason.detail.as_str()).collect();
-    let confirmation = if spec.via == ConfirmVia::ElicitationWhenAvailable && session.declares_form_elicitation() {
+    // A modern (2026-07-28) request never accepts a request from the server (no pushed elicitation) and MRTR
+    // confirmations are not built yet: its call waits in the approval queue, like a client without elicitation,
+    // so a person can still decide it in the console or the CLI rather than the call being refused outright.
+    let can_ask = session.declares_form_elicitation() && !crate::era::is_modern(Some(params));
+    let confirmation = if spec.via == ConfirmVia::ElicitationWhenAvailable && can_ask {
         match audit::record_waiting(gateway, audit::call_row(session, tool, decision, arguments, None)).await {
             Ok(journaled) => *row = journaled,
             Err(error) => return Some(Confirmation::Unrecorded(error)),

@@ -172,9 +172,19 @@ pub(crate) fn tell_where_it_waits(
     if let Some(url) = &directions.console_url {
         data["console"] = Value::String(url.clone());
     }
-    let log = json!({"jsonrpc": "2.0", "method": "notifications/message",
-                     "params": {"level": "warning", "logger": "toolgate", "data": data}});
-    session.offer_related(request_id.clone(), log);
+    // A 2026-07-28 request gets log lines only at the level its own `_meta` asked for (none without one); the
+    // progress notification below still tells it, when it carried a progress token.
+    let logs_wanted = !crate::era::is_modern(Some(params))
+        || params
+            .get("_meta")
+            .and_then(|meta| meta.get("io.modelcontextprotocol/logLevel"))
+            .and_then(Value::as_str)
+            .is_some_and(|level| matches!(level, "debug" | "info" | "notice" | "warning"));
+    if logs_wanted {
+        let log = json!({"jsonrpc": "2.0", "method": "notifications/message",
+                         "params": {"level": "warning", "logger": "toolgate", "data": data}});
+        session.offer_related(request_id.clone(), log);
+    }
     if let Some(token) = params.pointer("/_meta/progressToken").filter(|token| token.is_string() || token.is_number()) {
         let progress = json!({"jsonrpc": "2.0", "method": "notifications/progress",
                               "params": {"progressToken": token, "progress": 0, "message": text}});
