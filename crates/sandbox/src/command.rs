@@ -6,7 +6,7 @@
 //! ```text
 //! unshare --pid --fork --kill-child --mount-proc -- /bin/sh -c 'echo N > /proc/sys/kernel/pid_max; exec "$@"'
 //!   prlimit --data=BYTES --nofile=N:N --
-//!     bwrap --ro-bind / / --dev /dev --proc /proc [--bind W W]... [--tmpfs HIDDEN]... --unshare-pid --unshare-ipc
+//!     bwrap --ro-bind / / --dev /dev --proc /proc [--tmpfs SOCKET_DIR]... [--bind W W]... [--tmpfs HIDDEN]... --unshare-pid --unshare-ipc
 //!           --unshare-uts --unshare-cgroup-try [--unshare-net] --die-with-parent --new-session --clearenv
 //!           [--setenv K V]... --cap-drop ALL [--chdir DIR] --
 //!       [PREFIX...] PROGRAM ARGS...
@@ -16,7 +16,7 @@
 //! namespace's `pid_max` bounds every process inside it and inside the namespaces it nests, root or not, and the
 //! server (without capabilities, behind a read-only `/proc/sys`) cannot raise it. Nothing here runs the command.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::SandboxError;
 use crate::probe::Mechanisms;
@@ -96,9 +96,34 @@ fn bwrap_args(profile: &Profile) -> Vec<String> {
     if profile.cwd == Cwd::Clean {
         args.extend(["--tmpfs".into(), "/tmp".into()]);
     }
+    // A read-only bind does not stop connect() to a socket file, and --unshare-net covers only abstract sockets:
+    // the host's D-Bus, Docker, X11 and per-user sockets are hidden behind empty tmpfs before the writable binds,
+    // so a writable path under one of them still works.
+    let sockets: Vec<PathBuf> =
+        socket_dirs().into_iter().filter(|dir| !(profile.cwd == Cwd::Clean && dir.starts_with("/tmp"))).collect();
+    for dir in &sockets {
+        args.extend(["--tmpfs".into(), text(dir)]);
+    }
     for path in &profile.writable {
         let path = text(path);
         args.extend(["--bind".into(), path.clone(), path]);
+    }
+    // A writable path above a socket directory (a writable /tmp, say) would show it again: hide it once more,
+    // unless a writable path lies inside it (that bind wins, as above).
+    for dir in &sockets {
+        let under_writable = profile.writable.iter().any(|path| dir.starts_with(path));
+        let holds_writable = profile.writable.iter().any(|path| path.starts_with(dir));
+        if under_writable && !holds_writable {
+            args.extend(["--tmpfs".into(), text(dir)]);
+        }
+    }
+    // /etc/resolv.conf may point into the hidden /run (systemd-resolved): bind the file it names back, read-only.
+    if let Ok(target) = std::fs::canonicalize("/etc/resolv.conf")
+        && sockets.iter().any(|dir| target.starts_with(dir))
+        && target.is_file()
+    {
+        let target = text(target);
+        args.extend(["--ro-bind".into(), target.clone(), target]);
     }
     for path in &profile.hidden {
         if path.is_dir() {
@@ -126,6 +151,23 @@ fn bwrap_args(profile: &Profile) -> Vec<String> {
         }
     }
     args
+}
+
+/// The host directories that hold well-known Unix sockets (D-Bus, Docker, systemd, X11, ICE, the user's runtime
+/// directory), those that exist as real directories. `/var/run` only when it is not a link into `/run`.
+fn socket_dirs() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = ["/run", "/var/run", "/tmp/.X11-unix", "/tmp/.ICE-unix"].map(PathBuf::from).to_vec();
+    if let Some(runtime) = std::env::var_os("XDG_RUNTIME_DIR") {
+        dirs.push(PathBuf::from(runtime));
+    }
+    let mut kept: Vec<PathBuf> = Vec::new();
+    for dir in dirs {
+        let real = std::fs::symlink_metadata(&dir).map(|meta| meta.is_dir()).unwrap_or(false);
+        if real && dir.is_absolute() && !kept.iter().any(|done| dir.starts_with(done)) {
+            kept.push(dir);
+        }
+    }
+    kept
 }
 
 fn check_path(path: &Path, must_exist: bool) -> Result<(), SandboxError> {

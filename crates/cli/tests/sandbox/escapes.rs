@@ -108,3 +108,20 @@ fn toolgates_own_port_is_refused_even_with_the_network() {
     assert!(is_error(&own) && text.contains("Permission denied"), "{own}");
     assert!(text.contains(&format!("connections to toolgate's own ports {port} are refused")), "{text}");
 }
+
+#[test]
+fn a_host_unix_socket_under_run_is_not_reachable() {
+    // A read-only root still lets connect() reach a socket file; the sandbox hides /run behind an empty tmpfs.
+    let dir = std::path::PathBuf::from(format!("/run/toolgate-sbtest-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("s.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let (gateway, _work, _data) = start();
+    let mut session = gateway.session();
+    let result = call(&mut session, "connect_unix", json!({"path": socket}));
+    let accepted = listener.accept().is_ok();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(!accepted, "the sandboxed upstream reached the host socket: {result}");
+    assert!(is_error(&result) && texts(&result).contains("No such file or directory"), "{result}");
+}
