@@ -1,6 +1,6 @@
 //! The command builder against the real mechanisms: a shell run under a profile finds the file system read-only
-//! except its writable path, hidden paths empty, no network, only the passed environment and a bounded process
-//! count. These tests need bubblewrap, util-linux and Linux 6.14 or later (CI installs bubblewrap).
+//! except its writable path, hidden paths and the host's socket directories empty, no network, only the passed
+//! environment and a bounded process count. These tests need bubblewrap, util-linux and Linux 6.14 or later (CI installs bubblewrap).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -80,4 +80,28 @@ fn processes_are_bounded_for_root_too() {
     let (_, text) = run(&profile, script);
     let started: u32 = text.trim().rsplit('=').next().and_then(|count| count.trim().parse().ok()).unwrap_or(u32::MAX);
     assert!((100..=300).contains(&started), "{text}");
+}
+
+#[test]
+fn host_sockets_under_run_are_hidden_and_a_writable_path_there_still_works() {
+    // The observing profile (a verifier's) too: /run is an empty tmpfs, so the host's socket files are gone, while
+    // a writable path under /run is bound after it and still takes writes.
+    let dir = std::path::PathBuf::from(format!("/run/toolgate-confine-{}", std::process::id()));
+    let scratch = dir.join("scratch");
+    std::fs::create_dir_all(&scratch).unwrap();
+    let socket = dir.join("s.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let script = format!(
+        "echo in > {0}/in.txt; python3 -c 'import socket; socket.socket(socket.AF_UNIX).connect(\"{1}\")'",
+        scratch.display(),
+        socket.display()
+    );
+    let (ok, text) = run(&observing(&scratch), &script);
+    let accepted = listener.accept().is_ok();
+    let wrote = scratch.join("in.txt").exists();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(!accepted && !ok, "the sandbox reached the host socket: {text}");
+    assert!(text.contains("No such file or directory"), "{text}");
+    assert!(wrote, "the writable path under /run took no write: {text}");
 }
