@@ -1,7 +1,7 @@
 //! Locating the real MCP peers installed by `cargo xtask test` and building the command that starts each.
 //!
 //! Layout under the peers directory (written by `xtask/src/test_run.rs`): `node/node_modules/.bin` (Node 22 and
-//! the npm peers), `venv/` (the Python SDK and `mcp-server-git`), and `installed.toml`, a verbatim copy of
+//! the npm peers), `venv/` (the Python SDK, `mcp-server-git`, `-time` and `-fetch`), and `installed.toml`, a verbatim copy of
 //! `peers.toml` written last, as proof the install finished. This module only reads that layout: it never
 //! installs, and it panics rather than letting a test skip when something is missing.
 
@@ -111,14 +111,12 @@ impl Peers {
             .env("PATH", self.path_env())
     }
 
-    /// `mcp-server-time` (Python) over stdio, from the shared virtual environment. Not yet pinned in `peers.toml`
-    /// (the lead adds it); installed beside `mcp-server-git`.
+    /// `mcp-server-time` (Python) over stdio, installed beside `mcp-server-git`.
     pub fn mcp_server_time(&self) -> PeerCommand {
         PeerCommand::new(self.existing(self.venv_bin_dir().join("mcp-server-time"))).env("PATH", self.path_env())
     }
 
-    /// `mcp-server-fetch` (Python) over stdio, from the shared virtual environment (not yet pinned, as
-    /// [`Peers::mcp_server_time`]). It fetches URLs: open-world.
+    /// `mcp-server-fetch` (Python) over stdio, installed beside `mcp-server-git`. It fetches URLs: open-world.
     pub fn mcp_server_fetch(&self) -> PeerCommand {
         PeerCommand::new(self.existing(self.venv_bin_dir().join("mcp-server-fetch"))).env("PATH", self.path_env())
     }
