@@ -3,10 +3,10 @@
 //!
 //! An upstream is known everywhere by its index (routes, the catalog's tools, metrics, relay quotas), so indices are
 //! never reused: an added upstream takes a new slot at the end, a removed one keeps its slot withdrawn for good
-//! ([`crate::upstreams::UpstreamRuntime::withdraw`]), and a changed one is withdrawn and started again in a new
+//! (`UpstreamRuntime::withdraw`), and a changed one is withdrawn and started again in a new
 //! slot. A call, a route or a late answer that names a withdrawn index can therefore never reach the upstream that
 //! replaced it. Name precedence (which upstream wins a name two list unprefixed) is kept apart from the slots: it is
-//! the config file's order, set at start and again by every reload ([`UpstreamSet::follow_file_order`]), so a
+//! the config file's order, set at start and again by every reload (`UpstreamSet::follow_file_order`), so a
 //! restarted upstream in its new slot wins the names it won before, as a fresh start with that file would. Data
 //! only: starting and stopping run tasks is `crate::lifecycle::reload`'s.
 

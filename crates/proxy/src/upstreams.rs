@@ -92,7 +92,7 @@ struct State {
 }
 
 impl UpstreamRuntime {
-    /// A runtime that has not connected yet, stopped only by [`UpstreamRuntime::stop_and_wait`].
+    /// A runtime that has not connected yet, stopped only by `UpstreamRuntime::stop_and_wait`.
     pub fn new(index: usize, spec: UpstreamSpec) -> UpstreamRuntime {
         UpstreamRuntime::under(index, spec, &CancellationToken::new())
     }
@@ -116,7 +116,7 @@ impl UpstreamRuntime {
         }
     }
 
-    /// Remembers its run task, for [`UpstreamRuntime::stop_and_wait`].
+    /// Remembers its run task, for `UpstreamRuntime::stop_and_wait`.
     pub(crate) fn set_task(&self, task: JoinHandle<()>) {
         if let Ok(mut slot) = self.task.lock() {
             *slot = Some(task);

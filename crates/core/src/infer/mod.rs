@@ -72,7 +72,7 @@ pub struct InferredHint {
 }
 
 impl InferredHint {
-    /// True when a stated effect or an output file vetoed reading ([`Tally::veto`]): the tool's own texts say it
+    /// True when a stated effect or an output file vetoed reading (`Tally::veto`): the tool's own texts say it
     /// writes, whatever else they say.
     pub fn vetoed(&self) -> bool {
         self.evidence.iter().any(|evidence| evidence.cue.ends_with(VETO_MARK))
