@@ -243,20 +243,5 @@ fn sarif(verification: &Verification) -> Result<String> {
             }));
         }
     }
-    let log = json!({
-        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
-        "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {
-                "name": "toolgate verify",
-                "version": env!("CARGO_PKG_VERSION"),
-                "informationUri": "https://modelcontextprotocol.io/specification/2025-11-25/server/tools",
-                "rules": rules,
-            }},
-            "results": results,
-        }],
-    });
-    let mut text = toolgate_core::display::json_safe(&serde_json::to_string_pretty(&log)?);
-    text.push('\n');
-    Ok(text)
+    crate::render::sarif::log("toolgate verify", rules, results)
 }

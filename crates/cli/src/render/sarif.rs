@@ -55,12 +55,18 @@ pub(crate) fn report(report: &Report, file: Option<&Path>) -> Result<String> {
             results.push(result);
         }
     }
+    log("toolgate", rules, results)
+}
+
+/// One SARIF 2.1.0 log of one run by `driver` (`toolgate` for lint, `toolgate verify`), printed JSON-safe: the
+/// envelope both commands share, so their files read alike in code-scanning tools.
+pub(crate) fn log(driver: &str, rules: Vec<Value>, results: Vec<Value>) -> Result<String> {
     let log = json!({
         "$schema": SCHEMA,
         "version": "2.1.0",
         "runs": [{
             "tool": {"driver": {
-                "name": "toolgate",
+                "name": driver,
                 "version": env!("CARGO_PKG_VERSION"),
                 "informationUri": "https://modelcontextprotocol.io/specification/2025-11-25/server/tools",
                 "rules": rules,
