@@ -283,7 +283,18 @@ mod tests {
         assert!(pins.npm.contains_key("node"));
         assert!(pins.pypi.contains_key("mcp"));
         for version in pins.npm.values().chain(pins.pypi.values()) {
-            assert!(version.chars().all(|c| c.is_ascii_digit() || c == '.'), "{version} is not an exact version");
+            // An npm alias (`npm:PACKAGE@VERSION`, two versions of one package side by side) pins its version
+            // after the last `@`.
+            let exact = version
+                .strip_prefix("npm:")
+                .and_then(|alias| alias.rsplit_once('@'))
+                .map_or(version.as_str(), |(_, exact)| exact);
+            let numeric = |part: &str| !part.is_empty() && part.chars().all(|c| c.is_ascii_digit());
+            let (release, pre) = exact.split_once('-').unwrap_or((exact, ""));
+            assert!(
+                release.split('.').all(numeric) && pre.chars().all(|c| c.is_ascii_alphanumeric() || c == '.'),
+                "{version} is not an exact version"
+            );
         }
     }
 
