@@ -19,12 +19,8 @@
 use std::path::{Path, PathBuf};
 
 use crate::SandboxError;
-use crate::probe::Mechanisms;
+use crate::probe::{Mechanisms, PID_MAX_SCRIPT};
 use crate::profile::{Cwd, Network, Profile};
-
-/// Sets the pid namespace's `pid_max` to its first argument and runs the rest; a failure stops the start.
-pub(crate) const PID_MAX_SCRIPT: &str = "echo \"$1\" > /proc/sys/kernel/pid_max || { echo 'toolgate sandbox: cannot \
-                                         set the process limit' >&2; exit 126; }; shift; exec \"$@\"";
 
 /// A program and its arguments that run a server confined; spawn it as the server's command, with its stdio pipes.
 #[derive(Debug, Clone, PartialEq, Eq)]

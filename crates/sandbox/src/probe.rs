@@ -9,6 +9,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
+/// Sets the pid namespace's `pid_max` to its first argument and runs the rest; a failure stops the start.
+pub(crate) const PID_MAX_SCRIPT: &str = "echo \"$1\" > /proc/sys/kernel/pid_max || { echo 'toolgate sandbox: cannot \
+                                         set the process limit' >&2; exit 126; }; shift; exec \"$@\"";
+
 /// The `pid_max` the process-limit probe sets in a throwaway pid namespace.
 const PROBE_PID_MAX: u32 = 400;
 
@@ -94,7 +98,7 @@ fn probe_now() -> Mechanisms {
             "--",
             "/bin/sh",
             "-c",
-            crate::command::PID_MAX_SCRIPT,
+            PID_MAX_SCRIPT,
             "sh",
             &limit,
             "/bin/true",
