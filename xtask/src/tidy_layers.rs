@@ -41,12 +41,13 @@ const PROXY_FLOORS: Floors = &[
             "guard/selection",
             "guard/request_state",
             "era",
+            "mcp_headers",
             "downstream",
         ],
     ),
     ("rules", &["access", "inventory", "guard/approval_quota"]),
     ("state", &["state"]),
-    ("behaviour", &["relay", "guard", "call", "methods", "upstream_events", "lifecycle"]),
+    ("behaviour", &["relay", "guard", "call", "methods", "listen", "upstream_events", "lifecycle"]),
     ("facade", &["intake", "gateway", "metrics", "lib"]),
 ];
 

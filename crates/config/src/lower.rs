@@ -87,6 +87,7 @@ pub(crate) fn lower(raw: RawConfig, origin: &Path, cx: &mut Context<'_>) -> Opti
     let lowered: Vec<LoweredUpstream> =
         raw.upstreams.into_iter().filter_map(|upstream| lower_upstream(upstream, prefix_by_default, cx)).collect();
     check_prefixes(&lowered, cx);
+    check_passthrough(&lowered, raw.upstream_tables, cx);
     let guardrails = guardrails::lower_guardrails(raw.guardrails, &raw_names, cx);
     let console = crate::console::lower_console(raw.console, &guardrails.callers, cx);
     let (http, stdio) = lower_listeners(raw.listen, !guardrails.callers.is_empty(), cx);
@@ -125,6 +126,22 @@ fn check_unique_names(raw: &RawConfig, cx: &mut Context<'_>) {
     }
 }
 
+/// `passthrough = true` serves one upstream as it is: beside any other upstream (lowered or not) its names could
+/// not stay the upstream's own, so the file is refused at the `passthrough` key.
+fn check_passthrough(upstreams: &[LoweredUpstream], upstream_tables: usize, cx: &mut Context<'_>) {
+    if upstream_tables < 2 {
+        return;
+    }
+    for upstream in upstreams.iter().filter(|upstream| upstream.spec.prefix == Prefix::Passthrough) {
+        let message = format!(
+            "upstream \"{}\": `passthrough = true` serves a single upstream as it is, but this file configures \
+             {upstream_tables} upstreams (remove the others, or the `passthrough` key)",
+            upstream.spec.name
+        );
+        cx.error(upstream.prefix_offset, message);
+    }
+}
+
 /// Two upstreams exposing the same prefix would make their tool names collide; several unprefixed ones might.
 fn check_prefixes(upstreams: &[LoweredUpstream], cx: &mut Context<'_>) {
     let mut owners: BTreeMap<&str, &LoweredUpstream> = BTreeMap::new();
@@ -145,8 +162,10 @@ fn check_prefixes(upstreams: &[LoweredUpstream], cx: &mut Context<'_>) {
             format!("prefix \"{prefix}\" is already used by upstream \"{first}\"; their tool names would collide");
         cx.error(offset, message);
     }
-    let unprefixed: Vec<&LoweredUpstream> =
-        upstreams.iter().filter(|upstream| upstream.spec.prefix == Prefix::None).collect();
+    let unprefixed: Vec<&LoweredUpstream> = upstreams
+        .iter()
+        .filter(|upstream| matches!(upstream.spec.prefix, Prefix::None | Prefix::Passthrough))
+        .collect();
     if unprefixed.len() > 1 {
         let names: Vec<String> = unprefixed.iter().map(|upstream| format!("\"{}\"", upstream.spec.name)).collect();
         let message = format!(

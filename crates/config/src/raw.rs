@@ -45,6 +45,7 @@ pub(crate) struct RawUpstream {
     pub(crate) headers: Option<BTreeMap<Spanned<String>, Spanned<String>>>,
     pub(crate) bearer_token_env: Option<Spanned<String>>,
     pub(crate) prefix: Option<Spanned<PrefixSetting>>,
+    pub(crate) passthrough: Option<Spanned<bool>>,
     pub(crate) timeout_seconds: Option<Spanned<u64>>,
     pub(crate) initialize_timeout_seconds: Option<Spanned<u64>>,
     pub(crate) max_in_flight: Option<Spanned<u64>>,

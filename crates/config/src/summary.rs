@@ -164,7 +164,7 @@ pub(crate) fn summarize(
                 transport,
                 target,
                 exposed_prefix: match &upstream.prefix {
-                    Prefix::None => None,
+                    Prefix::None | Prefix::Passthrough => None,
                     Prefix::With(prefix) => Some(format!("{prefix}_")),
                 },
                 overrides: upstream.overrides.len(),

@@ -256,6 +256,16 @@ fn lower_prefix(
     label: &str,
     cx: &mut Context<'_>,
 ) -> (Prefix, usize) {
+    if let Some(passthrough) = raw.passthrough.as_ref().filter(|passthrough| *passthrough.get_ref()) {
+        if let Some(setting) = &raw.prefix {
+            let message = format!(
+                "{label}: `prefix` cannot be set with `passthrough = true` (a passed-through upstream's names are \
+                 exposed as it gives them)"
+            );
+            cx.error(setting.span().start, message);
+        }
+        return (Prefix::Passthrough, passthrough.span().start);
+    }
     let Some(setting) = &raw.prefix else {
         let prefix = if prefix_by_default { Prefix::With(name.to_owned()) } else { Prefix::None };
         return (prefix, raw.name.span().start);

@@ -31,6 +31,20 @@ pub(crate) const METHOD_NOT_FOUND: i64 = -32601;
 /// The legacy error code for an unknown resource, which a modern answer states as invalid params.
 const LEGACY_RESOURCE_NOT_FOUND: i64 = -32002;
 
+/// A client capability the request did not declare is needed (2026-07-28).
+const MISSING_CAPABILITY: i64 = -32021;
+
+/// The HTTP status of a modern request answered with error `code`: 404 for an unknown method, 400 for the errors
+/// that say the request itself is wrong (parse, invalid request or params, the three 2026-07-28 codes); `None`
+/// (200) for the rest, which describe what happened while serving it.
+pub(crate) fn error_status(code: i64) -> Option<u16> {
+    match code {
+        METHOD_NOT_FOUND => Some(404),
+        -32700 | -32600 | INVALID_PARAMS | HEADER_MISMATCH | MISSING_CAPABILITY | UNSUPPORTED_VERSION => Some(400),
+        _ => None,
+    }
+}
+
 /// Methods the 2026-07-28 revision removed: a modern request for one is answered as an unknown method.
 const REMOVED_METHODS: [&str; 6] = [
     "initialize",
@@ -124,6 +138,178 @@ pub(crate) fn check_body(method: &str, params: Option<&Value>) -> Result<(), Era
     check_version_and_method(method, params)
 }
 
+/// The `_meta` key of a modern request's log level: without it, the request gets no `notifications/message`.
+pub(crate) const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
+
+/// A log level of MCP (RFC 5424's severities), least severe first, so `a < b` means `b` is more severe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum LogLevel {
+    Debug,
+    Info,
+    Notice,
+    Warning,
+    Error,
+    Critical,
+    Alert,
+    Emergency,
+}
+
+impl LogLevel {
+    /// The level a `notifications/message` or a `logLevel` names; `None` for anything else.
+    pub(crate) fn parse(name: &str) -> Option<LogLevel> {
+        Some(match name {
+            "debug" => LogLevel::Debug,
+            "info" => LogLevel::Info,
+            "notice" => LogLevel::Notice,
+            "warning" => LogLevel::Warning,
+            "error" => LogLevel::Error,
+            "critical" => LogLevel::Critical,
+            "alert" => LogLevel::Alert,
+            "emergency" => LogLevel::Emergency,
+            _ => return None,
+        })
+    }
+}
+
+/// What a modern request declared for itself in `_meta`: its client capabilities (which stand in for a session's
+/// for everything done for this request) and the log level it asked for.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct RequestEnvelope {
+    /// `io.modelcontextprotocol/clientCapabilities`.
+    pub(crate) capabilities: Value,
+    /// `io.modelcontextprotocol/logLevel`, when it names a level.
+    pub(crate) log_level: Option<LogLevel>,
+}
+
+impl RequestEnvelope {
+    /// The envelope of a modern request's `params`; `None` for a legacy request.
+    pub(crate) fn of(params: Option<&Value>) -> Option<RequestEnvelope> {
+        if !is_modern(params) {
+            return None;
+        }
+        let meta = meta(params)?;
+        Some(RequestEnvelope {
+            capabilities: meta.get(META_CAPABILITIES).cloned().unwrap_or_else(|| json!({})),
+            log_level: meta.get(META_LOG_LEVEL).and_then(Value::as_str).and_then(LogLevel::parse),
+        })
+    }
+
+    /// True when a log line at `level` may reach this request: only at or above the level it asked for, and none
+    /// without one (a line whose level toolgate cannot read is treated as the least severe).
+    pub(crate) fn admits_log(&self, level: Option<&str>) -> bool {
+        let line = level.and_then(LogLevel::parse).unwrap_or(LogLevel::Debug);
+        self.log_level.is_some_and(|wanted| line >= wanted)
+    }
+}
+
+/// The `_meta` key that tags every message of a `subscriptions/listen` stream with the listen request's id.
+pub(crate) const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+
+/// What a `subscriptions/listen` request opts in to (`params.notifications`); every type is opt-in.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct ListenFilter {
+    /// `toolsListChanged`.
+    pub(crate) tools: bool,
+    /// `promptsListChanged`.
+    pub(crate) prompts: bool,
+    /// `resourcesListChanged`.
+    pub(crate) resources: bool,
+    /// `resourceSubscriptions`: the URIs whose `notifications/resources/updated` it wants.
+    pub(crate) resource_uris: std::collections::BTreeSet<String>,
+}
+
+impl ListenFilter {
+    /// Reads `params.notifications`: an object whose list flags are booleans and whose `resourceSubscriptions` is
+    /// an array of strings; anything else is invalid params (a filter toolgate misreads could deliver what the
+    /// client never asked for).
+    pub(crate) fn parse(params: Option<&Value>) -> Result<ListenFilter, EraError> {
+        let invalid = |what: &str| EraError::new(INVALID_PARAMS, format!("invalid params: {what}"));
+        let Some(notifications) = params.and_then(|params| params.get("notifications")) else {
+            return Err(invalid("subscriptions/listen needs `notifications`"));
+        };
+        let Some(notifications) = notifications.as_object() else {
+            return Err(invalid("`notifications` must be an object"));
+        };
+        let flag = |key: &str| match notifications.get(key) {
+            None | Some(Value::Null) => Ok(false),
+            Some(Value::Bool(flag)) => Ok(*flag),
+            Some(_) => Err(invalid(&format!("`notifications.{key}` must be a boolean"))),
+        };
+        let mut filter = ListenFilter {
+            tools: flag("toolsListChanged")?,
+            prompts: flag("promptsListChanged")?,
+            ..Default::default()
+        };
+        filter.resources = flag("resourcesListChanged")?;
+        match notifications.get("resourceSubscriptions") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(uris)) => {
+                for uri in uris {
+                    let Some(uri) = uri.as_str() else {
+                        return Err(invalid("`notifications.resourceSubscriptions` must hold strings"));
+                    };
+                    filter.resource_uris.insert(uri.to_owned());
+                }
+            }
+            Some(_) => return Err(invalid("`notifications.resourceSubscriptions` must be an array")),
+        }
+        Ok(filter)
+    }
+
+    /// The filter as the acknowledgement states it: only what is honoured.
+    pub(crate) fn to_json(&self) -> Value {
+        let mut honoured = serde_json::Map::new();
+        for (key, wanted) in [
+            ("toolsListChanged", self.tools),
+            ("promptsListChanged", self.prompts),
+            ("resourcesListChanged", self.resources),
+        ] {
+            if wanted {
+                honoured.insert(key.to_owned(), Value::Bool(true));
+            }
+        }
+        if !self.resource_uris.is_empty() {
+            honoured.insert("resourceSubscriptions".to_owned(), json!(self.resource_uris));
+        }
+        Value::Object(honoured)
+    }
+
+    /// True when the `list_changed` notification `method` is one this listen asked for.
+    pub(crate) fn wants_list_changed(&self, method: &str) -> bool {
+        match method {
+            "notifications/tools/list_changed" => self.tools,
+            "notifications/prompts/list_changed" => self.prompts,
+            "notifications/resources/list_changed" => self.resources,
+            _ => false,
+        }
+    }
+}
+
+/// `message` (a notification) tagged as belonging to the listen whose request id is `subscription_id`.
+pub(crate) fn tagged(mut message: Value, subscription_id: &Value) -> Value {
+    let Some(object) = message.as_object_mut() else { return message };
+    let params = object.entry("params").or_insert_with(|| json!({}));
+    if let Some(params) = params.as_object_mut() {
+        let meta = params.entry("_meta").or_insert_with(|| json!({}));
+        if let Some(meta) = meta.as_object_mut() {
+            meta.insert(META_SUBSCRIPTION_ID.to_owned(), subscription_id.clone());
+        }
+    }
+    message
+}
+
+/// The acknowledgement that opens a listen stream: what it honours, tagged with its id.
+pub(crate) fn listen_acknowledgement(subscription_id: &Value, honoured: &ListenFilter) -> Value {
+    let message = json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+                         "params": {"notifications": honoured.to_json()}});
+    tagged(message, subscription_id)
+}
+
+/// The result that ends a listen gracefully (the gateway stopping): empty but for its subscription id.
+pub(crate) fn listen_ended(subscription_id: &Value) -> Value {
+    json!({"_meta": {META_SUBSCRIPTION_ID: subscription_id}})
+}
+
 /// toolgate's own identity, as `initialize` and every modern result state it.
 pub(crate) fn server_info() -> Value {
     json!({"name": "toolgate", "title": "toolgate", "version": env!("CARGO_PKG_VERSION")})
@@ -180,6 +366,45 @@ mod tests {
         let current = modern(json!({META_VERSION: MODERN_VERSION, META_CAPABILITIES: {}}));
         assert!(check_body("ping", Some(&current)).err().is_some_and(|error| error.is_not_found()));
         assert!(check_body("tools/list", Some(&current)).is_ok());
+    }
+
+    #[test]
+    fn a_request_gets_log_lines_only_at_or_above_its_own_level() {
+        let envelope = |level: Option<&str>| {
+            let mut meta = json!({META_VERSION: MODERN_VERSION, META_CAPABILITIES: {"roots": {}}});
+            if let Some(level) = level {
+                meta[META_LOG_LEVEL] = json!(level);
+            }
+            RequestEnvelope::of(Some(&modern(meta))).unwrap_or_default()
+        };
+        assert!(!envelope(None).admits_log(Some("emergency")), "no level, no log lines");
+        let warning = envelope(Some("warning"));
+        assert_eq!(warning.capabilities, json!({"roots": {}}));
+        assert!(warning.admits_log(Some("warning")) && warning.admits_log(Some("alert")));
+        assert!(!warning.admits_log(Some("info")) && !warning.admits_log(Some("bogus")) && !warning.admits_log(None));
+        assert!(envelope(Some("debug")).admits_log(Some("bogus")));
+        assert_eq!(RequestEnvelope::of(Some(&json!({"_meta": {"progressToken": 1}}))), None);
+    }
+
+    #[test]
+    fn a_listen_filter_is_read_strictly_and_acknowledged_as_honoured() {
+        let filter = |notifications: Value| ListenFilter::parse(Some(&json!({"notifications": notifications})));
+        let read =
+            filter(json!({"toolsListChanged": true, "promptsListChanged": false, "resourceSubscriptions": ["a://1"]}));
+        let read = read.unwrap_or_default();
+        assert!(read.tools && !read.prompts && !read.resources);
+        assert!(read.wants_list_changed("notifications/tools/list_changed"));
+        assert!(!read.wants_list_changed("notifications/prompts/list_changed"));
+        assert_eq!(read.to_json(), json!({"toolsListChanged": true, "resourceSubscriptions": ["a://1"]}));
+        for bad in [json!([]), json!({"toolsListChanged": "yes"}), json!({"resourceSubscriptions": [1]})] {
+            assert_eq!(filter(bad).err().map(|error| error.code), Some(INVALID_PARAMS));
+        }
+        assert!(ListenFilter::parse(Some(&json!({}))).is_err(), "the filter is required");
+        let ack = listen_acknowledgement(&json!(7), &read);
+        assert_eq!(ack["params"]["_meta"][META_SUBSCRIPTION_ID], 7);
+        assert_eq!(ack["params"]["notifications"]["toolsListChanged"], true);
+        let note = tagged(json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}), &json!("s"));
+        assert_eq!(note["params"]["_meta"][META_SUBSCRIPTION_ID], "s");
     }
 
     #[test]

@@ -33,6 +33,31 @@ impl ClientSession for GatewaySession {
     }
 
     fn deliver(&self, message: Value) {
+        self.dispatch(message, None);
+    }
+
+    fn deliver_with_param_headers(&self, message: Value, param_headers: Vec<(String, String)>) {
+        self.dispatch(message, Some(param_headers));
+    }
+
+    fn protocol_version(&self) -> Option<String> {
+        self.shared.protocol_version()
+    }
+
+    fn held_bytes(&self) -> crate::session::HeldBytes {
+        self.shared.held_bytes()
+    }
+
+    fn close(&self) {
+        self.shared.close();
+        self.gateway.forget_session(&self.shared.id);
+        crate::methods::drop_subscriptions(&self.gateway, &self.shared);
+    }
+}
+
+impl GatewaySession {
+    /// Dispatches one client message; a modern request that came over HTTP brings its `Mcp-Param-*` headers.
+    fn dispatch(&self, message: Value, param_headers: Option<Vec<(String, String)>>) {
         if self.shared.closed.is_cancelled() {
             return;
         }
@@ -41,7 +66,8 @@ impl ClientSession for GatewaySession {
                 let id = id.clone();
                 let method = method.to_owned();
                 let cancel = CancellationToken::new();
-                self.shared.begin_request(&id, cancel.clone());
+                let envelope = crate::era::RequestEnvelope::of(message.get("params"));
+                self.shared.begin_request(&id, cancel.clone(), envelope);
                 let gateway = Arc::clone(&self.gateway);
                 let session = Arc::clone(&self.shared);
                 // One span per request, whatever the transport; `tools/call` records its tool, upstream, verdict
@@ -65,7 +91,10 @@ impl ClientSession for GatewaySession {
                     let response = if crate::era::is_modern(params.as_ref()) {
                         // A 2026-07-28 request: its own checks first, then the same handler as a legacy
                         // session's, then the modern envelope.
-                        match crate::era::check_body(&method, params.as_ref()) {
+                        let checked = crate::era::check_body(&method, params.as_ref()).and_then(|()| {
+                            check_param_headers(&gateway, &session, &method, params.as_ref(), param_headers.as_deref())
+                        });
+                        match checked {
                             Err(error) => Some(error.response(&id)),
                             Ok(()) => {
                                 let uri = params.as_ref().and_then(|params| params.get("uri"));
@@ -105,22 +134,6 @@ impl ClientSession for GatewaySession {
         }
     }
 
-    fn protocol_version(&self) -> Option<String> {
-        self.shared.protocol_version()
-    }
-
-    fn held_bytes(&self) -> crate::session::HeldBytes {
-        self.shared.held_bytes()
-    }
-
-    fn close(&self) {
-        self.shared.close();
-        self.gateway.forget_session(&self.shared.id);
-        crate::methods::drop_subscriptions(&self.gateway, &self.shared);
-    }
-}
-
-impl GatewaySession {
     fn on_notification(&self, method: &str, message: &Value) {
         match method {
             "notifications/initialized" => self.shared.mark_initialized(),
@@ -150,4 +163,28 @@ impl GatewaySession {
             _ => tracing::debug!(session = %self.shared.id, %method, "ignoring a client notification"),
         }
     }
+}
+
+/// A modern `tools/call`'s `Mcp-Param-*` headers against the called tool's `x-mcp-header` properties, as this
+/// session sees the tool (-32020 on a disagreement). Only over HTTP (`param_headers` is `None` on stdio, which has
+/// no headers); a name that leads to no tool is left to the call, which answers it as unknown.
+fn check_param_headers(
+    gateway: &Shared,
+    session: &SessionShared,
+    method: &str,
+    params: Option<&Value>,
+    param_headers: Option<&[(String, String)]>,
+) -> Result<(), crate::era::EraError> {
+    let (Some(headers), Some(params), "tools/call") = (param_headers, params, method) else { return Ok(()) };
+    let name = params.get("name").and_then(Value::as_str).unwrap_or_default();
+    let Some(tool) = crate::access::resolve(&gateway.catalog(), &session.viewer_for(params), name) else {
+        return Ok(());
+    };
+    let schema = tool.definition.get("inputSchema").unwrap_or(&Value::Null);
+    let arguments = params.get("arguments").unwrap_or(&Value::Null);
+    crate::mcp_headers::check_param_headers(schema, arguments, headers).map_err(|why| crate::era::EraError {
+        code: crate::era::HEADER_MISMATCH,
+        message: format!("header mismatch: {why}"),
+        data: None,
+    })
 }

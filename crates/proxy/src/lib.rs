@@ -19,6 +19,8 @@ mod intake;
 mod inventory;
 mod known_tools;
 mod lifecycle;
+mod listen;
+mod mcp_headers;
 mod methods;
 pub mod metrics;
 pub mod naming;

@@ -42,7 +42,7 @@ pub(crate) async fn handle_request(
         ),
         "tools/list" => list_tools(gateway, session, id, &params),
         "prompts/list" => list_prompts(gateway, id, &params),
-        "prompts/get" if params.get("name").and_then(Value::as_str) == Some(SAFETY_PROMPT) => {
+        "prompts/get" if params.get("name").and_then(Value::as_str) == Some(SAFETY_PROMPT) && !passthrough(gateway) => {
             safety_prompt_result(gateway, session, id)
         }
         "resources/list" => list_raw(id, &params, "resources", gateway.catalog().resources().cloned().collect()),
@@ -55,6 +55,9 @@ pub(crate) async fn handle_request(
         "resources/subscribe" => return subscribe(gateway, session, id, params, cancel, true).await,
         "resources/unsubscribe" => return subscribe(gateway, session, id, params, cancel, false).await,
         "completion/complete" => return complete(gateway, session, id, params, cancel).await,
+        "subscriptions/listen" if crate::era::is_modern(Some(&params)) => {
+            return crate::listen::listen(gateway, session, id, &params, cancel).await;
+        }
         "logging/setLevel" => set_log_level(gateway, id, params).await,
         _ => jsonrpc::error_response(id, codes::METHOD_NOT_FOUND, &format!("method not found: {method}")),
     };
@@ -80,13 +83,19 @@ fn initialize_result(gateway: &Shared, session: &SessionShared, params: &Value) 
     result
 }
 
-/// The 2026-07-28 `server/discover` result: both eras' versions, what a modern request may use (no `logging`, no
-/// resource `subscribe`, no `listChanged`: those are legacy session features, and `subscriptions/listen` is not
-/// served yet), the same instructions as `initialize`. The envelope adds `resultType` and serverInfo.
+/// The 2026-07-28 `server/discover` result: both eras' versions, what a modern request may use (`listChanged` and
+/// resource `subscribe` through `subscriptions/listen`, `logging` through each request's `logLevel`), the same
+/// instructions as `initialize`. The envelope adds `resultType` and serverInfo.
 fn discover_result(gateway: &Shared) -> Value {
     let mut result = json!({
         "supportedVersions": crate::era::ALL_VERSIONS,
-        "capabilities": {"tools": {}, "prompts": {}, "resources": {}, "completions": {}},
+        "capabilities": {
+            "tools": {"listChanged": true},
+            "prompts": {"listChanged": true},
+            "resources": {"subscribe": true, "listChanged": true},
+            "logging": {},
+            "completions": {},
+        },
     });
     if let Some(instructions) = instructions(gateway) {
         result["instructions"] = Value::String(instructions);
@@ -166,13 +175,21 @@ fn list_tools(gateway: &Shared, session: &SessionShared, id: &Value, params: &Va
     if let Some(error) = reject_cursor(id, params) {
         return error;
     }
-    let tools: Vec<Value> = session_tools(gateway, session).iter().map(|tool| tool.definition.clone()).collect();
+    let viewer = session.viewer_for(params);
+    let tools = visible_tools(&gateway.catalog(), &gateway.policy(), &viewer, &gateway.spec.guardrails.selection);
+    let tools: Vec<Value> = tools.iter().map(|tool| tool.definition.clone()).collect();
     jsonrpc::response(id, json!({"tools": tools}))
 }
 
 /// The tools a session sees (`access::visible_tools` over the current catalog and policy).
 fn session_tools(gateway: &Shared, session: &SessionShared) -> Vec<Arc<ExposedTool>> {
     visible_tools(&gateway.catalog(), &gateway.policy(), &session.viewer(), &gateway.spec.guardrails.selection)
+}
+
+/// True when the one upstream is passed through as it is (`Prefix::Passthrough`): toolgate adds no name of its own
+/// to its namespace (its `toolgate_safety` prompt would shadow an upstream prompt of that name).
+fn passthrough(gateway: &Shared) -> bool {
+    gateway.upstreams.live().iter().any(|runtime| runtime.spec.prefix == toolgate_spec::Prefix::Passthrough)
 }
 
 /// The name of toolgate's own prompt: how to use the visible tools safely.
@@ -183,6 +200,9 @@ fn list_prompts(gateway: &Shared, id: &Value, params: &Value) -> Value {
         return error;
     }
     let mut prompts: Vec<Value> = gateway.catalog().prompts().iter().map(|prompt| prompt.definition.clone()).collect();
+    if passthrough(gateway) {
+        return jsonrpc::response(id, json!({"prompts": prompts}));
+    }
     prompts.push(json!({
         "name": SAFETY_PROMPT,
         "title": "How to use these tools safely",
@@ -278,11 +298,9 @@ async fn subscribe(
         }
     }
     // The upstream subscription is shared: subscribe on the first session, unsubscribe after the last.
-    let others = gateway
-        .sessions()
-        .iter()
-        .filter(|other| other.id != session.id)
-        .any(|other| other.subscriptions.lock().map(|subscriptions| subscriptions.contains(&uri)).unwrap_or(false));
+    let others =
+        gateway.sessions().iter().filter(|other| other.id != session.id).any(|other| other.wants_resource(&uri))
+            || session.wants_resource_by_listen(&uri);
     if others {
         return Some(jsonrpc::response(id, json!({})));
     }
@@ -295,10 +313,7 @@ pub(crate) fn drop_subscriptions(gateway: &Arc<Shared>, session: &SessionShared)
     let uris: Vec<String> =
         session.subscriptions.lock().map(|mut subscriptions| subscriptions.drain().collect()).unwrap_or_default();
     for uri in uris {
-        let still_wanted = gateway
-            .sessions()
-            .iter()
-            .any(|other| other.subscriptions.lock().map(|subscriptions| subscriptions.contains(&uri)).unwrap_or(false));
+        let still_wanted = gateway.sessions().iter().any(|other| other.wants_resource(&uri));
         let owner = gateway.catalog().resource_owner(&uri);
         if let (false, Some(connection)) = (
             still_wanted,

@@ -16,7 +16,7 @@ pub const MAX_NAME_LEN: usize = 64;
 /// The name a client sees for an upstream's tool or prompt.
 pub fn exposed_name(prefix: &Prefix, name: &str) -> String {
     match prefix {
-        Prefix::None => name.to_owned(),
+        Prefix::None | Prefix::Passthrough => name.to_owned(),
         Prefix::With(prefix) => {
             let own = format!("{prefix}_");
             if name.starts_with(&own) && name.len() > own.len() {
@@ -58,6 +58,7 @@ mod tests {
         assert_eq!(exposed_name(&Prefix::With("git".into()), "git_"), "git_git_");
         assert_eq!(exposed_name(&Prefix::With("fs".into()), "read.file"), "fs_read_file");
         assert_eq!(exposed_name(&Prefix::None, "read.file"), "read.file");
+        assert_eq!(exposed_name(&Prefix::Passthrough, "read.file"), "read.file");
     }
 
     #[test]

@@ -55,6 +55,14 @@ pub trait ClientSession: Send + Sync {
     /// arrival order; requests may complete out of order.
     fn deliver(&self, message: Value);
 
+    /// Hands one 2026-07-28 request to the gateway with the `Mcp-Param-*` headers it arrived with (names
+    /// lowercased, in order, repeats kept), which the gateway checks against the called tool's schema. A transport
+    /// without headers (stdio) calls [`ClientSession::deliver`]: there is nothing to compare.
+    fn deliver_with_param_headers(&self, message: Value, param_headers: Vec<(String, String)>) {
+        let _ = param_headers;
+        self.deliver(message);
+    }
+
     /// The protocol version agreed at `initialize`, once the gateway has answered it.
     fn protocol_version(&self) -> Option<String>;
 

@@ -49,6 +49,8 @@ pub(crate) fn on_notification(gateway: &Arc<Shared>, upstream: usize, mut messag
                 return;
             }
             for session in gateway.sessions() {
+                // A listen that subscribed the URI hears it on its own stream; a legacy subscription unsolicited.
+                session.offer_to_listens(&message);
                 let subscribed = session.subscriptions.lock().map(|set| set.contains(uri)).unwrap_or(false);
                 if subscribed {
                     session.send_unsolicited(message.clone());
@@ -103,7 +105,18 @@ fn deliver_related(session: &SessionShared, client_request_id: Value, open_world
 
 fn route_log(gateway: &Arc<Shared>, upstream: usize, mut message: Value, related: Option<u64>) {
     match log_owner(gateway, upstream, related, &mut message) {
-        Some(route) => deliver_related(&route.session, route.client_request_id, route.open_world, message),
+        Some(route) => {
+            // A 2026-07-28 request hears log lines only at or above the level its own `_meta` asked for (none
+            // without one); a legacy session's level is set upstream with `logging/setLevel`.
+            if let Some(envelope) = route.session.envelope_of(&route.client_request_id) {
+                let level = message.pointer("/params/level").and_then(Value::as_str);
+                if !envelope.admits_log(level) {
+                    tracing::debug!(upstream, "dropping a log line below the level the modern request asked for");
+                    return;
+                }
+            }
+            deliver_related(&route.session, route.client_request_id, route.open_world, message);
+        }
         None => {
             // No request can be named for sure: it is the operator's, never a client's. Escaped (controls, bidi and
             // invisible characters) and bounded, so the line can neither forge other log lines nor fill the log.
@@ -180,6 +193,12 @@ pub(crate) fn on_request(
             None => {
                 let text = format!("toolgate cannot tell which client this {method} is for; it was not relayed");
                 Err(Reply::Error(codes::INTERNAL_ERROR, text))
+            }
+            // A 2026-07-28 request accepts no request from the server, whatever the session around it declared
+            // (on stdio, a legacy handshake's capabilities are the session's, not this request's).
+            Some((session, Some(request_id), _)) if session.envelope_of(&request_id).is_some() => {
+                let text = format!("{method} cannot reach a 2026-07-28 request: it accepts no request from the server");
+                Err(Reply::Error(codes::METHOD_NOT_FOUND, text))
             }
             Some((session, ..)) if !supports(&session, &method, params.as_ref()) => {
                 if method == "roots/list" {

@@ -58,6 +58,10 @@ pub enum Prefix {
     None,
     /// `<prefix>_<name>`, sanitized to `[A-Za-z0-9_-]` and kept within 64 characters.
     With(String),
+    /// The only upstream, passed through as it is: its names exactly as it gives them, its URIs unchanged, and no
+    /// name of toolgate's own beside them (no `toolgate_safety` prompt), so a client sees the upstream's own
+    /// namespace (`passthrough = true`; the config refuses it beside another upstream).
+    Passthrough,
 }
 
 /// How far an upstream's declarations are believed.

@@ -25,6 +25,8 @@ const TWO: &str = "[[upstream]]\nname = \"git\"\ncommand = \"uvx\"\n[[upstream]]
 fn prefix_is_off_for_a_single_upstream_and_on_for_several() {
     assert_eq!(prefixes(ONE), [Prefix::None]);
     assert_eq!(prefixes(TWO), [Prefix::With("git".into()), Prefix::With("search".into())]);
+    assert_eq!(prefixes(&format!("{ONE}passthrough = true\n")), [Prefix::Passthrough]);
+    assert_eq!(prefixes(&format!("{ONE}passthrough = false\n")), [Prefix::None]);
 }
 
 #[test]

@@ -35,8 +35,8 @@ fn unknown_keys_are_errors() {
     check_error(
         "[[upstream]]\nname = \"git\"\ncomand = \"uvx\"\n",
         "gateway.toml:3:1: upstream \"git\": unknown key `comand` (expected one of name, command, args, env, cwd, \
-         url, headers, bearer_token_env, prefix, timeout_seconds, initialize_timeout_seconds, max_in_flight, trust, \
-         min_confidence, manifest, open_world_content, tools, sandbox)",
+         url, headers, bearer_token_env, prefix, passthrough, timeout_seconds, initialize_timeout_seconds, \
+         max_in_flight, trust, min_confidence, manifest, open_world_content, tools, sandbox)",
     );
     check_error(
         "[[upstream]]\nname = \"a\"\ncommand = \"x\"\n[upstream.tools.read]\nreadOnly = true\n",
@@ -95,8 +95,8 @@ fn several_problems_are_reported_at_once() {
     check_error(
         "[[upstream]]\nname = \"a\"\ncomand = \"x\"\n\n[[upstream]]\nname = \"b c\"\nurl = \"ftp://x\"\n\n[limits]\nmax_sessions = 0\n",
         "gateway.toml:3:1: upstream \"a\": unknown key `comand` (expected one of name, command, args, env, cwd, url, \
-         headers, bearer_token_env, prefix, timeout_seconds, initialize_timeout_seconds, max_in_flight, trust, \
-         min_confidence, manifest, open_world_content, tools, sandbox)\n\
+         headers, bearer_token_env, prefix, passthrough, timeout_seconds, initialize_timeout_seconds, max_in_flight, \
+         trust, min_confidence, manifest, open_world_content, tools, sandbox)\n\
          gateway.toml:6:8: upstream name \"b c\" may only contain A-Z, a-z, 0-9, `_` and `-` (try \"b_c\")\n\
          gateway.toml:7:7: upstream \"b c\": url scheme `ftp` is not supported: use http or https\n\
          gateway.toml:10:16: [limits]: `max_sessions` must be between 1 and 100000",
@@ -243,6 +243,20 @@ fn prefix_and_override_errors() {
     check_error(
         "[[upstream]]\nname = \"a\"\ncommand = \"x\"\ntools.read = { readOnlyHint = \"yes\" }\n",
         "gateway.toml:4:31: upstream \"a\": invalid type: string \"yes\", expected a boolean",
+    );
+}
+
+#[test]
+fn passthrough_serves_one_upstream_without_a_prefix() {
+    check_error(
+        "[[upstream]]\nname = \"a\"\ncommand = \"x\"\npassthrough = true\n[[upstream]]\nname = \"b\"\ncommand = \"y\"\n",
+        "gateway.toml:4:15: upstream \"a\": `passthrough = true` serves a single upstream as it is, but this file \
+         configures 2 upstreams (remove the others, or the `passthrough` key)",
+    );
+    check_error(
+        "[[upstream]]\nname = \"a\"\ncommand = \"x\"\npassthrough = true\nprefix = \"a\"\n",
+        "gateway.toml:5:10: upstream \"a\": `prefix` cannot be set with `passthrough = true` (a passed-through \
+         upstream's names are exposed as it gives them)",
     );
 }
 

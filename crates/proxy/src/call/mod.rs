@@ -83,7 +83,7 @@ pub(crate) struct Unresolved {
 /// Phase 1: finds the tool the client named, as this session may see it.
 pub(crate) fn resolve(gateway: &Shared, session: &SessionShared, params: Value) -> Result<ResolvedCall, Unresolved> {
     let name = params.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
-    match crate::access::resolve(&gateway.catalog(), &session.viewer(), &name) {
+    match crate::access::resolve(&gateway.catalog(), &session.viewer_for(&params), &name) {
         Some(tool) => Ok(ResolvedCall { tool, params }),
         None => Err(Unresolved { name, params }),
     }
@@ -97,7 +97,7 @@ fn resolve_reconnecting(
     unresolved: Unresolved,
 ) -> Result<(ResolvedCall, u32), Unresolved> {
     match gateway.known_tools.reconnecting(&unresolved.name, &gateway.upstreams) {
-        Some((tool, attempt)) if visible_to(&tool, &session.viewer()) => {
+        Some((tool, attempt)) if visible_to(&tool, &session.viewer_for(&unresolved.params)) => {
             Ok((ResolvedCall { tool, params: unresolved.params }, attempt))
         }
         _ => Err(unresolved),
@@ -108,7 +108,7 @@ fn resolve_reconnecting(
 /// a pinned upstream) is decided on its untrusted hints (see `catalog`), and needs a person's approval even where
 /// the rules would allow it.
 pub(crate) fn decide(gateway: &Shared, session: &SessionShared, call: &ResolvedCall) -> Decision {
-    decide_with(&gateway.policy(), &call.tool, &call_facts(&call.tool, &session.viewer()))
+    decide_with(&gateway.policy(), &call.tool, &call_facts(&call.tool, &session.viewer_for(&call.params)))
 }
 
 /// Turns an allowing or approved decision into a [`Permitted`] call.

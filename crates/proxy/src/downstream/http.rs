@@ -219,7 +219,7 @@ async fn post(
     };
     let span = debug_span!("request", session = session.id(), method = %method, request_id = %id);
     let prefers_sse = checks::prefers_event_stream(&parts.headers);
-    answer_request(session, id, message, &version, init, shutdown, prefers_sse).instrument(span).await
+    answer_request(session, id, message, None, &version, init, shutdown, prefers_sse).instrument(span).await
 }
 
 /// A 2026-07-28 request: the spec's checks in its order (`_meta`, headers, version and method; first failure
@@ -240,19 +240,25 @@ async fn modern_request(
     era::check_meta(params).map_err(refuse)?;
     checks::check_modern_headers(&parts.headers, method, params).map_err(refuse)?;
     era::check_version_and_method(method, params).map_err(refuse)?;
-    let session = endpoint.sessions.open(shutdown.clone(), caller)?;
+    let session = endpoint.sessions.open_ephemeral(shutdown.clone(), caller)?;
     let init = InitGuard::ephemeral(&endpoint.sessions, &session);
     let span = debug_span!("request", era = era::MODERN_VERSION, method = %method, request_id = %id);
     let prefers_sse = checks::prefers_event_stream(&parts.headers);
-    answer_request(session, id, message, era::MODERN_VERSION, Some(init), shutdown, prefers_sse).instrument(span).await
+    let param_headers = Some(checks::param_headers(&parts.headers));
+    answer_request(session, id, message, param_headers, era::MODERN_VERSION, Some(init), shutdown, prefers_sse)
+        .instrument(span)
+        .await
 }
 
-/// Delivers a request and answers the POST with what the gateway sends for it: JSON when the response comes
-/// first, an SSE stream when a related message does (or when the client lists `text/event-stream` first).
+/// Delivers a request (a modern one with its `Mcp-Param-*` headers) and answers the POST with what the gateway
+/// sends for it: JSON when the response comes first, an SSE stream when a related message does (or when the
+/// client lists `text/event-stream` first).
+#[allow(clippy::too_many_arguments, reason = "one call site per era; a struct would only rename them")]
 async fn answer_request(
     session: Arc<HttpSession>,
     request_id: Value,
     message: Value,
+    param_headers: Option<Vec<(String, String)>>,
     version: &str,
     mut init: Option<InitGuard>,
     shutdown: CancellationToken,
@@ -262,7 +268,10 @@ async fn answer_request(
     let mut pending = session.wait_for(request_key(&request_id)).ok_or_else(|| {
         Rejection::new(StatusCode::BAD_REQUEST, INVALID_REQUEST, "invalid request: a request with this id is in flight")
     })?;
-    session.deliver(message);
+    match param_headers {
+        Some(param_headers) => session.deliver_with_param_headers(message, param_headers),
+        None => session.deliver(message),
+    }
     let ephemeral = init.as_ref().is_some_and(InitGuard::is_ephemeral);
     let session_header =
         init.as_ref().filter(|init| !init.is_ephemeral()).and_then(|_| HeaderValue::from_str(session.id()).ok());
@@ -273,12 +282,16 @@ async fn answer_request(
                 let priming = version >= PRIMING_SINCE;
                 let stream = sse::RequestStream::answered(pending, request_id, &response, priming, shutdown);
                 sse::response(stream.into_body())
-            } else if ephemeral
-                && response.pointer("/error/code").and_then(Value::as_i64) == Some(era::METHOD_NOT_FOUND)
+            } else if let Some(status) = response
+                .pointer("/error/code")
+                .and_then(Value::as_i64)
+                .and_then(era::error_status)
+                .filter(|_| ephemeral)
             {
-                // 2026-07-28: an unknown method is an HTTP 404 as well.
+                // 2026-07-28: an error's HTTP status follows its code (404 for an unknown method, 400 for a
+                // request the spec refuses), wherever in the gateway it was decided.
                 let mut reply = json_response(&response);
-                *reply.status_mut() = StatusCode::NOT_FOUND;
+                *reply.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
                 reply
             } else {
                 json_response(&response)

@@ -340,7 +340,7 @@ pub(crate) async fn confirm(
         }
         let answer = by_elicitation(context, tool, &summary, &reasons).await?;
         match answer {
-            Confirmation::Approved { via, .. } => match recheck(gateway, session, tool) {
+            Confirmation::Approved { via, .. } => match recheck(gateway, session, params, tool) {
                 Ok(current) => Confirmation::Approved { approval_id: None, via, tool: current },
                 Err(lapse) => Confirmation::Lapsed { lapse, approval_id: None },
             },
@@ -477,7 +477,7 @@ async fn by_queue(
     let outcome = match wait {
         // Consumed with the fingerprint of the tool as it is now, so the store's binding is checked against what
         // the call would reach, not against what the person was shown.
-        Ok(ApprovalWait::Approved { by }) => match recheck(gateway, session, tool) {
+        Ok(ApprovalWait::Approved { by }) => match recheck(gateway, session, params, tool) {
             Err(lapse) => {
                 // The end phase completes the call's row with why (`tool_changed`).
                 waiting.lapse(lapse.why).await;
@@ -531,8 +531,13 @@ async fn by_queue(
 
 /// The tool approved as `approved`, as the current catalog and policy have it for this session (see
 /// [`current_tool`]).
-fn recheck(gateway: &Shared, session: &SessionShared, approved: &ExposedTool) -> Result<Arc<ExposedTool>, Lapse> {
-    current_tool(&gateway.catalog(), &gateway.policy(), &session.viewer(), approved)
+fn recheck(
+    gateway: &Shared,
+    session: &SessionShared,
+    params: &Value,
+    approved: &ExposedTool,
+) -> Result<Arc<ExposedTool>, Lapse> {
+    current_tool(&gateway.catalog(), &gateway.policy(), &session.viewer_for(params), approved)
 }
 
 /// A short, readable summary of the arguments for a person (never used to bind the approval).

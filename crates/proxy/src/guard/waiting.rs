@@ -174,12 +174,8 @@ pub(crate) fn tell_where_it_waits(
     }
     // A 2026-07-28 request gets log lines only at the level its own `_meta` asked for (none without one); the
     // progress notification below still tells it, when it carried a progress token.
-    let logs_wanted = !crate::era::is_modern(Some(params))
-        || params
-            .get("_meta")
-            .and_then(|meta| meta.get("io.modelcontextprotocol/logLevel"))
-            .and_then(Value::as_str)
-            .is_some_and(|level| matches!(level, "debug" | "info" | "notice" | "warning"));
+    let logs_wanted =
+        crate::era::RequestEnvelope::of(Some(params)).is_none_or(|envelope| envelope.admits_log(Some("warning")));
     if logs_wanted {
         let log = json!({"jsonrpc": "2.0", "method": "notifications/message",
                          "params": {"level": "warning", "logger": "toolgate", "data": data}});

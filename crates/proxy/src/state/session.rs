@@ -6,8 +6,8 @@
 //! transport does) or decides anything.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
@@ -15,13 +15,24 @@ use tokio_util::sync::CancellationToken;
 use toolgate_upstream::SUPPORTED_PROTOCOL_VERSIONS;
 
 use crate::access::Viewer;
+use crate::era::{ListenFilter, RequestEnvelope};
 use crate::outbox::{Outbox, Undelivered};
 use crate::session::{Caller, ClientBound};
 
-/// A client request in flight: how to cancel it and where it went upstream.
+/// A client request in flight: how to cancel it, where it went upstream, and (a 2026-07-28 request) what it
+/// declared for itself.
 pub(crate) struct InflightRequest {
     pub(crate) cancel: CancellationToken,
     pub(crate) upstream: Option<(usize, u64)>,
+    pub(crate) envelope: Option<Arc<RequestEnvelope>>,
+}
+
+/// One `subscriptions/listen` open on this session: the listen request's id (its subscription id) and what it
+/// asked to hear.
+#[derive(Debug, Clone)]
+pub(crate) struct Listen {
+    pub(crate) id: Value,
+    pub(crate) filter: ListenFilter,
 }
 
 /// What the client declared at initialize.
@@ -41,6 +52,9 @@ pub(crate) struct SessionShared {
     server_requests: Mutex<HashMap<String, oneshot::Sender<Value>>>,
     next_server_request: AtomicU64,
     pub(crate) subscriptions: Mutex<HashSet<String>>,
+    /// The `subscriptions/listen` requests open on this session (one on an HTTP request's own session; any number
+    /// on stdio, where every subscription shares the one channel).
+    listens: Mutex<Vec<Listen>>,
     pub(crate) closed: CancellationToken,
     /// Who the transport authenticated.
     pub(crate) caller: Caller,
@@ -75,6 +89,7 @@ impl SessionShared {
             server_requests: Mutex::new(HashMap::new()),
             next_server_request: AtomicU64::new(1),
             subscriptions: Mutex::new(HashSet::new()),
+            listens: Mutex::new(Vec::new()),
             closed: CancellationToken::new(),
         }
     }
@@ -108,11 +123,81 @@ impl SessionShared {
         self.declared.lock().ok().and_then(|declared| declared.protocol_version.clone())
     }
 
-    /// A client request arrived: it is in flight until [`SessionShared::end_request`] (or a cancel takes it).
-    pub(crate) fn begin_request(&self, id: &Value, cancel: CancellationToken) {
+    /// What the access rules see of this session for one request: a 2026-07-28 request's own capabilities
+    /// (in its `params._meta`) decide what it declared, never the session's (on stdio one session carries both
+    /// eras' requests).
+    pub(crate) fn viewer_for(&self, params: &Value) -> Viewer<'_> {
+        let apps = match RequestEnvelope::of(Some(params)) {
+            Some(envelope) => envelope.capabilities.pointer("/extensions/io.modelcontextprotocol~1ui").is_some(),
+            None => self.declares_apps(),
+        };
+        Viewer { scopes: &self.caller.scopes, tainted: self.is_tainted(), apps }
+    }
+
+    /// A client request arrived: it is in flight until [`SessionShared::end_request`] (or a cancel takes it). A
+    /// 2026-07-28 request brings its `envelope`.
+    pub(crate) fn begin_request(&self, id: &Value, cancel: CancellationToken, envelope: Option<RequestEnvelope>) {
         if let Ok(mut inflight) = self.inflight.lock() {
-            inflight.insert(id_key(id), InflightRequest { cancel, upstream: None });
+            inflight.insert(id_key(id), InflightRequest { cancel, upstream: None, envelope: envelope.map(Arc::new) });
         }
+    }
+
+    /// The envelope of the 2026-07-28 request `id` in flight; `None` for a legacy request (or one that ended).
+    pub(crate) fn envelope_of(&self, id: &Value) -> Option<Arc<RequestEnvelope>> {
+        self.inflight.lock().ok()?.get(&id_key(id))?.envelope.clone()
+    }
+
+    /// Opens a `subscriptions/listen` on this session.
+    pub(crate) fn add_listen(&self, listen: Listen) {
+        if let Ok(mut listens) = self.listens.lock() {
+            listens.push(listen);
+        }
+    }
+
+    /// Closes the listen opened by request `id`; returns its filter.
+    pub(crate) fn remove_listen(&self, id: &Value) -> Option<ListenFilter> {
+        let mut listens = self.listens.lock().ok()?;
+        let position = listens.iter().position(|listen| listen.id == *id)?;
+        Some(listens.remove(position).filter)
+    }
+
+    /// The listens open on this session now.
+    pub(crate) fn listens(&self) -> Vec<Listen> {
+        self.listens.lock().map(|listens| listens.clone()).unwrap_or_default()
+    }
+
+    /// True when this session wants `resources/updated` for `uri`: a legacy subscription or a listen's.
+    pub(crate) fn wants_resource(&self, uri: &str) -> bool {
+        self.wants_resource_by_listen(uri)
+            || self.subscriptions.lock().map(|subscriptions| subscriptions.contains(uri)).unwrap_or(false)
+    }
+
+    /// True when a listen of this session wants `resources/updated` for `uri`.
+    pub(crate) fn wants_resource_by_listen(&self, uri: &str) -> bool {
+        self.listens
+            .lock()
+            .map(|listens| listens.iter().any(|listen| listen.filter.resource_uris.contains(uri)))
+            .unwrap_or(false)
+    }
+
+    /// Hands a notification toolgate sends on its own (a `list_changed`, a `resources/updated`) to every listen of
+    /// this session that asked for its type (for `resources/updated`, its URI), as a message of that listen
+    /// request tagged with its id; returns how many listens took it.
+    pub(crate) fn offer_to_listens(&self, message: &Value) -> usize {
+        let method = message.get("method").and_then(Value::as_str).unwrap_or_default();
+        let uri = message.pointer("/params/uri").and_then(Value::as_str);
+        let mut taken = 0;
+        for listen in self.listens() {
+            let wanted = match (method, uri) {
+                ("notifications/resources/updated", Some(uri)) => listen.filter.resource_uris.contains(uri),
+                _ => listen.filter.wants_list_changed(method),
+            };
+            if wanted {
+                self.offer_related(listen.id.clone(), crate::era::tagged(message.clone(), &listen.id));
+                taken += 1;
+            }
+        }
+        taken
     }
 
     /// A client request was answered.

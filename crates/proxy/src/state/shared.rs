@@ -177,19 +177,21 @@ impl Shared {
         self.sessions.lock().map(|sessions| sessions.len()).unwrap_or(0)
     }
 
-    /// Tells every initialized session that a list changed.
+    /// Tells every initialized session that a list changed, and every `subscriptions/listen` that asked for that
+    /// kind (on its own stream, tagged).
     pub(crate) fn notify_list_changed(&self, kinds: &[ListKind]) {
         for session in self.sessions() {
-            if !session.is_initialized() {
-                continue;
-            }
             for kind in kinds {
                 let method = match kind {
                     ListKind::Tools => "notifications/tools/list_changed",
                     ListKind::Prompts => "notifications/prompts/list_changed",
                     ListKind::Resources | ListKind::ResourceTemplates => "notifications/resources/list_changed",
                 };
-                session.send_unsolicited(json!({"jsonrpc": "2.0", "method": method}));
+                let message = json!({"jsonrpc": "2.0", "method": method});
+                session.offer_to_listens(&message);
+                if session.is_initialized() {
+                    session.send_unsolicited(message);
+                }
             }
         }
     }

@@ -14,6 +14,7 @@ use toolgate_core::rebinding::{host_allowed, origin_allowed};
 use toolgate_spec::HttpListenerSpec;
 
 use crate::era::{self, EraError};
+use crate::mcp_headers::{PARAM_HEADER_PREFIX, decode_header_value};
 
 /// The header that carries the session id.
 pub(super) const SESSION_HEADER: &str = "mcp-session-id";
@@ -228,7 +229,8 @@ pub(super) fn names_modern_version(headers: &HeaderMap) -> bool {
 
 /// The 2026-07-28 header checks (after the `_meta` check, before the version check): `MCP-Protocol-Version` and
 /// `Mcp-Method` must be present and agree with the body, `Mcp-Name` must agree with the name or URI the body
-/// addresses; -32020 otherwise. A base64-encoded (`=?base64?...?=`) `Mcp-Name` is not compared yet.
+/// addresses (its `=?base64?...?=` form decoded first); each at most once; -32020 otherwise. The `Mcp-Param-*`
+/// headers need the tool's schema: the gateway checks them ([`param_headers`] hands them over).
 pub(super) fn check_modern_headers(headers: &HeaderMap, method: &str, params: Option<&Value>) -> Result<(), EraError> {
     let header = |name: &str| headers.get(name).map(|value| value.to_str().unwrap_or_default().trim());
     let mismatch = |what: &str| EraError {
@@ -236,6 +238,14 @@ pub(super) fn check_modern_headers(headers: &HeaderMap, method: &str, params: Op
         message: format!("header mismatch: {what} is missing or disagrees with the request body"),
         data: None,
     };
+    // A repeated header would be read differently by a reader that takes the first and one that takes the last.
+    for (name, shown) in
+        [(VERSION_HEADER, "MCP-Protocol-Version"), (METHOD_HEADER, "Mcp-Method"), (NAME_HEADER, "Mcp-Name")]
+    {
+        if headers.get_all(name).iter().nth(1).is_some() {
+            return Err(mismatch(shown));
+        }
+    }
     if header(VERSION_HEADER) != era::requested_version(params) {
         return Err(mismatch("MCP-Protocol-Version"));
     }
@@ -248,12 +258,22 @@ pub(super) fn check_modern_headers(headers: &HeaderMap, method: &str, params: Op
         _ => None,
     };
     let named = key.and_then(|key| params?.get(key)?.as_str());
-    match (header(NAME_HEADER), named) {
-        (Some(value), _) if value.starts_with("=?base64?") => Ok(()),
-        (Some(value), Some(named)) if value == named => Ok(()),
+    match (header(NAME_HEADER).map(decode_header_value), named) {
+        (Some(Some(value)), Some(named)) if value == named => Ok(()),
         (None, None) => Ok(()),
         _ => Err(mismatch("Mcp-Name")),
     }
+}
+
+/// The request's `Mcp-Param-*` headers, names lowercased, in order, repeats kept (the gateway checks them against
+/// the called tool's `x-mcp-header` properties). A value that is not visible ASCII is kept as read, lossily: it
+/// can only disagree.
+pub(super) fn param_headers(headers: &HeaderMap) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .filter(|(name, _)| name.as_str().starts_with(PARAM_HEADER_PREFIX))
+        .map(|(name, value)| (name.as_str().to_owned(), String::from_utf8_lossy(value.as_bytes()).trim().to_owned()))
+        .collect()
 }
 
 /// The `Mcp-Session-Id` header, when present and readable (a non-ASCII value can never name a session).

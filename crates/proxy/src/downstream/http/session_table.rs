@@ -1,7 +1,8 @@
 //! The HTTP sessions of one endpoint and the task per session that routes what the gateway sends.
 //!
 //! [`SessionTable`] opens sessions through the [`SessionFactory`] (bounded by `max_sessions` and
-//! `max_sessions_per_caller`, making room by closing the least recently used idle session), finds them by
+//! `max_sessions_per_caller`, making room by closing the least recently used idle session; a 2026-07-28 request's
+//! one-request session is outside the table and those bounds), finds them by
 //! `Mcp-Session-Id` and forgets them when closed. Each session runs one demultiplexer task over its
 //! `Receiver<ClientBound>`: `Response`/`Related` go to the POST waiting for that request id (a [`Pending`],
 //! registered before the request is delivered), `Unsolicited` goes to the GET stream or a small backlog. The same
@@ -208,6 +209,28 @@ impl SessionTable {
         Ok(session)
     }
 
+    /// Opens the session of one 2026-07-28 request: never entered in the table (nobody can name it: its id is
+    /// never sent), so it neither counts against `max_sessions` nor `max_sessions_per_caller` nor makes room by
+    /// closing a legacy session; modern requests in flight are bounded by the connections they hold
+    /// (`max_connections`), one each, as legacy requests in flight are. Its demultiplexer closes it like any
+    /// other session's; the request's [`InitGuard::ephemeral`] closes it when the answer is out or the client
+    /// goes away.
+    pub(super) fn open_ephemeral(
+        self: &Arc<Self>,
+        shutdown: CancellationToken,
+        caller: Caller,
+    ) -> Result<Arc<HttpSession>, Rejection> {
+        let caller_name = caller.name.clone();
+        let (inner, receiver) = self.factory.open_session(TransportKind::Http, caller);
+        if inner.id().is_empty() {
+            inner.close();
+            return Err(Rejection::new(StatusCode::INTERNAL_SERVER_ERROR, INTERNAL_ERROR, "internal error"));
+        }
+        let session = Arc::new(HttpSession::new(inner, caller_name));
+        tokio::spawn(demultiplex(Arc::downgrade(self), Arc::clone(&session), receiver, shutdown, self.idle_timeout));
+        Ok(session)
+    }
+
     /// How long a session must have been unused before a session of another client may take its place.
     fn evictable_after(&self) -> Duration {
         EVICTABLE_AFTER.min(self.idle_timeout)
@@ -331,6 +354,10 @@ impl HttpSession {
 
     pub(super) fn deliver(&self, message: Value) {
         self.inner.deliver(message);
+    }
+
+    pub(super) fn deliver_with_param_headers(&self, message: Value, param_headers: Vec<(String, String)>) {
+        self.inner.deliver_with_param_headers(message, param_headers);
     }
 
     pub(super) fn protocol_version(&self) -> Option<String> {
