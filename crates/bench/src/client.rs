@@ -26,6 +26,8 @@ use crate::BoxError;
 
 /// The protocol version the client offers.
 pub(crate) const PROTOCOL_VERSION: &str = "2025-11-25";
+/// The session-less revision, spoken per request by the modern workers.
+pub(crate) const MODERN_VERSION: &str = "2026-07-28";
 const SESSION_HEADER: &str = "mcp-session-id";
 
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Value>>>>;
@@ -163,13 +165,45 @@ impl HttpConn {
         id: Option<u64>,
         body: Vec<u8>,
     ) -> Result<HttpReply, BoxError> {
+        self.post_with(session, id, body, &[("mcp-protocol-version", PROTOCOL_VERSION)]).await
+    }
+
+    /// A 2026-07-28 request (no session; `_meta` in `body`) with its routing headers: the version, `Mcp-Method`
+    /// and, when the method names something, `Mcp-Name`.
+    pub(crate) async fn request_modern(
+        &mut self,
+        id: u64,
+        method: &str,
+        name: Option<&str>,
+        body: Vec<u8>,
+    ) -> Result<Value, BoxError> {
+        let mut headers = vec![("mcp-protocol-version", MODERN_VERSION), ("mcp-method", method)];
+        if let Some(name) = name {
+            headers.push(("mcp-name", name));
+        }
+        let reply = self.post_with(None, Some(id), body, &headers).await?;
+        match reply.message {
+            Some(message) => Ok(message),
+            None => Err(format!("HTTP {} instead of a response", reply.status).into()),
+        }
+    }
+
+    async fn post_with(
+        &mut self,
+        session: Option<&str>,
+        id: Option<u64>,
+        body: Vec<u8>,
+        headers: &[(&str, &str)],
+    ) -> Result<HttpReply, BoxError> {
         let mut request = Request::builder()
             .method(Method::POST)
             .uri(self.path.as_str())
             .header(HOST, self.host.as_str())
             .header(ACCEPT, "application/json, text/event-stream")
-            .header(CONTENT_TYPE, "application/json")
-            .header("mcp-protocol-version", PROTOCOL_VERSION);
+            .header(CONTENT_TYPE, "application/json");
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
         if let Some(session) = session {
             request = request.header(SESSION_HEADER, session);
         }
@@ -257,6 +291,28 @@ pub(crate) fn call_line(id: u64, tool: &str, text: &str) -> Vec<u8> {
     line(
         &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": {"text": text}}}),
     )
+}
+
+/// The `_meta` every 2026-07-28 request carries.
+fn modern_meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "toolgate-bench", "version": env!("CARGO_PKG_VERSION")},
+    })
+}
+
+/// A 2026-07-28 `tools/call` of `tool` with `{"text": text}`, as one line.
+pub(crate) fn modern_call_line(id: u64, tool: &str, text: &str) -> Vec<u8> {
+    line(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                 "params": {"name": tool, "arguments": {"text": text}, "_meta": modern_meta()}}))
+}
+
+/// The echo tool's name as a 2026-07-28 `tools/list` on `conn` shows it.
+pub(crate) async fn modern_echo_tool(conn: &mut HttpConn) -> Result<String, BoxError> {
+    let body = line(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": modern_meta()}}));
+    let list = conn.request_modern(1, "tools/list", None, body).await?;
+    echo_tool(&result_of(list)?)
 }
 
 /// A response's `result`, or its error as an error.

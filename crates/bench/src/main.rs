@@ -109,6 +109,9 @@ enum Scenario {
     Memory,
     /// A sandboxed stdio upstream's start time and added latency per call (not in the default set).
     Sandbox,
+    /// 2026-07-28 one-request calls beside legacy HTTP sessions on one toolgate, together and alone (not in the
+    /// default set).
+    Mixed,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -264,6 +267,9 @@ async fn run(args: RunArgs) -> Result<Report, BoxError> {
             Ok(memory) => report.memory = Some(memory),
             Err(error) => report.memory_unavailable = Some(error.to_string()),
         }
+    }
+    if args.only.contains(&Scenario::Mixed) {
+        report.rows.extend(scenario::mixed(&plan, &scratch).await);
     }
     if args.only.contains(&Scenario::Sandbox) {
         match scenario::sandbox(&plan, &scratch).await {

@@ -8,6 +8,8 @@
 //! 3. `http-sessions`: many sessions, several calls in flight in each, for a fixed number of calls: throughput.
 //! 5. `sandbox`: a toolgate on stdio fronting one stdio upstream, plain and sandboxed (mode strict): start time to
 //!    the first answered call, and latency per call (with the direct path for reference).
+//! 6. `mixed`: 2026-07-28 one-request calls beside legacy sessions on one toolgate: both kinds at once, then each
+//!    alone, latency and calls/s per kind (not in the default set).
 //! 4. memory: a toolgate with five upstreams (one when `--config` is not available) and many open sessions, each
 //!    having made a call: `VmRSS`/`VmHWM` from `/proc`.
 
@@ -18,7 +20,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::BoxError;
-use crate::client::{HttpConn, StdioClient, call_line, check_echo};
+use crate::client::{HttpConn, StdioClient, call_line, check_echo, modern_call_line, modern_echo_tool};
 use crate::procs::{self, Proc, Scratch};
 use crate::report::{Memory, Row, Stats};
 
@@ -43,10 +45,12 @@ pub(crate) struct Plan {
     pub(crate) payload: String,
 }
 
-/// One caller: a shared stdio client, or one HTTP connection inside a session.
+/// One caller: a shared stdio client, one HTTP connection inside a session, or one HTTP connection sending
+/// 2026-07-28 requests (no session: each call stands alone).
 enum Worker {
     Stdio(Arc<StdioClient>),
     Http { conn: HttpConn, session: Arc<SessionRef> },
+    Modern { conn: HttpConn, next_id: u64 },
 }
 
 /// An HTTP session shared by its connections: its id, and its request ids (unique within the session).
@@ -61,7 +65,7 @@ impl Worker {
         match tokio::time::timeout(CALL_TIMEOUT, self.call_once(tool, text)).await {
             Ok(result) => result,
             Err(_) => {
-                if let Worker::Http { conn, .. } = self {
+                if let Worker::Http { conn, .. } | Worker::Modern { conn, .. } = self {
                     conn.reconnect().await?;
                 }
                 Err(format!("no response within {} s", CALL_TIMEOUT.as_secs()).into())
@@ -78,6 +82,11 @@ impl Worker {
             Worker::Http { conn, session } => {
                 let id = session.next_id.fetch_add(1, Ordering::Relaxed);
                 conn.request(Some(&session.id), id, call_line(id, tool, text)).await?
+            }
+            Worker::Modern { conn, next_id } => {
+                *next_id += 1;
+                let id = *next_id;
+                conn.request_modern(id, "tools/call", Some(tool), modern_call_line(id, tool, text)).await?
             }
         };
         check_echo(reply, text)
@@ -136,6 +145,16 @@ impl Lane {
         Lane { path, state }
     }
 
+    fn take_pid(&mut self) -> Option<u32> {
+        self.state.as_mut().ok().and_then(|prepared| prepared.pid.take())
+    }
+
+    fn set_pid(&mut self, pid: Option<u32>) {
+        if let Ok(prepared) = &mut self.state {
+            prepared.pid = pid;
+        }
+    }
+
     /// One round: the warm-up calls the first time, then `calls` timed calls.
     async fn round(&mut self, plan: &Plan, calls: usize) {
         let Ok(prepared) = &mut self.state else { return };
@@ -157,6 +176,15 @@ impl Lane {
         }
     }
 
+    /// The row of what was measured so far; the lane keeps its workers and starts pooling anew.
+    fn take_row(&mut self, scenario: &str, sessions: usize, in_flight: usize) -> Row {
+        let (stats, unavailable) = match &mut self.state {
+            Ok(prepared) => (Some(std::mem::take(&mut prepared.sampled).stats()), None),
+            Err(error) => (None, Some(error.clone())),
+        };
+        Row { scenario: scenario.to_owned(), path: self.path.to_owned(), sessions, in_flight, stats, unavailable }
+    }
+
     fn row(self, scenario: &str, sessions: usize, in_flight: usize) -> Row {
         let (stats, unavailable) = match self.state {
             Ok(prepared) => (Some(prepared.sampled.stats()), None),
@@ -172,6 +200,21 @@ fn add(total: Option<u64>, more: Option<u64>) -> Option<u64> {
         (None, more) => more,
         (total, None) => total,
     }
+}
+
+/// Measures two lanes at the same time, `calls` each, in `rounds` rounds. toolgate's CPU is not sampled: in one
+/// process serving both, it could not be told apart per lane.
+async fn measure_together(first: &mut Lane, second: &mut Lane, plan: &Plan, calls: usize) {
+    let pids = [first.take_pid(), second.take_pid()];
+    let per_round = calls.div_ceil(plan.rounds);
+    let mut left = calls;
+    while left > 0 {
+        let now = per_round.min(left);
+        tokio::join!(first.round(plan, now), second.round(plan, now));
+        left -= now;
+    }
+    first.set_pid(pids[0]);
+    second.set_pid(pids[1]);
 }
 
 /// Measures every lane in `rounds` alternating rounds, so slow phases of a shared machine hit every path alike.
@@ -393,6 +436,61 @@ pub(crate) async fn http(plan: &Plan, scratch: &Scratch) -> Vec<Row> {
         proc.stop().await;
     }
     rows
+}
+
+/// Scenario 6 (`mixed`): one toolgate fronting the stdio upstream serves legacy sessions (`--sessions` sessions,
+/// `--session-in-flight` connections each) and 2026-07-28 one-request calls (as many connections, no session, each
+/// call with its `_meta` and routing headers): both at once (`mixed-together`, each kind timed while the other
+/// runs), then each alone in alternating rounds (`mixed-alone`), `--many-calls` calls per kind and measurement.
+pub(crate) async fn mixed(plan: &Plan, scratch: &Scratch) -> Vec<Row> {
+    let (sessions, in_flight) = (plan.sessions, plan.session_in_flight);
+    let started = async {
+        let addr = procs::free_addr()?;
+        let bench = plan.bench.to_string_lossy().into_owned();
+        let args = strings(&["serve", "--listen", &addr.to_string(), "--", &bench, "upstream"]);
+        let log = scratch.path("toolgate-mixed.log");
+        let proc = procs::spawn_listening("toolgate serve --listen (mixed)", &plan.toolgate, &args, addr, log).await?;
+        Ok::<_, BoxError>((proc, addr))
+    }
+    .await;
+    let (proc, addr) = match started {
+        Ok(started) => started,
+        Err(error) => {
+            let unavailable = |path: &'static str| Lane::new(path, Err(error.to_string().into()));
+            return vec![
+                unavailable("legacy").row("mixed", sessions, in_flight),
+                unavailable("modern").row("mixed", sessions, in_flight),
+            ];
+        }
+    };
+    let pid = proc.pid();
+    let legacy = http_workers(addr, sessions, in_flight).await.map(|(workers, tool)| (workers, tool, pid));
+    let modern = modern_workers(addr, sessions * in_flight).await.map(|(workers, tool)| (workers, tool, pid));
+    let (mut legacy, mut modern) = (Lane::new("legacy", legacy), Lane::new("modern", modern));
+    measure_together(&mut legacy, &mut modern, plan, plan.many_calls).await;
+    let mut rows = vec![
+        legacy.take_row("mixed-together", sessions, in_flight),
+        modern.take_row("mixed-together", sessions, in_flight),
+    ];
+    let mut lanes = [legacy, modern];
+    measure_lanes(&mut lanes, plan, plan.many_calls).await;
+    rows.extend(lanes.into_iter().map(|lane| lane.row("mixed-alone", sessions, in_flight)));
+    proc.stop().await;
+    rows
+}
+
+/// `count` connections sending 2026-07-28 calls; returns them and the echo tool's name.
+async fn modern_workers(addr: SocketAddr, count: usize) -> Result<(Vec<Worker>, String), BoxError> {
+    let mut workers = Vec::with_capacity(count);
+    let mut tool = String::new();
+    for index in 0..count {
+        let mut conn = HttpConn::connect(addr, "/mcp").await?;
+        if index == 0 {
+            tool = modern_echo_tool(&mut conn).await?;
+        }
+        workers.push(Worker::Modern { conn, next_id: 1 });
+    }
+    Ok((workers, tool))
 }
 
 /// Whether this toolgate accepts `serve --config FILE`.
