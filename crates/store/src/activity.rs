@@ -21,11 +21,11 @@
 use std::time::SystemTime;
 
 use serde::Serialize;
-use sqlx::Row;
 
+use crate::Store;
+use crate::backend::{Columns as _, on_backend};
 use crate::error::StoreError;
 use crate::time::{format_rfc3339, from_micros, to_micros};
-use crate::{Backend, Store};
 
 /// The window a chart covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -147,14 +147,14 @@ pub struct Activity {
     pub buckets: Vec<ActivityBucket>,
 }
 
-/// Counts every call per bucket and category, from its one row. `?1` is the window's start (RFC 3339), `?2` the
+/// Counts every call per bucket and category, from its one row. `$1` is the window's start (RFC 3339), `$2` the
 /// length of a bucket's name. Uses the `time` index. A confirmed call's row was forwarded when its outcome is one
 /// of a forwarded call's (or absent: a row of the older two-row form); any other outcome says why it was not.
 /// `decision` rows with verdict `allow` or `confirm` are a call's only when its upstream was reconnecting
 /// (`upstream_unavailable`; counted for `confirm`, as before for `allow`): older versions also wrote one before
 /// asking a person, and those are not calls of their own.
 const COUNTS_SQL: &str = "\
-SELECT substr(time, 1, ?2) AS bucket, \
+SELECT substr(time, 1, CAST($2 AS INTEGER)) AS bucket, \
   CASE \
     WHEN kind = 'call' AND verdict = 'allow' THEN 'allow' \
     WHEN kind = 'call' AND verdict = 'confirm' \
@@ -167,15 +167,15 @@ SELECT substr(time, 1, ?2) AS bucket, \
   END AS category, \
   COUNT(*) AS calls \
 FROM audit_log \
-WHERE time >= ?1 AND (kind = 'call' OR kind = 'decision') \
-  AND NOT (kind = 'decision' AND verdict IS 'allow') \
-  AND NOT (kind = 'decision' AND verdict IS 'confirm' AND outcome IS NOT 'upstream_unavailable') \
+WHERE time >= $1 AND (kind = 'call' OR kind = 'decision') \
+  AND NOT (kind = 'decision' AND verdict IS NOT DISTINCT FROM 'allow') \
+  AND NOT (kind = 'decision' AND verdict IS NOT DISTINCT FROM 'confirm' AND outcome IS DISTINCT FROM 'upstream_unavailable') \
 GROUP BY bucket, category";
 
 /// When each call still waiting in the approval queue was asked (microseconds): approvals a call can still use,
-/// asked within the window. `?1` is now, `?2` the window's start, both in microseconds.
+/// asked within the window. `$1` is now, `$2` the window's start, both in microseconds.
 const WAITING_SQL: &str = "SELECT created_us FROM approvals WHERE state IN ('pending', 'approved') \
-                           AND expires_us > ?1 AND created_us >= ?2";
+                           AND expires_us > $1 AND created_us >= $2";
 
 impl Store {
     /// Calls by verdict in the window of `span` that ends with the bucket holding `now`.
@@ -189,29 +189,31 @@ impl Store {
         let mut buckets: Vec<ActivityBucket> = (0..span.buckets() as i64)
             .map(|index| ActivityBucket { start: format_rfc3339(from_micros(first + index * step)), counts: [0; 7] })
             .collect();
-        let Backend::Sqlite(pool) = &self.backend;
-        let mut counted: Vec<(String, ActivityVerdict, u64)> = Vec::new();
-        for row in sqlx::query(COUNTS_SQL).bind(&since).bind(prefix as i64).fetch_all(pool).await? {
-            let category: String = row.try_get("category")?;
-            let calls: i64 = row.try_get("calls")?;
-            let verdict = ActivityVerdict::from_name(&category);
-            counted.push((row.try_get("bucket")?, verdict, u64::try_from(calls).unwrap_or_default()));
-        }
-        // A call waiting for a person has no row yet (it is journaled, and committed when it ends): the queue says.
-        for row in sqlx::query(WAITING_SQL).bind(now_micros).bind(first).fetch_all(pool).await? {
-            let created: i64 = row.try_get("created_us")?;
-            let asked = format_rfc3339(from_micros(created));
-            counted.push((asked.get(..prefix).unwrap_or(&asked).to_owned(), ActivityVerdict::ConfirmWaiting, 1));
-        }
-        for (name, verdict, calls) in counted {
-            // Rows stamped after `now` (another process's clock) fall outside the window's buckets.
-            if let Some(bucket) = buckets.iter_mut().find(|bucket| bucket.start.get(..prefix) == Some(name.as_str()))
-                && let Some(count) = bucket.counts.get_mut(verdict.index())
-            {
-                *count += calls;
+        on_backend!(&self.backend, |pool| {
+            let mut counted: Vec<(String, ActivityVerdict, u64)> = Vec::new();
+            for row in sqlx::query(COUNTS_SQL).bind(&since).bind(prefix as i64).fetch_all(pool).await? {
+                let category: String = row.column("category")?;
+                let calls: i64 = row.column("calls")?;
+                let verdict = ActivityVerdict::from_name(&category);
+                counted.push((row.column("bucket")?, verdict, u64::try_from(calls).unwrap_or_default()));
             }
-        }
-        Ok(Activity { span, buckets })
+            // A call waiting for a person has no row yet (it is journaled, and committed when it ends): the queue says.
+            for row in sqlx::query(WAITING_SQL).bind(now_micros).bind(first).fetch_all(pool).await? {
+                let created: i64 = row.column("created_us")?;
+                let asked = format_rfc3339(from_micros(created));
+                counted.push((asked.get(..prefix).unwrap_or(&asked).to_owned(), ActivityVerdict::ConfirmWaiting, 1));
+            }
+            for (name, verdict, calls) in counted {
+                // Rows stamped after `now` (another process's clock) fall outside the window's buckets.
+                if let Some(bucket) =
+                    buckets.iter_mut().find(|bucket| bucket.start.get(..prefix) == Some(name.as_str()))
+                    && let Some(count) = bucket.counts.get_mut(verdict.index())
+                {
+                    *count += calls;
+                }
+            }
+            Ok(Activity { span, buckets })
+        })
     }
 }
 

@@ -11,14 +11,14 @@
 //! to decide it is told that nothing waits instead of approving what will never run.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
-use sqlx::Row;
-use sqlx::sqlite::SqliteRow;
 
-use crate::Backend;
+use crate::backend::{Backend, Columns, Dialect, on_backend};
 use crate::error::StoreError;
+use crate::feed::{Feed, StoreChange};
 use crate::time::{format_rfc3339, from_micros, to_micros};
 
 /// An approval's id: 122 random bits from the operating system's generator (UUID v4), so it cannot be guessed.
@@ -214,7 +214,18 @@ pub struct ApprovalStore {
     /// store keeps arguments only as digests (`ArgumentRedaction::Digest`), so the clear summary lives only while a
     /// person may still need to read it.
     erase_settled: bool,
+    /// The instance id recorded with each approval this handle queues.
+    instance: Option<Arc<str>>,
+    /// Where decisions are announced and waiters hear of them.
+    feed: Arc<Feed>,
 }
+
+/// How often a waiting call re-reads its approval on PostgreSQL, where a decision also arrives as a notification:
+/// the fallback for a notification lost while the listener reconnects, not a polling loop.
+const POSTGRES_RECHECK: Duration = Duration::from_secs(1);
+
+/// Why an approval lapses when the gateway process that queued it starts again.
+const RESTARTED: &str = "the gateway process that held its call restarted";
 
 macro_rules! approval_columns {
     () => {
@@ -224,8 +235,46 @@ macro_rules! approval_columns {
 }
 
 impl ApprovalStore {
-    pub(crate) fn new(backend: Backend, poll_interval: Duration, erase_settled: bool) -> ApprovalStore {
-        ApprovalStore { backend, poll_interval, erase_settled }
+    pub(crate) fn new(
+        backend: Backend,
+        poll_interval: Duration,
+        erase_settled: bool,
+        instance: Option<Arc<str>>,
+        feed: Arc<Feed>,
+    ) -> ApprovalStore {
+        ApprovalStore { backend, poll_interval, erase_settled, instance, feed }
+    }
+
+    /// Lapses every approval this instance queued that a call could still use: run when a gateway process starts,
+    /// since the calls its previous run held (killed, say, with `kill -9`) wait no more. Another instance's
+    /// approvals are its own; an approval whose process never comes back stops being decidable at its expiry.
+    /// Logged, not returned: a failure leaves the approvals to expire.
+    pub(crate) async fn lapse_orphaned(&self) {
+        let Some(instance) = self.instance.as_deref() else { return };
+        let lapsed = on_backend!(&self.backend, |pool| {
+            sqlx::query(
+                "UPDATE approvals SET expires_us = CASE WHEN expires_us < $1 THEN expires_us ELSE $1 END, \
+                 lapsed_why = $2 WHERE instance = $3 AND state IN ('pending', 'approved') AND lapsed_why IS NULL \
+                 AND expires_us > $1",
+            )
+            .bind(to_micros(SystemTime::now()))
+            .bind(RESTARTED)
+            .bind(instance)
+            .execute(pool)
+            .await
+            .map(|done| done.rows_affected())
+        });
+        match lapsed {
+            Ok(lapsed) if lapsed > 0 => {
+                tracing::info!(approvals = lapsed, "approvals of this instance's previous run lapsed");
+            }
+            Ok(_) => {}
+            Err(error) => tracing::warn!(%error, "approvals of this instance's previous run could not be lapsed"),
+        }
+    }
+
+    async fn announce(&self, id: &ApprovalId) {
+        self.feed.announce(&self.backend, StoreChange::Approval { id: id.as_str().to_owned() }).await;
     }
 
     /// Erases the argument summaries of settled approvals (not pending, or expired), when the store keeps
@@ -235,14 +284,15 @@ impl ApprovalStore {
         if !self.erase_settled {
             return Ok(0);
         }
-        let Backend::Sqlite(pool) = &self.backend;
-        let erased = sqlx::query(
-            "UPDATE approvals SET args_summary = '' WHERE args_summary <> '' AND (state <> 'pending' OR expires_us <= ?)",
-        )
-        .bind(to_micros(SystemTime::now()))
-        .execute(pool)
-        .await?;
-        Ok(erased.rows_affected())
+        on_backend!(&self.backend, |pool| {
+            let erased = sqlx::query(
+                "UPDATE approvals SET args_summary = '' WHERE args_summary <> '' AND (state <> 'pending' OR expires_us <= $1)",
+            )
+            .bind(to_micros(SystemTime::now()))
+            .execute(pool)
+            .await?;
+            Ok(erased.rows_affected())
+        })
     }
 
     /// Runs [`Self::erase_settled_summaries`] after a write that has already succeeded: a failed erase (a full
@@ -265,108 +315,127 @@ impl ApprovalStore {
     /// decision and the use); a consumed or denied one is left as it is. Its summary is erased as for any settled
     /// approval. Returns whether it lapsed.
     pub async fn lapse(&self, id: &ApprovalId, why: &str) -> Result<bool, StoreError> {
-        let Backend::Sqlite(pool) = &self.backend;
-        let updated = sqlx::query(
-            "UPDATE approvals SET expires_us = MIN(expires_us, ?), lapsed_why = ? \
-             WHERE id = ? AND state IN ('pending', 'approved') AND lapsed_why IS NULL",
-        )
-        .bind(to_micros(SystemTime::now()))
-        .bind(why)
-        .bind(id.as_str())
-        .execute(pool)
-        .await?;
-        self.erase_after_write().await;
-        Ok(updated.rows_affected() == 1)
+        on_backend!(&self.backend, |pool| {
+            let updated = sqlx::query(
+                "UPDATE approvals SET expires_us = CASE WHEN expires_us < $1 THEN expires_us ELSE $1 END, lapsed_why = $2 \
+                 WHERE id = $3 AND state IN ('pending', 'approved') AND lapsed_why IS NULL",
+            )
+            .bind(to_micros(SystemTime::now()))
+            .bind(why)
+            .bind(id.as_str())
+            .execute(pool)
+            .await?;
+            self.erase_after_write().await;
+            let lapsed = updated.rows_affected() == 1;
+            if lapsed {
+                self.announce(id).await;
+            }
+            Ok(lapsed)
+        })
     }
 
     /// Records a new pending approval.
     pub async fn create(&self, pending: &PendingApproval) -> Result<(), StoreError> {
-        let Backend::Sqlite(pool) = &self.backend;
-        sqlx::query(concat!(
-            "INSERT INTO approvals (",
-            approval_columns!(),
-            ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', NULL, ?, ?, NULL)"
-        ))
-        .bind(pending.id.as_str())
-        .bind(&pending.session)
-        .bind(&pending.upstream)
-        .bind(&pending.tool)
-        .bind(&pending.title)
-        .bind(&pending.action)
-        .bind(&pending.args_summary)
-        .bind(&pending.tool_fingerprint)
-        .bind(&pending.args_digest)
-        .bind(to_micros(pending.created))
-        .bind(to_micros(pending.expires))
-        .bind(pending.risk.as_ref().map(|risk| i64::from(risk.level)))
-        .bind(pending.risk.as_ref().map(|risk| risk.category.as_str()))
-        .execute(pool)
-        .await?;
-        self.erase_after_write().await;
-        Ok(())
+        on_backend!(&self.backend, |pool| {
+            sqlx::query(concat!(
+                "INSERT INTO approvals (",
+                approval_columns!(),
+                ", instance) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', NULL, $12, $13, NULL, $14)"
+            ))
+            .bind(pending.id.as_str())
+            .bind(&pending.session)
+            .bind(&pending.upstream)
+            .bind(&pending.tool)
+            .bind(&pending.title)
+            .bind(&pending.action)
+            .bind(&pending.args_summary)
+            .bind(&pending.tool_fingerprint)
+            .bind(&pending.args_digest)
+            .bind(to_micros(pending.created))
+            .bind(to_micros(pending.expires))
+            .bind(pending.risk.as_ref().map(|risk| i64::from(risk.level)))
+            .bind(pending.risk.as_ref().map(|risk| risk.category.as_str()))
+            .bind(self.instance.as_deref())
+            .execute(pool)
+            .await?;
+            self.erase_after_write().await;
+            Ok(())
+        })
     }
 
     /// One approval, in whatever state.
     pub async fn get(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
-        let Backend::Sqlite(pool) = &self.backend;
-        let row = sqlx::query(concat!("SELECT ", approval_columns!(), " FROM approvals WHERE id = ?"))
-            .bind(id.as_str())
-            .fetch_optional(pool)
-            .await?;
-        row.as_ref().map(decode).transpose()
+        on_backend!(&self.backend, |pool| {
+            let row = sqlx::query(concat!("SELECT ", approval_columns!(), " FROM approvals WHERE id = $1"))
+                .bind(id.as_str())
+                .fetch_optional(pool)
+                .await?;
+            row.as_ref().map(decode).transpose()
+        })
     }
 
     /// Approvals still waiting for a decision and not expired, oldest first.
     pub async fn list_pending(&self) -> Result<Vec<ApprovalRecord>, StoreError> {
-        let Backend::Sqlite(pool) = &self.backend;
-        let rows = sqlx::query(concat!(
-            "SELECT ",
-            approval_columns!(),
-            " FROM approvals WHERE state = 'pending' AND expires_us > ? ORDER BY created_us, id"
-        ))
-        .bind(to_micros(SystemTime::now()))
-        .fetch_all(pool)
-        .await?;
-        rows.iter().map(decode).collect()
+        on_backend!(&self.backend, |pool| {
+            let rows = sqlx::query(concat!(
+                "SELECT ",
+                approval_columns!(),
+                " FROM approvals WHERE state = 'pending' AND expires_us > $1 ORDER BY created_us, id"
+            ))
+            .bind(to_micros(SystemTime::now()))
+            .fetch_all(pool)
+            .await?;
+            rows.iter().map(decode).collect()
+        })
     }
 
     /// Approves or denies a pending, unexpired approval.
     pub async fn decide(&self, id: &ApprovalId, decision: ApprovalDecision, by: &str) -> Result<(), StoreError> {
-        let Backend::Sqlite(pool) = &self.backend;
-        let state = match decision {
-            ApprovalDecision::Approve => ApprovalState::Approved,
-            ApprovalDecision::Deny => ApprovalState::Denied,
-        };
-        let now = to_micros(SystemTime::now());
-        let updated = sqlx::query(
-            "UPDATE approvals SET state = ?, decided_by = ?, decided_us = ? \
-             WHERE id = ? AND state = 'pending' AND expires_us > ?",
-        )
-        .bind(state.as_str())
-        .bind(by)
-        .bind(now)
-        .bind(id.as_str())
-        .bind(now)
-        .execute(pool)
-        .await?;
-        if updated.rows_affected() == 1 {
-            self.erase_after_write().await;
-            return Ok(());
-        }
-        match self.get(id).await? {
-            None => Err(StoreError::NotFound(format!("approval {id}"))),
-            Some(ApprovalRecord { lapsed_why: Some(why), .. }) => Err(StoreError::Lapsed { id: id.to_string(), why }),
-            Some(record) if record.state != ApprovalState::Pending => {
-                Err(StoreError::AlreadyDecided { id: id.to_string(), state: record.state.as_str().to_owned() })
+        on_backend!(&self.backend, |pool| {
+            let state = match decision {
+                ApprovalDecision::Approve => ApprovalState::Approved,
+                ApprovalDecision::Deny => ApprovalState::Denied,
+            };
+            let now = to_micros(SystemTime::now());
+            let updated = sqlx::query(
+                "UPDATE approvals SET state = $1, decided_by = $2, decided_us = $3 \
+                 WHERE id = $4 AND state = 'pending' AND expires_us > $5",
+            )
+            .bind(state.as_str())
+            .bind(by)
+            .bind(now)
+            .bind(id.as_str())
+            .bind(now)
+            .execute(pool)
+            .await?;
+            if updated.rows_affected() == 1 {
+                self.erase_after_write().await;
+                self.announce(id).await;
+                return Ok(());
             }
-            Some(_) => Err(StoreError::Expired(id.to_string())),
-        }
+            match self.get(id).await? {
+                None => Err(StoreError::NotFound(format!("approval {id}"))),
+                Some(ApprovalRecord { lapsed_why: Some(why), .. }) => {
+                    Err(StoreError::Lapsed { id: id.to_string(), why })
+                }
+                Some(record) if record.state != ApprovalState::Pending => {
+                    Err(StoreError::AlreadyDecided { id: id.to_string(), state: record.state.as_str().to_owned() })
+                }
+                Some(_) => Err(StoreError::Expired(id.to_string())),
+            }
+        })
     }
 
     /// Waits for a decision (possibly written by another process), polling, for at most `timeout` and never past
     /// the approval's expiry.
     pub async fn wait(&self, id: &ApprovalId, timeout: Duration) -> Result<ApprovalWait, StoreError> {
         let deadline = tokio::time::Instant::now() + timeout;
+        // Subscribed before the first read, so a decision made between the read and the wait is not missed.
+        let mut changes = self.feed.subscribe();
+        let recheck = match self.backend.dialect() {
+            Dialect::Sqlite => self.poll_interval,
+            Dialect::Postgres => self.poll_interval.max(POSTGRES_RECHECK),
+        };
         loop {
             let Some(record) = self.get(id).await? else {
                 return Err(StoreError::NotFound(format!("approval {id}")));
@@ -387,52 +456,68 @@ impl ApprovalStore {
             if now >= deadline {
                 return Ok(ApprovalWait::TimedOut);
             }
-            tokio::time::sleep(self.poll_interval.min(deadline - now).min(until_expiry)).await;
+            let pause = recheck.min(deadline - now).min(until_expiry);
+            // Woken by a change to this approval (or any, after a lagging receiver missed some), else re-read.
+            let _ = tokio::time::timeout(pause, async {
+                loop {
+                    match changes.recv().await {
+                        Ok(StoreChange::Approval { id: changed }) if changed == id.as_str() => return,
+                        Ok(_) => {}
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return,
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => std::future::pending::<()>().await,
+                    }
+                }
+            })
+            .await;
         }
     }
 
     /// Uses an approved approval for a call with this tool fingerprint and argument digest: succeeds once.
     pub async fn consume(&self, id: &ApprovalId, tool_fingerprint: &str, args_digest: &str) -> Result<(), StoreError> {
-        let Backend::Sqlite(pool) = &self.backend;
-        let now = to_micros(SystemTime::now());
-        let updated = sqlx::query(
-            "UPDATE approvals SET state = 'consumed', consumed_us = ? \
-             WHERE id = ? AND state = 'approved' AND tool_fingerprint = ? AND args_digest = ? AND expires_us > ?",
-        )
-        .bind(now)
-        .bind(id.as_str())
-        .bind(tool_fingerprint)
-        .bind(args_digest)
-        .bind(now)
-        .execute(pool)
-        .await?;
-        if updated.rows_affected() == 1 {
-            self.erase_after_write().await;
-            return Ok(());
-        }
-        let refusal = match self.get(id).await? {
-            None => ConsumeRefusal::NotFound,
-            Some(record) => match record.state {
-                ApprovalState::Consumed => ConsumeRefusal::AlreadyUsed,
-                ApprovalState::Lapsed => ConsumeRefusal::Expired,
-                ApprovalState::Pending | ApprovalState::Denied => ConsumeRefusal::NotApproved(record.state),
-                ApprovalState::Approved if record.approval.tool_fingerprint != tool_fingerprint => {
-                    ConsumeRefusal::FingerprintMismatch
-                }
-                ApprovalState::Approved if record.approval.args_digest != args_digest => ConsumeRefusal::ArgsMismatch,
-                ApprovalState::Approved => ConsumeRefusal::Expired,
-            },
-        };
-        Err(StoreError::ApprovalRefused { id: id.to_string(), refusal })
+        on_backend!(&self.backend, |pool| {
+            let now = to_micros(SystemTime::now());
+            let updated = sqlx::query(
+                "UPDATE approvals SET state = 'consumed', consumed_us = $1 \
+                 WHERE id = $2 AND state = 'approved' AND tool_fingerprint = $3 AND args_digest = $4 AND expires_us > $5",
+            )
+            .bind(now)
+            .bind(id.as_str())
+            .bind(tool_fingerprint)
+            .bind(args_digest)
+            .bind(now)
+            .execute(pool)
+            .await?;
+            if updated.rows_affected() == 1 {
+                self.erase_after_write().await;
+                self.announce(id).await;
+                return Ok(());
+            }
+            let refusal = match self.get(id).await? {
+                None => ConsumeRefusal::NotFound,
+                Some(record) => match record.state {
+                    ApprovalState::Consumed => ConsumeRefusal::AlreadyUsed,
+                    ApprovalState::Lapsed => ConsumeRefusal::Expired,
+                    ApprovalState::Pending | ApprovalState::Denied => ConsumeRefusal::NotApproved(record.state),
+                    ApprovalState::Approved if record.approval.tool_fingerprint != tool_fingerprint => {
+                        ConsumeRefusal::FingerprintMismatch
+                    }
+                    ApprovalState::Approved if record.approval.args_digest != args_digest => {
+                        ConsumeRefusal::ArgsMismatch
+                    }
+                    ApprovalState::Approved => ConsumeRefusal::Expired,
+                },
+            };
+            Err(StoreError::ApprovalRefused { id: id.to_string(), refusal })
+        })
     }
 }
 
-fn decode(row: &SqliteRow) -> Result<ApprovalRecord, StoreError> {
-    let id: String = row.try_get("id")?;
-    let state: String = row.try_get("state")?;
-    let risk_level: Option<i64> = row.try_get("risk_level")?;
-    let risk_category: Option<String> = row.try_get("risk_category")?;
-    let lapsed_why: Option<String> = row.try_get("lapsed_why")?;
+fn decode(row: &impl Columns) -> Result<ApprovalRecord, StoreError> {
+    let id: String = row.column("id")?;
+    let state: String = row.column("state")?;
+    let risk_level: Option<i64> = row.column("risk_level")?;
+    let risk_category: Option<String> = row.column("risk_category")?;
+    let lapsed_why: Option<String> = row.column("lapsed_why")?;
     let mut state = ApprovalState::parse(&state)?;
     if lapsed_why.is_some() && matches!(state, ApprovalState::Pending | ApprovalState::Approved) {
         state = ApprovalState::Lapsed;
@@ -448,20 +533,20 @@ fn decode(row: &SqliteRow) -> Result<ApprovalRecord, StoreError> {
     Ok(ApprovalRecord {
         approval: PendingApproval {
             id: ApprovalId(id),
-            session: row.try_get("session")?,
-            upstream: row.try_get("upstream")?,
-            tool: row.try_get("tool")?,
-            title: row.try_get("title")?,
-            action: row.try_get("action")?,
+            session: row.column("session")?,
+            upstream: row.column("upstream")?,
+            tool: row.column("tool")?,
+            title: row.column("title")?,
+            action: row.column("action")?,
             risk,
-            args_summary: row.try_get("args_summary")?,
-            tool_fingerprint: row.try_get("tool_fingerprint")?,
-            args_digest: row.try_get("args_digest")?,
-            created: from_micros(row.try_get("created_us")?),
-            expires: from_micros(row.try_get("expires_us")?),
+            args_summary: row.column("args_summary")?,
+            tool_fingerprint: row.column("tool_fingerprint")?,
+            args_digest: row.column("args_digest")?,
+            created: from_micros(row.column("created_us")?),
+            expires: from_micros(row.column("expires_us")?),
         },
         state,
-        decided_by: row.try_get("decided_by")?,
+        decided_by: row.column("decided_by")?,
         lapsed_why,
     })
 }

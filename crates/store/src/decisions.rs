@@ -65,6 +65,7 @@ fn blank_row(kind: &str, decided_by: &str) -> AuditRow {
         args_digest: None,
         args: None,
         detail: None,
+        instance: None,
         prev_hash: String::new(),
         hash: String::new(),
     }
@@ -130,7 +131,8 @@ impl Store {
         self.append_one(row).await
     }
 
-    async fn append_one(&self, row: AuditRow) -> Result<AuditReceipt, StoreError> {
+    async fn append_one(&self, mut row: AuditRow) -> Result<AuditReceipt, StoreError> {
+        row.instance = self.instance.as_deref().map(str::to_owned);
         let mut rows = [PreparedRow::from_row(row)?];
         append(&self.backend, &mut rows, &[], false).await?;
         let [prepared] = rows;

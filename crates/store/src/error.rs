@@ -56,6 +56,22 @@ pub enum StoreError {
         /// The driver's error.
         source: sqlx::Error,
     },
+    /// A PostgreSQL store could not be reached or configured.
+    #[error("cannot open store {target}: {source}")]
+    OpenPostgres {
+        /// The database, its URL without a password.
+        target: String,
+        /// The driver's error.
+        source: sqlx::Error,
+    },
+    /// The instance id file could not be read or written.
+    #[error("instance id {path}: {source}")]
+    Instance {
+        /// The file in the state directory.
+        path: PathBuf,
+        /// The IO error.
+        source: std::io::Error,
+    },
     /// The lock that serializes opening the database between processes could not be taken.
     #[error("cannot lock {path} to open the store: {source}")]
     MigrationLock {

@@ -12,15 +12,15 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sqlx::sqlite::SqliteRow;
-use sqlx::{QueryBuilder, Row, Sqlite};
+use sqlx::QueryBuilder;
 
 use toolgate_core::decision::Verdict;
 
+use crate::Store;
 use crate::approvals::ToolRisk;
+use crate::backend::{Columns, on_backend};
 use crate::error::StoreError;
 use crate::time::format_rfc3339;
-use crate::{Backend, Store};
 
 /// Whether clients see a tool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -139,32 +139,32 @@ fn to_json<T: Serialize>(value: &T, what: &'static str) -> Result<String, StoreE
     serde_json::to_string(value).map_err(|source| StoreError::Json { what, source })
 }
 
-fn from_json<T: serde::de::DeserializeOwned>(row: &SqliteRow, column: &'static str) -> Result<T, StoreError> {
-    let text: String = row.try_get(column)?;
+fn from_json<T: serde::de::DeserializeOwned>(row: &impl Columns, column: &'static str) -> Result<T, StoreError> {
+    let text: String = row.column(column)?;
     serde_json::from_str(&text).map_err(|source| StoreError::Json { what: column, source })
 }
 
-fn decode(row: &SqliteRow) -> Result<InventoryTool, StoreError> {
-    let state: String = row.try_get("state")?;
-    let level: i64 = row.try_get("risk_level")?;
+fn decode(row: &impl Columns) -> Result<InventoryTool, StoreError> {
+    let state: String = row.column("state")?;
+    let level: i64 = row.column("risk_level")?;
     Ok(InventoryTool {
-        upstream: row.try_get("upstream")?,
-        tool: row.try_get("tool")?,
-        exposed_name: row.try_get("exposed_name")?,
-        title: row.try_get("title")?,
+        upstream: row.column("upstream")?,
+        tool: row.column("tool")?,
+        exposed_name: row.column("exposed_name")?,
+        title: row.column("title")?,
         state: InventoryState::parse(&state)?,
-        state_reason: row.try_get("state_reason")?,
+        state_reason: row.column("state_reason")?,
         hints: from_json(row, "hints")?,
         annotations: from_json(row, "annotations")?,
         risk: ToolRisk {
             level: u8::try_from(level)
                 .map_err(|_| StoreError::Corrupt { what: "inventory risk level", detail: level.to_string() })?,
-            category: row.try_get("risk_category")?,
+            category: row.column("risk_category")?,
         },
         findings: from_json(row, "findings")?,
         access: from_json(row, "access")?,
-        fingerprint: row.try_get("fingerprint")?,
-        updated_at: row.try_get("updated_at")?,
+        fingerprint: row.column("fingerprint")?,
+        updated_at: row.column("updated_at")?,
     })
 }
 
@@ -172,64 +172,70 @@ impl Store {
     /// Replaces everything recorded for `upstream` with `tools` (its current listing, in listing order), in one
     /// transaction. An empty `tools` records that the upstream lists no tools.
     pub async fn replace_inventory(&self, upstream: &str, tools: &[InventoryTool]) -> Result<(), StoreError> {
-        let Backend::Sqlite(pool) = &self.backend;
-        let now = format_rfc3339(SystemTime::now());
-        let mut transaction = pool.begin().await?;
-        sqlx::query("DELETE FROM tool_inventory WHERE upstream = ?").bind(upstream).execute(&mut *transaction).await?;
-        for (position, tool) in tools.iter().enumerate() {
-            sqlx::query(
-                "INSERT INTO tool_inventory (upstream, tool, position, exposed_name, title, state, state_reason, \
-                 hints, annotations, risk_level, risk_category, findings, access, fingerprint, updated_at) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            )
-            .bind(upstream)
-            .bind(&tool.tool)
-            .bind(i64::try_from(position).unwrap_or(i64::MAX))
-            .bind(&tool.exposed_name)
-            .bind(&tool.title)
-            .bind(tool.state.as_str())
-            .bind(&tool.state_reason)
-            .bind(to_json(&tool.hints, "inventory hints")?)
-            .bind(to_json(&tool.annotations, "inventory annotations")?)
-            .bind(i64::from(tool.risk.level))
-            .bind(&tool.risk.category)
-            .bind(to_json(&tool.findings, "inventory findings")?)
-            .bind(to_json(&tool.access, "inventory access")?)
-            .bind(&tool.fingerprint)
-            .bind(&now)
-            .execute(&mut *transaction)
-            .await?;
-        }
-        transaction.commit().await?;
-        Ok(())
+        on_backend!(&self.backend, |pool| {
+            let now = format_rfc3339(SystemTime::now());
+            let mut transaction = pool.begin().await?;
+            sqlx::query("DELETE FROM tool_inventory WHERE upstream = $1")
+                .bind(upstream)
+                .execute(&mut *transaction)
+                .await?;
+            for (position, tool) in tools.iter().enumerate() {
+                sqlx::query(
+                    "INSERT INTO tool_inventory (upstream, tool, position, exposed_name, title, state, state_reason, \
+                     hints, annotations, risk_level, risk_category, findings, access, fingerprint, updated_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+                )
+                .bind(upstream)
+                .bind(&tool.tool)
+                .bind(i64::try_from(position).unwrap_or(i64::MAX))
+                .bind(&tool.exposed_name)
+                .bind(&tool.title)
+                .bind(tool.state.as_str())
+                .bind(&tool.state_reason)
+                .bind(to_json(&tool.hints, "inventory hints")?)
+                .bind(to_json(&tool.annotations, "inventory annotations")?)
+                .bind(i64::from(tool.risk.level))
+                .bind(&tool.risk.category)
+                .bind(to_json(&tool.findings, "inventory findings")?)
+                .bind(to_json(&tool.access, "inventory access")?)
+                .bind(&tool.fingerprint)
+                .bind(&now)
+                .execute(&mut *transaction)
+                .await?;
+            }
+            transaction.commit().await?;
+            Ok(())
+        })
     }
 
     /// Drops the rows of every upstream not named in `upstreams` (one removed from the config), in one statement.
     pub async fn retain_inventory(&self, upstreams: &[&str]) -> Result<(), StoreError> {
-        let Backend::Sqlite(pool) = &self.backend;
-        let mut sql = QueryBuilder::<Sqlite>::new("DELETE FROM tool_inventory");
-        if !upstreams.is_empty() {
-            sql.push(" WHERE upstream NOT IN (");
-            let mut names = sql.separated(", ");
-            for upstream in upstreams {
-                names.push_bind(*upstream);
+        on_backend!(&self.backend, |pool| {
+            let mut sql = QueryBuilder::new("DELETE FROM tool_inventory");
+            if !upstreams.is_empty() {
+                sql.push(" WHERE upstream NOT IN (");
+                let mut names = sql.separated(", ");
+                for upstream in upstreams {
+                    names.push_bind(*upstream);
+                }
+                sql.push(")");
             }
-            sql.push(")");
-        }
-        sql.build().execute(pool).await?;
-        Ok(())
+            sql.build().execute(pool).await?;
+            Ok(())
+        })
     }
 
     /// Every recorded tool, by upstream name, then in each upstream's listing order.
     pub async fn inventory(&self) -> Result<Vec<InventoryTool>, StoreError> {
-        let Backend::Sqlite(pool) = &self.backend;
-        let rows = sqlx::query(
-            "SELECT upstream, tool, exposed_name, title, state, state_reason, hints, annotations, risk_level, \
-             risk_category, findings, access, fingerprint, updated_at FROM tool_inventory ORDER BY upstream, position",
-        )
-        .fetch_all(pool)
-        .await?;
-        rows.iter().map(decode).collect()
+        on_backend!(&self.backend, |pool| {
+            let rows = sqlx::query(
+                "SELECT upstream, tool, exposed_name, title, state, state_reason, hints, annotations, risk_level, \
+                 risk_category, findings, access, fingerprint, updated_at FROM tool_inventory ORDER BY upstream, position",
+            )
+            .fetch_all(pool)
+            .await?;
+            rows.iter().map(decode).collect()
+        })
     }
 }
 

@@ -1,5 +1,6 @@
 //! toolgate's persistence for the guardrails: the hash-chained audit log, tool pins with their quarantine, and
-//! the approvals queue. SQLite (WAL) in `<state-dir>/toolgate.db` today; PostgreSQL later, behind the same API.
+//! the approvals queue. SQLite (WAL) in `<state-dir>/toolgate.db` by default; PostgreSQL ([`Store::open_postgres`])
+//! when several gateway processes share one state, behind the same API.
 //!
 //! Principal types:
 //! - [`Store`]: opens (and migrates) the database; hands out the parts below. Cheap to clone.
@@ -17,9 +18,12 @@
 //! - [`Store::record_verification`] / [`Store::verifications_for`]: what `toolgate verify` saw each tool do, bound
 //!   to its fingerprint and the server command; `serve` weighs the newest record per fingerprint as evidence.
 //!
-//! The backend is the crate-private `Backend` enum; every SQL statement sits behind a `let Backend::Sqlite(..)`,
-//! so adding a PostgreSQL variant makes the compiler list each place that needs its statement. Nothing here
-//! decides policy: the proxy says what to record, pin or approve.
+//! - [`Store::changes`]: what this or another process changed (approvals, pins), for waiters to re-read at once.
+//!
+//! The backend is the crate-private `Backend` enum (`backend`); each statement is written once and compiled for
+//! both drivers by `on_backend!`, with the few dialect differences named where they occur. Every audit row names the
+//! instance that wrote it ([`Store::instance`]). Nothing here decides policy: the proxy says what to record, pin or
+//! approve.
 //!
 //! ```no_run
 //! # async fn example(state_dir: &std::path::Path) -> Result<(), toolgate_store::StoreError> {
@@ -44,8 +48,11 @@
 mod activity;
 mod approvals;
 mod audit;
+mod backend;
 mod decisions;
 mod error;
+mod feed;
+mod instance;
 mod inventory;
 mod migrations;
 mod permissions;
@@ -58,7 +65,10 @@ use std::str::FromStr as _;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+
+pub(crate) use backend::Backend;
 
 pub use activity::{Activity, ActivityBucket, ActivitySpan, ActivityVerdict};
 pub use approvals::{
@@ -76,6 +86,8 @@ pub use audit::{
 pub use audit::{JournalBacklog, NOT_RECORDED_OUTCOME};
 pub use decisions::{PIN_DECISION_KIND, PinDecision};
 pub use error::{AuditQueueError, StoreError};
+pub use feed::StoreChange;
+pub use instance::{INSTANCE_FILE, valid_instance_id};
 pub use inventory::{InventoryAccess, InventoryFinding, InventoryState, InventoryTool};
 pub use permissions::create_state_dir;
 pub use pins::{INSTRUCTIONS, PendingPinChange, PinKind, PinObservation, PinState, PinStore, PinnedTool, ToolSnapshot};
@@ -84,6 +96,63 @@ pub use verification::{VerificationRecord, VerifiedFacts};
 
 /// The database file inside the state directory.
 pub const DATABASE_FILE: &str = "toolgate.db";
+
+/// What the audit journals of a PostgreSQL store are named after in the state directory
+/// (`toolgate-postgres.journal-<pid>`): journals stay local files whatever the backend.
+pub const POSTGRES_JOURNAL_BASE: &str = "toolgate-postgres";
+
+/// A PostgreSQL database to open, and its connection pool.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PostgresTarget {
+    /// `postgres://user:password@host:port/database?sslmode=...` (the password comes from the environment, never
+    /// from a config file; it is never printed: see [`PostgresTarget::redacted`]).
+    pub url: String,
+    /// Most connections the pool opens.
+    pub max_connections: u32,
+    /// How long a statement waits for a free connection (or a new one to be made) before it fails: during an outage
+    /// calls that need a row are refused after this, never held.
+    pub acquire_timeout: Duration,
+}
+
+impl PostgresTarget {
+    /// Default pool size: the writer, a listener, a few calls and the console at once.
+    pub const DEFAULT_MAX_CONNECTIONS: u32 = 10;
+    /// Default acquire timeout.
+    pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+
+    /// A target with the default pool settings.
+    pub fn new(url: impl Into<String>) -> PostgresTarget {
+        PostgresTarget {
+            url: url.into(),
+            max_connections: PostgresTarget::DEFAULT_MAX_CONNECTIONS,
+            acquire_timeout: PostgresTarget::DEFAULT_ACQUIRE_TIMEOUT,
+        }
+    }
+
+    /// The URL without its password, for messages and status.
+    pub fn redacted(&self) -> String {
+        match PgConnectOptions::from_str(&self.url) {
+            Ok(options) => format!(
+                "postgres://{}@{}:{}/{}",
+                options.get_username(),
+                options.get_host(),
+                options.get_port(),
+                options.get_database().unwrap_or_default()
+            ),
+            Err(_) => "postgres://(unparseable URL)".to_owned(),
+        }
+    }
+}
+
+impl std::fmt::Debug for PostgresTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresTarget")
+            .field("url", &self.redacted())
+            .field("max_connections", &self.max_connections)
+            .field("acquire_timeout", &self.acquire_timeout)
+            .finish()
+    }
+}
 
 /// What a committed transaction survives.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -121,6 +190,8 @@ pub struct StoreOptions {
     pub retention: Retention,
     /// How often the writer measures the database and the free disk and applies `retention`.
     pub audit_upkeep_interval: Duration,
+    /// This process's instance id; `None` takes the one kept in the state directory (generated at the first open).
+    pub instance_id: Option<String>,
 }
 
 impl Default for StoreOptions {
@@ -136,6 +207,7 @@ impl Default for StoreOptions {
             journal: false,
             retention: Retention::default(),
             audit_upkeep_interval: Duration::from_secs(10),
+            instance_id: None,
         }
     }
 }
@@ -156,6 +228,7 @@ fn spawn_writer(
     database: &Path,
     journal: Option<Arc<audit::journal::Journal>>,
     options: &StoreOptions,
+    instance: Option<Arc<str>>,
 ) -> AuditWriter {
     let setup = audit::batches::WriterSetup {
         backend: backend.clone(),
@@ -166,14 +239,8 @@ fn spawn_writer(
         retention: options.retention.clone(),
         upkeep_interval: options.audit_upkeep_interval,
     };
-    AuditWriter::spawn(setup, options.redaction, options.audit_queue_wait)
-}
-
-/// The database behind the store. One variant today; PostgreSQL will be the second.
-#[derive(Debug, Clone)]
-pub(crate) enum Backend {
-    /// An embedded SQLite file in WAL mode.
-    Sqlite(SqlitePool),
+    let stamp = audit::writer::RowStamp { redaction: options.redaction, instance };
+    AuditWriter::spawn(setup, stamp, options.audit_queue_wait)
 }
 
 /// An open store: audit log, pins, approvals. Clones share the connection pool and the audit writer.
@@ -183,6 +250,8 @@ pub struct Store {
     path: PathBuf,
     audit: AuditWriter,
     options: StoreOptions,
+    instance: Option<Arc<str>>,
+    feed: Arc<feed::Feed>,
 }
 
 impl Store {
@@ -217,11 +286,71 @@ impl Store {
         let pool = SqlitePoolOptions::new().max_connections(4).connect_with(connect).await.map_err(open_error)?;
         migrations::run(&pool).await?;
         drop(opening);
-        let backend = Backend::Sqlite(pool);
-        if options.journal && options.redaction == ArgumentRedaction::Digest {
-            // The gateway's store only (other commands only read): summaries a crashed or older gateway left
-            // behind after their approvals settled. Housekeeping: a failed erase is logged and does not stop the start.
-            ApprovalStore::new(backend.clone(), options.approval_poll_interval, true).erase_after_write().await;
+        let state_dir = path.parent().filter(|parent| !parent.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let store = Store::start(Backend::Sqlite(pool), path, state_dir, options).await;
+        // Files SQLite made while the pool opened (a WAL beside an older, looser database, say).
+        permissions::tighten(companions.iter().map(PathBuf::as_path));
+        store
+    }
+
+    /// Opens (and migrates) a PostgreSQL store shared with other gateway processes. `state_dir` keeps what stays
+    /// local to this process: its instance id and its audit journals (`toolgate-postgres.journal-<pid>`).
+    ///
+    /// Must run inside a tokio runtime: the audit writer and the change listener are spawned on it.
+    pub async fn open_postgres(
+        target: &PostgresTarget,
+        state_dir: &Path,
+        options: StoreOptions,
+    ) -> Result<Store, StoreError> {
+        create_state_dir(state_dir)?;
+        let pool = connect_postgres(target).await?;
+        migrations::run_postgres(&pool).await?;
+        let backend = Backend::Postgres(pool);
+        Store::start(backend, &state_dir.join(POSTGRES_JOURNAL_BASE), state_dir, options).await
+    }
+
+    /// Opens a PostgreSQL store only to read it (`toolgate audit verify`): no migration, no journal recovery.
+    pub async fn open_postgres_read_only(target: &PostgresTarget, state_dir: &Path) -> Result<Store, StoreError> {
+        let pool = connect_postgres(target).await?;
+        let (found, needed) =
+            (migrations::applied_postgres_version(&pool).await?, migrations::latest_postgres_version());
+        if found < needed {
+            pool.close().await;
+            return Err(StoreError::SchemaBehind { path: PathBuf::from(target.redacted()), found, needed });
+        }
+        let backend = Backend::Postgres(pool);
+        Ok(Store::read_only(backend, &state_dir.join(POSTGRES_JOURNAL_BASE)))
+    }
+
+    /// What every writable open does once the schema is current: the instance id, the restarted gateway's
+    /// housekeeping, journal recovery, this process's journal and the writer.
+    async fn start(
+        backend: Backend,
+        path: &Path,
+        state_dir: &Path,
+        options: StoreOptions,
+    ) -> Result<Store, StoreError> {
+        let instance: Arc<str> = instance::resolve(state_dir, options.instance_id.as_deref())?.into();
+        let feed = feed::Feed::new();
+        if let Backend::Postgres(pool) = &backend {
+            feed::Feed::listen(&feed, pool.clone());
+        }
+        let approvals = ApprovalStore::new(
+            backend.clone(),
+            options.approval_poll_interval,
+            options.redaction == ArgumentRedaction::Digest,
+            Some(Arc::clone(&instance)),
+            Arc::clone(&feed),
+        );
+        if options.journal {
+            // The gateway's store only: a call this instance's previous run left waiting will never use its
+            // approval (the process that held it is gone), so nobody should be asked to decide it.
+            approvals.lapse_orphaned().await;
+            if options.redaction == ArgumentRedaction::Digest {
+                // Summaries a crashed or older gateway left behind after their approvals settled. Housekeeping: a
+                // failed erase is logged and does not stop the start.
+                approvals.erase_after_write().await;
+            }
         }
         // Every process recovers what crashed gateways journaled, so `toolgate audit` sees every forwarded call.
         audit::recover_journals(&backend, path).await?;
@@ -230,10 +359,15 @@ impl Store {
         } else {
             None
         };
-        // Files SQLite made while the pool opened (a WAL beside an older, looser database, say).
-        permissions::tighten(companions.iter().map(PathBuf::as_path));
-        let audit = spawn_writer(&backend, path, journal, &options);
-        Ok(Store { backend, path: path.to_path_buf(), audit, options })
+        let audit = spawn_writer(&backend, path, journal, &options, Some(Arc::clone(&instance)));
+        Ok(Store { backend, path: path.to_path_buf(), audit, options, instance: Some(instance), feed })
+    }
+
+    /// A store that only reads: its writer refuses nothing but is never asked to write, and it has no instance.
+    fn read_only(backend: Backend, path: &Path) -> Store {
+        let options = StoreOptions { audit_upkeep_interval: Duration::from_secs(3600), ..StoreOptions::default() };
+        let audit = spawn_writer(&backend, path, None, &options, None);
+        Store { backend, path: path.to_path_buf(), audit, options, instance: None, feed: feed::Feed::new() }
     }
 
     /// Opens an existing database only to read it: no schema migration, no journal recovery, no write of any
@@ -254,10 +388,7 @@ impl Store {
             pool.close().await;
             return Err(StoreError::SchemaBehind { path: path.to_path_buf(), found, needed });
         }
-        let backend = Backend::Sqlite(pool);
-        let options = StoreOptions { audit_upkeep_interval: Duration::from_secs(3600), ..StoreOptions::default() };
-        let audit = spawn_writer(&backend, path, None, &options);
-        Ok(Store { backend, path: path.to_path_buf(), audit, options })
+        Ok(Store::read_only(Backend::Sqlite(pool), path))
     }
 
     /// Rows in journals of processes that are gone that the database lacks (reads only).
@@ -272,13 +403,28 @@ impl Store {
 
     /// The audit log's checkpoint, once retention pruned rows.
     pub async fn audit_checkpoint(&self) -> Result<Option<Checkpoint>, StoreError> {
-        let Backend::Sqlite(pool) = &self.backend;
-        audit::retention::checkpoint(pool).await
+        audit::retention::checkpoint(&self.backend).await
     }
 
-    /// The database file.
+    /// The database file (for PostgreSQL, the base name of this process's audit journals in the state directory).
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Whether the store is a shared PostgreSQL database.
+    pub fn is_postgres(&self) -> bool {
+        matches!(self.backend, Backend::Postgres(_))
+    }
+
+    /// The instance id stamped on every audit row this store writes (`None` for a read-only store).
+    pub fn instance(&self) -> Option<&str> {
+        self.instance.as_deref()
+    }
+
+    /// Changes to approvals and pins made from now on, by this process or (on PostgreSQL) any other. A hint to
+    /// re-read: a lagging receiver misses changes, and notifications are lost while the database is unreachable.
+    pub fn changes(&self) -> tokio::sync::broadcast::Receiver<StoreChange> {
+        self.feed.subscribe()
     }
 
     /// The audit writer.
@@ -298,20 +444,38 @@ impl Store {
 
     /// Tool pins and their quarantine.
     pub fn pins(&self) -> PinStore {
-        PinStore::new(self.backend.clone())
+        PinStore::new(self.backend.clone(), Arc::clone(&self.feed))
     }
 
     /// The approvals queue.
     pub fn approvals(&self) -> ApprovalStore {
         let digest_only = self.options.redaction == ArgumentRedaction::Digest;
-        ApprovalStore::new(self.backend.clone(), self.options.approval_poll_interval, digest_only)
+        ApprovalStore::new(
+            self.backend.clone(),
+            self.options.approval_poll_interval,
+            digest_only,
+            self.instance.clone(),
+            Arc::clone(&self.feed),
+        )
     }
 
     /// Writes every queued audit entry, then closes the connections (other clones stop working).
     pub async fn close(self) -> Result<(), StoreError> {
         self.audit.flush().await?;
-        let Backend::Sqlite(pool) = &self.backend;
-        pool.close().await;
+        self.backend.close().await;
         Ok(())
     }
+}
+
+/// The pool of a PostgreSQL store. A connection is checked before it is handed out (sqlx's default), so after a
+/// server restart dead connections are replaced rather than failing a statement.
+async fn connect_postgres(target: &PostgresTarget) -> Result<sqlx::PgPool, StoreError> {
+    let open_error = |source| StoreError::OpenPostgres { target: target.redacted(), source };
+    let connect = PgConnectOptions::from_str(&target.url).map_err(open_error)?.application_name("toolgate");
+    PgPoolOptions::new()
+        .max_connections(target.max_connections.max(2))
+        .acquire_timeout(target.acquire_timeout)
+        .connect_with(connect)
+        .await
+        .map_err(open_error)
 }

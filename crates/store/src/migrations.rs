@@ -2,13 +2,16 @@
 //! proc-macro stack is not built).
 //!
 //! Migrations are append-only: a released file is never edited (sqlx checks each applied migration's checksum).
-//! PostgreSQL will get its own list beside this one.
+//! Each backend has its own list (`migrations/sqlite/`, `migrations/postgres/`); PostgreSQL's first migration is the
+//! schema SQLite reached through its own, and from there a change gets a file in each list. sqlx's PostgreSQL
+//! migrator holds an advisory lock while it runs, so processes starting together against one database take turns.
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 use sqlx::SqlSafeStr as _;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::postgres::PgPool;
 use sqlx::sqlite::SqlitePool;
 
 use crate::error::StoreError;
@@ -24,11 +27,19 @@ const SQLITE: &[(i64, &str, &str)] = &[
     (8, "approval lapse", include_str!("../migrations/sqlite/0008_approval_lapse.sql")),
     (9, "pin kinds", include_str!("../migrations/sqlite/0009_pin_kinds.sql")),
     (10, "verification", include_str!("../migrations/sqlite/0010_verification.sql")),
+    (12, "instance", include_str!("../migrations/sqlite/0012_instance.sql")),
 ];
 
-/// The newest migration this build applies.
+const POSTGRES: &[(i64, &str, &str)] = &[(1, "initial", include_str!("../migrations/postgres/0001_initial.sql"))];
+
+/// The newest SQLite migration this build applies.
 pub(crate) fn latest_version() -> i64 {
     SQLITE.iter().map(|&(version, _, _)| version).max().unwrap_or(0)
+}
+
+/// The newest PostgreSQL migration this build applies.
+pub(crate) fn latest_postgres_version() -> i64 {
+    POSTGRES.iter().map(|&(version, _, _)| version).max().unwrap_or(0)
 }
 
 /// The newest migration applied to the database behind `pool` (0 when none is), read without writing.
@@ -74,14 +85,33 @@ impl OpenLock {
     }
 }
 
-/// Brings a SQLite database up to the latest schema (under an [`OpenLock`]).
-pub(crate) async fn run(pool: &SqlitePool) -> Result<(), StoreError> {
-    let migrations = SQLITE
-        .iter()
+/// The newest migration applied to the PostgreSQL database behind `pool` (0 when none is), read without writing.
+pub(crate) async fn applied_postgres_version(pool: &PgPool) -> Result<i64, StoreError> {
+    let exists: bool = sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL").fetch_one(pool).await?;
+    if !exists {
+        return Ok(0);
+    }
+    let version: Option<i64> =
+        sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations WHERE success").fetch_one(pool).await?;
+    Ok(version.unwrap_or(0))
+}
+
+/// Brings a PostgreSQL database up to the latest schema (sqlx's migrator locks it against other processes).
+pub(crate) async fn run_postgres(pool: &PgPool) -> Result<(), StoreError> {
+    Migrator::with_migrations(migrations_of(POSTGRES)).run(pool).await?;
+    Ok(())
+}
+
+fn migrations_of(list: &'static [(i64, &'static str, &'static str)]) -> Vec<Migration> {
+    list.iter()
         .map(|&(version, description, sql)| {
             Migration::new(version, Cow::Borrowed(description), MigrationType::Simple, sql.into_sql_str(), false)
         })
-        .collect();
-    Migrator::with_migrations(migrations).run(pool).await?;
+        .collect()
+}
+
+/// Brings a SQLite database up to the latest schema (under an [`OpenLock`]).
+pub(crate) async fn run(pool: &SqlitePool) -> Result<(), StoreError> {
+    Migrator::with_migrations(migrations_of(SQLITE)).run(pool).await?;
     Ok(())
 }

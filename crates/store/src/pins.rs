@@ -7,20 +7,20 @@
 //! that arrives while they look is never approved by accident.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde::Serialize;
 use serde_json::Map;
 use serde_json::Value;
-use sqlx::Row;
-use sqlx::sqlite::SqliteRow;
 use toolgate_core::fingerprint::{
     FieldChange, ToolFingerprint, diff_fingerprints, fingerprint_definition, fingerprint_tool,
 };
 use toolgate_core::{EffectiveHints, ToolDefinition};
 
-use crate::Backend;
+use crate::backend::{Backend, Columns, on_backend};
 use crate::error::StoreError;
+use crate::feed::{Feed, StoreChange};
 use crate::time::format_rfc3339;
 
 /// One definition's pinned fingerprint and pending change (its proposed and its pinned fingerprint), as stored.
@@ -183,6 +183,7 @@ pub enum PinObservation {
 #[derive(Debug, Clone)]
 pub struct PinStore {
     backend: Backend,
+    feed: Arc<Feed>,
 }
 
 macro_rules! pin_columns {
@@ -192,8 +193,13 @@ macro_rules! pin_columns {
 }
 
 impl PinStore {
-    pub(crate) fn new(backend: Backend) -> PinStore {
-        PinStore { backend }
+    pub(crate) fn new(backend: Backend, feed: Arc<Feed>) -> PinStore {
+        PinStore { backend, feed }
+    }
+
+    /// Tells every process that `upstream`'s pins or pending changes changed, so each re-checks its listing.
+    async fn announce(&self, upstream: &str) {
+        self.feed.announce(&self.backend, StoreChange::Pins { upstream: upstream.to_owned() }).await;
     }
 
     /// The pin of one tool.
@@ -203,79 +209,103 @@ impl PinStore {
 
     /// The pin of one definition of any kind.
     pub async fn get_of(&self, upstream: &str, kind: PinKind, name: &str) -> Result<Option<PinnedTool>, StoreError> {
-        let Backend::Sqlite(pool) = &self.backend;
-        let row = sqlx::query(concat!(
-            "SELECT ",
-            pin_columns!(),
-            ", approved_at, approved_by FROM pins WHERE upstream = ? AND kind = ? AND tool = ?"
-        ))
-        .bind(upstream)
-        .bind(kind.as_str())
-        .bind(name)
-        .fetch_optional(pool)
-        .await?;
-        row.as_ref().map(decode_pin).transpose()
+        on_backend!(&self.backend, |pool| {
+            let row = sqlx::query(concat!(
+                "SELECT ",
+                pin_columns!(),
+                ", approved_at, approved_by FROM pins WHERE upstream = $1 AND kind = $2 AND tool = $3"
+            ))
+            .bind(upstream)
+            .bind(kind.as_str())
+            .bind(name)
+            .fetch_optional(pool)
+            .await?;
+            row.as_ref().map(decode_pin).transpose()
+        })
     }
 
     /// Every pin, by upstream, kind, then name.
     pub async fn list(&self) -> Result<Vec<PinnedTool>, StoreError> {
-        let Backend::Sqlite(pool) = &self.backend;
-        let rows = sqlx::query(concat!(
-            "SELECT ",
-            pin_columns!(),
-            ", approved_at, approved_by FROM pins ORDER BY upstream, kind, tool"
-        ))
-        .fetch_all(pool)
-        .await?;
-        rows.iter().map(decode_pin).collect()
+        on_backend!(&self.backend, |pool| {
+            let rows = sqlx::query(concat!(
+                "SELECT ",
+                pin_columns!(),
+                ", approved_at, approved_by FROM pins ORDER BY upstream, kind, tool"
+            ))
+            .fetch_all(pool)
+            .await?;
+            rows.iter().map(decode_pin).collect()
+        })
     }
 
     /// The pinned and pending fingerprints of every definition of `upstream`, in two queries: what a re-check needs
     /// to tell, without a statement per definition, that nothing about a definition changed
     /// ([`PinState::settled`]). Only what differs goes through [`PinStore::observe`] and its writes.
     pub async fn states_of(&self, upstream: &str) -> Result<HashMap<(PinKind, String), PinState>, StoreError> {
-        let Backend::Sqlite(pool) = &self.backend;
-        let mut states: HashMap<(PinKind, String), PinState> = HashMap::new();
-        let kind_of = |row: &SqliteRow| -> Result<Option<PinKind>, StoreError> {
-            let kind: String = row.try_get("kind")?;
-            Ok(PinKind::parse(&kind))
-        };
-        let pins = sqlx::query("SELECT kind, tool, fingerprint FROM pins WHERE upstream = ?")
-            .bind(upstream)
-            .fetch_all(pool)
-            .await?;
-        for row in &pins {
-            let Some(kind) = kind_of(row)? else { continue };
-            let state = states.entry((kind, row.try_get("tool")?)).or_default();
-            state.pinned = Some(row.try_get("fingerprint")?);
-        }
-        let pending =
-            sqlx::query("SELECT kind, tool, fingerprint, pinned_fingerprint FROM pin_changes WHERE upstream = ?")
+        on_backend!(&self.backend, |pool| {
+            let mut states: HashMap<(PinKind, String), PinState> = HashMap::new();
+            fn kind_of(row: &impl Columns) -> Result<Option<PinKind>, StoreError> {
+                let kind: String = row.column("kind")?;
+                Ok(PinKind::parse(&kind))
+            }
+            let pins = sqlx::query("SELECT kind, tool, fingerprint FROM pins WHERE upstream = $1")
                 .bind(upstream)
                 .fetch_all(pool)
                 .await?;
-        for row in &pending {
-            let Some(kind) = kind_of(row)? else { continue };
-            let state = states.entry((kind, row.try_get("tool")?)).or_default();
-            state.pending = Some((row.try_get("fingerprint")?, row.try_get("pinned_fingerprint")?));
-        }
-        Ok(states)
+            for row in &pins {
+                let Some(kind) = kind_of(row)? else { continue };
+                let state = states.entry((kind, row.column("tool")?)).or_default();
+                state.pinned = Some(row.column("fingerprint")?);
+            }
+            let pending =
+                sqlx::query("SELECT kind, tool, fingerprint, pinned_fingerprint FROM pin_changes WHERE upstream = $1")
+                    .bind(upstream)
+                    .fetch_all(pool)
+                    .await?;
+            for row in &pending {
+                let Some(kind) = kind_of(row)? else { continue };
+                let state = states.entry((kind, row.column("tool")?)).or_default();
+                state.pending = Some((row.column("fingerprint")?, row.column("pinned_fingerprint")?));
+            }
+            Ok(states)
+        })
     }
 
     /// Pins `snapshot` (approving it), replacing any earlier pin and clearing a pending change for the definition.
     pub async fn upsert(&self, snapshot: &ToolSnapshot, approved_by: &str) -> Result<PinnedTool, StoreError> {
-        let Backend::Sqlite(pool) = &self.backend;
-        let approved_at = format_rfc3339(SystemTime::now());
-        let mut transaction = pool.begin_with("BEGIN IMMEDIATE").await?;
-        write_pin(&mut transaction, snapshot, &approved_at, approved_by).await?;
-        sqlx::query("DELETE FROM pin_changes WHERE upstream = ? AND kind = ? AND tool = ?")
+        on_backend!(&self.backend, |pool, dialect| {
+            let approved_at = format_rfc3339(SystemTime::now());
+            let mut transaction = pool.begin_with(dialect.begin_write()).await?;
+            sqlx::query(concat!(
+                "INSERT INTO pins (",
+                pin_columns!(),
+                ", approved_at, approved_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+                 ON CONFLICT (upstream, kind, tool) DO UPDATE SET fingerprint = excluded.fingerprint, \
+                 field_digests = excluded.field_digests, definition = excluded.definition, \
+                 effective_hints = excluded.effective_hints, approved_at = excluded.approved_at, \
+                 approved_by = excluded.approved_by"
+            ))
             .bind(&snapshot.upstream)
             .bind(snapshot.kind.as_str())
             .bind(&snapshot.tool)
+            .bind(&snapshot.fingerprint.whole)
+            .bind(json_text(&snapshot.fingerprint.fields)?)
+            .bind(snapshot.definition.to_string())
+            .bind(snapshot.effective_hints.to_string())
+            .bind(&approved_at)
+            .bind(approved_by)
             .execute(&mut *transaction)
             .await?;
-        transaction.commit().await?;
-        Ok(PinnedTool { snapshot: snapshot.clone(), approved_at, approved_by: approved_by.to_owned() })
+            sqlx::query("DELETE FROM pin_changes WHERE upstream = $1 AND kind = $2 AND tool = $3")
+                .bind(&snapshot.upstream)
+                .bind(snapshot.kind.as_str())
+                .bind(&snapshot.tool)
+                .execute(&mut *transaction)
+                .await?;
+            transaction.commit().await?;
+            self.announce(&snapshot.upstream).await;
+            Ok(PinnedTool { snapshot: snapshot.clone(), approved_at, approved_by: approved_by.to_owned() })
+        })
     }
 
     /// Compares a listed tool with its pin: unpinned, matching (a stale pending change is dropped), or changed (the
@@ -284,30 +314,34 @@ impl PinStore {
         let Some(pin) = self.get_of(&snapshot.upstream, snapshot.kind, &snapshot.tool).await? else {
             return Ok(PinObservation::Unpinned);
         };
-        let Backend::Sqlite(pool) = &self.backend;
-        if pin.snapshot.fingerprint.whole == snapshot.fingerprint.whole {
-            sqlx::query("DELETE FROM pin_changes WHERE upstream = ? AND kind = ? AND tool = ?")
-                .bind(&snapshot.upstream)
-                .bind(snapshot.kind.as_str())
-                .bind(&snapshot.tool)
-                .execute(pool)
-                .await?;
-            return Ok(PinObservation::Matches(pin));
-        }
-        if let Some(pending) = self.pending_of(&snapshot.upstream, snapshot.kind, &snapshot.tool).await?
-            && pending.proposed.fingerprint.whole == snapshot.fingerprint.whole
-            && pending.pinned_fingerprint == pin.snapshot.fingerprint.whole
-        {
-            return Ok(PinObservation::Quarantined(pending));
-        }
-        let change = PendingPinChange {
-            proposed: snapshot.clone(),
-            pinned_fingerprint: pin.snapshot.fingerprint.whole.clone(),
-            changes: diff_fingerprints(&pin.snapshot.fingerprint, &snapshot.fingerprint),
-            detected_at: format_rfc3339(SystemTime::now()),
-        };
-        self.insert_pending(&change).await?;
-        Ok(PinObservation::Quarantined(change))
+        on_backend!(&self.backend, |pool| {
+            if pin.snapshot.fingerprint.whole == snapshot.fingerprint.whole {
+                let dropped = sqlx::query("DELETE FROM pin_changes WHERE upstream = $1 AND kind = $2 AND tool = $3")
+                    .bind(&snapshot.upstream)
+                    .bind(snapshot.kind.as_str())
+                    .bind(&snapshot.tool)
+                    .execute(pool)
+                    .await?;
+                if dropped.rows_affected() > 0 {
+                    self.announce(&snapshot.upstream).await;
+                }
+                return Ok(PinObservation::Matches(pin));
+            }
+            if let Some(pending) = self.pending_of(&snapshot.upstream, snapshot.kind, &snapshot.tool).await?
+                && pending.proposed.fingerprint.whole == snapshot.fingerprint.whole
+                && pending.pinned_fingerprint == pin.snapshot.fingerprint.whole
+            {
+                return Ok(PinObservation::Quarantined(pending));
+            }
+            let change = PendingPinChange {
+                proposed: snapshot.clone(),
+                pinned_fingerprint: pin.snapshot.fingerprint.whole.clone(),
+                changes: diff_fingerprints(&pin.snapshot.fingerprint, &snapshot.fingerprint),
+                detected_at: format_rfc3339(SystemTime::now()),
+            };
+            self.insert_pending(&change).await?;
+            Ok(PinObservation::Quarantined(change))
+        })
     }
 
     /// Records a tool that has no pin yet as a pending change (an empty pinned fingerprint, every field added), so
@@ -329,32 +363,38 @@ impl PinStore {
     }
 
     async fn insert_pending(&self, change: &PendingPinChange) -> Result<(), StoreError> {
-        let Backend::Sqlite(pool) = &self.backend;
-        let snapshot = &change.proposed;
-        let changes: Vec<Value> = change
-            .changes
-            .iter()
-            .map(|(field, kind)| serde_json::json!({"field": field, "change": field_change_name(*kind)}))
-            .collect();
-        sqlx::query(concat!(
-            "INSERT OR REPLACE INTO pin_changes (",
-            pin_columns!(),
-            ", pinned_fingerprint, changes, detected_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-        ))
-        .bind(&snapshot.upstream)
-        .bind(snapshot.kind.as_str())
-        .bind(&snapshot.tool)
-        .bind(&snapshot.fingerprint.whole)
-        .bind(json_text(&snapshot.fingerprint.fields)?)
-        .bind(snapshot.definition.to_string())
-        .bind(snapshot.effective_hints.to_string())
-        .bind(&change.pinned_fingerprint)
-        .bind(Value::Array(changes).to_string())
-        .bind(&change.detected_at)
-        .execute(pool)
-        .await?;
-        Ok(())
+        on_backend!(&self.backend, |pool| {
+            let snapshot = &change.proposed;
+            let changes: Vec<Value> = change
+                .changes
+                .iter()
+                .map(|(field, kind)| serde_json::json!({"field": field, "change": field_change_name(*kind)}))
+                .collect();
+            sqlx::query(concat!(
+                "INSERT INTO pin_changes (",
+                pin_columns!(),
+                ", pinned_fingerprint, changes, detected_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+                 ON CONFLICT (upstream, kind, tool) DO UPDATE SET fingerprint = excluded.fingerprint, \
+                 field_digests = excluded.field_digests, definition = excluded.definition, \
+                 effective_hints = excluded.effective_hints, pinned_fingerprint = excluded.pinned_fingerprint, \
+                 changes = excluded.changes, detected_at = excluded.detected_at"
+            ))
+            .bind(&snapshot.upstream)
+            .bind(snapshot.kind.as_str())
+            .bind(&snapshot.tool)
+            .bind(&snapshot.fingerprint.whole)
+            .bind(json_text(&snapshot.fingerprint.fields)?)
+            .bind(snapshot.definition.to_string())
+            .bind(snapshot.effective_hints.to_string())
+            .bind(&change.pinned_fingerprint)
+            .bind(Value::Array(changes).to_string())
+            .bind(&change.detected_at)
+            .execute(pool)
+            .await?;
+            self.announce(&snapshot.upstream).await;
+            Ok(())
+        })
     }
 
     /// The pending change of one tool.
@@ -369,32 +409,34 @@ impl PinStore {
         kind: PinKind,
         name: &str,
     ) -> Result<Option<PendingPinChange>, StoreError> {
-        let Backend::Sqlite(pool) = &self.backend;
-        let row = sqlx::query(concat!(
-            "SELECT ",
-            pin_columns!(),
-            ", pinned_fingerprint, changes, detected_at FROM pin_changes \
-             WHERE upstream = ? AND kind = ? AND tool = ?"
-        ))
-        .bind(upstream)
-        .bind(kind.as_str())
-        .bind(name)
-        .fetch_optional(pool)
-        .await?;
-        row.as_ref().map(decode_pending).transpose()
+        on_backend!(&self.backend, |pool| {
+            let row = sqlx::query(concat!(
+                "SELECT ",
+                pin_columns!(),
+                ", pinned_fingerprint, changes, detected_at FROM pin_changes \
+                 WHERE upstream = $1 AND kind = $2 AND tool = $3"
+            ))
+            .bind(upstream)
+            .bind(kind.as_str())
+            .bind(name)
+            .fetch_optional(pool)
+            .await?;
+            row.as_ref().map(decode_pending).transpose()
+        })
     }
 
     /// Every pending change, by upstream, kind, then name.
     pub async fn list_pending(&self) -> Result<Vec<PendingPinChange>, StoreError> {
-        let Backend::Sqlite(pool) = &self.backend;
-        let rows = sqlx::query(concat!(
-            "SELECT ",
-            pin_columns!(),
-            ", pinned_fingerprint, changes, detected_at FROM pin_changes ORDER BY upstream, kind, tool"
-        ))
-        .fetch_all(pool)
-        .await?;
-        rows.iter().map(decode_pending).collect()
+        on_backend!(&self.backend, |pool| {
+            let rows = sqlx::query(concat!(
+                "SELECT ",
+                pin_columns!(),
+                ", pinned_fingerprint, changes, detected_at FROM pin_changes ORDER BY upstream, kind, tool"
+            ))
+            .fetch_all(pool)
+            .await?;
+            rows.iter().map(decode_pending).collect()
+        })
     }
 
     /// Pins the pending change of a tool, only if its fingerprint is the one the approver saw.
@@ -442,73 +484,50 @@ impl PinStore {
         let Some(pending) = self.pending_of(upstream, kind, name).await? else {
             return Err(StoreError::NotFound(format!("no pending change for {} {upstream}/{name}", kind.as_str())));
         };
-        let Backend::Sqlite(pool) = &self.backend;
-        sqlx::query("DELETE FROM pin_changes WHERE upstream = ? AND kind = ? AND tool = ? AND fingerprint = ?")
-            .bind(upstream)
-            .bind(kind.as_str())
-            .bind(name)
-            .bind(&pending.proposed.fingerprint.whole)
-            .execute(pool)
-            .await?;
-        Ok(pending)
+        on_backend!(&self.backend, |pool| {
+            sqlx::query("DELETE FROM pin_changes WHERE upstream = $1 AND kind = $2 AND tool = $3 AND fingerprint = $4")
+                .bind(upstream)
+                .bind(kind.as_str())
+                .bind(name)
+                .bind(&pending.proposed.fingerprint.whole)
+                .execute(pool)
+                .await?;
+            self.announce(upstream).await;
+            Ok(pending)
+        })
     }
-}
-
-async fn write_pin(
-    transaction: &mut sqlx::Transaction<'static, sqlx::Sqlite>,
-    snapshot: &ToolSnapshot,
-    approved_at: &str,
-    approved_by: &str,
-) -> Result<(), StoreError> {
-    sqlx::query(concat!(
-        "INSERT OR REPLACE INTO pins (",
-        pin_columns!(),
-        ", approved_at, approved_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-    ))
-    .bind(&snapshot.upstream)
-    .bind(snapshot.kind.as_str())
-    .bind(&snapshot.tool)
-    .bind(&snapshot.fingerprint.whole)
-    .bind(json_text(&snapshot.fingerprint.fields)?)
-    .bind(snapshot.definition.to_string())
-    .bind(snapshot.effective_hints.to_string())
-    .bind(approved_at)
-    .bind(approved_by)
-    .execute(&mut **transaction)
-    .await?;
-    Ok(())
 }
 
 fn json_text(fields: &BTreeMap<String, String>) -> Result<String, StoreError> {
     serde_json::to_string(fields).map_err(|source| StoreError::Json { what: "field digests", source })
 }
 
-fn parse_json<T: serde::de::DeserializeOwned>(row: &SqliteRow, column: &'static str) -> Result<T, StoreError> {
-    let text: String = row.try_get(column)?;
+fn parse_json<T: serde::de::DeserializeOwned>(row: &impl Columns, column: &'static str) -> Result<T, StoreError> {
+    let text: String = row.column(column)?;
     serde_json::from_str(&text).map_err(|source| StoreError::Json { what: column, source })
 }
 
-fn decode_snapshot(row: &SqliteRow) -> Result<ToolSnapshot, StoreError> {
-    let kind: String = row.try_get("kind")?;
+fn decode_snapshot(row: &impl Columns) -> Result<ToolSnapshot, StoreError> {
+    let kind: String = row.column("kind")?;
     Ok(ToolSnapshot {
-        upstream: row.try_get("upstream")?,
+        upstream: row.column("upstream")?,
         kind: PinKind::parse(&kind).ok_or(StoreError::Corrupt { what: "pin kind", detail: kind })?,
-        tool: row.try_get("tool")?,
-        fingerprint: ToolFingerprint { whole: row.try_get("fingerprint")?, fields: parse_json(row, "field_digests")? },
+        tool: row.column("tool")?,
+        fingerprint: ToolFingerprint { whole: row.column("fingerprint")?, fields: parse_json(row, "field_digests")? },
         definition: parse_json(row, "definition")?,
         effective_hints: parse_json(row, "effective_hints")?,
     })
 }
 
-fn decode_pin(row: &SqliteRow) -> Result<PinnedTool, StoreError> {
+fn decode_pin(row: &impl Columns) -> Result<PinnedTool, StoreError> {
     Ok(PinnedTool {
         snapshot: decode_snapshot(row)?,
-        approved_at: row.try_get("approved_at")?,
-        approved_by: row.try_get("approved_by")?,
+        approved_at: row.column("approved_at")?,
+        approved_by: row.column("approved_by")?,
     })
 }
 
-fn decode_pending(row: &SqliteRow) -> Result<PendingPinChange, StoreError> {
+fn decode_pending(row: &impl Columns) -> Result<PendingPinChange, StoreError> {
     let listed: Vec<BTreeMap<String, String>> = parse_json(row, "changes")?;
     let changes = listed
         .iter()
@@ -522,9 +541,9 @@ fn decode_pending(row: &SqliteRow) -> Result<PendingPinChange, StoreError> {
         .collect::<Result<Vec<_>, StoreError>>()?;
     Ok(PendingPinChange {
         proposed: decode_snapshot(row)?,
-        pinned_fingerprint: row.try_get("pinned_fingerprint")?,
+        pinned_fingerprint: row.column("pinned_fingerprint")?,
         changes,
-        detected_at: row.try_get("detected_at")?,
+        detected_at: row.column("detected_at")?,
     })
 }
 

@@ -10,12 +10,11 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 use serde_json::Value;
-use sqlx::Row;
-use sqlx::sqlite::SqliteRow;
 
+use crate::Store;
+use crate::backend::{Columns, on_backend};
 use crate::error::StoreError;
 use crate::time::format_rfc3339;
-use crate::{Backend, Store};
 
 /// The observed facts of one verification (as `toolgate_verify::Observed` reports them).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -72,29 +71,31 @@ impl Store {
         facts: VerifiedFacts,
         evidence: &Value,
     ) -> Result<i64, StoreError> {
-        let Backend::Sqlite(pool) = &self.backend;
-        let command = serde_json::to_string(command).map_err(|source| StoreError::Json { what: "command", source })?;
-        let evidence =
-            serde_json::to_string(evidence).map_err(|source| StoreError::Json { what: "evidence", source })?;
-        let row = sqlx::query(
-            "INSERT INTO verification (command, tool, fingerprint, verified_at, calls, succeeded, wrote, connected, \
-             repeat_changed, destroyed, supported, evidence) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-        )
-        .bind(command)
-        .bind(tool)
-        .bind(fingerprint)
-        .bind(format_rfc3339(SystemTime::now()))
-        .bind(i64::from(facts.calls))
-        .bind(i64::from(facts.succeeded))
-        .bind(facts.wrote)
-        .bind(facts.connected)
-        .bind(facts.repeat_changed)
-        .bind(facts.destroyed)
-        .bind(facts.supported)
-        .bind(evidence)
-        .fetch_one(pool)
-        .await?;
-        Ok(row.try_get("id")?)
+        on_backend!(&self.backend, |pool| {
+            let command =
+                serde_json::to_string(command).map_err(|source| StoreError::Json { what: "command", source })?;
+            let evidence =
+                serde_json::to_string(evidence).map_err(|source| StoreError::Json { what: "evidence", source })?;
+            let row = sqlx::query(
+                "INSERT INTO verification (command, tool, fingerprint, verified_at, calls, succeeded, wrote, connected, \
+                 repeat_changed, destroyed, supported, evidence) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id",
+            )
+            .bind(command)
+            .bind(tool)
+            .bind(fingerprint)
+            .bind(format_rfc3339(SystemTime::now()))
+            .bind(i64::from(facts.calls))
+            .bind(i64::from(facts.succeeded))
+            .bind(i64::from(facts.wrote))
+            .bind(i64::from(facts.connected))
+            .bind(i64::from(facts.repeat_changed))
+            .bind(i64::from(facts.destroyed))
+            .bind(i64::from(facts.supported))
+            .bind(evidence)
+            .fetch_one(pool)
+            .await?;
+            Ok(row.column("id")?)
+        })
     }
 
     /// One record per fingerprint for the server `command` (exactly as given to `verify`), oldest first: the
@@ -103,49 +104,51 @@ impl Store {
     /// generated arguments that missed) saw nothing, which does not undo what an earlier run saw; support is the
     /// newest record's only, and none while any record contradicts it.
     pub async fn verifications_for(&self, command: &[String]) -> Result<Vec<VerificationRecord>, StoreError> {
-        let Backend::Sqlite(pool) = &self.backend;
-        let command = serde_json::to_string(command).map_err(|source| StoreError::Json { what: "command", source })?;
-        let rows = sqlx::query(
-            "SELECT v.id, v.command, v.tool, v.fingerprint, v.verified_at, v.calls, v.succeeded, \
-             seen.wrote <> 0 AS wrote, seen.connected <> 0 AS connected, \
-             seen.repeat_changed <> 0 AS repeat_changed, seen.destroyed <> 0 AS destroyed, \
-             (v.supported <> 0 AND seen.wrote = 0 AND seen.connected = 0) AS supported, v.evidence \
-             FROM verification v JOIN (SELECT max(id) AS newest, max(wrote) AS wrote, max(connected) AS connected, \
-             max(repeat_changed) AS repeat_changed, max(destroyed) AS destroyed \
-             FROM verification WHERE command = ? GROUP BY fingerprint) seen ON v.id = seen.newest ORDER BY v.id",
-        )
-        .bind(command)
-        .fetch_all(pool)
-        .await?;
-        rows.iter().map(decode).collect()
+        on_backend!(&self.backend, |pool| {
+            let command =
+                serde_json::to_string(command).map_err(|source| StoreError::Json { what: "command", source })?;
+            let rows = sqlx::query(
+                "SELECT v.id, v.command, v.tool, v.fingerprint, v.verified_at, v.calls, v.succeeded, \
+                 seen.wrote <> 0 AS wrote, seen.connected <> 0 AS connected, \
+                 seen.repeat_changed <> 0 AS repeat_changed, seen.destroyed <> 0 AS destroyed, \
+                 (v.supported <> 0 AND seen.wrote = 0 AND seen.connected = 0) AS supported, v.evidence \
+                 FROM verification v JOIN (SELECT max(id) AS newest, max(wrote) AS wrote, max(connected) AS connected, \
+                 max(repeat_changed) AS repeat_changed, max(destroyed) AS destroyed \
+                 FROM verification WHERE command = $1 GROUP BY fingerprint) seen ON v.id = seen.newest ORDER BY v.id",
+            )
+            .bind(command)
+            .fetch_all(pool)
+            .await?;
+            rows.iter().map(decode).collect()
+        })
     }
 }
 
-fn decode(row: &SqliteRow) -> Result<VerificationRecord, StoreError> {
+fn decode(row: &impl Columns) -> Result<VerificationRecord, StoreError> {
     let json = |column: &'static str| -> Result<Value, StoreError> {
-        let text: String = row.try_get(column)?;
+        let text: String = row.column(column)?;
         serde_json::from_str(&text).map_err(|source| StoreError::Json { what: column, source })
     };
     let command: Vec<String> =
         serde_json::from_value(json("command")?).map_err(|source| StoreError::Json { what: "command", source })?;
     let count = |column: &'static str| -> Result<u32, StoreError> {
-        let value: i64 = row.try_get(column)?;
+        let value: i64 = row.column(column)?;
         u32::try_from(value).map_err(|_| StoreError::Corrupt { what: "verification count", detail: value.to_string() })
     };
     Ok(VerificationRecord {
-        id: row.try_get("id")?,
+        id: row.column("id")?,
         command,
-        tool: row.try_get("tool")?,
-        fingerprint: row.try_get("fingerprint")?,
-        verified_at: row.try_get("verified_at")?,
+        tool: row.column("tool")?,
+        fingerprint: row.column("fingerprint")?,
+        verified_at: row.column("verified_at")?,
         facts: VerifiedFacts {
             calls: count("calls")?,
             succeeded: count("succeeded")?,
-            wrote: row.try_get("wrote")?,
-            connected: row.try_get("connected")?,
-            repeat_changed: row.try_get("repeat_changed")?,
-            destroyed: row.try_get("destroyed")?,
-            supported: row.try_get("supported")?,
+            wrote: row.column("wrote")?,
+            connected: row.column("connected")?,
+            repeat_changed: row.column("repeat_changed")?,
+            destroyed: row.column("destroyed")?,
+            supported: row.column("supported")?,
         },
         evidence: json("evidence")?,
     })

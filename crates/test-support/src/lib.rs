@@ -12,6 +12,8 @@
 //!   completion, or a `toolgate serve` that announced where it listens, and talks raw HTTP to it.
 //! - With the `store` feature, `pending_approval`: the one pending-approval fixture.
 //! - With the `gateway` feature, `gateway_client::Client`: the one in-process client of a gateway session.
+//! - With the `postgres` feature, `postgres::PostgresCluster`: a fresh PostgreSQL cluster in a temporary directory,
+//!   one per test process, a database per test.
 //!
 //! A missing peer is a test failure, never a skip: [`Peers::locate`] panics with the command that installs them.
 //! This crate never installs anything itself and is never a dependency of shipped code.
@@ -38,6 +40,8 @@ pub mod fixture;
 #[cfg(feature = "gateway")]
 pub mod gateway_client;
 mod peers;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 pub mod process;
 #[cfg(feature = "cli")]
 pub mod toolgate;

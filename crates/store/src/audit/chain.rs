@@ -1,8 +1,8 @@
 //! The audit log's hash chain: how a row's hash is computed and how `verify` walks the log.
 //!
 //! `hash = sha256(prev_hash ++ jcs(entry))`, written `sha256:<hex>`, where `entry` is the JSON object of the
-//! row's columns other than `prev_hash` and `hash`, null columns omitted (so a column added by a later schema
-//! leaves older rows verifiable), and `jcs` is RFC 8785. The first row's `prev_hash` is [`GENESIS_HASH`].
+//! row's columns other than `prev_hash` and `hash`, null columns omitted (so a column added by a later schema,
+//! such as the writing process's `instance`, leaves older rows verifiable), and `jcs` is RFC 8785. The first row's `prev_hash` is [`GENESIS_HASH`].
 //! `audit_head` holds the last row's seq and hash, moved in the same transaction as each append, so rows removed
 //! from or added to the end outside the store are caught too. The chain proves the log was not changed by
 //! anyone who could not also recompute every later hash; a keyed anchor (signature) is a later addition. After
@@ -13,13 +13,12 @@ use std::fmt;
 
 use serde::Serialize;
 use serde_json::Value;
-use sqlx::Row;
 use toolgate_core::fingerprint::digest_parts;
 use toolgate_core::jcs;
 
 use super::AuditRow;
 use super::query::{audit_columns, decode_row};
-use crate::Backend;
+use crate::backend::{Backend, Columns, Dialect, on_backend};
 use crate::error::StoreError;
 
 /// The `prev_hash` of the first row.
@@ -104,6 +103,7 @@ impl PreparedRow {
         members.text("args_digest", row.args_digest.as_deref());
         members.raw("args", json.args.as_deref());
         members.raw("detail", json.detail.as_deref());
+        members.text("instance", row.instance.as_deref());
         members.text("prev_hash", Some(&row.prev_hash));
         members.text("hash", Some(&row.hash));
         text.push_str("}}\n");
@@ -131,6 +131,7 @@ pub(crate) fn row_hash_with(row: &AuditRow, json: &JsonColumns) -> String {
     members.raw("detail", json.detail.as_deref());
     members.raw("duration_us", row.duration_us.map(integer).as_deref());
     members.raw("hint_sources", json.hint_sources.as_deref());
+    members.text("instance", row.instance.as_deref());
     members.text("kind", Some(&row.kind));
     members.text("outcome", row.outcome.as_deref());
     members.raw("reasons", json.reasons.as_deref());
@@ -294,72 +295,111 @@ impl fmt::Display for ChainBreak {
     }
 }
 
-/// Walks the whole log in one read transaction (a consistent snapshot; in WAL mode writers keep going).
+/// Walks the whole log in one read transaction (a consistent snapshot: in SQLite's WAL mode writers keep going; on
+/// PostgreSQL the transaction is `REPEATABLE READ`, so rows other processes append meanwhile are not half seen).
 pub(crate) async fn verify(backend: &Backend) -> Result<ChainReport, StoreError> {
-    let Backend::Sqlite(pool) = backend;
-    let mut transaction = pool.begin().await?;
-    let head = sqlx::query("SELECT seq, hash FROM audit_head WHERE id = 1").fetch_optional(&mut *transaction).await?;
-    let head: Option<(i64, String)> =
-        head.map(|row| Ok::<_, sqlx::Error>((row.try_get("seq")?, row.try_get("hash")?))).transpose()?;
-    // A pruned log continues from its checkpoint; a database from before retention existed has no such table (a
-    // read-only verify does not migrate it).
-    let has_checkpoints: Option<i64> =
-        sqlx::query_scalar("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'audit_checkpoint'")
-            .fetch_optional(&mut *transaction)
-            .await?;
-    let checkpoint: Option<(i64, String)> = match has_checkpoints {
-        Some(_) => sqlx::query("SELECT seq, hash FROM audit_checkpoint WHERE id = 1")
-            .fetch_optional(&mut *transaction)
-            .await?
-            .map(|row| Ok::<_, sqlx::Error>((row.try_get("seq")?, row.try_get("hash")?)))
-            .transpose()?,
-        None => None,
-    };
-    let mut report =
-        ChainReport { rows_checked: 0, head: head.clone(), checkpoint: checkpoint.clone(), first_break: None };
-    let (mut expected_seq, mut previous_hash) = match checkpoint {
-        Some((seq, hash)) => (seq + 1, hash),
-        None => (1_i64, GENESIS_HASH.to_owned()),
-    };
-    // The cursor starts below 1 so that a row inserted before the first one is seen.
-    let mut after = i64::MIN;
-    loop {
-        let page =
-            sqlx::query(concat!("SELECT ", audit_columns!(), " FROM audit_log WHERE seq > ? ORDER BY seq LIMIT ?"))
-                .bind(after)
-                .bind(PAGE as i64)
-                .fetch_all(&mut *transaction)
-                .await?;
-        for sql_row in &page {
-            let seq: i64 = sql_row.try_get("seq")?;
-            match check_row(sql_row, seq, expected_seq, &previous_hash, head.as_ref()) {
-                Ok(hash) => previous_hash = hash,
-                Err(kind) => {
-                    report.first_break = Some(ChainBreak { seq, kind });
-                    transaction.rollback().await?;
-                    return Ok(report);
-                }
+    on_backend!(backend, |pool, dialect| {
+        let mut transaction =
+            pool.begin_with(dialect.pick("BEGIN", "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")).await?;
+        let head =
+            sqlx::query("SELECT seq, hash FROM audit_head WHERE id = 1").fetch_optional(&mut *transaction).await?;
+        let head: Option<(i64, String)> =
+            head.map(|row| Ok::<_, sqlx::Error>((row.column("seq")?, row.column("hash")?))).transpose()?;
+        // A pruned log continues from its checkpoint; a SQLite database from before retention existed has no such
+        // table (a read-only verify does not migrate it). PostgreSQL's first schema has it.
+        let has_checkpoints: Option<i64> = match dialect {
+            Dialect::Sqlite => {
+                sqlx::query_scalar("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'audit_checkpoint'")
+                    .fetch_optional(&mut *transaction)
+                    .await?
             }
-            report.rows_checked += 1;
-            expected_seq = seq + 1;
-            after = seq;
+            Dialect::Postgres => Some(1),
+        };
+        let checkpoint: Option<(i64, String)> = match has_checkpoints {
+            Some(_) => sqlx::query("SELECT seq, hash FROM audit_checkpoint WHERE id = 1")
+                .fetch_optional(&mut *transaction)
+                .await?
+                .map(|row| Ok::<_, sqlx::Error>((row.column("seq")?, row.column("hash")?)))
+                .transpose()?,
+            None => None,
+        };
+        let mut walk = Walk::start(head, checkpoint);
+        // The cursor starts below 1 so that a row inserted before the first one is seen.
+        let mut after = i64::MIN;
+        loop {
+            let page = sqlx::query(concat!(
+                "SELECT ",
+                audit_columns!(),
+                " FROM audit_log WHERE seq > $1 ORDER BY seq LIMIT $2"
+            ))
+            .bind(after)
+            .bind(PAGE as i64)
+            .fetch_all(&mut *transaction)
+            .await?;
+            for sql_row in &page {
+                let seq: i64 = sql_row.column("seq")?;
+                if !walk.step(sql_row, seq) {
+                    transaction.rollback().await?;
+                    return Ok(walk.report);
+                }
+                after = seq;
+            }
+            if page.len() < PAGE {
+                break;
+            }
         }
-        if page.len() < PAGE {
-            break;
-        }
+        transaction.rollback().await?;
+        Ok(walk.finish())
+    })
+}
+
+/// `verify`'s progress along the chain.
+struct Walk {
+    report: ChainReport,
+    head: Option<(i64, String)>,
+    expected_seq: i64,
+    previous_hash: String,
+}
+
+impl Walk {
+    fn start(head: Option<(i64, String)>, checkpoint: Option<(i64, String)>) -> Walk {
+        let report =
+            ChainReport { rows_checked: 0, head: head.clone(), checkpoint: checkpoint.clone(), first_break: None };
+        let (expected_seq, previous_hash) = match checkpoint {
+            Some((seq, hash)) => (seq + 1, hash),
+            None => (1_i64, GENESIS_HASH.to_owned()),
+        };
+        Walk { report, head, expected_seq, previous_hash }
     }
-    transaction.rollback().await?;
-    let last_seq = expected_seq - 1;
-    report.first_break = match head {
-        Some((head_seq, _)) if last_seq < head_seq => {
-            Some(ChainBreak { seq: last_seq, kind: ChainBreakKind::EndsBeforeHead { head_seq } })
+
+    /// Checks the next row; false (with the break recorded) when the chain stops there.
+    fn step(&mut self, sql_row: &impl Columns, seq: i64) -> bool {
+        match check_row(sql_row, seq, self.expected_seq, &self.previous_hash, self.head.as_ref()) {
+            Ok(hash) => self.previous_hash = hash,
+            Err(kind) => {
+                self.report.first_break = Some(ChainBreak { seq, kind });
+                return false;
+            }
         }
-        Some((_, head_hash)) if head_hash != previous_hash => {
-            Some(ChainBreak { seq: last_seq, kind: ChainBreakKind::HeadMismatch })
-        }
-        _ => None,
-    };
-    Ok(report)
+        self.report.rows_checked += 1;
+        self.expected_seq = seq + 1;
+        true
+    }
+
+    /// The report once every row was read: the end of the log must be the recorded head.
+    fn finish(mut self) -> ChainReport {
+        let last_seq = self.expected_seq - 1;
+        self.report.first_break = match self.head {
+            Some((head_seq, _)) if last_seq < head_seq => {
+                Some(ChainBreak { seq: last_seq, kind: ChainBreakKind::EndsBeforeHead { head_seq } })
+            }
+            Some((_, head_hash)) if head_hash != self.previous_hash => {
+                Some(ChainBreak { seq: last_seq, kind: ChainBreakKind::HeadMismatch })
+            }
+            _ => None,
+        };
+        self.report
+    }
 }
 
 /// Verifies rows read back from an export (`toolgate audit export`, or the files retention writes), in chain
@@ -400,7 +440,7 @@ pub fn verify_rows<'a>(rows: impl IntoIterator<Item = &'a AuditRow>, start: Opti
 
 /// Checks one row; its hash when it continues the chain, else what is wrong with it.
 fn check_row(
-    sql_row: &sqlx::sqlite::SqliteRow,
+    sql_row: &impl Columns,
     seq: i64,
     expected_seq: i64,
     previous_hash: &str,
@@ -440,7 +480,7 @@ mod tests {
         entry.insert("seq".into(), Value::from(row.seq));
         entry.insert("time".into(), Value::from(row.time.as_str()));
         entry.insert("kind".into(), Value::from(row.kind.as_str()));
-        let optional: [(&str, Option<Value>); 13] = [
+        let optional: [(&str, Option<Value>); 14] = [
             ("caller", row.caller.clone()),
             ("session", row.session.clone().map(Value::from)),
             ("upstream", row.upstream.clone().map(Value::from)),
@@ -454,6 +494,7 @@ mod tests {
             ("args_digest", row.args_digest.clone().map(Value::from)),
             ("args", row.args.clone()),
             ("detail", row.detail.clone()),
+            ("instance", row.instance.clone().map(Value::from)),
         ];
         for (key, value) in optional {
             if let Some(value) = value {
@@ -481,6 +522,7 @@ mod tests {
             args_digest: Some("sha256:00".into()),
             args: Some(json!({"message": "caf\u{e9} \u{1f600}", "n": 1.5, "z": null, "a": [1, 2]})),
             detail: Some(json!({"b": 1, "a": 2})),
+            instance: Some("gw-1".into()),
             prev_hash: GENESIS_HASH.into(),
             hash: String::new(),
         }
@@ -521,6 +563,7 @@ mod tests {
             duration_us: None,
             args: None,
             detail: None,
+            instance: None,
             ..full_row()
         };
         let bare = AuditRow {

@@ -204,6 +204,10 @@ pub struct AuditRow {
     pub args: Option<Value>,
     /// Kind-specific detail.
     pub detail: Option<Value>,
+    /// The instance id of the gateway process that wrote the row (rows written before instance ids, and by
+    /// commands other than `serve`, have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
     /// The previous row's hash (a fixed genesis value for the first row).
     pub prev_hash: String,
     /// SHA-256 over `prev_hash` and the RFC 8785 form of this row's other columns.
@@ -325,8 +329,6 @@ pub(crate) async fn journal_backlog(
     database: &std::path::Path,
 ) -> Result<JournalBacklog, crate::StoreError> {
     let mut backlog = JournalBacklog::default();
-    let crate::Backend::Sqlite(pool) = backend;
-    let mut connection = pool.acquire().await?;
     let orphans = journal::Journal::orphans(database);
     let files: Vec<journal::JournalContents> = orphans.iter().map(|path| journal::read_lines(path)).collect();
     let forwarded = forwarded_ids(&files);
@@ -336,7 +338,7 @@ pub(crate) async fn journal_backlog(
         for line in contents.lines.into_iter().filter(|line| !superseded(line, &forwarded)) {
             let id = line.id;
             let row = chain::PreparedRow::from_row(line.row)?;
-            if !append::already_appended(&mut connection, &row, Some(&id)).await? {
+            if !append::already_appended(backend, &row, Some(&id)).await? {
                 backlog.rows += 1;
             }
         }

@@ -20,11 +20,10 @@ use std::sync::atomic::Ordering;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::ArgumentRedaction;
 use super::AuditEntry;
 use super::chain::{PreparedRow, canonical};
 use super::journal::{Journal, JournalTicket};
-use super::writer::{Command, Counters, prepare};
+use super::writer::{Command, Counters, RowStamp, prepare};
 use crate::error::StoreError;
 
 /// The outcome of a forwarded call whose handle was dropped before it finished.
@@ -47,7 +46,7 @@ struct Journaled {
     completions: mpsc::UnboundedSender<Command>,
     counters: Arc<Counters>,
     journal: Arc<Journal>,
-    redaction: ArgumentRedaction,
+    stamp: RowStamp,
     row: Box<PreparedRow>,
     ticket: JournalTicket,
     /// The call waits for a person and has not been forwarded.
@@ -59,12 +58,12 @@ impl PendingCall {
         completions: mpsc::UnboundedSender<Command>,
         counters: Arc<Counters>,
         journal: Arc<Journal>,
-        redaction: ArgumentRedaction,
+        stamp: RowStamp,
         row: Box<PreparedRow>,
         ticket: JournalTicket,
         waiting: bool,
     ) -> Self {
-        PendingCall { state: Some(Journaled { completions, counters, journal, redaction, row, ticket, waiting }) }
+        PendingCall { state: Some(Journaled { completions, counters, journal, stamp, row, ticket, waiting }) }
     }
 
     /// Whether the call still waits for a person (journaled by `record_waiting`, not yet [`PendingCall::forwarding`]).
@@ -77,7 +76,7 @@ impl PendingCall {
     /// before this returns. On an error the row stays as it was, still waiting.
     pub fn forwarding(&mut self, entry: AuditEntry) -> Result<(), StoreError> {
         let Some(state) = &mut self.state else { return Ok(()) };
-        let mut row = Box::new(prepare(entry, state.redaction));
+        let mut row = Box::new(prepare(entry, &state.stamp));
         // Recovery recognises a committed row by its time (with kind, session, tool and arguments): keep it.
         row.row.time.clone_from(&state.row.row.time);
         state.ticket = state.journal.append_again(&row, &state.ticket, false)?;

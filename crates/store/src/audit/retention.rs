@@ -18,15 +18,13 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
-use sqlx::Row;
-use sqlx::sqlite::SqlitePool;
 
 use super::AuditRow;
 use super::batches::WriterSetup;
 use super::chain::row_hash;
 use super::query::{audit_columns, decode_row};
 use super::writer::Counters;
-use crate::Backend;
+use crate::backend::{Backend, Columns as _, Dialect, on_backend};
 use crate::error::StoreError;
 use crate::time::format_rfc3339;
 
@@ -80,21 +78,23 @@ pub struct PruneReport {
 }
 
 /// The checkpoint, if any rows were ever pruned.
-pub(crate) async fn checkpoint(pool: &SqlitePool) -> Result<Option<Checkpoint>, StoreError> {
-    let row = sqlx::query("SELECT seq, hash, time, pruned_at, rows_pruned FROM audit_checkpoint WHERE id = 1")
-        .fetch_optional(pool)
-        .await?;
-    Ok(row
-        .map(|row| {
-            Ok::<_, sqlx::Error>(Checkpoint {
-                seq: row.try_get("seq")?,
-                hash: row.try_get("hash")?,
-                time: row.try_get("time")?,
-                pruned_at: row.try_get("pruned_at")?,
-                rows_pruned: row.try_get("rows_pruned")?,
+pub(crate) async fn checkpoint(backend: &Backend) -> Result<Option<Checkpoint>, StoreError> {
+    on_backend!(backend, |pool| {
+        let row = sqlx::query("SELECT seq, hash, time, pruned_at, rows_pruned FROM audit_checkpoint WHERE id = 1")
+            .fetch_optional(pool)
+            .await?;
+        Ok(row
+            .map(|row| {
+                Ok::<_, sqlx::Error>(Checkpoint {
+                    seq: row.column("seq")?,
+                    hash: row.column("hash")?,
+                    time: row.column("time")?,
+                    pruned_at: row.column("pruned_at")?,
+                    rows_pruned: row.column("rows_pruned")?,
+                })
             })
-        })
-        .transpose()?)
+            .transpose()?)
+    })
 }
 
 /// The writer's periodic upkeep: measures the database and the free disk (warning once when it runs low) and
@@ -152,7 +152,7 @@ pub(crate) async fn prune(
     retention: &Retention,
     now: SystemTime,
 ) -> Result<PruneReport, StoreError> {
-    let Backend::Sqlite(pool) = backend;
+    let pool = backend;
     let mut report = PruneReport { checkpoint: checkpoint(pool).await?, ..PruneReport::default() };
     // Size is estimated from the share of rows (pages of other tables and half-full pages stay), so the horizon is
     // measured again after each round until the database is under its limit.
@@ -172,7 +172,7 @@ const SIZE_ROUNDS: usize = 8;
 
 /// Prunes every row up to `horizon`, chunk by chunk.
 async fn prune_to(
-    pool: &SqlitePool,
+    pool: &Backend,
     retention: &Retention,
     now: SystemTime,
     horizon: i64,
@@ -198,58 +198,78 @@ async fn prune_to(
 
 /// The last seq to prune: the row before the oldest-seq row within `keep` (all rows when none is that new), or as
 /// many of the oldest rows as bring the database to 90% of `max_bytes`, whichever reaches further.
-async fn horizon(pool: &SqlitePool, retention: &Retention, now: SystemTime) -> Result<Option<i64>, StoreError> {
-    let mut horizon: Option<i64> = None;
-    if let Some(cutoff) = retention.keep.and_then(|keep| now.checked_sub(keep)) {
-        let cutoff = format_rfc3339(cutoff);
-        // Time does not rise with seq (journal recovery appends rows with their original time; the clock can step
-        // back), so the horizon stops before the first row still within `keep`: a late row with an old time must
-        // not carry the recent rows before it away. Only when no row is that new are all rows old.
-        let first_kept: Option<i64> =
-            sqlx::query_scalar("SELECT min(seq) FROM audit_log WHERE time >= ?").bind(&cutoff).fetch_one(pool).await?;
-        let by_age: Option<i64> = match first_kept {
-            Some(seq) => Some(seq - 1),
-            None => {
-                sqlx::query_scalar("SELECT max(seq) FROM audit_log WHERE time < ?")
-                    .bind(&cutoff)
-                    .fetch_one(pool)
-                    .await?
-            }
-        };
-        horizon = horizon.max(by_age);
-    }
-    if let Some(max_bytes) = retention.max_bytes {
-        let pages: i64 = sqlx::query_scalar("PRAGMA page_count").fetch_one(pool).await?;
-        let free: i64 = sqlx::query_scalar("PRAGMA freelist_count").fetch_one(pool).await?;
-        let page_size: i64 = sqlx::query_scalar("PRAGMA page_size").fetch_one(pool).await?;
-        let used = u64::try_from((pages - free).max(0) * page_size).unwrap_or(0);
-        if used > max_bytes {
-            let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM audit_log").fetch_one(pool).await?;
-            let target = max_bytes / 10 * 9;
-            // Rows are of similar size: prune the share of rows that the excess is of the whole.
-            let share = (used - target) as f64 / used as f64;
-            let count = ((rows as f64) * share).ceil() as i64;
-            if count > 0 {
-                let by_size: Option<i64> =
-                    sqlx::query_scalar("SELECT seq FROM audit_log ORDER BY seq LIMIT 1 OFFSET ?")
-                        .bind(count.min(rows) - 1)
-                        .fetch_optional(pool)
-                        .await?;
-                horizon = horizon.max(by_size);
+async fn horizon(backend: &Backend, retention: &Retention, now: SystemTime) -> Result<Option<i64>, StoreError> {
+    on_backend!(backend, |pool, dialect| {
+        let mut horizon: Option<i64> = None;
+        if let Some(cutoff) = retention.keep.and_then(|keep| now.checked_sub(keep)) {
+            let cutoff = format_rfc3339(cutoff);
+            // Time does not rise with seq (journal recovery appends rows with their original time; the clock can step
+            // back), so the horizon stops before the first row still within `keep`: a late row with an old time must
+            // not carry the recent rows before it away. Only when no row is that new are all rows old.
+            let first_kept: Option<i64> = sqlx::query_scalar("SELECT min(seq) FROM audit_log WHERE time >= $1")
+                .bind(&cutoff)
+                .fetch_one(pool)
+                .await?;
+            let by_age: Option<i64> = match first_kept {
+                Some(seq) => Some(seq - 1),
+                None => {
+                    sqlx::query_scalar("SELECT max(seq) FROM audit_log WHERE time < $1")
+                        .bind(&cutoff)
+                        .fetch_one(pool)
+                        .await?
+                }
+            };
+            horizon = horizon.max(by_age);
+        }
+        if let Some(max_bytes) = retention.max_bytes {
+            let used: i64 = match dialect {
+                Dialect::Sqlite => {
+                    let pages: i64 = sqlx::query_scalar("PRAGMA page_count").fetch_one(pool).await?;
+                    let free: i64 = sqlx::query_scalar("PRAGMA freelist_count").fetch_one(pool).await?;
+                    let page_size: i64 = sqlx::query_scalar("PRAGMA page_size").fetch_one(pool).await?;
+                    (pages - free).max(0) * page_size
+                }
+                // The audit log's share of the database: other tables and other databases of the cluster are not ours.
+                Dialect::Postgres => sqlx::query_scalar(
+                    "SELECT CAST(pg_total_relation_size('audit_log') + pg_total_relation_size('audit_text') AS BIGINT)",
+                )
+                .fetch_one(pool)
+                .await?,
+            };
+            let used = u64::try_from(used).unwrap_or(0);
+            if used > max_bytes {
+                let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM audit_log").fetch_one(pool).await?;
+                let target = max_bytes / 10 * 9;
+                // Rows are of similar size: prune the share of rows that the excess is of the whole.
+                let share = (used - target) as f64 / used as f64;
+                let count = ((rows as f64) * share).ceil() as i64;
+                if count > 0 {
+                    let by_size: Option<i64> =
+                        sqlx::query_scalar("SELECT seq FROM audit_log ORDER BY seq LIMIT 1 OFFSET $1")
+                            .bind(count.min(rows) - 1)
+                            .fetch_optional(pool)
+                            .await?;
+                    horizon = horizon.max(by_size);
+                }
             }
         }
-    }
-    Ok(horizon)
+        Ok(horizon)
+    })
 }
 
-async fn segment(pool: &SqlitePool, first: i64, last: i64) -> Result<Vec<AuditRow>, StoreError> {
-    let rows =
-        sqlx::query(concat!("SELECT ", audit_columns!(), " FROM audit_log WHERE seq BETWEEN ? AND ? ORDER BY seq"))
-            .bind(first)
-            .bind(last)
-            .fetch_all(pool)
-            .await?;
-    rows.iter().map(decode_row).collect()
+async fn segment(backend: &Backend, first: i64, last: i64) -> Result<Vec<AuditRow>, StoreError> {
+    on_backend!(backend, |pool| {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            audit_columns!(),
+            " FROM audit_log WHERE seq BETWEEN $1 AND $2 ORDER BY seq"
+        ))
+        .bind(first)
+        .bind(last)
+        .fetch_all(pool)
+        .await?;
+        rows.iter().map(decode_row).collect()
+    })
 }
 
 /// A segment about to be pruned must continue the chain from the checkpoint: pruning a tampered segment would
@@ -306,73 +326,77 @@ fn export_segment(directory: &Path, rows: &[AuditRow]) -> Result<PathBuf, StoreE
 }
 
 /// Deletes a checked segment and moves the checkpoint to its last row, in one transaction; refuses if another
-/// process moved the checkpoint meanwhile.
+/// process moved the checkpoint meanwhile. On PostgreSQL the transaction holds the chain's lock (as appends do), so
+/// a prune and an append of another process never interleave.
 async fn delete_segment(
-    pool: &SqlitePool,
+    backend: &Backend,
     expected: Option<&Checkpoint>,
     (seq, hash, time): (i64, String, String),
     rows: usize,
     now: SystemTime,
 ) -> Result<Checkpoint, StoreError> {
-    let mut connection = pool.acquire().await?;
-    let deleted = delete_on(&mut connection, expected, (seq, hash, time), rows, now).await;
-    if deleted.is_err() {
-        // As in `append`: a failed commit must not leave a connection that believes it is in a transaction.
-        connection.close_on_drop();
-    }
-    deleted
-}
-
-async fn delete_on(
-    connection: &mut sqlx::SqliteConnection,
-    expected: Option<&Checkpoint>,
-    (seq, hash, time): (i64, String, String),
-    rows: usize,
-    now: SystemTime,
-) -> Result<Checkpoint, StoreError> {
-    let mut transaction = sqlx::Connection::begin_with(connection, "BEGIN IMMEDIATE").await?;
-    let current: Option<i64> =
-        sqlx::query_scalar("SELECT seq FROM audit_checkpoint WHERE id = 1").fetch_optional(&mut *transaction).await?;
-    if current != expected.map(|checkpoint| checkpoint.seq) {
-        transaction.rollback().await?;
-        return Err(StoreError::Corrupt {
-            what: "audit checkpoint",
-            detail: "another process pruned the log at the same time".to_owned(),
-        });
-    }
-    let first = expected.map_or(1, |checkpoint| checkpoint.seq + 1);
-    sqlx::query("DELETE FROM audit_log WHERE seq BETWEEN ? AND ?")
-        .bind(first)
-        .bind(seq)
-        .execute(&mut *transaction)
-        .await?;
-    sqlx::query("DELETE FROM audit_journal_ids WHERE seq <= ?").bind(seq).execute(&mut *transaction).await?;
-    // Texts no remaining row refers to (a reworded policy's old reasons) go with the rows.
-    sqlx::query(
-        "DELETE FROM audit_text WHERE id NOT IN (SELECT reasons_ref FROM audit_log WHERE reasons_ref IS NOT NULL) \
-         AND id NOT IN (SELECT hint_sources_ref FROM audit_log WHERE hint_sources_ref IS NOT NULL)",
-    )
-    .execute(&mut *transaction)
-    .await?;
-    let checkpoint = Checkpoint {
-        seq,
-        hash,
-        time,
-        pruned_at: format_rfc3339(now),
-        rows_pruned: expected.map_or(0, |checkpoint| checkpoint.rows_pruned) + rows as i64,
-    };
-    sqlx::query(
-        "INSERT INTO audit_checkpoint (id, seq, hash, time, pruned_at, rows_pruned) VALUES (1, ?, ?, ?, ?, ?) \
-         ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash, time = excluded.time, \
-         pruned_at = excluded.pruned_at, rows_pruned = excluded.rows_pruned",
-    )
-    .bind(checkpoint.seq)
-    .bind(&checkpoint.hash)
-    .bind(&checkpoint.time)
-    .bind(&checkpoint.pruned_at)
-    .bind(checkpoint.rows_pruned)
-    .execute(&mut *transaction)
-    .await?;
-    transaction.commit().await?;
-    Ok(checkpoint)
+    on_backend!(backend, |pool, dialect| {
+        let mut connection = pool.acquire().await?;
+        let deleted = async {
+            let mut transaction = sqlx::Connection::begin_with(&mut *connection, dialect.begin_write()).await?;
+            if dialect == Dialect::Postgres {
+                sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                    .bind(super::append::CHAIN_LOCK)
+                    .execute(&mut *transaction)
+                    .await?;
+            }
+            let current: Option<i64> = sqlx::query_scalar("SELECT seq FROM audit_checkpoint WHERE id = 1")
+                .fetch_optional(&mut *transaction)
+                .await?;
+            if current != expected.map(|checkpoint| checkpoint.seq) {
+                transaction.rollback().await?;
+                return Err(StoreError::Corrupt {
+                    what: "audit checkpoint",
+                    detail: "another process pruned the log at the same time".to_owned(),
+                });
+            }
+            let first = expected.map_or(1, |checkpoint| checkpoint.seq + 1);
+            sqlx::query("DELETE FROM audit_log WHERE seq BETWEEN $1 AND $2")
+                .bind(first)
+                .bind(seq)
+                .execute(&mut *transaction)
+                .await?;
+            sqlx::query("DELETE FROM audit_journal_ids WHERE seq <= $1").bind(seq).execute(&mut *transaction).await?;
+            // Texts no remaining row refers to (a reworded policy's old reasons) go with the rows.
+            sqlx::query(
+                "DELETE FROM audit_text WHERE id NOT IN (SELECT reasons_ref FROM audit_log WHERE reasons_ref IS NOT NULL) \
+                 AND id NOT IN (SELECT hint_sources_ref FROM audit_log WHERE hint_sources_ref IS NOT NULL)",
+            )
+            .execute(&mut *transaction)
+            .await?;
+            let checkpoint = Checkpoint {
+                seq,
+                hash: hash.clone(),
+                time: time.clone(),
+                pruned_at: format_rfc3339(now),
+                rows_pruned: expected.map_or(0, |checkpoint| checkpoint.rows_pruned) + rows as i64,
+            };
+            sqlx::query(
+                "INSERT INTO audit_checkpoint (id, seq, hash, time, pruned_at, rows_pruned) \
+                 VALUES (1, $1, $2, $3, $4, $5) \
+                 ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash, time = excluded.time, \
+                 pruned_at = excluded.pruned_at, rows_pruned = excluded.rows_pruned",
+            )
+            .bind(checkpoint.seq)
+            .bind(&checkpoint.hash)
+            .bind(&checkpoint.time)
+            .bind(&checkpoint.pruned_at)
+            .bind(checkpoint.rows_pruned)
+            .execute(&mut *transaction)
+            .await?;
+            transaction.commit().await?;
+            Ok(checkpoint)
+        }
+        .await;
+        if deleted.is_err() {
+            // As in `append`: a failed commit must not leave a connection that believes it is in a transaction.
+            connection.close_on_drop();
+        }
+        deleted
+    })
 }

@@ -110,7 +110,7 @@ pub struct AuditWriter {
     sender: mpsc::Sender<Command>,
     completions: mpsc::UnboundedSender<Command>,
     capacity: usize,
-    redaction: ArgumentRedaction,
+    stamp: RowStamp,
     counters: Arc<Counters>,
     journal: Option<Arc<Journal>>,
     queue_wait: Duration,
@@ -118,20 +118,20 @@ pub struct AuditWriter {
 
 impl AuditWriter {
     /// Starts the writer on a thread of its own.
-    pub(crate) fn spawn(setup: WriterSetup, redaction: ArgumentRedaction, queue_wait: Duration) -> AuditWriter {
+    pub(crate) fn spawn(setup: WriterSetup, stamp: RowStamp, queue_wait: Duration) -> AuditWriter {
         let capacity = setup.capacity.max(1);
         let (sender, receiver) = mpsc::channel(capacity);
         let (completions, completed) = mpsc::unbounded_channel();
         let counters = Arc::new(Counters::new());
         let journal = setup.journal.clone();
         batches::spawn(setup, receiver, completed, Arc::clone(&counters));
-        AuditWriter { sender, completions, capacity, redaction, counters, journal, queue_wait }
+        AuditWriter { sender, completions, capacity, stamp, counters, journal, queue_wait }
     }
 
     /// Queues an entry without waiting. The row is committed shortly after, in a batch; use
     /// [`AuditWriter::record_durable`] when the caller must know it is on disk.
     pub fn try_record(&self, entry: AuditEntry) -> Result<(), AuditQueueError> {
-        self.queue_row(Box::new(prepare(entry, self.redaction)))
+        self.queue_row(Box::new(prepare(entry, &self.stamp)))
     }
 
     /// Queues a prepared row without waiting; a full queue is counted and reported.
@@ -153,7 +153,7 @@ impl AuditWriter {
     /// Concurrent durable entries share one commit. If the writer keeps failing, the caller gets the error after
     /// a few attempts and the row is not written later (the caller was told it was not).
     pub async fn record_durable(&self, entry: AuditEntry) -> Result<AuditReceipt, StoreError> {
-        self.commit_prepared(Box::new(prepare(entry, self.redaction))).await
+        self.commit_prepared(Box::new(prepare(entry, &self.stamp))).await
     }
 
     /// Appends a prepared row and returns once its transaction has committed.
@@ -192,13 +192,13 @@ impl AuditWriter {
     async fn journal_entry(&self, entry: AuditEntry, waiting: bool) -> Result<PendingCall, StoreError> {
         let Some(journal) = &self.journal else { return Err(StoreError::NoAuditJournal) };
         self.admit().await?;
-        let row = Box::new(prepare(entry, self.redaction));
+        let row = Box::new(prepare(entry, &self.stamp));
         let ticket = journal.append(&row, waiting)?;
         Ok(PendingCall::journaled(
             self.completions.clone(),
             Arc::clone(&self.counters),
             Arc::clone(journal),
-            self.redaction,
+            self.stamp.clone(),
             row,
             ticket,
             waiting,
@@ -268,9 +268,20 @@ impl AuditWriter {
     }
 }
 
+/// What the store adds to every row it is handed: how arguments are kept, and which process wrote it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RowStamp {
+    /// How tool-call arguments are kept.
+    pub(crate) redaction: ArgumentRedaction,
+    /// The writing process's instance id (none for a store that only reads).
+    pub(crate) instance: Option<Arc<str>>,
+}
+
 /// Turns an entry into a row without chain fields: redaction applied, JSON columns as canonical text, time taken
-/// if absent. Runs on the caller's task, so the writer thread and the journal reuse the text.
-pub(crate) fn prepare(entry: AuditEntry, redaction: ArgumentRedaction) -> PreparedRow {
+/// if absent, the instance stamped. Runs on the caller's task, so the writer thread and the journal reuse the text;
+/// a row journaled by one process and recovered by another keeps the instance that wrote it.
+pub(crate) fn prepare(entry: AuditEntry, stamp: &RowStamp) -> PreparedRow {
+    let redaction = stamp.redaction;
     let args_text = entry.args.as_ref().map(canonical_text);
     let args_digest = args_text.as_ref().map(|text| digest_bytes(text.as_bytes()));
     let json = JsonColumns {
@@ -300,6 +311,7 @@ pub(crate) fn prepare(entry: AuditEntry, redaction: ArgumentRedaction) -> Prepar
         args_digest,
         args: None,
         detail: None,
+        instance: stamp.instance.as_deref().map(str::to_owned),
         prev_hash: String::new(),
         hash: String::new(),
     };

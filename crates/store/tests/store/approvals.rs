@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use serde_json::json;
 use toolgate_store::{
-    ApprovalDecision, ApprovalId, ApprovalWait, ConsumeRefusal, PendingApproval, Store, StoreError, StoreOptions,
+    ApprovalDecision, ApprovalId, ApprovalWait, ConsumeRefusal, PendingApproval, StoreError, StoreOptions,
     digest_arguments,
 };
 use toolgate_test_support::pending_approval;
 
-use crate::support::{fresh_store, raw_connection, tamper};
+use crate::support::{Kind, Raw, fresh_store, matrix, raw_connection, tamper};
 
 /// The shared fixture with the arguments these tests bind approvals to.
 fn pending(expires_in: Duration) -> PendingApproval {
@@ -26,9 +26,10 @@ fn refusal(result: Result<(), StoreError>) -> ConsumeRefusal {
     }
 }
 
+matrix! {
 #[tokio::test]
-async fn an_approval_is_used_once_for_the_approved_call_only() {
-    let (_directory, store) = fresh_store(StoreOptions::default()).await;
+async fn an_approval_is_used_once_for_the_approved_call_only(kind) {
+    let (_directory, store) = fresh_store(kind, StoreOptions::default()).await;
     let approvals = store.approvals();
     let request = pending(Duration::from_secs(60));
     approvals.create(&request).await.expect("create");
@@ -57,10 +58,12 @@ async fn an_approval_is_used_once_for_the_approved_call_only() {
         ConsumeRefusal::NotFound
     );
 }
+}
 
+matrix! {
 #[tokio::test]
-async fn an_expired_approval_can_be_neither_decided_nor_used() {
-    let (_directory, store) = fresh_store(StoreOptions::default()).await;
+async fn an_expired_approval_can_be_neither_decided_nor_used(kind) {
+    let (_directory, store) = fresh_store(kind, StoreOptions::default()).await;
     let approvals = store.approvals();
     let request = pending(Duration::from_millis(300));
     approvals.create(&request).await.expect("create");
@@ -77,12 +80,14 @@ async fn an_expired_approval_can_be_neither_decided_nor_used() {
     assert!(approvals.list_pending().await.expect("list").is_empty());
     assert_eq!(approvals.wait(&late.id, Duration::from_secs(5)).await.expect("wait"), ApprovalWait::Expired);
 }
+}
 
+matrix! {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_decision_from_another_handle_ends_the_wait() {
-    let (directory, gateway) = fresh_store(StoreOptions::default()).await;
+async fn a_decision_from_another_handle_ends_the_wait(kind) {
+    let (directory, gateway) = fresh_store(kind, StoreOptions::default()).await;
     // The CLI's `toolgate approvals approve ID`: another handle (another process in real life) on the same file.
-    let cli = Store::open_file(&directory.path().join("toolgate.db"), StoreOptions::default()).await.expect("open");
+    let cli = directory.open(StoreOptions::default()).await;
     let request = pending(Duration::from_secs(60));
     gateway.approvals().create(&request).await.expect("create");
     let waiting = {
@@ -109,6 +114,7 @@ async fn a_decision_from_another_handle_ends_the_wait() {
     let outcome = gateway.approvals().wait(&nobody.id, Duration::from_millis(250)).await.expect("wait");
     assert_eq!(outcome, ApprovalWait::TimedOut);
 }
+}
 
 #[test]
 fn approval_ids_are_random() {
@@ -117,9 +123,10 @@ fn approval_ids_are_random() {
     assert!(ids.iter().all(|id| id.as_str().len() == 32));
 }
 
+matrix! {
 #[tokio::test]
-async fn an_approval_keeps_the_tools_risk_class_or_none() {
-    let (_directory, store) = fresh_store(StoreOptions::default()).await;
+async fn an_approval_keeps_the_tools_risk_class_or_none(kind) {
+    let (_directory, store) = fresh_store(kind, StoreOptions::default()).await;
     let approvals = store.approvals();
     let with_risk = pending(Duration::from_secs(60));
     let without = PendingApproval { id: ApprovalId::generate(), risk: None, ..pending(Duration::from_secs(60)) };
@@ -133,12 +140,13 @@ async fn an_approval_keeps_the_tools_risk_class_or_none() {
     assert_eq!(read(&with_risk.id).await, Some(toolgate_store::ToolRisk { level: 4, category: "destructive".into() }));
     assert_eq!(read(&without.id).await, None);
 }
+}
 
 #[tokio::test]
 async fn a_failed_summary_erase_fails_no_write_and_the_next_write_retries_it() {
-    let (directory, store) = fresh_store(StoreOptions::default()).await;
+    let (directory, store) = fresh_store(Kind::Sqlite, StoreOptions::default()).await;
     let approvals = store.approvals();
-    let raw = raw_connection(&directory.path().join("toolgate.db")).await;
+    let raw = Raw::Sqlite(raw_connection(&directory.database()).await);
     // The erase is the only write that blanks a summary: make exactly it fail, as a full disk would.
     tamper(
         &raw,
@@ -165,9 +173,10 @@ async fn a_failed_summary_erase_fails_no_write_and_the_next_write_retries_it() {
     }
 }
 
+matrix! {
 #[tokio::test]
-async fn a_lapsed_approval_leaves_the_queue_and_can_be_neither_decided_nor_used() {
-    let (_directory, store) = fresh_store(StoreOptions::default()).await;
+async fn a_lapsed_approval_leaves_the_queue_and_can_be_neither_decided_nor_used(kind) {
+    let (_directory, store) = fresh_store(kind, StoreOptions::default()).await;
     let approvals = store.approvals();
     let waiting = pending(Duration::from_secs(60));
     approvals.create(&waiting).await.expect("create");
@@ -196,4 +205,27 @@ async fn a_lapsed_approval_leaves_the_queue_and_can_be_neither_decided_nor_used(
     assert!(!approvals.lapse(&used.id, "late").await.expect("lapse"));
     let record = approvals.get(&used.id).await.expect("get").expect("kept");
     assert_eq!((record.state, record.lapsed_why), (toolgate_store::ApprovalState::Consumed, None));
+}
+}
+
+/// On PostgreSQL a decision made by another process reaches the waiting one by notification: with the re-read
+/// interval far longer than the wait, only the notification can end it with the decision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decision_in_another_process_wakes_the_wait_by_notification() {
+    let slow = StoreOptions { approval_poll_interval: Duration::from_secs(600), ..StoreOptions::default() };
+    let (place, gateway) = fresh_store(Kind::Postgres, slow.clone()).await;
+    let console = place.open(slow).await;
+    let request = pending(Duration::from_secs(600));
+    gateway.approvals().create(&request).await.expect("create");
+    let waiting = {
+        let approvals = gateway.approvals();
+        let id = request.id.clone();
+        tokio::spawn(async move { approvals.wait(&id, Duration::from_secs(20)).await })
+    };
+    // Give the waiter time to read the approval once and start waiting (a decision before that is read directly).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    console.approvals().decide(&request.id, ApprovalDecision::Approve, "alice").await.expect("decide");
+    let outcome = tokio::time::timeout(Duration::from_secs(15), waiting).await;
+    let outcome = outcome.expect("the notification ended the wait").expect("task").expect("wait");
+    assert_eq!(outcome, ApprovalWait::Approved { by: "alice".into() });
 }

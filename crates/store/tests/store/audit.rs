@@ -1,5 +1,5 @@
 //! The audit log: chain verification, tamper detection with the right message, redaction, the bounded queue,
-//! concurrent writers (tasks and two handles on one file), and queries.
+//! concurrent writers (tasks and two handles on one store), and queries; each on SQLite and on PostgreSQL.
 
 use std::time::{Duration, SystemTime};
 
@@ -9,10 +9,10 @@ use toolgate_store::{
     digest_arguments,
 };
 
-use crate::support::{call_entry, fresh_store, raw_connection, tamper};
+use crate::support::{Fresh, Kind, Raw, call_entry, fresh_store, matrix, tamper};
 
-async fn store_with_rows(rows: u64) -> (tempfile::TempDir, Store) {
-    let (directory, store) = fresh_store(StoreOptions::default()).await;
+async fn store_with_rows(kind: Kind, rows: u64) -> (Fresh, Store) {
+    let (directory, store) = fresh_store(kind, StoreOptions::default()).await;
     let audit = store.audit();
     for n in 0..rows {
         audit.try_record(call_entry("read_file", n)).expect("queue");
@@ -21,15 +21,56 @@ async fn store_with_rows(rows: u64) -> (tempfile::TempDir, Store) {
     (directory, store)
 }
 
+/// A connection holding the lock every append needs.
+enum WriteLock {
+    Sqlite(sqlx::pool::PoolConnection<sqlx::Sqlite>),
+    Postgres(sqlx::pool::PoolConnection<sqlx::Postgres>),
+}
+
+async fn hold_write_lock(raw: &Raw) -> WriteLock {
+    match raw {
+        Raw::Sqlite(pool) => {
+            let mut lock = pool.acquire().await.expect("connection");
+            sqlx::query("BEGIN IMMEDIATE").execute(&mut *lock).await.expect("write lock");
+            WriteLock::Sqlite(lock)
+        }
+        Raw::Postgres(pool) => {
+            let mut lock = pool.acquire().await.expect("connection");
+            sqlx::query("SELECT pg_advisory_lock($1)")
+                .bind(0x746f_6f6c_6761_7465_i64)
+                .execute(&mut *lock)
+                .await
+                .expect("chain lock");
+            WriteLock::Postgres(lock)
+        }
+    }
+}
+
+async fn release_write_lock(lock: WriteLock) {
+    match lock {
+        WriteLock::Sqlite(mut lock) => {
+            sqlx::query("ROLLBACK").execute(&mut *lock).await.expect("release");
+        }
+        WriteLock::Postgres(mut lock) => {
+            sqlx::query("SELECT pg_advisory_unlock($1)")
+                .bind(0x746f_6f6c_6761_7465_i64)
+                .execute(&mut *lock)
+                .await
+                .expect("release");
+        }
+    }
+}
+
 async fn first_break(store: &Store) -> (i64, ChainBreakKind, String) {
     let report = store.verify_audit().await.expect("verify");
     let found = report.first_break.expect("a break");
     (found.seq, found.kind.clone(), found.to_string())
 }
 
+matrix! {
 #[tokio::test]
-async fn an_untouched_chain_verifies() {
-    let (_directory, store) = store_with_rows(10).await;
+async fn an_untouched_chain_verifies(kind) {
+    let (_directory, store) = store_with_rows(kind, 10).await;
     let report = store.verify_audit().await.expect("verify");
     assert!(report.is_intact(), "{report:?}");
     assert_eq!(report.rows_checked, 10);
@@ -39,29 +80,35 @@ async fn an_untouched_chain_verifies() {
     assert_eq!(rows[0].prev_hash, toolgate_store::GENESIS_HASH);
     assert!(rows.windows(2).all(|pair| pair[1].prev_hash == pair[0].hash));
 }
+}
 
+matrix! {
 #[tokio::test]
-async fn an_empty_log_verifies() {
-    let (_directory, store) = fresh_store(StoreOptions::default()).await;
+async fn an_empty_log_verifies(kind) {
+    let (_directory, store) = fresh_store(kind, StoreOptions::default()).await;
     let report = store.verify_audit().await.expect("verify");
     assert!(report.is_intact());
     assert_eq!(report.rows_checked, 0);
 }
+}
 
+matrix! {
 #[tokio::test]
-async fn a_changed_column_is_detected() {
-    let (_directory, store) = store_with_rows(10).await;
-    let raw = raw_connection(store.path()).await;
+async fn a_changed_column_is_detected(kind) {
+    let (directory, store) = store_with_rows(kind, 10).await;
+    let raw = directory.raw().await;
     tamper(&raw, "UPDATE audit_log SET tool = 'delete_file' WHERE seq = 4").await;
     let (seq, kind, message) = first_break(&store).await;
     assert_eq!((seq, kind), (4, ChainBreakKind::HashMismatch));
     assert_eq!(message, "row 4: content does not match its hash (a column was changed)");
 }
+}
 
+matrix! {
 #[tokio::test]
-async fn a_changed_json_column_is_detected() {
-    let (_directory, store) = store_with_rows(5).await;
-    let raw = raw_connection(store.path()).await;
+async fn a_changed_json_column_is_detected(kind) {
+    let (directory, store) = store_with_rows(kind, 5).await;
+    let raw = directory.raw().await;
     tamper(&raw, "UPDATE audit_log SET detail = '{\"note\": \"hi\"}' WHERE seq = 2").await;
     assert_eq!(first_break(&store).await.1, ChainBreakKind::HashMismatch);
     tamper(&raw, "UPDATE audit_log SET detail = 'not json' WHERE seq = 2").await;
@@ -69,21 +116,25 @@ async fn a_changed_json_column_is_detected() {
     assert_eq!(seq, 2);
     assert!(matches!(kind, ChainBreakKind::Unreadable { .. }), "{message}");
 }
+}
 
+matrix! {
 #[tokio::test]
-async fn a_removed_row_is_detected() {
-    let (_directory, store) = store_with_rows(10).await;
-    let raw = raw_connection(store.path()).await;
+async fn a_removed_row_is_detected(kind) {
+    let (directory, store) = store_with_rows(kind, 10).await;
+    let raw = directory.raw().await;
     tamper(&raw, "DELETE FROM audit_log WHERE seq = 5").await;
     let (seq, kind, message) = first_break(&store).await;
     assert_eq!((seq, kind), (6, ChainBreakKind::Missing { first: 5, last: 5 }));
     assert_eq!(message, "row 5 is missing: the log jumps from 4 to 6 (row removed)");
 }
+}
 
+matrix! {
 #[tokio::test]
-async fn removed_rows_at_the_start_and_the_end_are_detected() {
-    let (_directory, store) = store_with_rows(10).await;
-    let raw = raw_connection(store.path()).await;
+async fn removed_rows_at_the_start_and_the_end_are_detected(kind) {
+    let (directory, store) = store_with_rows(kind, 10).await;
+    let raw = directory.raw().await;
     tamper(&raw, "DELETE FROM audit_log WHERE seq >= 9").await;
     let (seq, kind, message) = first_break(&store).await;
     assert_eq!((seq, kind), (8, ChainBreakKind::EndsBeforeHead { head_seq: 10 }));
@@ -92,11 +143,13 @@ async fn removed_rows_at_the_start_and_the_end_are_detected() {
     let (seq, kind, _) = first_break(&store).await;
     assert_eq!((seq, kind), (3, ChainBreakKind::Missing { first: 1, last: 2 }));
 }
+}
 
+matrix! {
 #[tokio::test]
-async fn an_inserted_row_is_detected() {
-    let (_directory, store) = store_with_rows(5).await;
-    let raw = raw_connection(store.path()).await;
+async fn an_inserted_row_is_detected(kind) {
+    let (directory, store) = store_with_rows(kind, 5).await;
+    let raw = directory.raw().await;
     // Appended by hand, linked to the real last row, but not through the store.
     tamper(
         &raw,
@@ -119,23 +172,27 @@ async fn an_inserted_row_is_detected() {
     assert_eq!((seq, kind), (0, ChainBreakKind::OutOfSequence { expected: 1 }));
     assert_eq!(message, "row 0 is out of sequence where row 1 was expected (row inserted)");
 }
+}
 
+matrix! {
 #[tokio::test]
-async fn a_replaced_row_shows_as_a_broken_link() {
-    let (_directory, store) = store_with_rows(5).await;
-    let raw = raw_connection(store.path()).await;
+async fn a_replaced_row_shows_as_a_broken_link(kind) {
+    let (directory, store) = store_with_rows(kind, 5).await;
+    let raw = directory.raw().await;
     // Row 3 replaced by a self-consistent row that does not link to row 2.
     tamper(&raw, "UPDATE audit_log SET prev_hash = 'sha256:other' WHERE seq = 3").await;
     let (seq, kind, message) = first_break(&store).await;
     assert_eq!((seq, kind), (3, ChainBreakKind::PrevHashMismatch));
     assert!(message.contains("prev_hash does not match the hash of row 2"), "{message}");
 }
+}
 
+matrix! {
 #[tokio::test]
-async fn arguments_are_digested_unless_clear_is_configured() {
+async fn arguments_are_digested_unless_clear_is_configured(kind) {
     let args = serde_json::json!({"b": 1, "a": "x"});
     let entry = AuditEntry { args: Some(args.clone()), ..AuditEntry::new(AuditKind::Call) };
-    let (_directory, store) = fresh_store(StoreOptions::default()).await;
+    let (_directory, store) = fresh_store(kind, StoreOptions::default()).await;
     store.audit().record_durable(entry.clone()).await.expect("record");
     let rows = store.query_audit(&AuditFilter::default()).await.expect("query");
     assert_eq!(rows[0].args, None);
@@ -143,22 +200,23 @@ async fn arguments_are_digested_unless_clear_is_configured() {
     assert!(rows[0].args_digest.as_deref().is_some_and(|digest| digest.starts_with("sha256:")));
 
     let clear = StoreOptions { redaction: ArgumentRedaction::Clear, ..StoreOptions::default() };
-    let (_directory, store) = fresh_store(clear).await;
+    let (_directory, store) = fresh_store(kind, clear).await;
     store.audit().record_durable(entry).await.expect("record");
     let rows = store.query_audit(&AuditFilter::default()).await.expect("query");
     assert_eq!(rows[0].args, Some(args));
     assert!(store.verify_audit().await.expect("verify").is_intact());
 }
+}
 
+matrix! {
 #[tokio::test]
-async fn a_full_queue_is_reported_not_dropped() {
+async fn a_full_queue_is_reported_not_dropped(kind) {
     let options = StoreOptions { audit_queue_capacity: 4, audit_batch_max: 8, ..StoreOptions::default() };
-    let (directory, store) = fresh_store(options).await;
-    // Another connection holds the write lock, as a second process might: the writer takes at most one batch
-    // and waits for the lock, so the queue fills.
-    let other = raw_connection(&directory.path().join("toolgate.db")).await;
-    let mut lock = other.acquire().await.expect("connection");
-    sqlx::query("BEGIN IMMEDIATE").execute(&mut *lock).await.expect("write lock");
+    let (directory, store) = fresh_store(kind, options).await;
+    // Another connection holds the write lock (on PostgreSQL, the chain's advisory lock), as a second process
+    // might: the writer takes at most one batch and waits for the lock, so the queue fills.
+    let raw = directory.raw().await;
+    let lock = hold_write_lock(&raw).await;
     let audit = store.audit();
     let tried = 200;
     let mut accepted = 0;
@@ -177,19 +235,20 @@ async fn a_full_queue_is_reported_not_dropped() {
     assert!((4..=4 + 1 + 8).contains(&accepted), "accepted {accepted}");
     assert_eq!(accepted + refused, tried);
     assert_eq!(audit.stats().rejected, refused);
-    sqlx::query("ROLLBACK").execute(&mut *lock).await.expect("release");
-    drop(lock);
+    release_write_lock(lock).await;
     audit.flush().await.expect("flush");
     assert_eq!(store.query_audit(&AuditFilter::default()).await.expect("query").len() as u64, accepted);
     assert_eq!(audit.stats().written, accepted);
     assert!(audit.try_record(call_entry("read_file", 999)).is_ok());
 }
+}
 
+matrix! {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_writers_keep_one_chain() {
-    let (directory, store) = fresh_store(StoreOptions::default()).await;
+async fn concurrent_writers_keep_one_chain(kind) {
+    let (directory, store) = fresh_store(kind, StoreOptions::default()).await;
     // A second handle on the same file, as a second gateway process would have.
-    let other = Store::open_file(&directory.path().join("toolgate.db"), StoreOptions::default()).await.expect("open");
+    let other = directory.open(StoreOptions::default()).await;
     let mut tasks = Vec::new();
     for writer in 0..8_u64 {
         let audit = if writer % 2 == 0 { store.audit() } else { other.audit() };
@@ -214,10 +273,12 @@ async fn concurrent_writers_keep_one_chain() {
     assert!(report.is_intact(), "{report:?}");
     assert_eq!(report.rows_checked, 400);
 }
+}
 
+matrix! {
 #[tokio::test]
-async fn queries_filter_by_time_tool_and_verdict() {
-    let (_directory, store) = fresh_store(StoreOptions::default()).await;
+async fn queries_filter_by_time_tool_and_verdict(kind) {
+    let (_directory, store) = fresh_store(kind, StoreOptions::default()).await;
     let audit = store.audit();
     let start = toolgate_store::parse_rfc3339("2026-01-01T00:00:00Z").expect("time");
     let reason = Reason { rule: "destructive-confirm".into(), detail: "destructiveHint true (declared)".into() };
@@ -255,10 +316,12 @@ async fn queries_filter_by_time_tool_and_verdict() {
     let none_yet = AuditFilter { since: Some(SystemTime::now()), ..AuditFilter::default() };
     assert!(query(none_yet).await.is_empty());
 }
+}
 
+matrix! {
 #[tokio::test]
-async fn queries_filter_by_upstream_caller_kind_and_free_text_combined() {
-    let (_directory, store) = fresh_store(StoreOptions::default()).await;
+async fn queries_filter_by_upstream_caller_kind_and_free_text_combined(kind) {
+    let (_directory, store) = fresh_store(kind, StoreOptions::default()).await;
     let audit = store.audit();
     let caller = |identity: &str| Some(toolgate_store::Caller { identity: Some(identity.into()), scopes: Vec::new() });
     let rows = [
@@ -314,4 +377,5 @@ async fn queries_filter_by_upstream_caller_kind_and_free_text_combined() {
     check(combined, &["delete_file"]).await;
     let none = AuditFilter { caller: Some("bob".into()), upstream: Some("mail".into()), ..AuditFilter::default() };
     check(none, &[]).await;
+}
 }

@@ -8,41 +8,43 @@ use std::time::{Duration, Instant};
 
 use toolgate_store::{ArgumentRedaction, AuditEntry, AuditFilter, AuditKind, Store, StoreOptions};
 
-use crate::support::call_entry;
+use crate::support::{Fresh, call_entry, matrix};
 
 fn journaling() -> StoreOptions {
     StoreOptions { journal: true, ..StoreOptions::default() }
 }
 
+matrix! {
 #[tokio::test]
-async fn journaled_rows_are_committed_and_the_journal_empties() {
-    let directory = tempfile::tempdir().unwrap();
-    let database = directory.path().join("toolgate.db");
-    let store = Store::open_file(&database, journaling()).await.unwrap();
+async fn journaled_rows_are_committed_and_the_journal_empties(kind) {
+    let place = Fresh::new(kind);
+    let store = place.open(journaling()).await;
     for n in 0..20 {
         store.audit().record_journaled(call_entry("write_file", n)).await.unwrap().finish("ok", n);
     }
     store.audit().flush().await.unwrap();
     let rows = store.query_audit(&AuditFilter::default()).await.unwrap();
     assert_eq!(rows.len(), 20);
-    let journal = directory.path().join(format!("toolgate.db.journal-{}", std::process::id()));
+    let journal = format!("{}.journal-{}", place.journal_base().display(), std::process::id());
     assert_eq!(std::fs::metadata(&journal).unwrap().len(), 0, "the journal is truncated once all rows are in");
     assert!(store.verify_audit().await.unwrap().is_intact());
 }
+}
 
+matrix! {
 #[tokio::test]
-async fn a_dead_process_journal_is_recovered_once() {
-    let directory = tempfile::tempdir().unwrap();
-    let database = directory.path().join("toolgate.db");
+async fn a_dead_process_journal_is_recovered_once(kind) {
+    let place = Fresh::new(kind);
+    let directory = &place.directory;
     // A first gateway journals rows and commits them; copy its journal lines as a dead process's journal that
     // also holds two rows the database never got.
-    let first = Store::open_file(&database, journaling()).await.unwrap();
+    let first = place.open(journaling()).await;
     first.audit().record_journaled(call_entry("committed", 1)).await.unwrap().finish("ok", 1);
     first.audit().flush().await.unwrap();
     first.close().await.unwrap();
 
     let dead_pid = 4_000_000_u32; // above pid_max: never a live process
-    let orphan = directory.path().join(format!("toolgate.db.journal-{dead_pid}"));
+    let orphan = std::path::PathBuf::from(format!("{}.journal-{dead_pid}", place.journal_base().display()));
     // Two rows the database never got, as journal lines (`{"id", "row"}`; the chain fields are refilled on append).
     let scratch = Store::open_file(&directory.path().join("scratch.db"), StoreOptions::default()).await.unwrap();
     scratch.audit().record_durable(call_entry("lost-1", 2)).await.unwrap();
@@ -60,7 +62,7 @@ async fn a_dead_process_journal_is_recovered_once() {
     file.write_all(b"{\"id\":\"torn").unwrap();
     drop(file);
 
-    let second = Store::open_file(&database, journaling()).await.unwrap();
+    let second = place.open(journaling()).await;
     let tools: Vec<String> =
         second.query_audit(&AuditFilter::default()).await.unwrap().into_iter().filter_map(|row| row.tool).collect();
     assert_eq!(tools, ["committed", "lost-1", "lost-2"]);
@@ -73,8 +75,9 @@ async fn a_dead_process_journal_is_recovered_once() {
     second.close().await.unwrap();
 
     std::fs::write(&orphan, lines).unwrap();
-    let third = Store::open_file(&database, journaling()).await.unwrap();
+    let third = place.open(journaling()).await;
     assert_eq!(third.query_audit(&AuditFilter::default()).await.unwrap().len(), 3, "nothing is appended twice");
+}
 }
 
 #[tokio::test]

@@ -5,7 +5,7 @@ use toolgate_core::fingerprint::FieldChange;
 use toolgate_core::{ToolDefinition, assess_tool};
 use toolgate_store::{PinObservation, StoreError, StoreOptions, ToolSnapshot};
 
-use crate::support::fresh_store;
+use crate::support::{fresh_store, matrix};
 
 fn snapshot(definition: Value) -> ToolSnapshot {
     let tool = ToolDefinition::from_value(definition).expect("tool");
@@ -13,9 +13,10 @@ fn snapshot(definition: Value) -> ToolSnapshot {
     ToolSnapshot::new("files", &tool, &assessment.effective).expect("snapshot")
 }
 
+matrix! {
 #[tokio::test]
-async fn pin_quarantine_approve_and_reject() {
-    let (_directory, store) = fresh_store(StoreOptions::default()).await;
+async fn pin_quarantine_approve_and_reject(kind) {
+    let (_directory, store) = fresh_store(kind, StoreOptions::default()).await;
     let pins = store.pins();
     let original = snapshot(json!({"name": "delete_file", "description": "Deletes a file.",
         "annotations": {"destructiveHint": true}}));
@@ -69,4 +70,5 @@ async fn pin_quarantine_approve_and_reject() {
     assert!(matches!(pins.observe(&changed).await.expect("observe"), PinObservation::Matches(_)));
     assert!(pins.list_pending().await.expect("pending").is_empty());
     assert_eq!(pins.list().await.expect("list").len(), 1);
+}
 }
