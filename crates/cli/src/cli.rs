@@ -244,6 +244,9 @@ pub(crate) struct AuditArgs {
     /// The state directory (default: $TOOLGATE_STATE_DIR, $XDG_STATE_HOME/toolgate or ~/.local/state/toolgate).
     #[arg(long, value_name = "DIR", global = true)]
     pub(crate) state_dir: Option<PathBuf>,
+    /// A config file whose `[store]` names the store (a shared PostgreSQL database), as `serve --config` uses it.
+    #[arg(long, value_name = "FILE", global = true)]
+    pub(crate) config: Option<PathBuf>,
     #[command(subcommand)]
     pub(crate) action: Option<AuditAction>,
     /// Rows at or after this time: RFC 3339, or an age such as 30s, 10m, 2h, 1d, 1w.
@@ -303,6 +306,9 @@ pub(crate) struct ApprovalsArgs {
     /// The state directory (default: $TOOLGATE_STATE_DIR, $XDG_STATE_HOME/toolgate or ~/.local/state/toolgate).
     #[arg(long, value_name = "DIR", global = true)]
     pub(crate) state_dir: Option<PathBuf>,
+    /// A config file whose `[store]` names the store (a shared PostgreSQL database), as `serve --config` uses it.
+    #[arg(long, value_name = "FILE", global = true)]
+    pub(crate) config: Option<PathBuf>,
     #[command(subcommand)]
     pub(crate) action: ApprovalsAction,
 }
@@ -336,6 +342,9 @@ pub(crate) struct PinsArgs {
     /// The state directory (default: $TOOLGATE_STATE_DIR, $XDG_STATE_HOME/toolgate or ~/.local/state/toolgate).
     #[arg(long, value_name = "DIR", global = true)]
     pub(crate) state_dir: Option<PathBuf>,
+    /// A config file whose `[store]` names the store (a shared PostgreSQL database), as `serve --config` uses it.
+    #[arg(long, value_name = "FILE", global = true)]
+    pub(crate) config: Option<PathBuf>,
     #[command(subcommand)]
     pub(crate) action: PinsAction,
 }

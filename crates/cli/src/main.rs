@@ -10,6 +10,7 @@ mod evidence;
 mod render;
 mod report;
 mod state;
+mod store_location;
 mod target;
 mod telemetry;
 mod view;

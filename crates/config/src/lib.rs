@@ -5,13 +5,15 @@
 //!   [`Problem`]); as many are reported at once as can be found.
 //! - [`load_config_with_console`]: the same, with the console's users ([`ConsoleSpec`]), which stay out of the
 //!   runtime's spec.
+//! - [`load_store_config`]: where the state lives (`[store]`: SQLite by default, or a shared PostgreSQL), for
+//!   `serve` and the state commands (`approvals`, `pins`, `audit`, `status`) given `--config FILE`.
 //! - [`check_config`]: the same, returning a [`ConfigSummary`] of what would run (for `toolgate check-config`).
 //! - [`import_config`]: turns a Claude Desktop `claude_desktop_config.json` or a VS Code `mcp.json` into
 //!   toolgate TOML text that [`parse_config`] accepts.
 //!
 //! The format is documented in `docs/config.md`. This crate does no network IO and spawns nothing; its only
 //! side effects are reading the named file and looking up the environment variables named by
-//! `bearer_token_env` and `token_env` (a caller's token, hashed at once). Syntax stays here: the runtime only ever
+//! `bearer_token_env`, `token_env` (a caller's token, hashed at once) and `[store]`'s `url_env`. Syntax stays here: the runtime only ever
 //! sees the lowered spec, guardrails included (`[policy]` is validated by compiling it with the core's compiler).
 //!
 //! ```
@@ -40,6 +42,7 @@ mod parse;
 mod raw;
 mod rules;
 mod sandbox;
+mod store;
 mod summary;
 mod trust;
 mod upstream;
@@ -51,6 +54,7 @@ use std::path::Path;
 
 pub use console::{ConsoleSpec, ConsoleUserSpec};
 pub use error::{ConfigError, Problem};
+pub use store::{DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, PostgresSpec, StoreSpec};
 pub use summary::{CallerSummary, ConfigSummary, ListenerSummary, PolicySummary, Transport, UpstreamSummary};
 pub use toolgate_spec::GatewaySpec;
 
@@ -92,6 +96,22 @@ pub fn parse_config_with_console(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<(GatewaySpec, ConsoleSpec), ConfigError> {
     lower_text(text, origin, env).map(|(lowered, _)| (lowered.spec, lowered.console))
+}
+
+/// The `[store]` section of the configuration at `path` (the whole file is checked: a state command given a
+/// broken config refuses it as `serve` would). Reads the variable `url_env` names.
+pub fn load_store_config(path: &Path) -> Result<StoreSpec, ConfigError> {
+    let text = read_text(path)?;
+    parse_store_config(&text, path, &|name| std::env::var(name).ok())
+}
+
+/// [`load_store_config`] on text already read, with environment lookups answered by `env`.
+pub fn parse_store_config(
+    text: &str,
+    origin: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<StoreSpec, ConfigError> {
+    lower_text(text, origin, env).map(|(lowered, _)| lowered.store)
 }
 
 /// Loads the configuration at `path` and summarizes what would run, warnings included.

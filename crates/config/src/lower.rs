@@ -71,6 +71,8 @@ pub(crate) struct Lowered {
     pub(crate) bearer_token_envs: Vec<Option<String>>,
     /// Who may log in to the console with a token of their own.
     pub(crate) console: crate::ConsoleSpec,
+    /// Where the state lives.
+    pub(crate) store: crate::StoreSpec,
 }
 
 /// Lowers `raw`; the spec is `None` when any problem was recorded.
@@ -90,6 +92,7 @@ pub(crate) fn lower(raw: RawConfig, origin: &Path, cx: &mut Context<'_>) -> Opti
     check_passthrough(&lowered, raw.upstream_tables, cx);
     let guardrails = guardrails::lower_guardrails(raw.guardrails, &raw_names, cx);
     let console = crate::console::lower_console(raw.console, &guardrails.callers, cx);
+    let store = crate::store::lower_store(raw.store, cx);
     let (http, stdio) = lower_listeners(raw.listen, !guardrails.callers.is_empty(), cx);
     if http.is_none() && !guardrails.callers.is_empty() {
         let message = "[[caller]] tokens authenticate HTTP clients, but there is no `[listen.http]`; stdio clients \
@@ -109,7 +112,7 @@ pub(crate) fn lower(raw: RawConfig, origin: &Path, cx: &mut Context<'_>) -> Opti
         port_guard: None,
     };
     let spec = GatewaySpec { upstreams, stdio, http, limits, guardrails, source: Some(origin.to_path_buf()), sandbox };
-    Some(Lowered { spec, bearer_token_envs, console })
+    Some(Lowered { spec, bearer_token_envs, console, store })
 }
 
 fn check_unique_names(raw: &RawConfig, cx: &mut Context<'_>) {

@@ -28,6 +28,8 @@ pub(crate) struct RawConfig {
     pub(crate) guardrails: RawGuardrails,
     /// `[console]` with its `[[console.user]]` tables.
     pub(crate) console: Option<Spanned<crate::console::RawConsole>>,
+    /// `[store]`.
+    pub(crate) store: Option<Spanned<crate::store::RawStore>>,
 }
 
 /// `[listen]`, whose two subtables are deserialized separately.
@@ -75,6 +77,7 @@ pub(crate) fn parse_document(text: &str, locator: &Locator<'_>, problems: &mut V
                 config.guardrails.selection = deserialize_section(value, "[selection]", locator, problems);
             }
             "console" => config.console = deserialize_section(value, "[console]", locator, problems),
+            "store" => config.store = deserialize_section(value, "[store]", locator, problems),
             other => {
                 config.upstream_key_seen |= UPSTREAM_TYPOS.contains(&other);
                 problems.push(locator.problem(key_offset, unknown_top_level_key(other)));

@@ -14,7 +14,7 @@ use toml::Spanned;
 use toolgate_core::trust::TrustLevel;
 
 /// The keys allowed at the top level, in documentation order.
-pub(crate) const TOP_LEVEL_KEYS: [&str; 12] = [
+pub(crate) const TOP_LEVEL_KEYS: [&str; 13] = [
     "upstream",
     "listen",
     "limits",
@@ -27,6 +27,7 @@ pub(crate) const TOP_LEVEL_KEYS: [&str; 12] = [
     "caller",
     "selection",
     "console",
+    "store",
 ];
 
 /// Keys of `[[upstream]]` people put at the top level; they get a friendlier error than a plain typo.

@@ -8,7 +8,8 @@
 //! skip it. PostgreSQL refuses to run as root, so under root the cluster belongs to the `postgres` user (created with
 //! `useradd -r` if absent) and its commands run through `runuser`. Clients connect over TCP on 127.0.0.1 with trust
 //! authentication. A watchdog shell stops the server and removes its directory once the test process is gone, so
-//! no server outlives its tests. Durability is off (`fsync=off`): these clusters hold test data only.
+//! no server outlives its tests. Durability is off (`fsync=off`) unless a measurement asks for it: these clusters
+//! hold test data only.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -26,6 +27,7 @@ pub struct PostgresCluster {
     bindir: PathBuf,
     run_as: Option<&'static str>,
     owned: bool,
+    durable: bool,
 }
 
 static SHARED: OnceLock<PostgresCluster> = OnceLock::new();
@@ -34,15 +36,21 @@ static NAMES: AtomicU32 = AtomicU32::new(0);
 impl PostgresCluster {
     /// The cluster of this test process, started at first use.
     pub fn shared() -> &'static PostgresCluster {
-        SHARED.get_or_init(|| PostgresCluster::init(false))
+        SHARED.get_or_init(|| PostgresCluster::init(false, false))
     }
 
     /// A cluster of the caller's own (to stop and start), stopped and removed when dropped.
     pub fn start_new() -> PostgresCluster {
-        PostgresCluster::init(true)
+        PostgresCluster::init(true, false)
     }
 
-    fn init(owned: bool) -> PostgresCluster {
+    /// [`PostgresCluster::start_new`] with PostgreSQL's own durability (`fsync`, synchronous commits), for
+    /// measurements that must pay what a production server pays.
+    pub fn start_new_durable() -> PostgresCluster {
+        PostgresCluster::init(true, true)
+    }
+
+    fn init(owned: bool, durable: bool) -> PostgresCluster {
         let bindir = server_bindir();
         let run_as = running_as_root().then(|| {
             ensure_server_user();
@@ -57,7 +65,7 @@ impl PostgresCluster {
             std::os::unix::fs::chown(&root, Some(uid), Some(gid))
                 .unwrap_or_else(|error| panic!("cannot give {} to {SERVER_USER}: {error}", root.display()));
         }
-        let cluster = PostgresCluster { port: free_port(), root, bindir, run_as, owned };
+        let cluster = PostgresCluster { port: free_port(), root, bindir, run_as, owned, durable };
         let data = cluster.data_dir();
         cluster.run_server_tool("initdb", &["-D", path_str(&data), "-A", "trust", "-U", "postgres", "--no-sync"]);
         cluster.start();
@@ -93,18 +101,21 @@ impl PostgresCluster {
     pub fn start(&self) {
         let data = self.data_dir();
         let log = self.root.join("server.log");
+        let fast = if self.durable { "" } else { " -c fsync=off -c synchronous_commit=off" };
         let options = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c max_connections=200",
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c max_connections=200{fast}",
             self.port,
             path_str(&self.root)
         );
         self.run_server_tool("pg_ctl", &["-D", path_str(&data), "-l", path_str(&log), "-o", &options, "-w", "start"]);
     }
 
-    /// Stops the server at once (`immediate`: as a crash would, without a checkpoint) and waits until it is down.
+    /// Stops the server as `pg_ctl restart` does (`fast`: every session is disconnected at once, what was committed
+    /// is kept) and waits until it is down. Not `immediate`: with this cluster's asynchronous commits, a crash would
+    /// lose the last commits, which is a server setting under test rather than toolgate.
     pub fn stop(&self) {
         let data = self.data_dir();
-        self.run_server_tool("pg_ctl", &["-D", path_str(&data), "-m", "immediate", "-w", "stop"]);
+        self.run_server_tool("pg_ctl", &["-D", path_str(&data), "-m", "fast", "-w", "stop"]);
     }
 
     fn data_dir(&self) -> PathBuf {

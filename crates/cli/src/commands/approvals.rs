@@ -31,7 +31,7 @@ const VALUE_CHARS: usize = 60;
 const SUMMARY_CHARS: usize = 600;
 
 pub(crate) async fn run(args: ApprovalsArgs) -> Result<Outcome> {
-    let store = open_store(args.state_dir.as_deref()).await?;
+    let store = open_store(args.state_dir.as_deref(), args.config.as_deref()).await?;
     let outcome = match args.action {
         ApprovalsAction::List { json } => list(&store, json).await,
         ApprovalsAction::Approve(decide_args) => decide(&store, decide_args, ApprovalDecision::Approve).await,

@@ -17,50 +17,33 @@ use anyhow::{Context, Result, bail};
 use comfy_table::{ContentArrangement, Table, presets};
 use toolgate_core::display::{bounded, json_safe};
 use toolgate_store::{
-    AuditFilter, AuditRow, DATABASE_FILE, NOT_RECORDED_OUTCOME, Store, UNANSWERED_OUTCOME, parse_age, parse_rfc3339,
-    verify_rows,
+    AuditFilter, AuditRow, NOT_RECORDED_OUTCOME, Store, UNANSWERED_OUTCOME, parse_age, parse_rfc3339, verify_rows,
 };
 
 use crate::Outcome;
 use crate::cli::{AuditAction, AuditArgs};
-use crate::state::state_dir;
+use crate::store_location::StoreLocation;
 
-/// The database of the state directory; fails when no gateway has created it yet.
-fn database_path(explicit: Option<&Path>) -> Result<PathBuf> {
-    let database = state_dir(explicit)?.join(DATABASE_FILE);
-    if !database.is_file() {
-        bail!(
-            "no toolgate database at {} (run `toolgate serve` with this state directory first, or pass --state-dir)",
-            database.display()
-        );
-    }
-    Ok(database)
-}
-
-/// Opens the store of the state directory; fails when no gateway has created it yet.
-pub(crate) async fn open_store(explicit: Option<&Path>) -> Result<Store> {
-    let database = database_path(explicit)?;
-    let state = database.parent().map(Path::to_path_buf).unwrap_or_default();
-    Store::open(&state).await.with_context(|| format!("cannot open {}", database.display()))
+/// Opens the store of the state directory, or the one `--config FILE`'s `[store]` names; fails when no gateway has
+/// created it yet.
+pub(crate) async fn open_store(state_dir: Option<&Path>, config: Option<&Path>) -> Result<Store> {
+    StoreLocation::resolve(state_dir, config)?.open_existing().await
 }
 
 pub(crate) async fn run(args: AuditArgs) -> Result<Outcome> {
     if let Some(AuditAction::Verify { exported }) = &args.action {
-        return if exported.is_empty() {
-            verify(&database_path(args.state_dir.as_deref())?).await
-        } else {
-            verify_exported(exported, args.state_dir.as_deref()).await
-        };
+        let location = StoreLocation::resolve(args.state_dir.as_deref(), args.config.as_deref())?;
+        return if exported.is_empty() { verify(&location).await } else { verify_exported(exported, &location).await };
     }
-    let store = open_store(args.state_dir.as_deref()).await?;
+    let store = open_store(args.state_dir.as_deref(), args.config.as_deref()).await?;
     let outcome = list(&store, &args).await;
     store.close().await?;
     outcome
 }
 
 /// Walks the chain of a database opened read-only; counts what journals of stopped gateways would add.
-async fn verify(database: &Path) -> Result<Outcome> {
-    let store = Store::open_read_only(database).await.with_context(|| format!("cannot open {}", database.display()))?;
+async fn verify(location: &StoreLocation) -> Result<Outcome> {
+    let store = location.open_read_only().await?;
     let report = store.verify_audit().await?;
     let backlog = store.journal_backlog().await?;
     let mut stdout = std::io::stdout().lock();
@@ -95,7 +78,7 @@ async fn verify(database: &Path) -> Result<Outcome> {
 
 /// Verifies exported JSON-lines files as one chain, in the order given, and whether the database's checkpoint is
 /// their last row (what anchors the checkpoint).
-async fn verify_exported(files: &[PathBuf], explicit_state: Option<&Path>) -> Result<Outcome> {
+async fn verify_exported(files: &[PathBuf], location: &StoreLocation) -> Result<Outcome> {
     let mut rows = Vec::new();
     for file in files {
         let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
@@ -117,8 +100,8 @@ async fn verify_exported(files: &[PathBuf], explicit_state: Option<&Path>) -> Re
         let last = rows.last().map(|row| (row.seq, row.hash.clone()));
         let last_seq = last.as_ref().map_or(0, |last| last.0);
         let _ = writeln!(text, "{} exported rows, chain intact (rows {}..{last_seq})", report.rows_checked, first.seq);
-        match database_path(explicit_state) {
-            Ok(database) => anchored(&database, last, &mut text).await?,
+        match location.require_database() {
+            Ok(()) => anchored(location, last, &mut text).await?,
             Err(_) => Outcome::Clean,
         }
     };
@@ -127,8 +110,8 @@ async fn verify_exported(files: &[PathBuf], explicit_state: Option<&Path>) -> Re
 }
 
 /// Whether the database's checkpoint is the last exported row (which anchors it), when it reaches that far.
-async fn anchored(database: &Path, last: Option<(i64, String)>, text: &mut String) -> Result<Outcome> {
-    let store = Store::open_read_only(database).await?;
+async fn anchored(location: &StoreLocation, last: Option<(i64, String)>, text: &mut String) -> Result<Outcome> {
+    let store = location.open_read_only().await?;
     match (store.audit_checkpoint().await?, last) {
         (Some(checkpoint), Some((seq, hash))) if checkpoint.seq == seq && checkpoint.hash == hash => {
             let _ = writeln!(text, "the database continues from the last exported row (its checkpoint, row {seq})");

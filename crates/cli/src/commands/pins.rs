@@ -57,7 +57,7 @@ pub(crate) async fn run(args: PinsArgs) -> Result<Outcome> {
     {
         bail!("name the {} after the upstream (only instructions have no name)", kind.as_str());
     }
-    let store = open_store(args.state_dir.as_deref()).await?;
+    let store = open_store(args.state_dir.as_deref(), args.config.as_deref()).await?;
     let text = match args.action {
         PinsAction::List { json } => list(&store, json).await,
         PinsAction::Diff(tool) => diff(&store, &tool).await,

@@ -110,9 +110,14 @@ pub(crate) async fn serve_spec(
         },
         ..toolgate_store::StoreOptions::gateway()
     };
-    let store = toolgate_store::Store::open_file(&state.join(toolgate_store::DATABASE_FILE), options)
-        .await
-        .with_context(|| format!("cannot open the state store in {}", state.display()))?;
+    // `[store]` is read at start (a reload does not move the store): SQLite in the state directory, or PostgreSQL.
+    let store_spec = match &config {
+        Some(path) => toolgate_config::load_store_config(path).map_err(|error| anyhow::anyhow!("{error}"))?,
+        None => toolgate_config::StoreSpec::default(),
+    };
+    let location = crate::store_location::StoreLocation { state: state.clone(), spec: store_spec };
+    let store = location.open(options).await?;
+    tracing::info!(store = %location.describe(), instance = store.instance().unwrap_or_default(), "state store open");
     load_observations(&mut spec, &store).await?;
     let gateway = Gateway::with_store(spec.clone(), Some(store.clone()))?;
     // `toolgate approvals` finds this state directory without being told only when it is the default one.

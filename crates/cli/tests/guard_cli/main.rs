@@ -11,4 +11,5 @@ mod audit;
 mod manifest;
 mod pins;
 mod prompt;
+mod store_config;
 mod support;

@@ -64,7 +64,7 @@ fn unknown_keys_are_errors() {
 #[test]
 fn misplaced_top_level_keys_get_a_hint() {
     const EXPECTED: &str = "upstream, listen, limits, policy, confirmation, pins, results, retries, audit, caller, \
-                            selection, console";
+                            selection, console, store";
     check_error(
         "[[upstream]]\nname = \"a\"\ncommand = \"x\"\n[policy]\ndefault = \"deny\"\n",
         "gateway.toml:5:1: [policy]: unknown key `default` (expected one of mode, defaults, session_taint, rule)",

@@ -263,3 +263,24 @@ fn audit_retention_is_lowered_with_the_export_directory_beside_the_config() {
         }
     );
 }
+
+#[test]
+fn the_store_is_sqlite_unless_a_postgres_url_is_given_and_its_password_comes_from_the_environment() {
+    let store = |text: &str, env: &dyn Fn(&str) -> Option<String>| {
+        crate::parse_store_config(&format!("{ONE}{text}"), std::path::Path::new("gateway.toml"), env).unwrap()
+    };
+    let none = |_: &str| None;
+    assert_eq!(store("", &none), crate::StoreSpec::default());
+    let plain = store("[store]\nurl = \"postgres://toolgate@db/toolgate\"\ninstance_id = \"eu-1\"\n", &none);
+    let postgres = plain.postgres.as_ref().unwrap();
+    assert_eq!(postgres.url, "postgres://toolgate@db/toolgate");
+    assert_eq!((postgres.max_connections, postgres.acquire_timeout), (10, std::time::Duration::from_secs(5)));
+    assert_eq!(plain.instance_id.as_deref(), Some("eu-1"));
+    let secret = |name: &str| (name == "STORE_URL").then(|| "postgres://toolgate:s3cret@db/toolgate".to_owned());
+    let from_env = store("[store]\nurl_env = \"STORE_URL\"\nmax_connections = 32\nacquire_timeout_ms = 250\n", &secret);
+    let postgres = from_env.postgres.as_ref().unwrap();
+    assert_eq!((postgres.url_env.as_deref(), postgres.max_connections), (Some("STORE_URL"), 32));
+    assert_eq!(postgres.acquire_timeout, std::time::Duration::from_millis(250));
+    assert!(postgres.url.contains("s3cret"), "the environment may hold the password");
+    assert!(!format!("{from_env:?}").contains("s3cret"), "never printed: {from_env:?}");
+}

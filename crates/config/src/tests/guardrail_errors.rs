@@ -275,3 +275,29 @@ fn console_users_are_lowered_with_their_token_hashed() {
     let (_, none) = crate::parse_config_with_console(ONE, std::path::Path::new("gateway.toml"), &env).expect("parses");
     assert!(none.users.is_empty());
 }
+
+#[test]
+fn store_errors() {
+    check_error(
+        &format!("{ONE}[store]\nurl = \"postgres://toolgate:s3cret@db/toolgate\"\n"),
+        "gateway.toml:5:7: [store]: `url` holds a password: a password never sits in the config file; remove it and \
+         give it in PGPASSWORD or ~/.pgpass, or put the whole URL in an environment variable named by `url_env`",
+    );
+    check_error(
+        &format!("{ONE}[store]\nurl = \"sqlite:state.db\"\n"),
+        "gateway.toml:5:7: [store]: `url` must be a postgres:// URL (SQLite needs no `[store]` url)",
+    );
+    check_error(
+        &format!("{ONE}[store]\nurl = \"postgres://db/t\"\nurl_env = \"X\"\n"),
+        "gateway.toml:6:11: [store]: set either `url` or `url_env`, not both",
+    );
+    check_error(
+        &format!("{ONE}[store]\nurl_env = \"TOOLGATE_TEST_UNSET_STORE_URL\"\n"),
+        "gateway.toml:5:11: [store]: `url_env`: the variable TOOLGATE_TEST_UNSET_STORE_URL is not set",
+    );
+    check_error(
+        &format!("{ONE}[store]\nurl = \"postgres://db/t\"\nmax_connections = 1\ninstance_id = \"a b\"\n"),
+        "gateway.toml:6:19: [store]: `max_connections` must be between 2 and 1000\n\
+         gateway.toml:7:15: [store]: `instance_id` must be 1 to 64 letters, digits, '-', '_' or '.'",
+    );
+}

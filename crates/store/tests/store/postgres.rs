@@ -1,0 +1,167 @@
+//! What only a shared PostgreSQL store has to survive: the server restarting while calls are made (calls whose row
+//! cannot be recorded are refused, naming why, and service resumes by itself once the server is back), and several
+//! processes (instances) writing one chain; plus the instance id every backend stamps on rows and approvals, and
+//! the lapse of a restarted gateway's approvals.
+
+use std::time::Duration;
+
+use toolgate_store::{
+    ApprovalState, AuditFilter, PendingApproval, PostgresTarget, Store, StoreError, StoreOptions, digest_arguments,
+};
+use toolgate_test_support::postgres::PostgresCluster;
+
+use crate::support::{Fresh, call_entry, matrix};
+
+fn pending(expires_in: Duration) -> PendingApproval {
+    toolgate_test_support::pending_approval(&serde_json::json!({"path": "/tmp/a"}), expires_in)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_restart_refuses_calls_that_cannot_be_recorded_then_service_resumes_by_itself() {
+    // A cluster of this test's own: it is stopped and started under the store.
+    let cluster = PostgresCluster::start_new();
+    let target =
+        PostgresTarget { acquire_timeout: Duration::from_millis(500), ..PostgresTarget::new(cluster.fresh_database()) };
+    let directory = tempfile::tempdir().unwrap();
+    let options = StoreOptions {
+        journal: true,
+        audit_queue_capacity: 2,
+        audit_queue_wait: Duration::from_millis(50),
+        ..StoreOptions::default()
+    };
+    let store = Store::open_postgres(&target, directory.path(), options).await.unwrap();
+    store.audit().record_journaled(call_entry("before", 0)).await.unwrap().finish("ok", 0);
+    store.audit().flush().await.unwrap();
+
+    cluster.stop();
+    // A person's decision and a queued approval need the database now: refused, with the driver's reason.
+    let refused = store.approvals().create(&pending(Duration::from_secs(60))).await;
+    assert!(matches!(refused, Err(StoreError::Database(_))), "{refused:?}");
+    // Calls already journaled are kept (the journal holds their rows) until the writer's queue is full of them;
+    // after that a call is refused, naming the writer's error, rather than forwarded without a row.
+    for n in 1..=2 {
+        store.audit().record_journaled(call_entry("during", n)).await.unwrap().finish("ok", n);
+    }
+    let started = std::time::Instant::now();
+    let failure = loop {
+        match store.audit().record_journaled(call_entry("refused", 99)).await {
+            Err(error @ StoreError::AuditWriterFailing { .. }) => break error,
+            Err(StoreError::AuditQueueFull { .. }) => {}
+            Err(other) => panic!("unexpected error {other:?}"),
+            Ok(pending) => panic!("admitted while the store is unreachable: {pending:?}"),
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "the writer never reported its failure");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(failure.to_string().contains("the audit writer is failing"), "{failure}");
+    assert!(store.audit().stats().failing);
+
+    cluster.start();
+    // No restart of the store: the pool reconnects and the writer's next attempt succeeds.
+    let admitted = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            if let Ok(pending) = store.audit().record_journaled(call_entry("after", 3)).await {
+                return pending;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("service resumes by itself");
+    admitted.finish("ok", 3);
+    store.audit().flush().await.unwrap();
+    let tools: Vec<String> =
+        store.query_audit(&AuditFilter::default()).await.unwrap().into_iter().filter_map(|row| row.tool).collect();
+    assert_eq!(tools, ["before", "during", "during", "after"], "every admitted call has its row, once");
+    assert!(store.verify_audit().await.unwrap().is_intact());
+    store.approvals().create(&pending(Duration::from_secs(60))).await.expect("approvals work again");
+    store.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn several_instances_append_to_one_chain_and_every_row_names_its_writer() {
+    let fresh = Fresh::new(crate::support::Kind::Postgres);
+    let mut stores = Vec::new();
+    for index in 0..3 {
+        let options = StoreOptions { instance_id: Some(format!("gw-{index}")), ..StoreOptions::default() };
+        // Each instance keeps its own state directory (its id and journals), as separate machines would.
+        let state = tempfile::tempdir().unwrap();
+        let target = fresh.postgres.clone().unwrap();
+        stores.push((Store::open_postgres(&target, state.path(), options).await.unwrap(), state));
+    }
+    let mut tasks = Vec::new();
+    for (index, (store, _)) in stores.iter().enumerate() {
+        let audit = store.audit();
+        tasks.push(tokio::spawn(async move {
+            for n in 0..40 {
+                let entry = call_entry(&format!("tool_{index}"), n);
+                if n % 4 == 0 {
+                    audit.record_durable(entry).await.unwrap();
+                } else {
+                    while audit.try_record(entry.clone()).is_err() {
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    }
+                }
+            }
+            audit.flush().await.unwrap();
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let report = stores[1].0.verify_audit().await.unwrap();
+    assert!(report.is_intact(), "{report:?}");
+    assert_eq!(report.rows_checked, 120);
+    let rows = stores[2].0.query_audit(&AuditFilter::default()).await.unwrap();
+    for row in &rows {
+        let writer = row.tool.as_deref().and_then(|tool| tool.strip_prefix("tool_")).unwrap_or_default();
+        assert_eq!(row.instance.as_deref(), Some(format!("gw-{writer}").as_str()), "row {}", row.seq);
+    }
+}
+
+matrix! {
+/// A restarted gateway lapses the approvals its previous run queued (their calls are gone); another instance's
+/// approvals, and every row already written, are left alone. A changed instance id is a changed row.
+#[tokio::test]
+async fn a_restarted_instance_lapses_its_own_approvals_only(kind) {
+    let fresh = Fresh::new(kind);
+    let first = fresh.open(StoreOptions { journal: true, ..StoreOptions::default() }).await;
+    let instance = first.instance().unwrap().to_owned();
+    let mine = pending(Duration::from_secs(600));
+    first.approvals().create(&mine).await.unwrap();
+    first.audit().record_durable(call_entry("read_file", 1)).await.unwrap();
+    // Another gateway's approval in the same store.
+    let other = match &fresh.postgres {
+        Some(target) => {
+            let state = tempfile::tempdir().unwrap();
+            let options = StoreOptions { instance_id: Some("gw-other".into()), ..StoreOptions::default() };
+            Some((Store::open_postgres(target, state.path(), options).await.unwrap(), state))
+        }
+        None => None,
+    };
+    let theirs = pending(Duration::from_secs(600));
+    if let Some((store, _)) = &other {
+        store.approvals().create(&theirs).await.unwrap();
+    }
+    first.close().await.unwrap();
+
+    // The same state directory again: the same instance id, and its waiting approval lapses.
+    let restarted = fresh.open(StoreOptions { journal: true, ..StoreOptions::default() }).await;
+    assert_eq!(restarted.instance(), Some(instance.as_str()), "stable across restarts");
+    let record = restarted.approvals().get(&mine.id).await.unwrap().unwrap();
+    assert_eq!(record.state, ApprovalState::Lapsed);
+    assert!(record.lapsed_why.unwrap_or_default().contains("restarted"));
+    let refused = restarted.approvals().consume(&mine.id, "sha256:tool", &digest_arguments(&serde_json::json!({"path": "/tmp/a"}))).await;
+    assert!(refused.is_err(), "a lapsed approval cannot be used");
+    if other.is_some() {
+        let record = restarted.approvals().get(&theirs.id).await.unwrap().unwrap();
+        assert_eq!(record.state, ApprovalState::Pending, "another instance's approval is its own");
+    }
+    let rows = restarted.query_audit(&AuditFilter::default()).await.unwrap();
+    assert_eq!(rows[0].instance.as_deref(), Some(instance.as_str()));
+    let raw = fresh.raw().await;
+    crate::support::tamper(&raw, "UPDATE audit_log SET instance = 'gw-forged' WHERE seq = 1").await;
+    let report = restarted.verify_audit().await.unwrap();
+    assert_eq!(report.first_break.map(|found| found.kind), Some(toolgate_store::ChainBreakKind::HashMismatch));
+}
+}
