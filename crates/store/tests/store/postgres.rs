@@ -165,3 +165,34 @@ async fn a_restarted_instance_lapses_its_own_approvals_only(kind) {
     assert_eq!(report.first_break.map(|found| found.kind), Some(toolgate_store::ChainBreakKind::HashMismatch));
 }
 }
+
+/// Appends of several processes are serialized in the database, not merely caught by the primary key: decisions
+/// recorded at the same moment on three processes (each its own transaction, with no retry) all succeed, in one
+/// chain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn decisions_recorded_at_once_on_several_instances_all_join_one_chain() {
+    let fresh = Fresh::new(crate::support::Kind::Postgres);
+    let target = fresh.postgres.clone().unwrap();
+    let mut stores = Vec::new();
+    for index in 0..3 {
+        let state = tempfile::tempdir().unwrap();
+        let options = StoreOptions { instance_id: Some(format!("gw-{index}")), ..StoreOptions::default() };
+        stores.push((Store::open_postgres(&target, state.path(), options).await.unwrap(), state));
+    }
+    let mut tasks = Vec::new();
+    for (index, (store, _)) in stores.iter().enumerate() {
+        for n in 0..20 {
+            let store = store.clone();
+            tasks.push(tokio::spawn(async move {
+                let decision = toolgate_store::PinDecision::Approved;
+                store.record_pin_decision("files", &format!("tool_{index}_{n}"), "sha256:ab", decision, "alice").await
+            }));
+        }
+    }
+    for task in tasks {
+        task.await.unwrap().expect("every decision is recorded");
+    }
+    let report = stores[0].0.verify_audit().await.unwrap();
+    assert!(report.is_intact(), "{report:?}");
+    assert_eq!(report.rows_checked, 60);
+}
