@@ -127,9 +127,11 @@ impl Peers {
         self.node_script("mcp-inspector").arg("--cli")
     }
 
-    /// The conformance suite (`@modelcontextprotocol/conformance`); append `server --url ...` or `list`.
+    /// The conformance suite (`@modelcontextprotocol/conformance` 0.1.16); append `server --url ...` or `list`.
+    /// Started by its package's entry script, not through `.bin/conformance`: the 2026 suite's alias declares the
+    /// same command name, and which package npm links there depends on the install's order.
     pub fn conformance(&self) -> PeerCommand {
-        self.node_script("conformance")
+        self.package_script(&self.node_modules().join("@modelcontextprotocol").join("conformance"))
     }
 
     /// The 2026-07-28 conformance suite (`@modelcontextprotocol/conformance` 0.2.x), installed beside 0.1.16 under
@@ -139,9 +141,17 @@ impl Peers {
     pub fn conformance_2026(&self) -> PeerCommand {
         let package = match std::env::var_os(CONFORMANCE_2026_ENV) {
             Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-            _ => self.dir.join("node").join("node_modules").join("conformance-2026"),
+            _ => self.node_modules().join("conformance-2026"),
         };
-        // The package's `bin.conformance` entry.
+        self.package_script(&package)
+    }
+
+    fn node_modules(&self) -> PathBuf {
+        self.dir.join("node").join("node_modules")
+    }
+
+    /// A conformance suite package's `bin.conformance` entry (`dist/index.js`), run with Node 22.
+    fn package_script(&self, package: &Path) -> PeerCommand {
         let script = self.existing(package.join("dist").join("index.js"));
         PeerCommand::new(self.node()).arg(script.to_string_lossy()).env("PATH", self.path_env())
     }
