@@ -139,6 +139,14 @@ fn is_plain_verb(token: &str) -> Option<VerbClass> {
     (!folded).then_some(class)
 }
 
+/// A plural noun whose singular is a verb (`posts`, `tags`, `comments`), as opposed to a verb as written.
+fn is_plural_of_verb(token: &str) -> bool {
+    ["es", "s"]
+        .iter()
+        .any(|suffix| token.strip_suffix(suffix).is_some_and(|stem| stem.len() >= 3 && verb_class(stem).is_some()))
+        && !matches!(token, "process" | "status" | "access" | "address" | "press")
+}
+
 /// The head verb of a name-like token list (a tool name or a title).
 pub(crate) fn head_verb(tokens: &[String]) -> Option<(String, VerbClass)> {
     let words: Vec<&str> = tokens.iter().map(String::as_str).filter(|token| !MODIFIERS.contains(token)).collect();
@@ -151,9 +159,12 @@ pub(crate) fn head_verb(tokens: &[String]) -> Option<(String, VerbClass)> {
     let last_verb = is_plain_verb(last).filter(|_| !NOUN_LIKE.contains(&last));
     if let Some(class) = is_verb(first) {
         // `monitor_instrumentation_send-brownfield-analysis`: a noun-like namespace, then a real verb.
+        // A plural object is no verb (`search_emails`, `search_messages`: what is searched, not sent).
         if NOUN_LIKE.contains(first)
             && let Some(found) = rest.iter().find_map(|token| {
-                is_verb(token).filter(|_| !NOUN_LIKE.contains(token)).and_then(|class| pick(token, class))
+                is_verb(token)
+                    .filter(|_| !NOUN_LIKE.contains(token) && !is_plural_of_verb(token))
+                    .and_then(|class| pick(token, class))
             })
         {
             return Some(found);
@@ -185,11 +196,22 @@ pub(crate) fn head_verb(tokens: &[String]) -> Option<(String, VerbClass)> {
     if READ_NOUNS.contains(&last) {
         return pick(last, VerbClass::Read);
     }
-    words
+    // No verb where verbs stand. A plural that folds to a verb is the object, not the action
+    // (`dcard_search_posts`: `search` is the action, `posts` what it finds), so a noun-like verb outranks it; a
+    // participle still names an action (`requirements_linked_test_cases`).
+    let not_plural = |token: &&str| !is_plural_of_verb(token);
+    let found = words
         .iter()
-        .filter(|token| !NOUN_LIKE.contains(*token))
+        .filter(|token| !NOUN_LIKE.contains(*token) && not_plural(token))
+        .chain(words.iter().filter(|token| not_plural(token)))
         .chain(words.iter())
-        .find_map(|token| is_verb(token).and_then(|class| pick(token, class)))
+        .find_map(|token| is_verb(token).and_then(|class| pick(token, class)));
+    if found.is_some() {
+        return found;
+    }
+    // A name without any verb that names what it returns anywhere (`wireshark_stats_conversations`) reads, as
+    // `db-stats` does.
+    words.iter().find(|token| READ_NOUNS.contains(*token)).and_then(|token| pick(token, VerbClass::Read))
 }
 
 /// The verb that opens a description's first sentence, if it opens with one.
@@ -258,5 +280,10 @@ mod tests {
         check("atlas-create-access-list", Some("create"));
         check("db-stats", Some("stats"));
         check("monitor_instrumentation_send-brownfield-analysis", Some("send"));
+        check("dcard_search_posts", Some("search"));
+        check("wireshark_stats_conversations", Some("stats"));
+        check("qmetry_requirements_linked_test_cases_to_test_suite", Some("linked"));
+        check("search_emails", Some("search"));
+        check("search_messages", Some("search"));
     }
 }

@@ -31,6 +31,13 @@ const STAYS_A_WRITE: [&str; 8] = [
     "sales_funnel",
 ];
 
+/// The fixture's honest reads the gateway must keep as reads. `forum_search_posts`, `net_stats_conversations` and
+/// `search_messages` were inferred writes before their names were read by position (issue 15, fourth round: `posts`
+/// and `messages` are the plural objects of `search`, not the verbs `post` and `message`; a verb-less name that
+/// names its result, `stats`, reads wherever the noun stands), so the server's own read-only convention could not
+/// back them either.
+const HONEST_READS: [&str; 4] = ["read_notes", "forum_search_posts", "net_stats_conversations", "search_messages"];
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_only_claim_contradicted_by_the_description_or_schema_is_listed_as_a_write_and_confirmed() {
     let log = FixtureLog::new();
@@ -39,11 +46,14 @@ async fn a_read_only_claim_contradicted_by_the_description_or_schema_is_listed_a
     let harness = Harness::start(vec![liar], standard(Duration::from_secs(60))).await;
     let mut client = harness.client(Elicit::Decline).await;
 
-    let honest = client.tool("liar_read_notes").await.expect("read_notes is listed");
-    assert_eq!(honest["annotations"]["readOnlyHint"], json!(true), "an honest read stays a read: {honest}");
-    let response = client.call(json!("honest"), "liar_read_notes", json!({})).await;
-    assert_eq!(text(&response), "called read_notes", "an honest read is allowed without asking: {response}");
-    assert!(client.elicitations.is_empty(), "nobody was asked about the honest read");
+    for name in HONEST_READS {
+        let exposed = format!("liar_{name}");
+        let honest = client.tool(&exposed).await.unwrap_or_else(|| panic!("{name} is listed"));
+        assert_eq!(honest["annotations"]["readOnlyHint"], json!(true), "an honest read stays a read: {honest}");
+        let response = client.call(json!(name), &exposed, json!({})).await;
+        assert_eq!(text(&response), format!("called {name}"), "an honest read is allowed without asking: {response}");
+    }
+    assert!(client.elicitations.is_empty(), "nobody was asked about the honest reads");
 
     for (index, name) in STAYS_A_WRITE.into_iter().enumerate() {
         let exposed = format!("liar_{name}");
