@@ -264,6 +264,9 @@ pub(crate) struct AuditArgs {
     /// Only rows of this kind.
     #[arg(long, value_name = "K", value_parser = kind_parser())]
     pub(crate) kind: Option<AuditKind>,
+    /// Only rows written by this gateway instance (its `[store] instance_id`, or the id in its state directory).
+    #[arg(long, value_name = "ID")]
+    pub(crate) instance: Option<String>,
     /// Only the most recent N rows.
     #[arg(long, value_name = "N")]
     pub(crate) limit: Option<u32>,

@@ -179,9 +179,11 @@ pub struct StoreOptions {
     pub audit_queue_wait: Duration,
     /// Most rows appended in one transaction.
     pub audit_batch_max: usize,
-    /// How long a statement waits for another connection's (or process's) write lock.
+    /// How long a statement waits for another connection's (or process's) write lock (SQLite; PostgreSQL's wait for a
+    /// connection is [`PostgresTarget::acquire_timeout`]).
     pub busy_timeout: Duration,
-    /// How often `ApprovalStore::wait` looks for a decision written by another process.
+    /// How often `ApprovalStore::wait` looks for a decision written by another process (on PostgreSQL, where a
+    /// decision also arrives as a notification, at least every second: the fallback for a lost notification).
     pub approval_poll_interval: Duration,
     /// Keep an audit journal for [`AuditWriter::record_journaled`] (the gateway's store). Journals of dead
     /// processes are recovered at every open, whatever this says.

@@ -107,6 +107,7 @@ fn filter(typed: &Typed, now: SystemTime) -> Result<AuditFilter, String> {
         session: None,
         upstream: given(&typed.upstream),
         caller: given(&typed.caller),
+        instance: None,
         text: given(&typed.text),
         limit: Some(typed.limit),
     })
@@ -265,6 +266,7 @@ mod tests {
                 session: None,
                 upstream: Some("files".into()),
                 caller: Some("console:alice".into()),
+                instance: None,
                 text: Some("Time out".into()),
                 limit: Some(MAX_ROWS),
             })

@@ -146,6 +146,7 @@ async fn list(store: &Store, args: &AuditArgs) -> Result<Outcome> {
         tool_glob: args.tool.clone(),
         verdict: args.verdict,
         kind: args.kind,
+        instance: args.instance.clone(),
         limit: if matches!(args.action, Some(AuditAction::Export)) { None } else { args.limit },
         ..AuditFilter::default()
     };

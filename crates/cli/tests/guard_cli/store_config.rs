@@ -48,6 +48,9 @@ async fn the_state_commands_reach_the_postgres_store_of_the_config() {
     let audit = toolgate_async(&["audit", "--json", "--config", config, "--state-dir", state]).await;
     assert_eq!(audit.code, Some(0), "{audit:?}");
     assert!(audit.stdout.contains(r#""instance":"gw-1""#), "rows name their writer: {}", audit.stdout);
+    let others =
+        toolgate_async(&["audit", "--json", "--instance", "gw-2", "--config", config, "--state-dir", state]).await;
+    assert_eq!((others.code, others.stdout.trim()), (Some(0), ""), "{others:?}");
     let verify = toolgate_async(&["audit", "verify", "--config", config, "--state-dir", state]).await;
     assert_eq!(verify.code, Some(0), "{verify:?}");
     assert!(verify.stdout.contains("chain intact"), "{}", verify.stdout);

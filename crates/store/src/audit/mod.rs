@@ -233,8 +233,10 @@ pub struct AuditFilter {
     pub upstream: Option<String>,
     /// Only rows whose caller identity is exactly this (`console:alice`, an OAuth subject, `stdio`).
     pub caller: Option<String>,
+    /// Only rows written by this gateway instance ([`AuditRow::instance`]).
+    pub instance: Option<String>,
     /// Only rows where this text occurs (ASCII case-insensitive, no wildcards) in the tool, upstream, session,
-    /// caller identity, outcome or reasons.
+    /// caller identity, outcome, reasons or instance.
     pub text: Option<String>,
     /// At most this many rows (the most recent ones when set).
     pub limit: Option<u32>,

@@ -25,8 +25,8 @@ macro_rules! audit_columns {
 pub(crate) use audit_columns;
 
 /// The columns the free-text filter searches: fixed SQL expressions, never built from input.
-fn text_columns(dialect: Dialect) -> [&'static str; 6] {
-    ["tool", "upstream", "session", caller_identity(dialect), "outcome", REASONS_TEXT]
+fn text_columns(dialect: Dialect) -> [&'static str; 7] {
+    ["tool", "upstream", "session", caller_identity(dialect), "outcome", REASONS_TEXT, "instance"]
 }
 
 /// The caller's identity inside the JSON text of `caller`.
@@ -95,6 +95,9 @@ pub(crate) async fn query(backend: &Backend, filter: &AuditFilter) -> Result<Vec
         }
         if let Some(upstream) = &filter.upstream {
             sql.push(" AND upstream = ").push_bind(upstream.clone());
+        }
+        if let Some(instance) = &filter.instance {
+            sql.push(" AND instance = ").push_bind(instance.clone());
         }
         if let Some(caller) = &filter.caller {
             sql.push(" AND ").push(caller_identity(dialect)).push(" = ").push_bind(caller.clone());

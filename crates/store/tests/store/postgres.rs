@@ -117,6 +117,10 @@ async fn several_instances_append_to_one_chain_and_every_row_names_its_writer() 
         let writer = row.tool.as_deref().and_then(|tool| tool.strip_prefix("tool_")).unwrap_or_default();
         assert_eq!(row.instance.as_deref(), Some(format!("gw-{writer}").as_str()), "row {}", row.seq);
     }
+    let one = AuditFilter { instance: Some("gw-1".into()), ..AuditFilter::default() };
+    let written_by_one = stores[0].0.query_audit(&one).await.unwrap();
+    assert_eq!(written_by_one.len(), 40);
+    assert!(written_by_one.iter().all(|row| row.tool.as_deref().is_some_and(|tool| tool.starts_with("tool_1"))));
 }
 
 matrix! {
