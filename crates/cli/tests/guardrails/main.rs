@@ -31,6 +31,8 @@
 //!   NAME --agreeing` (naming why each other one is left) and `--all`.
 //! - [`one_truth`]: the relay, the console's inventory, `inspect`, `lint` and `prompt` give every tool of the
 //!   reference servers the same enforced hints and category.
+//! - [`postgres_store`]: `serve` with `[store] url_env` keeps its audit rows (naming its instance) and inventory in
+//!   PostgreSQL, not in the state directory.
 //! - [`verification`]: records `toolgate verify` stored tighten a trusted liar's hints and let an untrusted server's
 //!   quietly verified closed-world claim count, named in `_meta`.
 //! - [`python`]: a destructive call confirmed by elicitation, declined by elicitation, and approved through
@@ -50,6 +52,7 @@ mod limits;
 mod listener;
 mod onboarding;
 mod one_truth;
+mod postgres_store;
 mod python;
 mod reload;
 mod reload_upstreams;
