@@ -161,6 +161,10 @@ pub(crate) struct VerifyArgs {
     /// The state directory the records are stored in (default: as for `serve`).
     #[arg(long, value_name = "DIR")]
     pub(crate) state_dir: Option<PathBuf>,
+    /// A config file whose `[store]` names the store the records go to (a shared PostgreSQL database), so the
+    /// `serve` of that config weighs them.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
     /// Do not store verification records.
     #[arg(long)]
     pub(crate) no_record: bool,

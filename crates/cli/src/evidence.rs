@@ -15,6 +15,8 @@ use anyhow::{Context, Result};
 use toolgate_spec::{Endpoint, UpstreamSpec};
 use toolgate_store::Store;
 
+use crate::store_location::StoreLocation;
+
 /// The command a record is stored under and matched by: `program` resolved as the spawn resolves it, then `args`.
 /// `path` is the `PATH` the program is looked up on (the upstream's own when its config sets one), `cwd` the
 /// directory a relative path is taken from.
@@ -90,19 +92,16 @@ pub(crate) async fn load_observations(upstream: &mut UpstreamSpec, store: &Store
     Ok(())
 }
 
-/// What a view does: the records in the state directory `state` for `upstream`, read without writing anything; no
-/// store there means no records.
-pub(crate) async fn load_for_view(upstream: &mut UpstreamSpec, state: &Path) -> Result<()> {
+/// What a view does: the records in the store at `location` (the state directory's, or the PostgreSQL database its
+/// config names) for `upstream`, read without writing anything; no SQLite store there means no records.
+pub(crate) async fn load_for_view(upstream: &mut UpstreamSpec, location: &StoreLocation) -> Result<()> {
     if endpoint_key(&upstream.endpoint).is_none() {
         return Ok(());
     }
-    let database = state.join(toolgate_store::DATABASE_FILE);
-    if !database.exists() {
+    if location.postgres().is_none() && !location.database().exists() {
         return Ok(());
     }
-    let store = Store::open_read_only(&database)
-        .await
-        .with_context(|| format!("cannot read the verification records in {}", state.display()))?;
+    let store = location.open_read_only().await.context("cannot read the verification records")?;
     let loaded = load_observations(upstream, &store).await;
     store.close().await.context("cannot close the state store")?;
     loaded

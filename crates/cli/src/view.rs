@@ -39,8 +39,9 @@ impl View {
             // The demo, or an HTTP server: no command, so no records.
             None => return Ok(view),
         }
-        let state = crate::state::state_dir(args.state_dir.as_deref())?;
-        match crate::evidence::load_for_view(&mut looked_at, &state).await {
+        let location =
+            crate::store_location::StoreLocation::resolve(args.state_dir.as_deref(), args.config.as_deref())?;
+        match crate::evidence::load_for_view(&mut looked_at, &location).await {
             Ok(()) => {}
             Err(error) if args.state_dir.is_some() => return Err(error),
             // Not asked for: a default state directory this view cannot read (an older schema that only a command

@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use comfy_table::{Cell, ContentArrangement, Table, presets};
 use serde_json::{Value, json};
 use toolgate_core::display::bounded;
-use toolgate_store::{Store, VerifiedFacts};
+use toolgate_store::VerifiedFacts;
 use toolgate_verify::{RULES, ToolReport, Verification, VerifyOptions};
 
 use crate::Outcome;
@@ -52,8 +52,10 @@ pub(crate) async fn run(args: VerifyArgs) -> Result<Outcome> {
 
 /// Stores one record per tool that was called; returns `(tool, record name)` pairs.
 async fn store_records(args: &VerifyArgs, verification: &Verification) -> Result<Vec<(String, String)>> {
-    let state = crate::state::state_dir(args.state_dir.as_deref())?;
-    let store = Store::open(&state).await.with_context(|| format!("cannot open the state in {}", state.display()))?;
+    let location = crate::store_location::StoreLocation::resolve(args.state_dir.as_deref(), args.config.as_deref())?;
+    toolgate_store::create_state_dir(&location.state)
+        .with_context(|| format!("cannot create the state directory {}", location.state.display()))?;
+    let store = location.open(toolgate_store::StoreOptions::default()).await?;
     // Stored under the program as the spawn found it, so `serve` and the views match the record however their config
     // spells the same command (`crate::evidence`).
     let command = match verification.command.split_first() {

@@ -46,3 +46,40 @@ fn serve_keeps_its_state_in_the_postgres_database_its_config_names() {
     assert_eq!(verify.code, Some(2), "{verify:?}");
     assert!(verify.stderr.contains("`url_env`: the variable TOOLGATE_TEST_STORE_URL is not set"), "{}", verify.stderr);
 }
+
+/// `toolgate verify --config FILE` stores its records in the database `[store]` names, where the `serve` of that
+/// config reads its evidence, not in a state directory no gateway reads.
+#[test]
+fn verify_stores_its_records_where_the_config_keeps_the_state() {
+    let url = PostgresCluster::shared().fresh_database();
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    std::fs::write(work.join("notes.txt"), "buy milk\n").unwrap();
+    let argv = toolgate_test_support::liar().argv();
+    let config = dir.path().join("gateway.toml");
+    let text = format!(
+        "[[upstream]]\nname = \"liar\"\ncommand = {:?}\nargs = [{:?}]\n\n[store]\nurl = \"{url}\"\n",
+        argv[0], argv[1]
+    );
+    std::fs::write(&config, text).unwrap();
+    let state = dir.path().join("state");
+    let (config, state_arg, work) = (
+        config.to_string_lossy().into_owned(),
+        state.to_string_lossy().into_owned(),
+        work.to_string_lossy().into_owned(),
+    );
+    let mut args = vec!["verify", "--format", "json", "--allow-writes", "--config", &config, "--state-dir", &state_arg];
+    args.extend(["--dir", &work, "--"]);
+    args.extend(argv.iter().map(String::as_str));
+    let run = toolgate(&args);
+    assert_eq!(run.code, Some(1), "the liar is caught: {run:?}");
+
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let stored: i64 = runtime.block_on(async {
+        let pool = sqlx::PgPool::connect(&url).await.unwrap();
+        sqlx::query_scalar("SELECT count(*) FROM verification").fetch_one(&pool).await.unwrap()
+    });
+    assert!(stored > 0, "the records are in PostgreSQL");
+    assert!(!state.join(toolgate_store::DATABASE_FILE).exists(), "and not in the state directory");
+}
