@@ -4,7 +4,9 @@
 //!
 //! The gateway writes it whenever it rebuilds its catalog ([`Store::replace_inventory`], one transaction per
 //! upstream, so a reader never sees half a listing; [`Store::retain_inventory`] drops upstreams no longer
-//! configured); the console reads it ([`Store::inventory`]). It is a snapshot
+//! configured); the console reads it ([`Store::inventory`]). Several processes sharing a store each keep their own
+//! view, under their instance id ([`Store::inventory_by_instance`]); [`Store::inventory`] merges them, each tool as
+//! the process that listed it last saw it. It is a snapshot
 //! for people, never an input to a decision: the relay decides from its own catalog, and nothing here is hashed or
 //! chained.
 
@@ -168,22 +170,32 @@ fn decode(row: &impl Columns) -> Result<InventoryTool, StoreError> {
     })
 }
 
+/// The columns [`decode`] reads, from `tool_inventory t` (a macro so statements stay `&'static str` literals).
+macro_rules! inventory_columns {
+    () => {
+        "t.upstream, t.tool, t.exposed_name, t.title, t.state, t.state_reason, t.hints, t.annotations, t.risk_level, \
+         t.risk_category, t.findings, t.access, t.fingerprint, t.updated_at"
+    };
+}
+
 impl Store {
-    /// Replaces everything recorded for `upstream` with `tools` (its current listing, in listing order), in one
-    /// transaction. An empty `tools` records that the upstream lists no tools.
+    /// Replaces everything this process recorded for `upstream` with `tools` (its current listing, in listing order),
+    /// in one transaction. An empty `tools` records that the upstream lists no tools.
     pub async fn replace_inventory(&self, upstream: &str, tools: &[InventoryTool]) -> Result<(), StoreError> {
         on_backend!(&self.backend, |pool| {
             let now = format_rfc3339(SystemTime::now());
             let mut transaction = pool.begin().await?;
-            sqlx::query("DELETE FROM tool_inventory WHERE upstream = $1")
+            let instance = self.instance.as_deref().unwrap_or_default();
+            sqlx::query("DELETE FROM tool_inventory WHERE upstream = $1 AND instance = $2")
                 .bind(upstream)
+                .bind(instance)
                 .execute(&mut *transaction)
                 .await?;
             for (position, tool) in tools.iter().enumerate() {
                 sqlx::query(
                     "INSERT INTO tool_inventory (upstream, tool, position, exposed_name, title, state, state_reason, \
-                     hints, annotations, risk_level, risk_category, findings, access, fingerprint, updated_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+                     hints, annotations, risk_level, risk_category, findings, access, fingerprint, updated_at, \
+                     instance) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
                 )
                 .bind(upstream)
                 .bind(&tool.tool)
@@ -200,6 +212,7 @@ impl Store {
                 .bind(to_json(&tool.access, "inventory access")?)
                 .bind(&tool.fingerprint)
                 .bind(&now)
+                .bind(instance)
                 .execute(&mut *transaction)
                 .await?;
             }
@@ -208,7 +221,8 @@ impl Store {
         })
     }
 
-    /// Drops the rows of every upstream not named in `upstreams` (one removed from the config), in one statement.
+    /// Drops the rows of every upstream not named in `upstreams` (one removed from the config), in one statement,
+    /// whichever process wrote them (processes sharing a store share the config).
     pub async fn retain_inventory(&self, upstreams: &[&str]) -> Result<(), StoreError> {
         on_backend!(&self.backend, |pool| {
             let mut sql = QueryBuilder::new("DELETE FROM tool_inventory");
@@ -225,16 +239,36 @@ impl Store {
         })
     }
 
-    /// Every recorded tool, by upstream name, then in each upstream's listing order.
+    /// Every recorded tool, by upstream name, then in each upstream's listing order: the merged view of every
+    /// process sharing the store, each tool as it was written last (by any process).
     pub async fn inventory(&self) -> Result<Vec<InventoryTool>, StoreError> {
         on_backend!(&self.backend, |pool| {
-            let rows = sqlx::query(
-                "SELECT upstream, tool, exposed_name, title, state, state_reason, hints, annotations, risk_level, \
-                 risk_category, findings, access, fingerprint, updated_at FROM tool_inventory ORDER BY upstream, position",
-            )
+            let rows = sqlx::query(concat!(
+                "SELECT ",
+                inventory_columns!(),
+                " FROM tool_inventory t WHERE NOT EXISTS (SELECT 1 FROM tool_inventory n \
+                 WHERE n.upstream = t.upstream AND n.tool = t.tool \
+                 AND (n.updated_at > t.updated_at OR (n.updated_at = t.updated_at AND n.instance > t.instance))) \
+                 ORDER BY t.upstream, t.position"
+            ))
             .fetch_all(pool)
             .await?;
             rows.iter().map(decode).collect()
+        })
+    }
+
+    /// Each process's own view: every recorded tool with the instance id of the process that listed it (empty for
+    /// rows written before instance ids), by instance, upstream, then listing order.
+    pub async fn inventory_by_instance(&self) -> Result<Vec<(String, InventoryTool)>, StoreError> {
+        on_backend!(&self.backend, |pool| {
+            let rows = sqlx::query(concat!(
+                "SELECT ",
+                inventory_columns!(),
+                ", t.instance FROM tool_inventory t ORDER BY t.instance, t.upstream, t.position"
+            ))
+            .fetch_all(pool)
+            .await?;
+            rows.iter().map(|row| Ok((row.column::<String>("instance")?, decode(row)?))).collect()
         })
     }
 }

@@ -28,9 +28,13 @@ const SQLITE: &[(i64, &str, &str)] = &[
     (9, "pin kinds", include_str!("../migrations/sqlite/0009_pin_kinds.sql")),
     (10, "verification", include_str!("../migrations/sqlite/0010_verification.sql")),
     (12, "instance", include_str!("../migrations/sqlite/0012_instance.sql")),
+    (13, "inventory instance", include_str!("../migrations/sqlite/0013_inventory_instance.sql")),
 ];
 
-const POSTGRES: &[(i64, &str, &str)] = &[(1, "initial", include_str!("../migrations/postgres/0001_initial.sql"))];
+const POSTGRES: &[(i64, &str, &str)] = &[
+    (1, "initial", include_str!("../migrations/postgres/0001_initial.sql")),
+    (2, "inventory instance", include_str!("../migrations/postgres/0002_inventory_instance.sql")),
+];
 
 /// The newest SQLite migration this build applies.
 pub(crate) fn latest_version() -> i64 {

@@ -200,3 +200,45 @@ async fn decisions_recorded_at_once_on_several_instances_all_join_one_chain() {
     assert!(report.is_intact(), "{report:?}");
     assert_eq!(report.rows_checked, 60);
 }
+
+matrix! {
+/// Processes sharing a store keep their own views of the inventory side by side; the merged view has each tool once,
+/// as the process that wrote it last saw it, and an upstream dropped from the config leaves every view.
+#[tokio::test]
+async fn each_instance_keeps_its_inventory_view_and_the_merged_one_has_each_tool_once(kind) {
+    let fresh = Fresh::new(kind);
+    let one = fresh.open(StoreOptions { instance_id: Some("gw-1".into()), ..StoreOptions::default() }).await;
+    let two = fresh.open(StoreOptions { instance_id: Some("gw-2".into()), ..StoreOptions::default() }).await;
+    let tool = |name: &str, title: &str| toolgate_store::InventoryTool {
+        upstream: "files".into(),
+        tool: name.into(),
+        exposed_name: name.into(),
+        title: title.into(),
+        state: toolgate_store::InventoryState::Visible,
+        state_reason: None,
+        hints: serde_json::json!({}),
+        annotations: serde_json::json!({}),
+        risk: toolgate_store::ToolRisk { level: 1, category: "read".into() },
+        findings: Vec::new(),
+        access: Vec::new(),
+        fingerprint: "sha256:ab".into(),
+        updated_at: String::new(),
+    };
+    one.replace_inventory("files", &[tool("read", "Read (one)"), tool("list", "List")]).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    two.replace_inventory("files", &[tool("read", "Read (two)")]).await.unwrap();
+    let views: Vec<(String, String)> = one
+        .inventory_by_instance()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(instance, tool)| (instance, tool.title))
+        .collect();
+    let expected = [("gw-1", "Read (one)"), ("gw-1", "List"), ("gw-2", "Read (two)")];
+    assert_eq!(views, expected.map(|(instance, title)| (instance.to_owned(), title.to_owned())));
+    let merged: Vec<String> = two.inventory().await.unwrap().into_iter().map(|tool| tool.title).collect();
+    assert_eq!(merged, ["Read (two)", "List"], "each tool once, the newest listing's, in listing order");
+    two.retain_inventory(&["mail"]).await.unwrap();
+    assert!(one.inventory_by_instance().await.unwrap().is_empty(), "gone from every view");
+}
+}
