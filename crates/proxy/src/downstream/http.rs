@@ -13,10 +13,12 @@
 //!
 //! Layout: `checks` (headers and rejections), `message` (body framing), `session_table` (sessions and
 //! their demultiplexer tasks), `sse` (event-stream bodies), `listener` (the accept loop: connection cap,
-//! header-read timeout, refusals when descriptors run out), `warning` (rate-limited warnings).
+//! header-read timeout, refusals when descriptors run out), `header_timer` (that timeout's one timer per
+//! connection), `warning` (rate-limited warnings).
 
 mod auth;
 mod checks;
+mod header_timer;
 mod listener;
 mod message;
 mod session_table;
@@ -80,8 +82,11 @@ pub(crate) fn is_authenticated(headers: &axum::http::HeaderMap, callers: &[Calle
 }
 
 /// Fired by [`serve`] when the server stops: streams end and sessions close.
+///
+/// Behind an `Arc` because the extension is cloned into every request: cloning or dropping a
+/// `CancellationToken` takes its tree's lock, and this token is the same for every request of the server.
 #[derive(Clone)]
-struct Shutdown(CancellationToken);
+struct Shutdown(Arc<CancellationToken>);
 
 /// The MCP endpoint at `spec.path` as an axum router (any other path answers 404). Sessions are opened through
 /// `factory` and bounded by `limits`. Serve it with [`serve`] so open streams end on shutdown.
@@ -120,7 +125,7 @@ pub async fn serve_with(
     options: ServeOptions,
 ) -> std::io::Result<()> {
     let token = CancellationToken::new();
-    let router = router.layer(Extension(Shutdown(token.clone())));
+    let router = router.layer(Extension(Shutdown(Arc::new(token.clone()))));
     let signal_token = token.clone();
     tokio::spawn(async move {
         shutdown.await;
@@ -134,9 +139,9 @@ async fn handle(State(endpoint): State<Endpoint>, request: Request) -> Response 
     if request.uri().path() != endpoint.spec.path {
         return StatusCode::NOT_FOUND.into_response();
     }
-    let shutdown = request.extensions().get::<Shutdown>().map(|shutdown| shutdown.0.clone()).unwrap_or_default();
+    let shutdown = request.extensions().get::<Shutdown>().map(|shutdown| Arc::clone(&shutdown.0)).unwrap_or_default();
     let (parts, body) = request.into_parts();
-    match dispatch(&endpoint, parts, body, shutdown).await {
+    match dispatch(&endpoint, parts, body, &shutdown).await {
         Ok(response) => response,
         Err(rejection) => {
             debug!(status = rejection.status.as_u16(), reason = %rejection.message, "request rejected");
@@ -149,7 +154,7 @@ async fn dispatch(
     endpoint: &Endpoint,
     parts: Parts,
     body: Body,
-    shutdown: CancellationToken,
+    shutdown: &CancellationToken,
 ) -> Result<Response, Rejection> {
     checks::check_host_and_origin(&parts.headers, &parts.uri, &endpoint.spec)?;
     if !matches!(parts.method, Method::POST | Method::GET | Method::DELETE) {
@@ -181,7 +186,7 @@ async fn post(
     endpoint: &Endpoint,
     parts: &Parts,
     body: Body,
-    shutdown: CancellationToken,
+    shutdown: &CancellationToken,
     caller: Caller,
 ) -> Result<Response, Rejection> {
     checks::check_content_type(&parts.headers)?;
@@ -232,7 +237,7 @@ async fn modern_request(
     message: Value,
     id: Value,
     method: &str,
-    shutdown: CancellationToken,
+    shutdown: &CancellationToken,
     caller: Caller,
 ) -> Result<Response, Rejection> {
     let params = message.get("params");
@@ -261,7 +266,7 @@ async fn answer_request(
     param_headers: Option<Vec<(String, String)>>,
     version: &str,
     mut init: Option<InitGuard>,
-    shutdown: CancellationToken,
+    shutdown: &CancellationToken,
     prefers_sse: bool,
 ) -> Result<Response, Rejection> {
     // Registered before delivery, so an immediate answer cannot be missed.
@@ -280,7 +285,7 @@ async fn answer_request(
             let keep = init.as_mut().is_none_or(|init| init.settle(&response));
             let mut reply = if prefers_sse {
                 let priming = version >= PRIMING_SINCE;
-                let stream = sse::RequestStream::answered(pending, request_id, &response, priming, shutdown);
+                let stream = sse::RequestStream::answered(pending, request_id, &response, priming, shutdown.clone());
                 sse::response(stream.into_body())
             } else if let Some(status) = response
                 .pointer("/error/code")
@@ -304,7 +309,7 @@ async fn answer_request(
         None => return Ok(json_response(&checks::unanswered(&request_id))),
         Some(RequestEvent::Related(first)) => {
             let priming = version >= PRIMING_SINCE;
-            let stream = sse::RequestStream::new(pending, request_id, &first, priming, init, shutdown);
+            let stream = sse::RequestStream::new(pending, request_id, &first, priming, init, shutdown.clone());
             sse::response(stream.into_body())
         }
     };
@@ -321,7 +326,7 @@ fn json_response(message: &Value) -> Response {
 fn open_unsolicited_stream(
     endpoint: &Endpoint,
     parts: &Parts,
-    shutdown: CancellationToken,
+    shutdown: &CancellationToken,
     caller: &Caller,
 ) -> Result<Response, Rejection> {
     checks::check_accept(&parts.headers, &["text/event-stream"])?;
@@ -330,7 +335,7 @@ fn open_unsolicited_stream(
         Rejection::new(StatusCode::CONFLICT, checks::TRANSPORT_ERROR, "conflict: this session's GET stream is open")
     })?;
     debug!(session = session.id(), "GET stream opened");
-    Ok(sse::response(sse::unsolicited_body(stream, shutdown)))
+    Ok(sse::response(sse::unsolicited_body(stream, shutdown.clone())))
 }
 
 fn delete(endpoint: &Endpoint, parts: &Parts, caller: &Caller) -> Result<Response, Rejection> {

@@ -17,7 +17,7 @@ use axum::Router;
 use axum::extract::ConnectInfo;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 use toolgate_spec::Limits;
 use tracing::{debug, warn};
 
+use super::header_timer::ConnectionTimer;
 use super::warning::RateLimitedWarning;
 use crate::session::Refusal;
 
@@ -172,7 +173,9 @@ async fn serve_connection(
         hyper::service::Service::call(&inner, request)
     });
     let mut builder = http1::Builder::new();
-    builder.timer(TokioTimer::new()).header_read_timeout(header_read_timeout).keep_alive(true);
+    // One timer per connection, moved forward per request (`header_timer`): hyper-util's timer registered and
+    // cancelled one in the runtime's shared timer wheel for every request.
+    builder.timer(ConnectionTimer::new()).header_read_timeout(header_read_timeout).keep_alive(true);
     let connection = builder.serve_connection(TokioIo::new(stream), service);
     let mut connection = std::pin::pin!(connection);
     let result = tokio::select! {
