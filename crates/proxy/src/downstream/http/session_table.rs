@@ -613,6 +613,11 @@ impl Drop for InitGuard {
 
 /// The per-session task: routes the gateway's messages and closes the session when it ends, idles or the server
 /// stops.
+///
+/// The three waits are made once and kept across messages: a `cancelled()` future made per message registered with
+/// the server's one shutdown token (shared by every session: a process-wide lock per message), and an idle timer
+/// made per message registered in the runtime's timer wheel and cancelled again (its lock, twice). The idle timer
+/// is moved to the new deadline instead, which tokio does without its lock when the deadline is later.
 async fn demultiplex(
     table: Weak<SessionTable>,
     session: Arc<HttpSession>,
@@ -620,11 +625,14 @@ async fn demultiplex(
     shutdown: CancellationToken,
     idle_timeout: Duration,
 ) {
+    let closed = session.closed.cancelled();
+    let stopping = shutdown.cancelled();
+    let idle = tokio::time::sleep_until(session.idle_deadline(idle_timeout));
+    tokio::pin!(closed, stopping, idle);
     loop {
-        let deadline = session.idle_deadline(idle_timeout);
         tokio::select! {
-            () = session.closed.cancelled() => break,
-            () = shutdown.cancelled() => {
+            () = &mut closed => break,
+            () = &mut stopping => {
                 debug!(session = session.id(), "closing the session: the server is shutting down");
                 break;
             }
@@ -635,11 +643,12 @@ async fn demultiplex(
                     break;
                 }
             },
-            () = tokio::time::sleep_until(deadline) => if session.is_idle(idle_timeout) {
+            () = &mut idle => if session.is_idle(idle_timeout) {
                 debug!(session = session.id(), "closing the session: idle timeout");
                 break;
             },
         }
+        idle.as_mut().reset(session.idle_deadline(idle_timeout));
     }
     match table.upgrade() {
         Some(table) => table.close(&session),
