@@ -212,6 +212,14 @@ impl AuditWriter {
 
     /// Waits (up to the configured time) until fewer rows than the queue's capacity wait for the writer.
     async fn admit(&self) -> Result<(), StoreError> {
+        // With room, nothing waits: registering with `room` (one `Notify` for every call of the process, behind a
+        // lock) is needed only to wait without missing the writer's wake-up, so it is done only when full.
+        if self.sender.is_closed() {
+            return Err(StoreError::AuditWriterStopped);
+        }
+        if self.waiting_rows() < self.capacity {
+            return Ok(());
+        }
         let deadline = tokio::time::Instant::now() + self.queue_wait;
         loop {
             let room = self.counters.room.notified();
