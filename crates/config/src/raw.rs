@@ -56,6 +56,7 @@ pub(crate) struct RawUpstream {
     pub(crate) open_world_content: Option<Spanned<bool>>,
     pub(crate) tools: Option<BTreeMap<Spanned<String>, Spanned<RawToolOverride>>>,
     pub(crate) sandbox: Option<Spanned<crate::sandbox::RawSandbox>>,
+    pub(crate) era: Option<Spanned<String>>,
 }
 
 /// `[upstream.manifest]`: a verified upstream's signed manifest and its signers.

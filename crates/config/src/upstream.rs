@@ -11,7 +11,8 @@ use std::time::Duration;
 use toml::Spanned;
 use toolgate_core::HintOverrides;
 use toolgate_spec::{
-    DEFAULT_INITIALIZE_TIMEOUT, DEFAULT_MAX_IN_FLIGHT, DEFAULT_REQUEST_TIMEOUT, Endpoint, Prefix, UpstreamSpec,
+    DEFAULT_INITIALIZE_TIMEOUT, DEFAULT_MAX_IN_FLIGHT, DEFAULT_REQUEST_TIMEOUT, Endpoint, Prefix, UpstreamEra,
+    UpstreamSpec,
 };
 
 use crate::lower::Context;
@@ -64,6 +65,7 @@ pub(crate) fn lower_upstream(
     }
     let sandbox = crate::sandbox::lower_sandbox(raw.sandbox.as_ref(), &label, cx);
     let overrides = lower_overrides(raw.tools.unwrap_or_default(), &label, cx);
+    let era = lower_era(raw.era.as_ref(), &label, cx);
 
     if cx.problem_count() > problems_before {
         return None;
@@ -78,6 +80,7 @@ pub(crate) fn lower_upstream(
         max_in_flight,
         trust,
         sandbox,
+        era,
     };
     Some(LoweredUpstream { spec, bearer_token_env, prefix_offset })
 }
@@ -295,6 +298,21 @@ fn lower_timeout(value: Option<&Spanned<u64>>, default: Duration, label: &str, c
         cx.error(value.span().start, format!("{label}: timeout must be between 1 and {MAX_TIMEOUT_SECONDS} seconds"));
     }
     Duration::from_secs(seconds)
+}
+
+/// `era = "auto" | "modern" | "legacy"`; absent means the spec's default.
+fn lower_era(value: Option<&Spanned<String>>, label: &str, cx: &mut Context<'_>) -> UpstreamEra {
+    let Some(value) = value else { return UpstreamEra::default() };
+    match value.get_ref().as_str() {
+        "auto" => UpstreamEra::Auto,
+        "modern" => UpstreamEra::Modern,
+        "legacy" => UpstreamEra::Legacy,
+        other => {
+            let message = format!("{label}: `era` must be \"auto\", \"modern\" or \"legacy\", not {other:?}");
+            cx.error(value.span().start, message);
+            UpstreamEra::default()
+        }
+    }
 }
 
 fn lower_max_in_flight(value: Option<&Spanned<u64>>, default: usize, label: &str, cx: &mut Context<'_>) -> usize {

@@ -179,6 +179,7 @@ fn changed_fields(old: &UpstreamSpec, new: &UpstreamSpec) -> Vec<&'static str> {
         max_in_flight,
         trust,
         sandbox,
+        era,
     } = old;
     [
         ("command, URL, headers or environment", *endpoint != new.endpoint),
@@ -188,6 +189,7 @@ fn changed_fields(old: &UpstreamSpec, new: &UpstreamSpec) -> Vec<&'static str> {
         ("max_in_flight", *max_in_flight != new.max_in_flight),
         ("trust", *trust != new.trust),
         ("sandbox", *sandbox != new.sandbox),
+        ("era", *era != new.era),
     ]
     .into_iter()
     .filter_map(|(field, changed)| changed.then_some(field))

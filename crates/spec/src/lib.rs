@@ -38,7 +38,7 @@ pub use sandbox::{
     DEFAULT_SANDBOX_MAX_OPEN_FILES, DEFAULT_SANDBOX_MAX_PROCESSES, DEFAULT_SANDBOX_MEMORY_MIB,
     DEFAULT_SANDBOX_PASS_ENV, MIN_SANDBOX_MAX_PROCESSES, SandboxEnvironment, SandboxMode, SandboxSpec,
 };
-pub use upstream::{ManifestSpec, Prefix, UpstreamSpec, UpstreamTrust};
+pub use upstream::{ManifestSpec, Prefix, UpstreamEra, UpstreamSpec, UpstreamTrust};
 
 /// Time an upstream is allowed for `initialize` unless configured otherwise.
 pub const DEFAULT_INITIALIZE_TIMEOUT: Duration = Duration::from_secs(30);

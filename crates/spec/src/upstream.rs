@@ -31,6 +31,23 @@ pub struct UpstreamSpec {
     pub trust: UpstreamTrust,
     /// How its process is confined (stdio upstreams only).
     pub sandbox: SandboxSpec,
+    /// Which protocol era toolgate speaks to it: probed at each connect, or fixed.
+    pub era: UpstreamEra,
+}
+
+/// Which protocol era toolgate speaks to an upstream (`era = "auto" | "modern" | "legacy"` in the config file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UpstreamEra {
+    /// Probed at each connect (`server/discover` first): modern when the server answers it, legacy otherwise,
+    /// including a server that ends the connection on a request before `initialize` (it is started again).
+    Auto,
+    /// 2026-07-28: no `initialize`; `server/discover`, then every request carries its own `_meta`.
+    Modern,
+    /// The `initialize` handshake and a session (2024-11-05 to 2025-11-25), with no probe: the default, because
+    /// the probe costs every legacy upstream a round trip at start (and a second start for a server that exits
+    /// on a request before `initialize`).
+    #[default]
+    Legacy,
 }
 
 impl UpstreamSpec {
@@ -47,6 +64,7 @@ impl UpstreamSpec {
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             trust: UpstreamTrust::default(),
             sandbox: SandboxSpec::default(),
+            era: UpstreamEra::default(),
         }
     }
 }

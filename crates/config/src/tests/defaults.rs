@@ -167,6 +167,17 @@ fn max_in_flight_defaults_to_the_connection_default() {
 }
 
 #[test]
+fn era_defaults_to_legacy_and_takes_each_setting() {
+    let spec = parse(&format!("{TWO}era = \"auto\"\n"));
+    assert_eq!(spec.upstreams[0].era, toolgate_spec::UpstreamEra::Legacy);
+    assert_eq!(spec.upstreams[1].era, toolgate_spec::UpstreamEra::Auto);
+    let spec = parse(&format!("{TWO}era = \"modern\"\n"));
+    assert_eq!(spec.upstreams[1].era, toolgate_spec::UpstreamEra::Modern);
+    let spec = parse(&format!("{TWO}era = \"legacy\"\n"));
+    assert_eq!(spec.upstreams[1].era, toolgate_spec::UpstreamEra::Legacy);
+}
+
+#[test]
 fn open_world_content_is_judged_from_the_tools_unless_the_file_says() {
     let spec = parse(&format!("{TWO}open_world_content = false\n"));
     assert_eq!(spec.upstreams[0].trust.open_world_content, None);

@@ -31,12 +31,20 @@ fn syntax_errors_have_positions() {
 }
 
 #[test]
+fn an_unknown_era_is_an_error_at_its_value() {
+    check_error(
+        "[[upstream]]\nname = \"a\"\ncommand = \"x\"\nera = \"2026\"\n",
+        "gateway.toml:4:7: upstream \"a\": `era` must be \"auto\", \"modern\" or \"legacy\", not \"2026\"",
+    );
+}
+
+#[test]
 fn unknown_keys_are_errors() {
     check_error(
         "[[upstream]]\nname = \"git\"\ncomand = \"uvx\"\n",
         "gateway.toml:3:1: upstream \"git\": unknown key `comand` (expected one of name, command, args, env, cwd, \
          url, headers, bearer_token_env, prefix, passthrough, timeout_seconds, initialize_timeout_seconds, \
-         max_in_flight, trust, min_confidence, manifest, open_world_content, tools, sandbox)",
+         max_in_flight, trust, min_confidence, manifest, open_world_content, tools, sandbox, era)",
     );
     check_error(
         "[[upstream]]\nname = \"a\"\ncommand = \"x\"\n[upstream.tools.read]\nreadOnly = true\n",
@@ -96,7 +104,7 @@ fn several_problems_are_reported_at_once() {
         "[[upstream]]\nname = \"a\"\ncomand = \"x\"\n\n[[upstream]]\nname = \"b c\"\nurl = \"ftp://x\"\n\n[limits]\nmax_sessions = 0\n",
         "gateway.toml:3:1: upstream \"a\": unknown key `comand` (expected one of name, command, args, env, cwd, url, \
          headers, bearer_token_env, prefix, passthrough, timeout_seconds, initialize_timeout_seconds, max_in_flight, \
-         trust, min_confidence, manifest, open_world_content, tools, sandbox)\n\
+         trust, min_confidence, manifest, open_world_content, tools, sandbox, era)\n\
          gateway.toml:6:8: upstream name \"b c\" may only contain A-Z, a-z, 0-9, `_` and `-` (try \"b_c\")\n\
          gateway.toml:7:7: upstream \"b c\": url scheme `ftp` is not supported: use http or https\n\
          gateway.toml:10:16: [limits]: `max_sessions` must be between 1 and 100000",
