@@ -23,13 +23,18 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::Endpoint;
-use crate::endpoint::{ConnectOptions, SUPPORTED_PROTOCOL_VERSIONS};
+use crate::endpoint::ConnectOptions;
 use crate::error::UpstreamError;
 use crate::events::{EventSink, Responder};
 use crate::http::DirectPoster;
 use crate::jsonrpc::{self, MessageKind, classify, codes};
+use crate::modern;
 use crate::transport::{Closer, Diagnostics, Inbound, InboundStream, PendingResponses, ResponseSender, Transport};
 use crate::{http, stdio};
+use toolgate_spec::UpstreamEra;
+
+mod opening;
+use opening::Opening;
 
 /// What the server said in its `initialize` result.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,6 +47,9 @@ pub struct InitializeOutcome {
     pub capabilities: Value,
     /// The server's `instructions`, if any.
     pub instructions: Option<String>,
+    /// True when the server is spoken to in the 2026-07-28 era (no `initialize`: this is what `server/discover`
+    /// said, and every request carries its own `_meta`); false for a legacy session.
+    pub modern: bool,
 }
 
 /// What [`Connection::list_at_most`] read.
@@ -167,8 +175,34 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// Starts the transport, runs `initialize` and sends `notifications/initialized`.
+    /// Starts the transport and opens the conversation in the era [`ConnectOptions::era`] says: legacy runs
+    /// `initialize` and sends `notifications/initialized`; modern asks `server/discover`; auto asks
+    /// `server/discover` first ([`modern::probe_verdict`]) and falls back to `initialize`, on the same connection
+    /// when the server is still there, or on a new one when it ended the first (a server that exits on any request
+    /// before `initialize`). The era found is the connection's for its life; a reconnect probes again.
     pub async fn connect(endpoint: &Endpoint, options: ConnectOptions) -> Result<Connection, UpstreamError> {
+        match options.era {
+            UpstreamEra::Legacy => Connection::start(endpoint, options, Opening::Legacy).await,
+            UpstreamEra::Modern => Connection::start(endpoint, options, Opening::Modern).await,
+            UpstreamEra::Auto => match Connection::start(endpoint, options.clone(), Opening::Probe).await {
+                Err(UpstreamError::Closed { detail }) => {
+                    tracing::info!(
+                        upstream = %options.name,
+                        %detail,
+                        "the server ended the connection on server/discover; starting it again for initialize"
+                    );
+                    Connection::start(endpoint, options, Opening::Legacy).await
+                }
+                other => other,
+            },
+        }
+    }
+
+    async fn start(
+        endpoint: &Endpoint,
+        options: ConnectOptions,
+        opening: Opening,
+    ) -> Result<Connection, UpstreamError> {
         let pending = Arc::new(PendingResponses::default());
         let transport = match endpoint {
             Endpoint::Stdio { .. } => stdio::start(endpoint, &options)?,
@@ -185,11 +219,15 @@ impl Connection {
             saturated: AtomicBool::new(false),
             cancels_dropped: AtomicU64::new(0),
         });
+        // While the probe runs, an end of the connection is the probe's answer, not news for the event sink (whose
+        // owner would take the upstream for down while it is being started again).
+        let probing = Arc::new(AtomicBool::new(opening == Opening::Probe));
         let router = Router {
             outbound: outbound.downgrade(),
             shared: Arc::clone(&shared),
             name: options.name.clone(),
             events: options.events.clone(),
+            probing: Arc::clone(&probing),
         };
         let reader = tokio::spawn(router.run(inbound));
         let mut connection = Connection {
@@ -205,16 +243,22 @@ impl Connection {
                 server_info: Value::Null,
                 capabilities: Value::Null,
                 instructions: None,
+                modern: false,
             },
             options,
         };
-        match connection.handshake().await {
-            Ok(outcome) => {
-                let _ = negotiated_version.set(outcome.protocol_version.clone());
-                connection.initialize = outcome;
-                connection.notify("notifications/initialized", None).await?;
-                Ok(connection)
+        let opened = match opening {
+            Opening::Legacy => connection.open_legacy(&negotiated_version).await,
+            Opening::Modern => {
+                // Before the first request: over HTTP every modern request carries the version header.
+                let _ = negotiated_version.set(modern::MODERN_PROTOCOL_VERSION.to_owned());
+                connection.discover().await.map(|outcome| connection.initialize = outcome)
             }
+            Opening::Probe => connection.probe(&negotiated_version).await,
+        };
+        probing.store(false, Ordering::Release);
+        match opened {
+            Ok(()) => Ok(connection),
             Err(error) => {
                 connection.close().await;
                 Err(error)
@@ -222,32 +266,7 @@ impl Connection {
         }
     }
 
-    async fn handshake(&self) -> Result<InitializeOutcome, UpstreamError> {
-        let params = json!({
-            "protocolVersion": self.options.protocol_version,
-            "capabilities": self.options.capabilities,
-            "clientInfo": self.options.client_info,
-        });
-        let deadline = Instant::now() + self.options.initialize_timeout;
-        let pending = self.begin_request_within("initialize", Some(params), self.options.initialize_timeout).await?;
-        let result = into_result(self.wait_until(pending, deadline, self.options.initialize_timeout).await?)?;
-        let protocol_version = result
-            .get("protocolVersion")
-            .and_then(Value::as_str)
-            .ok_or_else(|| UpstreamError::Protocol("the initialize result has no `protocolVersion`".into()))?
-            .to_owned();
-        if !SUPPORTED_PROTOCOL_VERSIONS.contains(&protocol_version.as_str()) {
-            return Err(UpstreamError::UnsupportedProtocolVersion(protocol_version));
-        }
-        Ok(InitializeOutcome {
-            protocol_version,
-            server_info: result.get("serverInfo").cloned().unwrap_or(Value::Null),
-            capabilities: result.get("capabilities").cloned().unwrap_or_else(|| json!({})),
-            instructions: result.get("instructions").and_then(Value::as_str).map(str::to_owned),
-        })
-    }
-
-    /// What the server said at initialize.
+    /// What the server said at initialize (or, for a modern upstream, at `server/discover`).
     pub fn initialize_outcome(&self) -> &InitializeOutcome {
         &self.initialize
     }
@@ -315,7 +334,27 @@ impl Connection {
     /// What the server sends about a request (progress, log lines, its own requests) can arrive before the send
     /// returns: a caller that routes such messages by the request's id registers the route here, or loses them.
     /// `register` runs at most once, and only when the request is about to be sent.
+    ///
+    /// The params get the era's envelope here, so no request leaves without it: a modern upstream's `_meta` gets
+    /// the version, toolgate's `clientInfo` and the client capabilities (the caller's, when it put them there);
+    /// a legacy upstream's loses the 2026-07-28 envelope keys a modern client sent toolgate.
     pub async fn begin_request_registered(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        within: Duration,
+        register: impl FnOnce(u64),
+    ) -> Result<PendingRequest, UpstreamError> {
+        let params = if self.initialize.modern {
+            Some(modern::with_modern_envelope(params, &self.options.client_info, &self.options.capabilities))
+        } else {
+            modern::without_modern_envelope(params)
+        };
+        self.begin_raw_request(method, params, within, register).await
+    }
+
+    /// Sends a request with its params exactly as given (see [`Connection::begin_request_registered`]).
+    async fn begin_raw_request(
         &self,
         method: &str,
         params: Option<Value>,
@@ -544,6 +583,8 @@ struct Router {
     shared: Arc<Shared>,
     name: String,
     events: Option<Arc<dyn EventSink>>,
+    /// Set while the era probe runs ([`Connection::connect`]).
+    probing: Arc<AtomicBool>,
 }
 
 impl Router {
@@ -577,7 +618,9 @@ impl Router {
         for (_, sender) in pending {
             let _ = sender.send(Err(error.clone()));
         }
-        if let Some(events) = &self.events {
+        if let Some(events) = &self.events
+            && !self.probing.load(Ordering::Acquire)
+        {
             events.ended(error);
         }
     }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolgate_spec::{
-    DEFAULT_INITIALIZE_TIMEOUT, DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_REQUEST_TIMEOUT,
+    DEFAULT_INITIALIZE_TIMEOUT, DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_REQUEST_TIMEOUT, UpstreamEra,
 };
 
 use crate::events::EventSink;
@@ -38,6 +38,8 @@ pub struct ConnectOptions {
     /// Most requests waiting for their answers at once; one more is refused at once
     /// ([`crate::UpstreamError::Saturated`]) rather than queued behind a server that does not keep up.
     pub max_in_flight: usize,
+    /// Which era to speak: probed at connect, or fixed ([`crate::Connection::connect`]).
+    pub era: UpstreamEra,
 }
 
 impl Default for ConnectOptions {
@@ -53,6 +55,7 @@ impl Default for ConnectOptions {
             capabilities: json!({}),
             events: None,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            era: UpstreamEra::default(),
         }
     }
 }
@@ -68,6 +71,7 @@ impl std::fmt::Debug for ConnectOptions {
             .field("protocol_version", &self.protocol_version)
             .field("events", &self.events.is_some())
             .field("max_in_flight", &self.max_in_flight)
+            .field("era", &self.era)
             .finish_non_exhaustive()
     }
 }

@@ -293,6 +293,15 @@ async fn end_connection(shared: &Shared, error: UpstreamError) {
 /// A request to the endpoint with the configured headers, the session id and the protocol version, and whether it
 /// carries a session id (a 404 then means the session is gone).
 fn request_builder(shared: &Shared, method: reqwest::Method) -> (reqwest::RequestBuilder, bool) {
+    request_builder_versioned(shared, method, true)
+}
+
+/// [`request_builder`], with the negotiated version header only when `with_version`.
+fn request_builder_versioned(
+    shared: &Shared,
+    method: reqwest::Method,
+    with_version: bool,
+) -> (reqwest::RequestBuilder, bool) {
     let mut builder = shared.client.request(method, shared.endpoint.clone()).headers(shared.headers.clone());
     let mut carries_session = false;
     if let Ok(guard) = shared.session_id.lock()
@@ -301,14 +310,21 @@ fn request_builder(shared: &Shared, method: reqwest::Method) -> (reqwest::Reques
         builder = builder.header(SESSION_HEADER, session);
         carries_session = true;
     }
-    if let Some(version) = shared.negotiated_version.get() {
+    if with_version && let Some(version) = shared.negotiated_version.get() {
         builder = builder.header(VERSION_HEADER, version);
     }
     (builder, carries_session)
 }
 
 async fn exchange(shared: &Shared, message: &Value, related: Option<&Value>) -> Result<(), PostFailure> {
-    let (request, carries_session) = request_builder(shared, reqwest::Method::POST);
+    // A modern request's headers come from its own body, the version included (the negotiated one is left out,
+    // so it is never sent twice).
+    let modern_headers = crate::modern::modern_headers(message);
+    let (mut request, carries_session) =
+        request_builder_versioned(shared, reqwest::Method::POST, modern_headers.is_empty());
+    for (name, value) in modern_headers {
+        request = request.header(name, value);
+    }
     let response = request
         .header(CONTENT_TYPE, "application/json")
         .header(ACCEPT, "application/json, text/event-stream")

@@ -26,6 +26,7 @@ mod events;
 pub mod framing;
 mod http;
 pub mod jsonrpc;
+mod modern;
 mod stdio;
 mod transport;
 
@@ -33,4 +34,5 @@ pub use connection::{Connection, InitializeOutcome, ListKind, Listed, PendingReq
 pub use endpoint::{ConnectOptions, SUPPORTED_PROTOCOL_VERSIONS};
 pub use error::{FaultSide, UpstreamError};
 pub use events::{EventSink, Responder};
+pub use modern::{MODERN_PROTOCOL_VERSION, MODERN_REQUEST_META_KEYS, without_modern_result_envelope};
 pub use toolgate_spec::Endpoint;
