@@ -47,7 +47,7 @@ const PROXY_FLOORS: Floors = &[
     ),
     ("rules", &["access", "inventory", "guard/approval_quota"]),
     ("state", &["state"]),
-    ("behaviour", &["relay", "guard", "call", "methods", "listen", "upstream_events", "lifecycle"]),
+    ("behaviour", &["relay", "guard", "call", "methods", "listen", "upstream_events", "upstream_input", "lifecycle"]),
     ("facade", &["intake", "gateway", "metrics", "lib"]),
 ];
 

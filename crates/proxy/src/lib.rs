@@ -32,6 +32,7 @@ mod sandboxing;
 pub mod session;
 mod state;
 mod upstream_events;
+mod upstream_input;
 pub mod upstream_set;
 pub mod upstreams;
 pub mod uri_template;

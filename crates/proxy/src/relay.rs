@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolgate_upstream::UpstreamError;
 use toolgate_upstream::jsonrpc::{self, codes};
@@ -17,6 +17,7 @@ use toolgate_upstream::jsonrpc::{self, codes};
 use crate::state::routes::{CallRoute, ProgressRoute};
 use crate::state::session::SessionShared;
 use crate::state::shared::Shared;
+use crate::upstream_input;
 
 /// The forwarded requests whose answers carry an upstream's content to the client.
 const CONTENT_METHODS: [&str; 3] = ["prompts/get", "resources/read", "completion/complete"];
@@ -57,8 +58,95 @@ pub(crate) async fn forward(
 /// upstream failed and how. The request is queued and its answer waited for `within` (what is left of a call's
 /// time), else the upstream's request timeout: a server that stops reading holds a caller no longer than that, and
 /// a saturated one (`max_in_flight` requests waiting) refuses at once.
+///
+/// A modern (2026-07-28) upstream is told the client's capabilities as far as toolgate relays them, and its
+/// `input_required` answers are taken care of here (`crate::upstream_input`): the client is asked, and the request
+/// is sent again with the answers, under a new id, until the upstream answers in full or the rounds run out. What
+/// comes back has the upstream hop's envelope removed (toolgate answers with its own).
 #[allow(clippy::too_many_arguments, reason = "the request's whole context; a struct for one call site adds nothing")]
 pub(crate) async fn send_upstream(
+    gateway: &Arc<Shared>,
+    session: &Arc<SessionShared>,
+    id: &Value,
+    upstream: usize,
+    method: &str,
+    params: Value,
+    cancel: &CancellationToken,
+    within: Option<Duration>,
+) -> Option<Result<Value, UpstreamError>> {
+    let modern = gateway
+        .upstreams
+        .get(upstream)
+        .and_then(|runtime| runtime.connection())
+        .is_some_and(|connection| connection.initialize_outcome().modern);
+    if !modern {
+        return send_upstream_once(gateway, session, id, upstream, method, params, cancel, within).await;
+    }
+    let deadline = within.map(|within| Instant::now() + within);
+    // Before toolgate's own envelope key goes in: whether the client asked in the 2026-07-28 era.
+    let client_is_modern = crate::era::is_modern(Some(&params));
+    let capabilities = upstream_input::upstream_client_capabilities(session, &params);
+    let mut params = params;
+    if let Some(meta) = params.as_object_mut().map(|params| params.entry("_meta").or_insert_with(|| json!({})))
+        && let Some(meta) = meta.as_object_mut()
+    {
+        meta.insert("io.modelcontextprotocol/clientCapabilities".to_owned(), capabilities);
+    }
+    let original = params.clone();
+    let open_world = source_is_open_world(gateway, upstream, method, &params);
+    for round in 0..=upstream_input::MAX_INPUT_ROUNDS {
+        let left = deadline.map(|deadline| deadline.saturating_duration_since(Instant::now()));
+        let message = match send_upstream_once(gateway, session, id, upstream, method, params, cancel, left).await? {
+            Ok(message) => message,
+            Err(error) => return Some(Err(error)),
+        };
+        let Some(result) = upstream_input::input_required(&message) else {
+            return Some(Ok(upstream_hop_answer(message)));
+        };
+        let refusal = if round == upstream_input::MAX_INPUT_ROUNDS {
+            Err(format!("upstream asked for input more than {} times in one call", upstream_input::MAX_INPUT_ROUNDS))
+        } else {
+            let call =
+                upstream_input::AskedCall { client_request_id: id, upstream, method, client_is_modern, open_world };
+            upstream_input::ask_client(gateway, session, &call, result, cancel).await
+        };
+        if cancel.is_cancelled() {
+            return None;
+        }
+        match refusal {
+            Ok(responses) => params = upstream_input::retry_params(&original, responses, result),
+            Err(why) => {
+                let upstream_id = message.get("id").cloned().unwrap_or(Value::Null);
+                return Some(Ok(jsonrpc::error_response(&upstream_id, codes::INTERNAL_ERROR, &why)));
+            }
+        }
+    }
+    None
+}
+
+/// A modern upstream's answer as toolgate relays it: its hop's envelope removed from a result, and its
+/// 2026-07-28 header and version errors (-32020, -32021, -32022), which describe the hop between toolgate and the
+/// upstream and not the client's request, turned into an internal error that says so.
+fn upstream_hop_answer(mut message: Value) -> Value {
+    if let Some(result) = message.get_mut("result") {
+        *result = toolgate_upstream::without_modern_result_envelope(result.take());
+    }
+    let hop_code = message.pointer("/error/code").and_then(Value::as_i64);
+    if let Some(code @ (-32022..=-32020)) = hop_code {
+        let text = message.pointer("/error/message").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let upstream_id = message.get("id").cloned().unwrap_or(Value::Null);
+        return jsonrpc::error_response(
+            &upstream_id,
+            codes::INTERNAL_ERROR,
+            &format!("the upstream refused toolgate's request ({code}: {text})"),
+        );
+    }
+    message
+}
+
+/// [`send_upstream`] for one request, with no `input_required` rounds.
+#[allow(clippy::too_many_arguments, reason = "the request's whole context; a struct for one call site adds nothing")]
+async fn send_upstream_once(
     gateway: &Arc<Shared>,
     session: &Arc<SessionShared>,
     id: &Value,

@@ -31,7 +31,7 @@ use crate::state::session::{SessionShared, id_key};
 use crate::state::shared::Shared;
 
 /// How long a client may take to answer an elicitation or sampling request.
-const CLIENT_ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
+pub(crate) const CLIENT_ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Routes one upstream notification.
 pub(crate) fn on_notification(gateway: &Arc<Shared>, upstream: usize, mut message: Value, related: Option<u64>) {
@@ -290,7 +290,7 @@ fn strip_foreign_meta(message: &mut Value) {
 /// the context of every other upstream (and `thisServer` the same, since to the client "this server" is toolgate,
 /// all upstreams at once): the sampled answer would carry one server's data to another. Other requests are left
 /// as they are.
-fn limit_sampling_context(method: &str, mut params: Value) -> Value {
+pub(crate) fn limit_sampling_context(method: &str, mut params: Value) -> Value {
     if method == "sampling/createMessage"
         && let Some(context) = params.get_mut("includeContext")
         && context.as_str().is_some_and(|context| context != "none")
@@ -314,7 +314,7 @@ enum Reply {
 }
 
 /// Whether the session declared what `method` needs (form or URL elicitation, sampling, roots).
-fn supports(session: &SessionShared, method: &str, params: Option<&Value>) -> bool {
+pub(crate) fn supports(session: &SessionShared, method: &str, params: Option<&Value>) -> bool {
     match method {
         "elicitation/create" => {
             let url_mode = params.and_then(|params| params.get("mode")).and_then(Value::as_str) == Some("url");

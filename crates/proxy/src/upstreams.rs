@@ -265,6 +265,7 @@ impl UpstreamRuntime {
             max_message_bytes,
             capabilities: relayed_client_capabilities(),
             events: Some(Arc::clone(&events)),
+            era: self.spec.era,
             ..ConnectOptions::default()
         };
         let needs = self.sandbox.lock().map(|state| state.needs).unwrap_or(sandboxing::BEFORE_LISTING);

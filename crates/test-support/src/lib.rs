@@ -127,6 +127,7 @@ pub fn workspace_root() -> PathBuf {
 /// The modes `misbehave.py` understands; see the fixture's docstring for what each does.
 pub const MISBEHAVE_MODES: &[&str] = &[
     "crash-on-initialize",
+    "initialize-first",
     "silent",
     "garbage",
     "huge-tools",
@@ -160,6 +161,18 @@ pub fn misbehave(mode: &str) -> PeerCommand {
         .arg(mode)
         // Unbuffered, so a crash never loses an answer the fixture already "sent".
         .env("PYTHONUNBUFFERED", "1")
+}
+
+/// Launches `fixtures/modern.py` with the peers' Python (PyPI `mcp` 2.3), a server that answers both eras
+/// (2026-07-28 requests and legacy sessions), over stdio. See the script's docstring for its tools.
+pub fn modern_fixture(peers: &Peers) -> PeerCommand {
+    let script = fixtures_dir().join("modern.py");
+    PeerCommand::new(peers.python()).arg(script.to_string_lossy()).env("PYTHONUNBUFFERED", "1")
+}
+
+/// [`modern_fixture`] over Streamable HTTP on `127.0.0.1:port`, endpoint `/mcp`.
+pub fn modern_fixture_http(peers: &Peers, port: u16) -> PeerCommand {
+    modern_fixture(peers).arg("--http").arg(port.to_string())
 }
 
 /// Launches `fixtures/liar.py`, the stdlib-only server whose hints lie (a read-only tool that appends to

@@ -232,6 +232,11 @@ impl SessionShared {
         }
     }
 
+    /// The capabilities the client declared at initialize (`{}` before, and for a modern request's session).
+    pub(crate) fn declared_capabilities(&self) -> Value {
+        self.declared.lock().map(|declared| declared.capabilities.clone()).unwrap_or_else(|_| json!({}))
+    }
+
     /// True when the client declared a capability (`"sampling"`, `"roots"`, `"elicitation"`).
     pub(crate) fn declares(&self, capability: &str) -> bool {
         self.declared

@@ -43,6 +43,7 @@ pub(crate) fn upstream(name: &str, mode: &str, request_timeout: Duration, log: O
         max_in_flight: toolgate_spec::DEFAULT_MAX_IN_FLIGHT,
         trust: Default::default(),
         sandbox: Default::default(),
+        era: Default::default(),
     }
 }
 

@@ -1,0 +1,145 @@
+//! toolgate toward 2026-07-28 upstreams, through the in-process gateway: the era probe (a modern server is spoken
+//! to without `initialize`; a legacy one, even one that exits on a request before `initialize`, still gets a
+//! session), a legacy client's call to a modern upstream (the per-request envelope, and the upstream's
+//! `input_required` bridged into a real `elicitation/create` to the client and retried with the answer), and a
+//! legacy upstream that never sees the 2026-07-28 envelope a modern client sent toolgate.
+//!
+//! The modern upstream is `fixtures/modern.py` on PyPI `mcp` 2.3 (the peers' venv; `TOOLGATE_PEERS_DIR`); the
+//! server that exits is `misbehave.py --mode initialize-first`. Waits are hang guards; nothing asserts durations.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use toolgate_proxy::upstreams::UpstreamStatus;
+use toolgate_spec::{Prefix, UpstreamEra, UpstreamSpec};
+use toolgate_test_support::{PeerCommand, Peers};
+use toolgate_upstream::Endpoint;
+
+use support::{Client, Elicit, FixtureLog, start, status_of, text_of, upstream};
+
+/// An upstream that runs `command`, unprefixed, spoken to in `era`.
+fn upstream_of(name: &str, command: PeerCommand, era: UpstreamEra) -> UpstreamSpec {
+    let endpoint = Endpoint::Stdio {
+        program: command.program.to_string_lossy().into_owned(),
+        args: command.args.clone(),
+        env: command.env.clone(),
+        cwd: None,
+    };
+    UpstreamSpec {
+        prefix: Prefix::None,
+        initialize_timeout: Duration::from_secs(30),
+        era,
+        ..UpstreamSpec::new(name, endpoint)
+    }
+}
+
+fn modern_upstream(era: UpstreamEra) -> UpstreamSpec {
+    upstream_of("notes", toolgate_test_support::modern_fixture(&Peers::locate()), era)
+}
+
+fn protocol_version(status: &UpstreamStatus) -> String {
+    match status {
+        UpstreamStatus::Ready { protocol_version, .. } => protocol_version.clone(),
+        other => panic!("not ready: {other:?}"),
+    }
+}
+
+/// The `_meta` the modern fixture's `echo_meta` saw on its own request.
+fn echoed_meta(response: &Value) -> Value {
+    serde_json::from_str(text_of(response)).unwrap_or_else(|error| panic!("echo_meta answered {response}: {error}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_speaks_modern_to_a_modern_server_and_a_legacy_client_uses_it() {
+    let gateway = start(vec![modern_upstream(UpstreamEra::Auto)], Default::default()).await;
+    assert_eq!(protocol_version(&status_of(&gateway, "notes")), "2026-07-28");
+    let mut client = Client::connect(&gateway).await;
+    let tools = client.tools().await;
+    let names: Vec<&str> = tools.iter().filter_map(|tool| tool["name"].as_str()).collect();
+    for expected in ["read_note", "erase_note", "ask_name", "echo_meta"] {
+        assert!(names.contains(&expected), "{expected} missing from {names:?}");
+    }
+    let read = client.call(json!(1), "read_note", json!({"name": "first"})).await;
+    assert_eq!(text_of(&read), "note first: hello", "{read}");
+    // The upstream hop's envelope stays on the hop.
+    assert!(read["result"].get("resultType").is_none(), "{read}");
+    // Every request carries the modern envelope, with what this client declared and toolgate relays.
+    let meta = echoed_meta(&client.call(json!(2), "echo_meta", json!({})).await);
+    assert_eq!(meta["io.modelcontextprotocol/protocolVersion"], "2026-07-28", "{meta}");
+    assert_eq!(meta["io.modelcontextprotocol/clientInfo"]["name"], "toolgate", "{meta}");
+    assert_eq!(meta["io.modelcontextprotocol/clientCapabilities"], json!({}), "{meta}");
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modern_upstreams_input_required_becomes_an_elicitation_for_a_legacy_client() {
+    let gateway = start(vec![modern_upstream(UpstreamEra::Modern)], Default::default()).await;
+    let mut client = Client::connect_declaring(&gateway, Elicit::Manual, json!({"elicitation": {"form": {}}})).await;
+    let meta = echoed_meta(&client.call(json!(1), "echo_meta", json!({})).await);
+    assert_eq!(meta["io.modelcontextprotocol/clientCapabilities"], json!({"elicitation": {"form": {}}}), "{meta}");
+
+    for (id, answer, expected) in [
+        (2, json!({"action": "accept", "content": {"name": "Ada"}}), "hello Ada"),
+        (3, json!({"action": "decline"}), "declined"),
+    ] {
+        client.start_call(json!(id), "ask_name", json!({}));
+        let question =
+            client.wait_for("the upstream's question", |message| message["method"] == "elicitation/create").await;
+        let text = question["params"]["message"].as_str().unwrap_or_default();
+        assert!(text.contains("notes") && text.contains("What is your name?"), "labelled with its asker: {question}");
+        client.deliver(json!({"jsonrpc": "2.0", "id": question["id"], "result": answer}));
+        let response = client
+            .wait_for("the call's answer", |message| message["id"] == id && message.get("method").is_none())
+            .await;
+        assert_eq!(text_of(&response), expected, "{response}");
+    }
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_upstream_never_sees_a_modern_clients_envelope() {
+    // The same server, spoken to as a legacy session: what its echo_meta shows is what a legacy upstream got.
+    let gateway = start(vec![modern_upstream(UpstreamEra::Legacy)], Default::default()).await;
+    assert_ne!(protocol_version(&status_of(&gateway, "notes")), "2026-07-28");
+    let mut client = Client::connect(&gateway).await;
+    let params = json!({"name": "echo_meta", "arguments": {}, "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"sampling": {}},
+        "io.modelcontextprotocol/clientInfo": {"name": "modern-client", "version": "1"},
+        "io.modelcontextprotocol/logLevel": "debug",
+        "progressToken": "p1"}});
+    let response = client.request(json!(1), "tools/call", params).await;
+    let meta = echoed_meta(&response);
+    for key in [
+        "io.modelcontextprotocol/protocolVersion",
+        "io.modelcontextprotocol/clientCapabilities",
+        "io.modelcontextprotocol/clientInfo",
+        "io.modelcontextprotocol/logLevel",
+    ] {
+        assert!(meta.get(key).is_none(), "{key} reached a legacy upstream: {meta}");
+    }
+    // (The SDK shows the progress token, which toolgate maps to its own, under its Python name.)
+    assert!(meta.get("progressToken").or(meta.get("progress_token")).is_some(), "own keys stay: {meta}");
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_falls_back_to_initialize_for_a_server_that_exits_on_the_probe() {
+    let log = FixtureLog::new();
+    let mut spec = upstream("strict", "initialize-first", Duration::from_secs(20), Some(&log.path));
+    spec.era = UpstreamEra::Auto;
+    let gateway = start(vec![spec], Default::default()).await;
+    assert_ne!(protocol_version(&status_of(&gateway, "strict")), "2026-07-28");
+    let methods: Vec<String> =
+        log.entries().iter().filter_map(|entry| entry["method"].as_str().map(str::to_owned)).collect();
+    assert_eq!(methods.first().map(String::as_str), Some("server/discover"), "probed first: {methods:?}");
+    assert!(methods.iter().any(|method| method == "initialize"), "then a session: {methods:?}");
+    let mut client = Client::connect(&gateway).await;
+    let response = client.call(json!(1), "strict_echo", json!({})).await;
+    assert_eq!(text_of(&response), "called echo", "{response}");
+    gateway.shutdown().await;
+}
