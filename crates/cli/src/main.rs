@@ -7,6 +7,7 @@ mod cli;
 mod commands;
 mod descriptors;
 mod evidence;
+mod instance;
 mod render;
 mod report;
 mod state;

@@ -18,6 +18,9 @@ pub(crate) struct RunFile {
     pub(crate) listeners: Vec<String>,
     /// The config file, when one was used.
     pub(crate) config: Option<String>,
+    /// Which process of a fleet it is (absent in files of older versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) instance: Option<String>,
     /// `toolgate_proxy::GatewayStatus`, as JSON.
     pub(crate) status: serde_json::Value,
 }

@@ -81,6 +81,16 @@ impl Gateway {
         self.shared.set_approval_directions(directions);
     }
 
+    /// Names this process among several serving the same store (shown by `/metrics` and the health endpoints).
+    pub fn set_instance_id(&self, id: impl Into<String>) {
+        self.shared.set_instance_id(id.into());
+    }
+
+    /// This process's instance id, once set.
+    pub fn instance_id(&self) -> Option<String> {
+        self.shared.instance_id()
+    }
+
     /// Where a person decides a queued call, as last set.
     pub fn approval_directions(&self) -> ApprovalDirections {
         self.shared.approval_directions()

@@ -15,6 +15,7 @@ pub mod downstream;
 mod era;
 mod gateway;
 pub mod guard;
+pub mod health;
 mod intake;
 mod inventory;
 mod known_tools;

@@ -120,6 +120,9 @@ pub(crate) async fn serve_spec(
     tracing::info!(store = %location.describe(), instance = store.instance().unwrap_or_default(), "state store open");
     load_observations(&mut spec, &store).await?;
     let gateway = Gateway::with_store(spec.clone(), Some(store.clone()))?;
+    let instance = crate::instance::instance_id(&state)?;
+    tracing::info!(%instance, "instance id");
+    gateway.set_instance_id(instance);
     // `toolgate approvals` finds this state directory without being told only when it is the default one.
     let default_state = crate::state::state_dir(None).ok();
     gateway.set_approval_directions(toolgate_proxy::ApprovalDirections {
@@ -235,6 +238,7 @@ async fn publish_status(gateway: Gateway, state: PathBuf, listeners: Arc<Mutex<V
             pid: std::process::id(),
             listeners: lock(&listeners).clone(),
             config: config.as_ref().map(|path| path.display().to_string()),
+            instance: gateway.instance_id(),
             status: serde_json::to_value(gateway.status()).unwrap_or_default(),
         };
         if last.as_ref() != Some(&run) {
@@ -284,7 +288,9 @@ async fn serve_http(
     let gateway_for_refusals = gateway.clone();
     let router = toolgate_proxy::downstream::http::router(factory, http, limits, callers)
         // `/metrics` (Prometheus), under the same Host/Origin rules as the MCP endpoint.
-        .merge(toolgate_proxy::metrics::router(gateway, http))
+        .merge(toolgate_proxy::metrics::router(gateway.clone(), http))
+        // `/healthz/live` and `/healthz/ready` for a load balancer: outside the tokens, nothing an upstream wrote.
+        .merge(toolgate_proxy::health::router(gateway, &http.path))
         .merge(console.router());
     let counter = gateway_for_refusals;
     let options = toolgate_proxy::downstream::http::ServeOptions {

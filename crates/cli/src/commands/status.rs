@@ -28,7 +28,14 @@ pub(crate) fn run(args: StatusArgs) -> Result<Outcome> {
         writeln!(text, "no toolgate gateway is running (state directory {})", state.display())?;
     } else {
         for run in &runs {
-            writeln!(text, "gateway pid {} on {}", run.pid, bounded(&run.listeners.join(", "), FIELD_CHARS))?;
+            let instance = run.instance.as_deref().map(|id| format!(" (instance {})", bounded(id, FIELD_CHARS)));
+            writeln!(
+                text,
+                "gateway pid {}{} on {}",
+                run.pid,
+                instance.unwrap_or_default(),
+                bounded(&run.listeners.join(", "), FIELD_CHARS)
+            )?;
             if let Some(config) = &run.config {
                 writeln!(text, "  config: {}", bounded(config, FIELD_CHARS))?;
             }

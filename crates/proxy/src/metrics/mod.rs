@@ -16,9 +16,9 @@ use toolgate_spec::HttpListenerSpec;
 pub use self::registry::{
     AUDIT_BYTES, AUDIT_DISK_FREE, AUDIT_FAILED, AUDIT_FAILING, AUDIT_PRUNED, AUDIT_QUEUED, AUDIT_REJECTED,
     AUDIT_WRITTEN, CALL_DURATION, CLIENT_MESSAGES_DROPPED, CLIENT_QUEUED_BYTES, CLIENT_SESSIONS_STALLED,
-    CONNECTIONS_REFUSED, LIST_ITEMS_DROPPED, PENDING_APPROVALS, RELAYED_REFUSED, RELIST_FAILURES, RELISTS,
-    SESSIONS_REFUSED, TOOL_CALLS, TOOLS_DROPPED, UPSTREAM_CANCELS_DROPPED, UPSTREAM_DISCONNECTS, UPSTREAM_IN_FLIGHT,
-    UPSTREAM_SATURATED, UPSTREAM_UP,
+    CONNECTIONS_REFUSED, INSTANCE_INFO, LIST_ITEMS_DROPPED, PENDING_APPROVALS, RELAYED_REFUSED, RELIST_FAILURES,
+    RELISTS, SESSIONS_REFUSED, TOOL_CALLS, TOOLS_DROPPED, UPSTREAM_CANCELS_DROPPED, UPSTREAM_DISCONNECTS,
+    UPSTREAM_IN_FLIGHT, UPSTREAM_SATURATED, UPSTREAM_UP,
 };
 use crate::gateway::Gateway;
 
@@ -27,7 +27,7 @@ impl Gateway {
     pub async fn render_metrics(&self) -> String {
         let shared = &self.shared;
         let queued: usize = shared.sessions().iter().map(|session| session.queued_bytes()).sum();
-        shared.metrics.render(&shared.upstreams.all(), shared.store.as_ref(), queued).await
+        shared.metrics.render(&shared.upstreams.all(), shared.store.as_ref(), queued, shared.instance_id()).await
     }
 }
 

@@ -75,6 +75,8 @@ pub const AUDIT_DISK_FREE: &str = "toolgate_audit_disk_free_bytes";
 pub const AUDIT_FAILING: &str = "toolgate_audit_writer_failing";
 /// Audit rows pruned by retention.
 pub const AUDIT_PRUNED: &str = "toolgate_audit_pruned_total";
+/// Always 1, labelled with the process's `instance` id, so a scrape of one process of a fleet says which it is.
+pub const INSTANCE_INFO: &str = "toolgate_instance_info";
 
 /// Latency buckets in seconds: a relayed call costs well under a millisecond; tools may take a minute.
 const LATENCY_BUCKETS: [f64; 15] =
@@ -261,7 +263,7 @@ impl GatewayMetrics {
 }
 
 fn describe(recorder: &PrometheusRecorder) {
-    let help: [(&'static str, &'static str); 26] = [
+    let help: [(&'static str, &'static str); 27] = [
         (TOOL_CALLS, "Tool calls by upstream, tool, verdict and outcome."),
         (CALL_DURATION, "Seconds from forwarding a permitted call upstream to its answer, by upstream."),
         (UPSTREAM_UP, "1 when the upstream is connected and listed, 0 otherwise."),
@@ -291,6 +293,7 @@ fn describe(recorder: &PrometheusRecorder) {
         (AUDIT_DISK_FREE, "Bytes free on the state directory's filesystem."),
         (AUDIT_FAILING, "1 while the audit writer's attempts fail; it retries until they succeed."),
         (AUDIT_PRUNED, "Audit rows pruned by retention since the store was opened."),
+        (INSTANCE_INFO, "1, labelled with this process's instance id (one of several serving the same store)."),
     ];
     for (name, text) in help {
         // The kind is irrelevant to the exporter's descriptions; one call describes any kind.
@@ -300,14 +303,18 @@ fn describe(recorder: &PrometheusRecorder) {
 
 impl GatewayMetrics {
     /// The metrics in the Prometheus text format: counters and histograms as recorded, gauges read now from
-    /// `upstreams`, `store` and the bytes `queued` toward clients.
+    /// `upstreams`, `store` and the bytes `queued` toward clients, labelled with the `instance` id when set.
     pub(crate) async fn render(
         &self,
         upstreams: &[Arc<UpstreamRuntime>],
         store: Option<&Store>,
         queued: usize,
+        instance: Option<String>,
     ) -> String {
         let metrics = self;
+        if let Some(instance) = instance {
+            metrics.gauge(INSTANCE_INFO, vec![Label::new("instance", instance)], 1.0);
+        }
         for runtime in upstreams {
             let up = matches!(runtime.status(), UpstreamStatus::Ready { .. });
             let labels = vec![Label::new("upstream", runtime.spec.name.clone())];

@@ -63,6 +63,8 @@ pub(crate) struct Shared {
     approval_directions: RwLock<ApprovalDirections>,
     /// Places for upstream requests relayed to clients, per session and per upstream.
     pub(crate) relay_quota: RelayQuota,
+    /// Which process of a fleet this is (`/metrics`, the health endpoints); set once by `serve`.
+    instance_id: RwLock<Option<String>>,
 }
 
 impl Shared {
@@ -95,6 +97,7 @@ impl Shared {
             waiting_approvals: WaitingApprovals::default(),
             approval_directions: RwLock::new(ApprovalDirections::default()),
             relay_quota,
+            instance_id: RwLock::new(None),
         }
     }
 
@@ -119,6 +122,18 @@ impl Shared {
     pub(crate) fn set_approval_directions(&self, directions: ApprovalDirections) {
         if let Ok(mut current) = self.approval_directions.write() {
             *current = directions;
+        }
+    }
+
+    /// Which process of a fleet this is, when told.
+    pub(crate) fn instance_id(&self) -> Option<String> {
+        self.instance_id.read().ok().and_then(|id| id.clone())
+    }
+
+    /// Names this process for `/metrics` and the health endpoints.
+    pub(crate) fn set_instance_id(&self, id: String) {
+        if let Ok(mut current) = self.instance_id.write() {
+            *current = Some(id);
         }
     }
 
