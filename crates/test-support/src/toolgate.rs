@@ -13,6 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
+pub mod fleet;
 pub mod raw_http;
 
 use crate::{HANG_GUARD, Run, run_guarded};
