@@ -8,6 +8,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod fleet;
 mod modern;
 
 use std::collections::BTreeMap;
@@ -36,6 +37,11 @@ fn toolgate_in_front_of(upstream: &PeerCommand, peers: &Peers) -> Serving {
 
 /// Starts `toolgate serve --listen 127.0.0.1:0 <arguments>`; it knows its MCP URL.
 fn start_toolgate(arguments: &[String], upstream: &PeerCommand, peers: &Peers) -> Serving {
+    Serving::start(toolgate_command(arguments, upstream, peers))
+}
+
+/// `toolgate serve --listen 127.0.0.1:0 <arguments>` as the suites run it, not started.
+fn toolgate_command(arguments: &[String], upstream: &PeerCommand, peers: &Peers) -> std::process::Command {
     let mut command = toolgate_test_support::toolgate::command();
     // The relay itself is under test here: every call is allowed (the guardrails have their own tests), and state
     // goes to a scratch directory.
@@ -46,7 +52,7 @@ fn start_toolgate(arguments: &[String], upstream: &PeerCommand, peers: &Peers) -
     for (key, value) in &upstream.env {
         command.env(key, value);
     }
-    Serving::start(command)
+    command
 }
 
 /// Runs the active server suite against `url`; returns (exit success, per-scenario (passed, failed), output).
@@ -125,8 +131,12 @@ fn scenario_name(directory: &str) -> String {
 fn every_active_scenario_passes_through_toolgate_in_front_of_the_fixture() {
     let peers = Peers::locate();
     let toolgate = toolgate_in_front_of(&fixture_stdio(), &peers);
-    let url = toolgate.url.clone();
-    let (success, scenarios, text) = run_suite(&peers, &url);
+    every_active_scenario_passes(&peers, &toolgate.url);
+}
+
+/// The active suite against `url` (toolgate, or a balancer in front of several) passes every scenario.
+fn every_active_scenario_passes(peers: &Peers, url: &str) {
+    let (success, scenarios, text) = run_suite(peers, url);
     assert!(success, "the suite failed through toolgate:\n{text}");
     assert_eq!(scenarios.len(), 30, "30 active scenarios ran:\n{text}");
     for (name, (passed, failed)) in &scenarios {

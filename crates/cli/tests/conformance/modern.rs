@@ -45,14 +45,19 @@ const SCORED_SCENARIOS: usize = 37;
 fn the_2026_suite_through_toolgate_fails_only_the_listed_checks() {
     let peers = Peers::locate();
     let toolgate = super::toolgate_in_front_of(&fixture_stdio(), &peers);
+    fails_only_the_listed_checks(&peers, &toolgate.url);
+}
+
+/// The 2026 suite against `url` (toolgate, or a balancer in front of several) fails exactly the listed checks.
+pub(crate) fn fails_only_the_listed_checks(peers: &Peers, url: &str) {
     let output_dir = tempfile::tempdir().unwrap();
     let mut command = peers.conformance_2026().command();
-    command.args(["server", "--url", &toolgate.url, "--requirements", "2026-07-28", "-o"]).arg(output_dir.path());
+    command.args(["server", "--url", url, "--requirements", "2026-07-28", "-o"]).arg(output_dir.path());
     command.env("PATH", peers.path_env()).stdin(Stdio::null());
     let started = Instant::now();
     let output = command.output().expect("the 2026 conformance suite runs");
     let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
-    eprintln!("the 2026 suite against {} took {:?}", toolgate.url, started.elapsed());
+    eprintln!("the 2026 suite against {url} took {:?}", started.elapsed());
 
     // The unscored section's heading reads like a summary line: the scored summary ends before it.
     let summary = super::parse_summary(text.split("Not scored for").next().unwrap_or_default());
