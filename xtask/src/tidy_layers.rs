@@ -48,7 +48,7 @@ const PROXY_FLOORS: Floors = &[
     ("rules", &["access", "inventory", "guard/approval_quota"]),
     ("state", &["state"]),
     ("behaviour", &["relay", "guard", "call", "methods", "listen", "upstream_events", "upstream_input", "lifecycle"]),
-    ("facade", &["intake", "gateway", "metrics", "lib"]),
+    ("facade", &["intake", "gateway", "metrics", "health", "lib"]),
 ];
 
 /// Every layering problem of the checked crates under `root`, one line each.

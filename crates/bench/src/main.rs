@@ -3,12 +3,13 @@
 //!
 //! `toolgate-bench upstream [--http ADDR]` is a minimal, fast MCP server with one `echo` tool; `toolgate-bench run`
 //! starts upstreams and toolgates, drives them with one async client, and prints a table (or JSON with `--json`);
-//! `toolgate-bench crash` kills a loaded toolgate with SIGKILL round after round and counts the audit rows kept;
+//! `--only fleet` compares one toolgate with three behind HAProxy; `toolgate-bench crash` kills a loaded toolgate with SIGKILL round after round and counts the audit rows kept;
 //! `toolgate-bench soak` offers a steady rate for minutes and reads toolgate's memory and latency as it goes.
 //! See docs/benchmarks.md for what each scenario measures and the figures from the project's machine.
 
 mod client;
 mod crash;
+mod fleet;
 mod procs;
 mod report;
 mod scenario;
@@ -112,6 +113,8 @@ enum Scenario {
     /// 2026-07-28 one-request calls beside legacy HTTP sessions on one toolgate, together and alone (not in the
     /// default set).
     Mixed,
+    /// Many HTTP sessions through one toolgate and through three behind HAProxy (not in the default set).
+    Fleet,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -270,6 +273,9 @@ async fn run(args: RunArgs) -> Result<Report, BoxError> {
     }
     if args.only.contains(&Scenario::Mixed) {
         report.rows.extend(scenario::mixed(&plan, &scratch).await);
+    }
+    if args.only.contains(&Scenario::Fleet) {
+        report.rows.extend(fleet::fleet(&plan, &scratch).await);
     }
     if args.only.contains(&Scenario::Sandbox) {
         match scenario::sandbox(&plan, &scratch).await {

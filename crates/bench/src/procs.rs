@@ -185,7 +185,8 @@ pub(crate) async fn spawn_listening_in(
     wait_listening(command, label, toolgate, addr, log).await
 }
 
-async fn wait_listening(
+/// Spawns `command` (stdout discarded) and waits until `addr` accepts connections; `log` is quoted on failure.
+pub(crate) async fn wait_listening(
     mut command: Command,
     label: &str,
     toolgate: &Path,

@@ -143,10 +143,12 @@ impl Report {
     /// Adds a comparison for every relayed row against the direct row with the same scenario and concurrency.
     pub(crate) fn compare(&mut self) {
         let mut comparisons = Vec::new();
-        for row in self.rows.iter().filter(|row| row.path != "direct") {
+        // Each scenario's baseline: the direct path, or for the fleet one process.
+        let baseline = |scenario: &str| if scenario == "fleet" { crate::fleet::ONE_PROCESS } else { "direct" };
+        for row in self.rows.iter().filter(|row| row.path != baseline(&row.scenario)) {
             let Some(via) = &row.stats else { continue };
             let direct = self.rows.iter().find(|other| {
-                other.path == "direct"
+                other.path == baseline(&other.scenario)
                     && other.scenario == row.scenario
                     && other.sessions == row.sessions
                     && other.in_flight == row.in_flight

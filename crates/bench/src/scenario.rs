@@ -10,6 +10,7 @@
 //!    the first answered call, and latency per call (with the direct path for reference).
 //! 6. `mixed`: 2026-07-28 one-request calls beside legacy sessions on one toolgate: both kinds at once, then each
 //!    alone, latency and calls/s per kind (not in the default set).
+//! 7. `fleet` (`fleet.rs`): one toolgate against three behind HAProxy, many sessions.
 //! 4. memory: a toolgate with five upstreams (one when `--config` is not available) and many open sessions, each
 //!    having made a call: `VmRSS`/`VmHWM` from `/proc`.
 
@@ -117,7 +118,7 @@ impl Sampled {
 }
 
 /// One path of a scenario, ready to measure: its workers (sessions stay open between rounds) and what it pooled.
-struct Lane {
+pub(crate) struct Lane {
     path: &'static str,
     state: Result<Prepared, String>,
 }
@@ -185,7 +186,7 @@ impl Lane {
         Row { scenario: scenario.to_owned(), path: self.path.to_owned(), sessions, in_flight, stats, unavailable }
     }
 
-    fn row(self, scenario: &str, sessions: usize, in_flight: usize) -> Row {
+    pub(crate) fn row(self, scenario: &str, sessions: usize, in_flight: usize) -> Row {
         let (stats, unavailable) = match self.state {
             Ok(prepared) => (Some(prepared.sampled.stats()), None),
             Err(error) => (None, Some(error)),
@@ -407,17 +408,31 @@ async fn http_workers(addr: SocketAddr, sessions: usize, in_flight: usize) -> Re
 
 /// Lanes for every HTTP target, each with `sessions` sessions of `in_flight` connections.
 async fn http_lanes(targets: &[HttpTarget], sessions: usize, in_flight: usize) -> Vec<Lane> {
+    let targets: Vec<_> =
+        targets.iter().map(|target| (target.path, target.addr.clone(), target.toolgate_pid)).collect();
+    http_lanes_at(&targets, sessions, in_flight).await
+}
+
+/// Lanes for `(path, address, toolgate's pid)` targets, each with `sessions` sessions of `in_flight` connections.
+pub(crate) async fn http_lanes_at(
+    targets: &[(&'static str, Result<SocketAddr, String>, Option<u32>)],
+    sessions: usize,
+    in_flight: usize,
+) -> Vec<Lane> {
     let mut lanes = Vec::new();
-    for target in targets {
-        let prepared = match &target.addr {
-            Ok(addr) => http_workers(*addr, sessions, in_flight)
-                .await
-                .map(|(workers, tool)| (workers, tool, target.toolgate_pid)),
+    for (path, addr, pid) in targets {
+        let prepared = match addr {
+            Ok(addr) => http_workers(*addr, sessions, in_flight).await.map(|(workers, tool)| (workers, tool, *pid)),
             Err(error) => Err(error.clone().into()),
         };
-        lanes.push(Lane::new(target.path, prepared));
+        lanes.push(Lane::new(path, prepared));
     }
     lanes
+}
+
+/// Measures `lanes` in alternating rounds (for scenarios in other files).
+pub(crate) async fn measure(lanes: &mut [Lane], plan: &Plan, calls: usize) {
+    measure_lanes(lanes, plan, calls).await;
 }
 
 /// Scenarios 2 and 3: one session at each in-flight level, then many sessions.

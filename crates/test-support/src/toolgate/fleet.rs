@@ -20,18 +20,23 @@ use crate::HANG_GUARD;
 /// The HAProxy configuration toolgate ships, as the tests run it.
 pub const SHIPPED_CONFIG: &str = include_str!("../../../../deploy/haproxy.cfg");
 
-/// `haproxy` on `PATH`. Panics with the install command when it is missing.
-pub fn haproxy_binary() -> PathBuf {
+/// `haproxy` on `PATH`, else in `/usr/sbin` (where Debian puts it, often off an unprivileged user's `PATH`).
+pub fn find_haproxy() -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/sbin")])
         .map(|directory| directory.join("haproxy"))
         .find(|candidate| candidate.is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "haproxy is not installed: the fleet tests run a real HAProxy in front of toolgate. Install Debian's \
-                 package (`apt-get install -y haproxy`; `.ci/run` does)"
-            )
-        })
+}
+
+/// [`find_haproxy`], or a panic with the install command: the fleet tests never skip.
+pub fn haproxy_binary() -> PathBuf {
+    find_haproxy().unwrap_or_else(|| {
+        panic!(
+            "haproxy is not installed: the fleet tests run a real HAProxy in front of toolgate. Install Debian's \
+             package (`apt-get install -y haproxy`; `.ci/run` does)"
+        )
+    })
 }
 
 /// The shipped configuration with its frontend bound to `listen` and one `server` line per backend authority
