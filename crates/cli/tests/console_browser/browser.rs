@@ -29,6 +29,11 @@ fn find_program(names: &[&str]) -> Option<PathBuf> {
     names.iter().flat_map(|name| dirs.iter().map(move |dir| dir.join(name))).find(|candidate| candidate.is_file())
 }
 
+/// Whether a WebDriver error only says the document changed under the command (a redirect replaced it).
+pub(crate) fn changing_page(error: &fantoccini::error::CmdError) -> bool {
+    error.is_stale_element_reference() || error.is_no_such_element()
+}
+
 fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free loopback port");
     listener.local_addr().expect("its address").port()
@@ -122,10 +127,23 @@ impl Browser {
         value.as_u64().unwrap_or_default()
     }
 
-    /// The page's visible text.
+    /// The page's visible text. A form's redirect can replace the document between finding its body and
+    /// reading it (WebDriver's "stale element reference"), so the body is found again until one read holds.
     pub(crate) async fn text(&self) -> String {
-        let body = self.client.find(Locator::Css("body")).await.expect("a body");
-        body.text().await.expect("the body's text")
+        let started = Instant::now();
+        loop {
+            let read = match self.client.find(Locator::Css("body")).await {
+                Ok(body) => body.text().await,
+                Err(error) => Err(error),
+            };
+            match read {
+                Ok(text) => return text,
+                Err(error) if changing_page(&error) && started.elapsed() < HANG_GUARD => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(error) => panic!("the body's text: {error}"),
+            }
+        }
     }
 
     /// The document's URL.

@@ -11,7 +11,7 @@ use fantoccini::Locator;
 use serde_json::{Value, json};
 use tokio::task::block_in_place;
 
-use crate::browser::{Browser, OtherSite, auto_submit_page};
+use crate::browser::{Browser, OtherSite, auto_submit_page, changing_page};
 use crate::login_url;
 use crate::support::{HANG_GUARD, HttpSession, Setup, poll, start_serve, toolgate};
 
@@ -73,12 +73,23 @@ fn pins(state: &str) -> (Vec<(String, String)>, Vec<String>) {
 }
 
 /// The page's table rows as text, in page order.
+/// A redirect replacing the document mid-read starts the read again.
 async fn table_rows(browser: &Browser) -> Vec<String> {
-    let mut texts = Vec::new();
-    for row in browser.client.find_all(Locator::Css("main table tbody tr")).await.expect("the rows") {
-        texts.push(row.text().await.expect("a row's text"));
+    let started = std::time::Instant::now();
+    'page: loop {
+        let mut texts = Vec::new();
+        for row in browser.client.find_all(Locator::Css("main table tbody tr")).await.expect("the rows") {
+            match row.text().await {
+                Ok(text) => texts.push(text),
+                Err(error) if changing_page(&error) && started.elapsed() < HANG_GUARD => {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue 'page;
+                }
+                Err(error) => panic!("a row's text: {error}"),
+            }
+        }
+        return texts;
     }
-    texts
 }
 
 /// Waits until the page (after a form's redirect) no longer says `needle`.
