@@ -195,6 +195,10 @@ pub(crate) struct ServeArgs {
     /// The state directory (default: $TOOLGATE_STATE_DIR, $XDG_STATE_HOME/toolgate or ~/.local/state/toolgate).
     #[arg(long, value_name = "DIR")]
     pub(crate) state_dir: Option<PathBuf>,
+    /// Threads that relay calls (default: one per CPU this process may run on, as `taskset` or a container's CPU
+    /// quota allows, and at least two).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub(crate) workers: Option<u16>,
     /// The upstream command and its arguments, after `--`.
     #[arg(last = true, value_name = "CMD")]
     pub(crate) command: Vec<String>,

@@ -37,6 +37,20 @@ pub(crate) enum Outcome {
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// The runtime's worker threads. `serve` relays calls on every CPU it may use, and at least two (`--workers`
+/// overrides): it had two workers whatever the machine, so one gateway stopped growing past about four cores
+/// (docs/benchmarks.md, "throughput against cores"); on one CPU two workers measured faster than one. One-shot
+/// commands do one thing at a time: two suffice.
+fn workers(cli: &Cli) -> usize {
+    match &cli.command {
+        Command::Serve(args) => args
+            .workers
+            .map(usize::from)
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get).max(2)),
+        _ => 2,
+    }
+}
+
 fn main() -> ExitCode {
     // A sandbox's port guard (toolgate-sandbox) runs before anything else starts: it restricts this process and
     // execs the sandbox's next program, so no runtime or logger of toolgate's lives on in the sandbox.
@@ -50,7 +64,7 @@ fn main() -> ExitCode {
     // A running gateway reports upstream starts, failures and their stderr by default; one-shot commands stay quiet.
     let baseline = u8::from(matches!(cli.command, Command::Serve(_)));
     let telemetry = init_logging(cli.verbose.max(baseline));
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(workers(&cli)).enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("toolgate: cannot start the async runtime: {error}");
@@ -108,4 +122,31 @@ fn init_logging(verbose: u8) -> telemetry::Telemetry {
         _ => "debug",
     };
     telemetry::init(default_level)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::workers;
+    use crate::cli::Cli;
+
+    fn parsed(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("toolgate").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn serve_runs_a_worker_per_cpu_at_least_two_unless_told() -> Result<(), clap::Error> {
+        let cpus = std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get);
+        let default = parsed(&["serve", "--", "server"])?;
+        assert_eq!(workers(&default), cpus.max(2));
+        let told = parsed(&["serve", "--workers", "3", "--", "server"])?;
+        assert_eq!(workers(&told), 3);
+        let one_shot = parsed(&["status"])?;
+        assert_eq!(workers(&one_shot), 2);
+        for bad in ["0", "-1", "many", "1025"] {
+            assert!(parsed(&["serve", "--workers", bad, "--", "server"]).is_err(), "--workers {bad}");
+        }
+        Ok(())
+    }
 }
