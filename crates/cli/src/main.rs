@@ -7,7 +7,6 @@ mod cli;
 mod commands;
 mod descriptors;
 mod evidence;
-mod instance;
 mod render;
 mod report;
 mod state;

@@ -72,6 +72,18 @@ pub enum StoreError {
         /// The IO error.
         source: std::io::Error,
     },
+    /// Another live process on this machine holds this instance id (two processes on one state directory that
+    /// resolved the same id): the second is refused, so it never takes the first one's approvals for its own.
+    #[error(
+        "instance id {id:?} is in use by another running toolgate process ({path} is locked); give each process \
+         sharing a state directory its own id with `[store] instance_id` or $TOOLGATE_INSTANCE_ID"
+    )]
+    InstanceInUse {
+        /// The id.
+        id: String,
+        /// Its lock file.
+        path: PathBuf,
+    },
     /// The lock that serializes opening the database between processes could not be taken.
     #[error("cannot lock {path} to open the store: {source}")]
     MigrationLock {

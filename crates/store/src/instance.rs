@@ -1,9 +1,15 @@
-//! The instance id: which gateway process wrote an audit row or queued an approval, when several share one store.
+//! The instance id: which gateway process wrote an audit row or queued an approval, when several share one store,
+//! and the lock that makes the id one process's.
 //!
-//! Configured (`[store] instance_id`), or generated once and kept in `<state-dir>/instance-id`, so a process keeps its
-//! id across restarts (and can lapse what its previous run left waiting). Two processes must not share a state
-//! directory without configuring distinct ids. This module only names the process; it never decides anything.
+//! The one place an id is resolved and validated: `[store] instance_id`, else `$TOOLGATE_INSTANCE_ID`, else the id
+//! generated once and kept in `<state-dir>/instance-id`, so a single process keeps its id across restarts (and can
+//! lapse what its previous run left waiting). The gateway's store holds an exclusive lock on
+//! `<state-dir>/instance-<id>.lock` for its lifetime: a second process that resolves the same id (two processes on
+//! one state directory with a generated id) is refused at start instead of lapsing the first one's approvals as its
+//! own restart. This
+//! module only names the process; it never decides anything.
 
+use std::fs::{File, TryLockError};
 use std::io::{ErrorKind, Read as _, Write as _};
 use std::path::{Path, PathBuf};
 
@@ -12,20 +18,28 @@ use crate::error::StoreError;
 /// The file in the state directory that keeps a generated id.
 pub const INSTANCE_FILE: &str = "instance-id";
 
+/// The environment variable that names this process (each process of a fleet sharing a state directory needs its
+/// own); `[store] instance_id` wins over it.
+pub const INSTANCE_ENV: &str = "TOOLGATE_INSTANCE_ID";
+
 /// Longest instance id accepted (it is stored in every audit row).
 const MAX_LEN: usize = 64;
 
-/// Whether `id` can name an instance: 1 to 64 ASCII letters, digits, `-`, `_` or `.`.
+/// Whether `id` can name an instance: 1 to 64 ASCII letters, digits, `-`, `_` or `.` (it goes into metric labels
+/// and log lines unescaped).
 pub fn valid_instance_id(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= MAX_LEN
         && id.bytes().all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.'))
 }
 
-/// The configured id, else the one kept in `state_dir`, else a new one written there.
+/// The configured id, else `$TOOLGATE_INSTANCE_ID`, else the one kept in `state_dir`, else a new one written there.
 pub(crate) fn resolve(state_dir: &Path, configured: Option<&str>) -> Result<String, StoreError> {
     if let Some(id) = configured {
-        return checked(id.to_owned(), "the configured instance id");
+        return checked(id.to_owned(), "the configured instance id ([store] instance_id)");
+    }
+    if let Ok(id) = std::env::var(INSTANCE_ENV) {
+        return checked(id.trim().to_owned(), "$TOOLGATE_INSTANCE_ID");
     }
     let path = state_dir.join(INSTANCE_FILE);
     let io = |source| StoreError::Instance { path: path.clone(), source };
@@ -49,6 +63,32 @@ pub(crate) fn resolve(state_dir: &Path, configured: Option<&str>) -> Result<Stri
             checked(read(&path).map_err(io)?, "the instance-id file")
         }
         Err(source) => Err(io(source)),
+    }
+}
+
+/// The exclusive lock a live process holds on its id; released when dropped (or when the process dies, however).
+#[derive(Debug)]
+pub(crate) struct InstanceLock {
+    _file: File,
+}
+
+/// `<state_dir>/instance-<id>.lock`.
+fn lock_path(state_dir: &Path, id: &str) -> PathBuf {
+    state_dir.join(format!("instance-{id}.lock"))
+}
+
+impl InstanceLock {
+    /// Takes the lock of `id` in `state_dir`, or says which id is taken and what to do about it.
+    pub(crate) fn take(state_dir: &Path, id: &str) -> Result<InstanceLock, StoreError> {
+        let path = lock_path(state_dir, id);
+        let file = crate::permissions::private(std::fs::OpenOptions::new().write(true).create(true).truncate(false))
+            .open(&path)
+            .map_err(|source| StoreError::Instance { path: path.clone(), source })?;
+        match file.try_lock() {
+            Ok(()) => Ok(InstanceLock { _file: file }),
+            Err(TryLockError::WouldBlock) => Err(StoreError::InstanceInUse { id: id.to_owned(), path }),
+            Err(TryLockError::Error(source)) => Err(StoreError::Instance { path, source }),
+        }
     }
 }
 
@@ -81,6 +121,21 @@ mod tests {
         assert_eq!(resolve(directory.path(), None)?, first, "stable across opens");
         assert_eq!(resolve(directory.path(), Some("eu-1"))?, "eu-1");
         assert!(resolve(directory.path(), Some("no spaces")).is_err());
+        for bad in ["", "a b", "x\"}", &"a".repeat(65), "é"] {
+            assert!(!valid_instance_id(bad), "{bad:?}");
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn an_id_is_held_by_one_lock_at_a_time() -> Result<(), StoreError> {
+        let directory = tempfile::tempdir().map_err(|source| StoreError::StateDir { path: "tmp".into(), source })?;
+        let lock = InstanceLock::take(directory.path(), "gw-1")?;
+        let second = InstanceLock::take(directory.path(), "gw-1");
+        assert!(matches!(second, Err(StoreError::InstanceInUse { .. })), "{second:?}");
+        assert!(InstanceLock::take(directory.path(), "gw-2").is_ok(), "another id is another lock");
+        drop(lock);
+        assert!(InstanceLock::take(directory.path(), "gw-1").is_ok());
         Ok(())
     }
 }

@@ -87,7 +87,7 @@ pub use audit::{JournalBacklog, NOT_RECORDED_OUTCOME};
 pub use decisions::{PIN_DECISION_KIND, PinDecision};
 pub use error::{AuditQueueError, StoreError};
 pub use feed::StoreChange;
-pub use instance::{INSTANCE_FILE, valid_instance_id};
+pub use instance::{INSTANCE_ENV, INSTANCE_FILE, valid_instance_id};
 pub use inventory::{InventoryAccess, InventoryFinding, InventoryState, InventoryTool};
 pub use permissions::create_state_dir;
 pub use pins::{INSTRUCTIONS, PendingPinChange, PinKind, PinObservation, PinState, PinStore, PinnedTool, ToolSnapshot};
@@ -192,7 +192,8 @@ pub struct StoreOptions {
     pub retention: Retention,
     /// How often the writer measures the database and the free disk and applies `retention`.
     pub audit_upkeep_interval: Duration,
-    /// This process's instance id; `None` takes the one kept in the state directory (generated at the first open).
+    /// This process's instance id (`[store] instance_id`); `None` takes `$TOOLGATE_INSTANCE_ID`, else the one kept in
+    /// the state directory (generated at the first open).
     pub instance_id: Option<String>,
 }
 
@@ -254,6 +255,8 @@ pub struct Store {
     options: StoreOptions,
     instance: Option<Arc<str>>,
     feed: Arc<feed::Feed>,
+    /// The gateway's hold on its instance id, released when the last handle is dropped.
+    _instance_lock: Option<Arc<instance::InstanceLock>>,
 }
 
 impl Store {
@@ -333,6 +336,10 @@ impl Store {
         options: StoreOptions,
     ) -> Result<Store, StoreError> {
         let instance: Arc<str> = instance::resolve(state_dir, options.instance_id.as_deref())?.into();
+        // The gateway's store holds its id before it lapses anything as "its previous run's": a second live process
+        // with the same id stops here instead. Other commands (`toolgate approvals`) only stamp rows with the id.
+        let instance_lock =
+            if options.journal { Some(Arc::new(instance::InstanceLock::take(state_dir, &instance)?)) } else { None };
         let feed = feed::Feed::new();
         if let Backend::Postgres(pool) = &backend {
             feed::Feed::listen(&feed, pool.clone());
@@ -362,14 +369,30 @@ impl Store {
             None
         };
         let audit = spawn_writer(&backend, path, journal, &options, Some(Arc::clone(&instance)));
-        Ok(Store { backend, path: path.to_path_buf(), audit, options, instance: Some(instance), feed })
+        Ok(Store {
+            backend,
+            path: path.to_path_buf(),
+            audit,
+            options,
+            instance: Some(instance),
+            feed,
+            _instance_lock: instance_lock,
+        })
     }
 
     /// A store that only reads: its writer refuses nothing but is never asked to write, and it has no instance.
     fn read_only(backend: Backend, path: &Path) -> Store {
         let options = StoreOptions { audit_upkeep_interval: Duration::from_secs(3600), ..StoreOptions::default() };
         let audit = spawn_writer(&backend, path, None, &options, None);
-        Store { backend, path: path.to_path_buf(), audit, options, instance: None, feed: feed::Feed::new() }
+        Store {
+            backend,
+            path: path.to_path_buf(),
+            audit,
+            options,
+            instance: None,
+            feed: feed::Feed::new(),
+            _instance_lock: None,
+        }
     }
 
     /// Opens an existing database only to read it: no schema migration, no journal recovery, no write of any

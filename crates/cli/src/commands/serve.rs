@@ -117,11 +117,12 @@ pub(crate) async fn serve_spec(
     };
     let location = crate::store_location::StoreLocation { state: state.clone(), spec: store_spec };
     let store = location.open(options).await?;
-    tracing::info!(store = %location.describe(), instance = store.instance().unwrap_or_default(), "state store open");
+    // The store resolved (and locked) the instance id: `[store] instance_id`, else $TOOLGATE_INSTANCE_ID, else the
+    // id kept in the state directory. Status and metrics name the process with the same id its audit rows carry.
+    let instance = store.instance().unwrap_or_default().to_owned();
+    tracing::info!(store = %location.describe(), %instance, "state store open");
     load_observations(&mut spec, &store).await?;
     let gateway = Gateway::with_store(spec.clone(), Some(store.clone()))?;
-    let instance = crate::instance::instance_id(&state)?;
-    tracing::info!(%instance, "instance id");
     gateway.set_instance_id(instance);
     // `toolgate approvals` finds this state directory without being told only when it is the default one.
     let default_state = crate::state::state_dir(None).ok();

@@ -11,6 +11,7 @@ mod faults;
 mod http_upstream;
 mod infer;
 mod inspect;
+mod instance;
 mod lint;
 mod status;
 mod support;
