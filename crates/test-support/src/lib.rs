@@ -144,6 +144,7 @@ pub const MISBEHAVE_MODES: &[&str] = &[
     "relist",
     "hostile-relay",
     "resource-templates",
+    "subscriptions",
     "hostile-text",
     "pinned-content",
 ];
