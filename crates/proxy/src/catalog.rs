@@ -500,14 +500,15 @@ impl Catalog {
         self.resources.templates()
     }
 
-    /// The upstream that owns a resource URI: the earliest upstream in configuration order that lists it or has a
-    /// template matching it, else the only upstream that serves resources at all (servers accept URIs they do not
-    /// list).
+    /// The upstream that lists `uri` or has a template matching it (the earliest): the only owner toolgate claims.
+    pub fn subscription_owner(&self, uri: &str) -> Option<usize> {
+        self.resources.owner(uri)
+    }
+
+    /// [`Catalog::subscription_owner`], else the only resource server: it answers an unlisted URI's read itself.
     pub fn resource_owner(&self, uri: &str) -> Option<usize> {
-        self.resources.owner(uri).or(match self.resource_servers.as_slice() {
-            [only] => Some(*only),
-            _ => None,
-        })
+        let only = self.resource_servers.first().copied().filter(|_| self.resource_servers.len() == 1);
+        self.resources.owner(uri).or(only)
     }
 }
 

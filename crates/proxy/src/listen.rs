@@ -1,24 +1,48 @@
 //! `subscriptions/listen` (2026-07-28): a modern client's long-lived request for the notifications it opts in to,
 //! in place of a legacy session's GET stream and `resources/subscribe`.
 //!
-//! The request's filter is read strictly (`era::ListenFilter`); the acknowledgement is the first message of the
-//! listen, stating what toolgate honours (every list kind: toolgate's lists change with every upstream, pins and
-//! reloads; resource updates only for URIs an upstream serves now), and from then on each `list_changed` the
-//! gateway announces (`state::shared::notify_list_changed`) and each `resources/updated` of a subscribed URI
-//! (`upstream_events`, through `SessionShared::offer_to_listens`) reaches the listen as a message of this request, tagged with its id. Nothing else does: no
-//! progress, no log lines, no other types. The listen ends when the client cancels it (closing the HTTP stream, or
-//! `notifications/cancelled` on stdio), when its session closes, or, with a result, when the gateway stops. This
-//! module never sends a request to the client and never subscribes a URI upstream that no listen or session wants.
+//! The request's filter is read strictly (`era::ListenFilter`) and may name at most [`MAX_URIS_PER_LISTEN`]
+//! resource URIs (each one may cost a `resources/subscribe` upstream). A listen takes a place in the gateway's
+//! [`crate::state::listens::ListenRegistry`] (at most `MAX_LISTENS_PER_CALLER` per authenticated caller and `MAX_LISTENS` in
+//! all; the next is refused with an error). The acknowledgement is the first message of the listen, stating what
+//! toolgate honours: every list kind (toolgate's lists change with every upstream, pins and reloads), and resource
+//! updates only for URIs that are really subscribed: listed or matched by a template of an upstream that declared
+//! `resources.subscribe` and is connected now (the single-resource-server fallback of `Catalog::resource_owner`
+//! never counts here: a URI that upstream does not list is not claimed). The URIs asked for and not honoured are
+//! named in the acknowledgement's `_meta["toolgate/notSubscribed"]`. From then on each `list_changed` the gateway
+//! announces (`state::shared::notify_list_changed`) and each `resources/updated` of a subscribed URI
+//! (`upstream_events`, through `SessionShared::offer_to_listens`) reaches the listen as a message of this request,
+//! tagged with its id. Nothing else does: no progress, no log lines, no other types.
+//!
+//! What waits for a slow listener is bounded by its session's client budget (`crate::outbox`); a notification of
+//! the listen that finds no room ends the listen with an error ([`LISTEN_LAGGED`]) rather than dropping it
+//! silently: a listener that lost an update cannot know what changed, so it is told to listen again and re-read
+//! (a gap it can see beats a stream it wrongly trusts). The listen also ends when the client cancels it (closing
+//! the HTTP stream, or `notifications/cancelled` on stdio), when its session closes, or, with a result, when the
+//! gateway stops. This module never sends a request to the client and never subscribes a URI upstream that no
+//! listen or session wants; whether a URI is subscribed upstream is decided by the registry alone.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use toolgate_upstream::jsonrpc;
+use toolgate_upstream::jsonrpc::{self, codes};
 
 use crate::era::{self, ListenFilter};
+use crate::state::listens::ListenRefused;
 use crate::state::session::{Listen, SessionShared};
 use crate::state::shared::Shared;
+
+/// Resource URIs one listen may name; more is invalid params. Each may cost an upstream `resources/subscribe`,
+/// and no client watches more through one request in practice.
+pub(crate) const MAX_URIS_PER_LISTEN: usize = 256;
+/// The error that refuses a listen over the caps of [`crate::state::listens::ListenRegistry`] or ends one whose listener fell
+/// behind (JSON-RPC's implementation-defined server error; the 2026-07-28 codes -32020.. are not toolgate's).
+pub(crate) const LISTEN_REFUSED: i64 = -32000;
+/// The message of the error that ends a listen whose listener fell behind.
+pub(crate) const LISTEN_LAGGED: &str = "the listener fell behind and a notification of this listen was dropped; \
+     listen again and re-read what it watches";
 
 /// Serves one `subscriptions/listen` until it ends; `None` when it was cancelled or its session closed (no answer
 /// is sent then).
@@ -33,62 +57,130 @@ pub(crate) async fn listen(
         Ok(filter) => filter,
         Err(error) => return Some(error.response(id)),
     };
+    if requested.resource_uris.len() > MAX_URIS_PER_LISTEN {
+        let message = format!(
+            "invalid params: a listen may name at most {MAX_URIS_PER_LISTEN} resource URIs (this one names {})",
+            requested.resource_uris.len()
+        );
+        return Some(jsonrpc::error_response(id, codes::INVALID_PARAMS, &message));
+    }
     let mut honoured = requested.clone();
-    let catalog = gateway.catalog();
-    honoured.resource_uris.retain(|uri| catalog.resource_owner(uri).is_some() && catalog.held_resource(uri).is_none());
-    drop(catalog);
-    let newly_wanted: Vec<String> = honoured
-        .resource_uris
-        .iter()
-        .filter(|uri| !gateway.sessions().iter().any(|other| other.wants_resource(uri)))
-        .cloned()
-        .collect();
-    // Registered before the acknowledgement is queued, so no change announced after it can be missed.
-    session.add_listen(Listen { id: id.clone(), filter: honoured.clone() });
-    session.offer_related(id.clone(), era::listen_acknowledgement(id, &honoured));
-    for uri in newly_wanted {
-        subscribe_upstream(gateway, &uri, "resources/subscribe");
-    }
-    let stopping = tokio::select! {
-        () = cancel.cancelled() => false,
-        () = session.closed.cancelled() => false,
-        () = gateway.shutdown.cancelled() => true,
+    honoured.resource_uris.retain(|uri| subscribable(gateway, uri));
+    let not_subscribed: Vec<&String> = requested.resource_uris.difference(&honoured.resource_uris).collect();
+    let place = match Place::take(gateway, &session.caller.name, &honoured.resource_uris) {
+        Ok(place) => place,
+        Err(refused) => return Some(jsonrpc::error_response(id, LISTEN_REFUSED, &refused.to_string())),
     };
-    end_listen(gateway, session, id);
-    if stopping && !cancel.is_cancelled() {
-        // A graceful end: the listen's result, tagged with its id (sent here: the session closes right after).
-        let response = jsonrpc::response(id, era::listen_ended(id));
-        session.respond(id.clone(), era::envelope(response, "subscriptions/listen", None)).await;
+    let lagged = CancellationToken::new();
+    // Registered before the acknowledgement is queued, so no change announced after it can be missed.
+    session.add_listen(Listen { id: id.clone(), filter: honoured.clone(), lagged: lagged.clone() });
+    let mut ack = era::listen_acknowledgement(id, &honoured);
+    if !not_subscribed.is_empty() {
+        ack["params"]["_meta"]["toolgate/notSubscribed"] = json!(not_subscribed);
     }
-    None
-}
-
-/// Closes listen `id` of `session`, unsubscribing upstream the URIs nobody wants any more.
-pub(crate) fn end_listen(gateway: &Arc<Shared>, session: &SessionShared, id: &Value) {
-    let Some(filter) = session.remove_listen(id) else { return };
-    for uri in filter.resource_uris {
-        if !gateway.sessions().iter().any(|other| other.wants_resource(&uri)) && !session.wants_resource(&uri) {
-            subscribe_upstream(gateway, &uri, "resources/unsubscribe");
+    if !session.offer_related(id.clone(), ack) {
+        lagged.cancel();
+    }
+    let ended = tokio::select! {
+        () = cancel.cancelled() => Ended::Cancelled,
+        () = session.closed.cancelled() => Ended::Cancelled,
+        () = lagged.cancelled() => Ended::Lagged,
+        () = gateway.shutdown.cancelled() => Ended::Stopping,
+    };
+    session.remove_listen(id);
+    drop(place);
+    match ended {
+        Ended::Lagged => Some(jsonrpc::error_response(id, LISTEN_REFUSED, LISTEN_LAGGED)),
+        Ended::Stopping if !cancel.is_cancelled() => {
+            // A graceful end: the listen's result, tagged with its id (sent here: the session closes right after).
+            let response = jsonrpc::response(id, era::listen_ended(id));
+            session.respond(id.clone(), era::envelope(response, "subscriptions/listen", None)).await;
+            None
         }
+        Ended::Stopping | Ended::Cancelled => None,
     }
 }
 
-/// Sends `resources/subscribe` or `resources/unsubscribe` for `uri` to the upstream that serves it, without
-/// waiting: a listen is acknowledged at once, and an upstream that cannot subscribe only means no updates come.
-fn subscribe_upstream(gateway: &Shared, uri: &str, method: &'static str) {
-    let owner = gateway.catalog().resource_owner(uri);
+/// How a listen ended.
+enum Ended {
+    Cancelled,
+    Lagged,
+    Stopping,
+}
+
+/// A listen's place in the registry; given back (and its URIs' upstream subscriptions brought up to date) when
+/// dropped, however the listen's future ends.
+struct Place {
+    gateway: Arc<Shared>,
+    caller: String,
+    uris: BTreeSet<String>,
+}
+
+impl Place {
+    fn take(gateway: &Arc<Shared>, caller: &str, uris: &BTreeSet<String>) -> Result<Place, ListenRefused> {
+        let start = gateway.listens.open(caller, uris)?;
+        converge(gateway, start);
+        Ok(Place { gateway: Arc::clone(gateway), caller: caller.to_owned(), uris: uris.clone() })
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let start = self.gateway.listens.close(&self.caller, &self.uris);
+        converge(&self.gateway, start);
+    }
+}
+
+/// True when a listen may claim `uri`: an upstream lists it or has a template matching it (never the
+/// single-server fallback), it is not held, and that upstream is connected and declared `resources.subscribe`.
+fn subscribable(gateway: &Shared, uri: &str) -> bool {
+    let catalog = gateway.catalog();
+    if catalog.held_resource(uri).is_some() {
+        return false;
+    }
+    let Some(owner) = catalog.subscription_owner(uri) else { return false };
+    let connection = gateway.upstreams.get(owner).and_then(|runtime| runtime.connection());
+    connection.is_some_and(|connection| declares_subscribe(&connection.initialize_outcome().capabilities))
+}
+
+fn declares_subscribe(capabilities: &Value) -> bool {
+    capabilities.pointer("/resources/subscribe") == Some(&Value::Bool(true))
+}
+
+/// Starts the converger of each URI in `uris` (the registry said none runs for it): it asks the owning upstream
+/// to subscribe or unsubscribe until what it last asked agrees with the registry's count. Without a runtime (a
+/// place dropped while the process ends) there is nothing left to tell.
+fn converge(gateway: &Arc<Shared>, uris: Vec<String>) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+    for uri in uris {
+        let gateway = Arc::clone(gateway);
+        runtime.spawn(async move {
+            while let Some(subscribe) = gateway.listens.next_step(&uri) {
+                tell_upstream(&gateway, &uri, subscribe).await;
+                gateway.listens.step_done(&uri, subscribe);
+            }
+        });
+    }
+}
+
+/// Sends `resources/subscribe` or `resources/unsubscribe` for `uri` to the upstream that serves it and waits for
+/// its answer (so the converger's next request follows it). An unsubscribe is skipped while a legacy session
+/// still holds its own subscription; an upstream that is gone or cannot subscribe is not asked.
+async fn tell_upstream(gateway: &Shared, uri: &str, subscribe: bool) {
+    if !subscribe && gateway.sessions().iter().any(|session| session.has_legacy_subscription(uri)) {
+        return;
+    }
+    let owner = gateway.catalog().subscription_owner(uri);
     let Some(connection) =
         owner.and_then(|owner| gateway.upstreams.get(owner)).and_then(|runtime| runtime.connection())
     else {
         return;
     };
-    if connection.initialize_outcome().capabilities.pointer("/resources/subscribe") != Some(&Value::Bool(true)) {
+    if !declares_subscribe(&connection.initialize_outcome().capabilities) {
         return;
     }
-    let params = json!({"uri": uri});
-    tokio::spawn(async move {
-        if let Err(error) = connection.request(method, Some(params)).await {
-            tracing::debug!(%error, method, "an upstream resource subscription for a listen failed");
-        }
-    });
+    let method = if subscribe { "resources/subscribe" } else { "resources/unsubscribe" };
+    if let Err(error) = connection.request(method, Some(json!({"uri": uri}))).await {
+        tracing::debug!(%error, method, "an upstream resource subscription for a listen failed");
+    }
 }

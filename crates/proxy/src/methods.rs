@@ -300,7 +300,8 @@ async fn subscribe(
     // The upstream subscription is shared: subscribe on the first session, unsubscribe after the last.
     let others =
         gateway.sessions().iter().filter(|other| other.id != session.id).any(|other| other.wants_resource(&uri))
-            || session.wants_resource_by_listen(&uri);
+            || session.wants_resource_by_listen(&uri)
+            || gateway.listens.wanted(&uri);
     if others {
         return Some(jsonrpc::response(id, json!({})));
     }
@@ -313,7 +314,8 @@ pub(crate) fn drop_subscriptions(gateway: &Arc<Shared>, session: &SessionShared)
     let uris: Vec<String> =
         session.subscriptions.lock().map(|mut subscriptions| subscriptions.drain().collect()).unwrap_or_default();
     for uri in uris {
-        let still_wanted = gateway.sessions().iter().any(|other| other.wants_resource(&uri));
+        let still_wanted =
+            gateway.sessions().iter().any(|other| other.wants_resource(&uri)) || gateway.listens.wanted(&uri);
         let owner = gateway.catalog().resource_owner(&uri);
         if let (false, Some(connection)) = (
             still_wanted,

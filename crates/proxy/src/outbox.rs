@@ -115,14 +115,15 @@ impl Outbox {
         bytes == 0 || bytes.saturating_add(size) <= self.max_bytes
     }
 
-    /// Queues a notification without waiting; drops it (counted, logged once) when the client is not reading.
-    pub(crate) fn offer(&self, session: &str, bound: ClientBound) {
+    /// Queues a notification without waiting; drops it (counted, logged once) when the client is not reading, and
+    /// says whether it was queued.
+    pub(crate) fn offer(&self, session: &str, bound: ClientBound) -> bool {
         let size = approximate_bytes(message_of(&bound));
         let mut queued = self.lock(0);
         if self.has_room(&queued, size) && self.sender.try_send(bound).is_ok() {
             queued.sizes.push_back(size);
             queued.bytes += size;
-            return;
+            return true;
         }
         drop(queued);
         self.dropped.increment(1);
@@ -134,6 +135,7 @@ impl Outbox {
                  toolgate_client_messages_dropped_total; logged once per session)"
             );
         }
+        false
     }
 
     /// Queues a response or request, waiting for room for [`STALL_TIMEOUT`] at most.

@@ -152,7 +152,8 @@ fn subscription_of(message: &Value) -> &Value {
 async fn a_listen_hears_only_the_kinds_it_asked_for_from_every_upstream_tagged_with_its_id() {
     let relist = upstream("relist", "relist", GUARD, None);
     let hostile = upstream("hostile", "hostile-relay", GUARD, None);
-    let gateway = start(vec![relist, hostile], Limits::default()).await;
+    let watch = upstream("watch", "subscriptions", GUARD, None);
+    let gateway = start(vec![relist, hostile, watch], Limits::default()).await;
     let url = serve(&gateway, &Limits::default()).await;
 
     let discovered = Messages::new(post(&url, json!(1), "server/discover", json!({}), &[]).await).all().await;
@@ -161,7 +162,7 @@ async fn a_listen_hears_only_the_kinds_it_asked_for_from_every_upstream_tagged_w
     assert_eq!(capabilities["resources"]["subscribe"], true, "{capabilities}");
 
     // Over HTTP: one listen for tools and a resource, another for prompts; over stdio, one for tools.
-    let tools_filter = json!({"toolsListChanged": true, "resourceSubscriptions": ["notes://shared/1", "nowhere://x"]});
+    let tools_filter = json!({"toolsListChanged": true, "resourceSubscriptions": ["notes://watched/1", "notes://shared/1", "nowhere://x"]});
     let tools_listen =
         post(&url, json!("tools-listen"), "subscriptions/listen", json!({"notifications": tools_filter}), &[]);
     let mut tools_listen = Messages::new(tools_listen.await);
@@ -175,12 +176,11 @@ async fn a_listen_hears_only_the_kinds_it_asked_for_from_every_upstream_tagged_w
     let ack = tools_listen.wait_for("the acknowledgement", &mut tools_seen, |_| true).await;
     assert_eq!(ack["method"], "notifications/subscriptions/acknowledged", "the acknowledgement comes first: {ack}");
     assert_eq!(subscription_of(&ack), "tools-listen");
-    // A URI is honoured when an upstream would serve its read (here the only one serving resources takes any URI).
+    // A URI is honoured only when an upstream that declared `resources.subscribe` serves it (the hostile upstream
+    // lists notes://shared/1 but cannot subscribe; nobody serves nowhere://x).
     let honoured = &ack["params"]["notifications"];
-    assert_eq!(
-        *honoured,
-        json!({"toolsListChanged": true, "resourceSubscriptions": ["notes://shared/1", "nowhere://x"]})
-    );
+    assert_eq!(*honoured, json!({"toolsListChanged": true, "resourceSubscriptions": ["notes://watched/1"]}));
+    assert_eq!(ack["params"]["_meta"]["toolgate/notSubscribed"], json!(["notes://shared/1", "nowhere://x"]), "{ack}");
     let ack = prompts_listen.wait_for("the acknowledgement", &mut prompts_seen, |_| true).await;
     assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
     assert_eq!(subscription_of(&ack), 7);
@@ -208,12 +208,21 @@ async fn a_listen_hears_only_the_kinds_it_asked_for_from_every_upstream_tagged_w
         })
         .await;
 
-    let update = json!({"name": "hostile_announce_update", "arguments": {"uri": "notes://shared/1"}});
-    Messages::new(post(&url, json!(3), "tools/call", update, &[]).await).all().await;
+    // The upstream announces an update only once the listen's subscription reached it (sent without waiting).
+    let update = json!({"name": "watch_touch", "arguments": {"uri": "notes://watched/1"}});
+    for attempt in 0.. {
+        let touched =
+            Messages::new(post(&url, json!(300 + attempt), "tools/call", update.clone(), &[]).await).all().await;
+        if touched.last().unwrap()["result"]["content"][0]["text"] == "announced 1" {
+            break;
+        }
+        assert!(attempt < 600, "the listen's subscription never reached the upstream: {touched:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let updated = tools_listen
         .wait_for("resources/updated", &mut tools_seen, |m| m["method"] == "notifications/resources/updated")
         .await;
-    assert_eq!(updated["params"]["uri"], "notes://shared/1");
+    assert_eq!(updated["params"]["uri"], "notes://watched/1");
     assert_eq!(subscription_of(&updated), "tools-listen");
 
     // By now every list_changed of the change was offered to every listen: none leaked past a filter.

@@ -5,12 +5,15 @@
 //!   narrow methods).
 //! - [`approvals`]: the approvals calls wait on, and where a person decides them.
 //! - [`session`]: one client session's state ([`session::SessionShared`]).
+//! - [`listens`]: the open `subscriptions/listen` requests per caller and, per URI, the upstream subscription
+//!   they want ([`listens::ListenRegistry`]; it decides nothing: `listen` asks it and talks to the upstream).
 //! - [`routes`]: which client request an upstream message belongs to ([`routes::RouteTable`], [`routes::RouteGuard`]).
 //!
 //! State decides nothing and sends nothing upstream: it must never import a behaviour module (`call`, `methods`,
 //! `relay`, `guard`, `lifecycle`, `upstream_events`, `intake`, `gateway`); `cargo xtask tidy` checks it.
 
 pub(crate) mod approvals;
+pub(crate) mod listens;
 pub(crate) mod routes;
 pub(crate) mod session;
 pub(crate) mod shared;

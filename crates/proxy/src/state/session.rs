@@ -28,11 +28,12 @@ pub(crate) struct InflightRequest {
 }
 
 /// One `subscriptions/listen` open on this session: the listen request's id (its subscription id) and what it
-/// asked to hear.
+/// asked to hear, and the token that fires when one of its notifications found no room (its listener fell behind).
 #[derive(Debug, Clone)]
 pub(crate) struct Listen {
     pub(crate) id: Value,
     pub(crate) filter: ListenFilter,
+    pub(crate) lagged: CancellationToken,
 }
 
 /// What the client declared at initialize.
@@ -172,6 +173,11 @@ impl SessionShared {
             || self.subscriptions.lock().map(|subscriptions| subscriptions.contains(uri)).unwrap_or(false)
     }
 
+    /// True when this session holds a legacy `resources/subscribe` of `uri`.
+    pub(crate) fn has_legacy_subscription(&self, uri: &str) -> bool {
+        self.subscriptions.lock().map(|subscriptions| subscriptions.contains(uri)).unwrap_or(false)
+    }
+
     /// True when a listen of this session wants `resources/updated` for `uri`.
     pub(crate) fn wants_resource_by_listen(&self, uri: &str) -> bool {
         self.listens
@@ -182,7 +188,9 @@ impl SessionShared {
 
     /// Hands a notification toolgate sends on its own (a `list_changed`, a `resources/updated`) to every listen of
     /// this session that asked for its type (for `resources/updated`, its URI), as a message of that listen
-    /// request tagged with its id; returns how many listens took it.
+    /// request tagged with its id; returns how many listens took it. A listen whose copy finds no room is marked
+    /// lagged (it ends with an error: a listener must never trust a stream that silently lost an update) and is
+    /// offered nothing more.
     pub(crate) fn offer_to_listens(&self, message: &Value) -> usize {
         let method = message.get("method").and_then(Value::as_str).unwrap_or_default();
         let uri = message.pointer("/params/uri").and_then(Value::as_str);
@@ -192,9 +200,13 @@ impl SessionShared {
                 ("notifications/resources/updated", Some(uri)) => listen.filter.resource_uris.contains(uri),
                 _ => listen.filter.wants_list_changed(method),
             };
-            if wanted {
-                self.offer_related(listen.id.clone(), crate::era::tagged(message.clone(), &listen.id));
+            if !wanted || listen.lagged.is_cancelled() {
+                continue;
+            }
+            if self.offer_related(listen.id.clone(), crate::era::tagged(message.clone(), &listen.id)) {
                 taken += 1;
+            } else {
+                listen.lagged.cancel();
             }
         }
         taken
@@ -301,14 +313,15 @@ impl SessionShared {
 
     /// Queues a notification that belongs to the client request `request_id` (progress, log lines) without
     /// waiting: when the client is not reading and its queue is full (in messages or bytes), the notification is
-    /// dropped (counted, logged once) rather than buffered without bound. Called in arrival order, so it stays ahead of the response.
-    pub(crate) fn offer_related(&self, request_id: Value, message: Value) {
-        self.outbox.offer(&self.id, ClientBound::Related { request_id, message });
+    /// dropped (counted, logged once) rather than buffered without bound; false then. Called in arrival order, so
+    /// it stays ahead of the response.
+    pub(crate) fn offer_related(&self, request_id: Value, message: Value) -> bool {
+        self.outbox.offer(&self.id, ClientBound::Related { request_id, message })
     }
 
     /// Sends a message tied to no request; dropped (with a log line) when the client is not reading.
     pub(crate) fn send_unsolicited(&self, message: Value) {
-        self.outbox.offer(&self.id, ClientBound::Unsolicited(message));
+        let _ = self.outbox.offer(&self.id, ClientBound::Unsolicited(message));
     }
 
     /// Sends a request to the client within its request `request_id` and waits for the answer (a whole

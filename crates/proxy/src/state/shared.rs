@@ -63,6 +63,8 @@ pub(crate) struct Shared {
     approval_directions: RwLock<ApprovalDirections>,
     /// Places for upstream requests relayed to clients, per session and per upstream.
     pub(crate) relay_quota: RelayQuota,
+    /// The open `subscriptions/listen` requests per caller, and the upstream resource subscriptions they want.
+    pub(crate) listens: super::listens::ListenRegistry,
     /// Which process of a fleet this is (`/metrics`, the health endpoints); set once by `serve`.
     instance_id: RwLock<Option<String>>,
 }
@@ -97,6 +99,7 @@ impl Shared {
             waiting_approvals: WaitingApprovals::default(),
             approval_directions: RwLock::new(ApprovalDirections::default()),
             relay_quota,
+            listens: super::listens::ListenRegistry::default(),
             instance_id: RwLock::new(None),
         }
     }
