@@ -29,6 +29,14 @@ impl Backend {
         }
     }
 
+    /// Whether the pool was closed ([`Backend::close`]).
+    pub(crate) fn is_closed(&self) -> bool {
+        match self {
+            Backend::Sqlite(pool) => pool.is_closed(),
+            Backend::Postgres(pool) => pool.is_closed(),
+        }
+    }
+
     /// Closes every connection (clones of the store stop working).
     pub(crate) async fn close(&self) {
         match self {

@@ -217,17 +217,21 @@ impl Store {
                 .await?;
             }
             transaction.commit().await?;
-            Ok(())
-        })
+            Ok::<(), StoreError>(())
+        })?;
+        // Writing a listing is a sign of life: the merged view counts this process's rows from now on.
+        self.heartbeat().await
     }
 
-    /// Drops the rows of every upstream not named in `upstreams` (one removed from the config), in one statement,
-    /// whichever process wrote them (processes sharing a store share the config).
+    /// Drops this process's rows of every upstream not named in `upstreams` (one removed from its config), in one
+    /// statement. Other processes' rows are theirs: their configs may still name the upstream.
     pub async fn retain_inventory(&self, upstreams: &[&str]) -> Result<(), StoreError> {
+        let instance = self.instance.as_deref().unwrap_or_default();
         on_backend!(&self.backend, |pool| {
-            let mut sql = QueryBuilder::new("DELETE FROM tool_inventory");
+            let mut sql = QueryBuilder::new("DELETE FROM tool_inventory WHERE instance = ");
+            sql.push_bind(instance);
             if !upstreams.is_empty() {
-                sql.push(" WHERE upstream NOT IN (");
+                sql.push(" AND upstream NOT IN (");
                 let mut names = sql.separated(", ");
                 for upstream in upstreams {
                     names.push_bind(*upstream);
@@ -239,18 +243,26 @@ impl Store {
         })
     }
 
-    /// Every recorded tool, by upstream name, then in each upstream's listing order: the merged view of every
-    /// process sharing the store, each tool as it was written last (by any process).
+    /// Every recorded tool, by upstream name, then in each upstream's listing order: the merged view of the
+    /// processes sharing the store that are alive (this one, and every instance whose heartbeat is within
+    /// [`crate::HEARTBEAT_STALE`]), each tool as it was written last by one of them. A stopped process's tools leave
+    /// the view once its heartbeat goes stale.
     pub async fn inventory(&self) -> Result<Vec<InventoryTool>, StoreError> {
+        let own = self.instance.as_deref().unwrap_or_default();
+        let cutoff = crate::heartbeat::alive_cutoff(SystemTime::now());
         on_backend!(&self.backend, |pool| {
             let rows = sqlx::query(concat!(
-                "SELECT ",
+                "WITH live AS (SELECT * FROM tool_inventory l WHERE l.instance = $1 OR EXISTS \
+                 (SELECT 1 FROM instance_heartbeats h WHERE h.instance = l.instance AND h.seen_us >= $2)) \
+                 SELECT ",
                 inventory_columns!(),
-                " FROM tool_inventory t WHERE NOT EXISTS (SELECT 1 FROM tool_inventory n \
+                " FROM live t WHERE NOT EXISTS (SELECT 1 FROM live n \
                  WHERE n.upstream = t.upstream AND n.tool = t.tool \
                  AND (n.updated_at > t.updated_at OR (n.updated_at = t.updated_at AND n.instance > t.instance))) \
                  ORDER BY t.upstream, t.position"
             ))
+            .bind(own)
+            .bind(cutoff)
             .fetch_all(pool)
             .await?;
             rows.iter().map(decode).collect()

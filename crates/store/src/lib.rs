@@ -52,6 +52,7 @@ mod backend;
 mod decisions;
 mod error;
 mod feed;
+mod heartbeat;
 mod instance;
 mod inventory;
 mod migrations;
@@ -87,6 +88,7 @@ pub use audit::{JournalBacklog, NOT_RECORDED_OUTCOME};
 pub use decisions::{PIN_DECISION_KIND, PinDecision};
 pub use error::{AuditQueueError, StoreError};
 pub use feed::StoreChange;
+pub use heartbeat::{HEARTBEAT_INTERVAL, HEARTBEAT_STALE};
 pub use instance::{INSTANCE_ENV, INSTANCE_FILE, valid_instance_id};
 pub use inventory::{InventoryAccess, InventoryFinding, InventoryState, InventoryTool};
 pub use permissions::create_state_dir;
@@ -369,6 +371,18 @@ impl Store {
             None
         };
         let audit = spawn_writer(&backend, path, journal, &options, Some(Arc::clone(&instance)));
+        if options.journal {
+            // The gateway's store says it is alive and lapses what stopped processes left waiting.
+            heartbeat::Beating {
+                backend: backend.clone(),
+                audit: audit.clone(),
+                instance: Arc::clone(&instance),
+                feed: Arc::downgrade(&feed),
+                poll_interval: options.approval_poll_interval,
+                erase_settled: options.redaction == ArgumentRedaction::Digest,
+            }
+            .spawn();
+        }
         Ok(Store {
             backend,
             path: path.to_path_buf(),

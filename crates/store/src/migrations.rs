@@ -29,11 +29,13 @@ const SQLITE: &[(i64, &str, &str)] = &[
     (10, "verification", include_str!("../migrations/sqlite/0010_verification.sql")),
     (12, "instance", include_str!("../migrations/sqlite/0012_instance.sql")),
     (13, "inventory instance", include_str!("../migrations/sqlite/0013_inventory_instance.sql")),
+    (14, "instance heartbeat", include_str!("../migrations/sqlite/0014_instance_heartbeat.sql")),
 ];
 
 const POSTGRES: &[(i64, &str, &str)] = &[
     (1, "initial", include_str!("../migrations/postgres/0001_initial.sql")),
     (2, "inventory instance", include_str!("../migrations/postgres/0002_inventory_instance.sql")),
+    (4, "instance heartbeat", include_str!("../migrations/postgres/0004_instance_heartbeat.sql")),
 ];
 
 /// The newest SQLite migration this build applies.

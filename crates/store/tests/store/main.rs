@@ -8,6 +8,7 @@
 mod approvals;
 mod audit;
 mod crash;
+mod heartbeat;
 mod journal;
 mod open;
 mod pins;

@@ -1,0 +1,172 @@
+//! Which gateway processes sharing a store are alive: each gateway's store writes a heartbeat row for its instance
+//! every [`HEARTBEAT_INTERVAL`], and an instance whose row is older than [`HEARTBEAT_STALE`] counts as gone.
+//!
+//! Two things read it. The merged inventory counts only instances seen alive within the bound (a decommissioned
+//! process's tools leave the view). And every live gateway, at each beat, lapses the waiting approvals of gone
+//! instances (a process that died and never restarts would otherwise leave them decidable until their expiry):
+//! one conditional update per approval, so when several live processes sweep at once each approval lapses once and
+//! gets exactly one audit row, naming the dead instance. An instance that never wrote a heartbeat (rows older than
+//! this table) is never taken for dead. This module decides nothing about calls; it only tells live from gone.
+
+use std::sync::{Arc, Weak};
+use std::time::{Duration, SystemTime};
+
+use serde_json::json;
+
+use crate::approvals::{ApprovalId, ApprovalStore};
+use crate::audit::{AuditEntry, AuditKind};
+use crate::backend::{Backend, Columns, on_backend};
+use crate::error::StoreError;
+use crate::feed::Feed;
+use crate::time::to_micros;
+use crate::{AuditWriter, Store};
+
+/// How often a gateway's store says it is alive.
+pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(10);
+
+/// A heartbeat older than this means its process is gone: six missed beats, so a slow database or a paused
+/// process is not taken for dead.
+pub const HEARTBEAT_STALE: Duration = Duration::from_secs(60);
+
+/// Why an approval lapses when its process stopped beating.
+const INSTANCE_GONE: &str = "the gateway process that held its call stopped (its heartbeat went stale)";
+
+/// Records that `instance` is alive at `now`.
+pub(crate) async fn beat(backend: &Backend, instance: &str, now: SystemTime) -> Result<(), StoreError> {
+    on_backend!(backend, |pool| {
+        sqlx::query(
+            "INSERT INTO instance_heartbeats (instance, seen_us) VALUES ($1, $2) \
+             ON CONFLICT (instance) DO UPDATE SET seen_us = excluded.seen_us",
+        )
+        .bind(instance)
+        .bind(to_micros(now))
+        .execute(pool)
+        .await?;
+        Ok(())
+    })
+}
+
+/// The oldest heartbeat (microseconds) that still counts as alive at `now`.
+pub(crate) fn alive_cutoff(now: SystemTime) -> i64 {
+    to_micros(now.checked_sub(HEARTBEAT_STALE).unwrap_or(SystemTime::UNIX_EPOCH))
+}
+
+/// A waiting approval of a gone instance.
+struct Orphan {
+    id: String,
+    upstream: String,
+    tool: String,
+    instance: String,
+}
+
+/// Lapses the waiting approvals of every instance but `own` whose heartbeat is older than `stale`, writing one
+/// audit row per approval this call lapsed; returns how many it lapsed.
+async fn lapse_gone(
+    backend: &Backend,
+    approvals: &ApprovalStore,
+    audit: &AuditWriter,
+    own: &str,
+    stale: Duration,
+) -> Result<u64, StoreError> {
+    let now = SystemTime::now();
+    let cutoff = to_micros(now.checked_sub(stale).unwrap_or(SystemTime::UNIX_EPOCH));
+    let orphans: Vec<Orphan> = on_backend!(backend, |pool| {
+        let rows = sqlx::query(
+            "SELECT a.id, a.upstream, a.tool, a.instance FROM approvals a \
+             JOIN instance_heartbeats h ON h.instance = a.instance \
+             WHERE h.seen_us < $1 AND a.instance <> $2 AND a.state IN ('pending', 'approved') \
+             AND a.lapsed_why IS NULL AND a.expires_us > $3",
+        )
+        .bind(cutoff)
+        .bind(own)
+        .bind(to_micros(now))
+        .fetch_all(pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok::<_, StoreError>(Orphan {
+                    id: row.column("id")?,
+                    upstream: row.column("upstream")?,
+                    tool: row.column("tool")?,
+                    instance: row.column("instance")?,
+                })
+            })
+            .collect::<Result<_, _>>()?
+    });
+    let mut lapsed = 0;
+    for orphan in orphans {
+        // Conditional: an approval decided, used or lapsed by another process meanwhile is left as it is.
+        if !approvals.lapse(&ApprovalId::from_text(&orphan.id), INSTANCE_GONE).await? {
+            continue;
+        }
+        lapsed += 1;
+        let mut entry = AuditEntry::new(AuditKind::Confirmation);
+        entry.upstream = Some(orphan.upstream);
+        entry.tool = Some(orphan.tool);
+        entry.approval_id = Some(orphan.id);
+        entry.outcome = Some("lapsed".to_owned());
+        entry.detail = Some(json!({"lapsed_why": INSTANCE_GONE, "instance": orphan.instance, "lapsed_by": own}));
+        audit.record_durable(entry).await?;
+    }
+    if lapsed > 0 {
+        tracing::info!(approvals = lapsed, "waiting approvals of gateway processes that stopped lapsed");
+    }
+    Ok(lapsed)
+}
+
+impl Store {
+    /// Records that this process is alive now (the gateway's store does it every [`HEARTBEAT_INTERVAL`] by itself).
+    pub async fn heartbeat(&self) -> Result<(), StoreError> {
+        let Some(instance) = self.instance.as_deref() else { return Ok(()) };
+        beat(&self.backend, instance, SystemTime::now()).await
+    }
+
+    /// Lapses the waiting approvals of every other instance whose heartbeat is older than `stale` (one audit row per
+    /// approval lapsed here, naming the dead instance); returns how many this call lapsed. The gateway's store runs
+    /// it with [`HEARTBEAT_STALE`] at every beat.
+    pub async fn lapse_gone_instances(&self, stale: Duration) -> Result<u64, StoreError> {
+        let own = self.instance.as_deref().unwrap_or_default();
+        lapse_gone(&self.backend, &self.approvals(), &self.audit, own, stale).await
+    }
+}
+
+/// What the beating task needs; it stops once every handle of the store is gone (its feed with them) or the pool
+/// is closed.
+pub(crate) struct Beating {
+    pub(crate) backend: Backend,
+    pub(crate) audit: AuditWriter,
+    pub(crate) instance: Arc<str>,
+    pub(crate) feed: Weak<Feed>,
+    pub(crate) poll_interval: Duration,
+    pub(crate) erase_settled: bool,
+}
+
+impl Beating {
+    pub(crate) fn spawn(self) {
+        tokio::spawn(async move {
+            loop {
+                let Some(feed) = self.feed.upgrade() else { return };
+                if self.backend.is_closed() {
+                    return;
+                }
+                if let Err(error) = beat(&self.backend, &self.instance, SystemTime::now()).await {
+                    tracing::warn!(%error, "this process's heartbeat could not be written");
+                }
+                let approvals = ApprovalStore::new(
+                    self.backend.clone(),
+                    self.poll_interval,
+                    self.erase_settled,
+                    Some(Arc::clone(&self.instance)),
+                    feed,
+                );
+                if let Err(error) =
+                    lapse_gone(&self.backend, &approvals, &self.audit, &self.instance, HEARTBEAT_STALE).await
+                {
+                    tracing::warn!(%error, "approvals of stopped gateway processes could not be lapsed");
+                }
+                drop(approvals);
+                tokio::time::sleep(HEARTBEAT_INTERVAL).await;
+            }
+        });
+    }
+}

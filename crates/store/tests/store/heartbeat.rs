@@ -1,0 +1,124 @@
+//! Several processes on one store, told apart by their heartbeats: an upstream dropped from one process's config
+//! loses that process's inventory rows only; a process whose heartbeat went stale leaves the merged inventory; and a
+//! live process lapses the approvals a stopped one left waiting, once each (two sweeping at once included), with
+//! one audit row naming the stopped instance, and never an approval a person decided meanwhile.
+
+use std::time::Duration;
+
+use serde_json::json;
+use toolgate_store::{
+    ApprovalDecision, ApprovalState, AuditFilter, HEARTBEAT_STALE, InventoryState, InventoryTool, Store, StoreOptions,
+    ToolRisk,
+};
+use toolgate_test_support::pending_approval;
+
+use crate::support::{Fresh, matrix, tamper};
+
+fn as_instance(id: &str) -> StoreOptions {
+    StoreOptions { instance_id: Some(id.to_owned()), ..StoreOptions::default() }
+}
+
+fn tool(upstream: &str, name: &str) -> InventoryTool {
+    InventoryTool {
+        upstream: upstream.into(),
+        tool: name.into(),
+        exposed_name: name.into(),
+        title: name.into(),
+        state: InventoryState::Visible,
+        state_reason: None,
+        hints: json!({}),
+        annotations: json!({}),
+        risk: ToolRisk { level: 0, category: "read".into() },
+        findings: Vec::new(),
+        access: Vec::new(),
+        fingerprint: "sha256:ab".into(),
+        updated_at: String::new(),
+    }
+}
+
+async fn names(store: &Store) -> Vec<String> {
+    store
+        .inventory()
+        .await
+        .expect("inventory")
+        .into_iter()
+        .map(|tool| format!("{}/{}", tool.upstream, tool.tool))
+        .collect()
+}
+
+matrix! {
+#[tokio::test]
+async fn inventory_is_retained_per_instance_and_merged_from_live_instances_only(kind) {
+    let fresh = Fresh::new(kind);
+    let first = fresh.open(as_instance("first")).await;
+    let second = fresh.open(as_instance("second")).await;
+    first.replace_inventory("notes", &[tool("notes", "read")]).await.expect("replace");
+    first.replace_inventory("files", &[tool("files", "list")]).await.expect("replace");
+    second.replace_inventory("notes", &[tool("notes", "read")]).await.expect("replace");
+
+    // `files` left the second process's config, not the first's.
+    second.retain_inventory(&["notes"]).await.expect("retain");
+    let kept: Vec<(String, String)> = first
+        .inventory_by_instance()
+        .await
+        .expect("by instance")
+        .into_iter()
+        .map(|(instance, tool)| (instance, format!("{}/{}", tool.upstream, tool.tool)))
+        .collect();
+    assert!(kept.contains(&("first".to_owned(), "files/list".to_owned())), "the first keeps its rows: {kept:?}");
+    assert_eq!(names(&second).await, ["files/list", "notes/read"], "both are alive: merged");
+
+    // The first process stops: once its heartbeat is stale, its tools leave the merged view.
+    tamper(&fresh.raw().await, "UPDATE instance_heartbeats SET seen_us = 0 WHERE instance = 'first'").await;
+    assert_eq!(names(&second).await, ["notes/read"], "a stopped process's tools are forgotten");
+    assert_eq!(names(&first).await, ["files/list", "notes/read"], "a process always sees its own listing");
+}
+}
+
+matrix! {
+#[tokio::test]
+async fn a_live_process_lapses_what_a_stopped_one_left_waiting_once_with_one_audit_row(kind) {
+    let fresh = Fresh::new(kind);
+    let dead = fresh.open(as_instance("dead")).await;
+    let live = fresh.open(as_instance("live")).await;
+    let other = fresh.open(as_instance("other")).await;
+    let silent = fresh.open(as_instance("silent")).await;
+    let arguments = json!({"path": "/tmp/a"});
+    let waiting = pending_approval(&arguments, Duration::from_secs(300));
+    let decided = pending_approval(&arguments, Duration::from_secs(300));
+    let unknown = pending_approval(&arguments, Duration::from_secs(300));
+    dead.approvals().create(&waiting).await.expect("create");
+    dead.approvals().create(&decided).await.expect("create");
+    silent.approvals().create(&unknown).await.expect("create");
+    dead.heartbeat().await.expect("beat");
+    live.heartbeat().await.expect("beat");
+
+    assert_eq!(live.lapse_gone_instances(HEARTBEAT_STALE).await.expect("sweep"), 0, "a fresh heartbeat: alive");
+
+    // The dead process's heartbeat freezes; a person denies one of its approvals before anyone sweeps.
+    tamper(&fresh.raw().await, "UPDATE instance_heartbeats SET seen_us = 0 WHERE instance = 'dead'").await;
+    live.approvals().decide(&decided.id, ApprovalDecision::Deny, "alice").await.expect("deny");
+    let (a, b) = tokio::join!(
+        live.lapse_gone_instances(HEARTBEAT_STALE),
+        other.lapse_gone_instances(HEARTBEAT_STALE)
+    );
+    assert_eq!(a.expect("sweep") + b.expect("sweep"), 1, "two sweeping processes lapse it once");
+    assert_eq!(live.lapse_gone_instances(HEARTBEAT_STALE).await.expect("sweep"), 0, "not lapsed twice");
+
+    let record = live.approvals().get(&waiting.id).await.expect("get").expect("kept");
+    assert_eq!(record.state, ApprovalState::Lapsed);
+    assert!(record.lapsed_why.as_deref().is_some_and(|why| why.contains("heartbeat")), "{record:?}");
+    let record = live.approvals().get(&decided.id).await.expect("get").expect("kept");
+    assert_eq!((record.state, record.lapsed_why), (ApprovalState::Denied, None), "a decision stands");
+    let record = live.approvals().get(&unknown.id).await.expect("get").expect("kept");
+    assert_eq!(record.state, ApprovalState::Pending, "an instance that never beat is not taken for dead");
+
+    live.audit().flush().await.expect("flush");
+    other.audit().flush().await.expect("flush");
+    let rows = live.query_audit(&AuditFilter::default()).await.expect("audit");
+    let lapses: Vec<_> = rows.iter().filter(|row| row.outcome.as_deref() == Some("lapsed")).collect();
+    assert_eq!(lapses.len(), 1, "one audit row per lapse: {lapses:?}");
+    assert_eq!(lapses[0].approval_id.as_deref(), Some(waiting.id.as_str()));
+    assert_eq!(lapses[0].detail.as_ref().map(|detail| detail["instance"].clone()), Some(json!("dead")));
+}
+}
