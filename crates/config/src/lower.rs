@@ -8,6 +8,7 @@
 //! [`Context::env`] so tests need not touch the process.
 
 use std::collections::BTreeMap;
+use std::ops::RangeInclusive;
 use std::path::Path;
 use std::time::Duration;
 
@@ -60,6 +61,24 @@ impl Context<'_> {
     pub(crate) fn line_of(&self, offset: usize) -> usize {
         let (line, _) = line_and_column(self.locator.text(), offset);
         line
+    }
+
+    /// The number when it lies in `range`; else an error at its position, "`{subject}` must be between A and B",
+    /// and `None`. `subject` names the key the way its section does (`[store]: `max_connections``), so every
+    /// range check in a file reads alike without each section keeping its own copy of this check.
+    pub(crate) fn in_range(
+        &mut self,
+        value: Option<&Spanned<u64>>,
+        range: RangeInclusive<u64>,
+        subject: impl std::fmt::Display,
+    ) -> Option<u64> {
+        let value = value?;
+        let number = *value.get_ref();
+        if range.contains(&number) {
+            return Some(number);
+        }
+        self.error(value.span().start, format!("{subject} must be between {} and {}", range.start(), range.end()));
+        None
     }
 }
 
@@ -337,4 +356,29 @@ fn lower_limits(raw: Option<Spanned<RawLimits>>, has_callers: bool, cx: &mut Con
 
 fn default_per_caller(max_sessions: usize, has_callers: bool) -> usize {
     if has_callers { (max_sessions / 4).max(1) } else { max_sessions }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+    use super::*;
+
+    #[test]
+    fn in_range_keeps_bounds_and_reports_outside_at_the_value() {
+        let text = "a = 1\nb = 7\n";
+        let locator = Locator::new(Path::new("gateway.toml"), text);
+        let no_env = |_: &str| None;
+        let mut cx =
+            Context { locator: &locator, base_dir: Path::new(""), env: &no_env, problems: vec![], warnings: vec![] };
+        let at = |offset: usize, number: u64| Spanned::new(offset..offset + 1, number);
+        assert_eq!(cx.in_range(None, 1..=5, "[x]: `a`"), None);
+        assert_eq!(cx.in_range(Some(&at(4, 1)), 1..=5, "[x]: `a`"), Some(1));
+        assert_eq!(cx.in_range(Some(&at(4, 5)), 1..=5, "[x]: `a`"), Some(5));
+        assert!(cx.problems.is_empty());
+        assert_eq!(cx.in_range(Some(&at(10, 7)), 1..=5, format_args!("{}: `b`", "[y]")), None);
+        assert_eq!(cx.problems.len(), 1);
+        let problem = &cx.problems[0];
+        assert_eq!((problem.line, problem.message.as_str()), (2, "[y]: `b` must be between 1 and 5"));
+    }
 }

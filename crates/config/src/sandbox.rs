@@ -87,34 +87,24 @@ pub(crate) fn lower_sandbox(raw: Option<&Spanned<RawSandbox>>, label: &str, cx: 
             }
         }
     }
-    spec.memory_mib = ranged(raw.memory_mib.as_ref(), MIN_MEMORY_MIB..=MAX_MEMORY_MIB, "memory_mib", label, cx)
+    spec.memory_mib = cx
+        .in_range(
+            raw.memory_mib.as_ref(),
+            MIN_MEMORY_MIB..=MAX_MEMORY_MIB,
+            format_args!("{label}: `sandbox.memory_mib`"),
+        )
         .unwrap_or(DEFAULT_SANDBOX_MEMORY_MIB);
     let processes = u64::from(MIN_SANDBOX_MAX_PROCESSES)..=u64::from(MAX_PROCESSES);
-    spec.max_processes = ranged(raw.max_processes.as_ref(), processes, "max_processes", label, cx)
+    spec.max_processes = cx
+        .in_range(raw.max_processes.as_ref(), processes, format_args!("{label}: `sandbox.max_processes`"))
         .and_then(|count| u32::try_from(count).ok())
         .unwrap_or(DEFAULT_SANDBOX_MAX_PROCESSES);
-    spec.max_open_files = ranged(raw.max_open_files.as_ref(), OPEN_FILES_RANGE, "max_open_files", label, cx)
+    spec.max_open_files = cx
+        .in_range(raw.max_open_files.as_ref(), OPEN_FILES_RANGE, format_args!("{label}: `sandbox.max_open_files`"))
         .unwrap_or(DEFAULT_SANDBOX_MAX_OPEN_FILES);
     spec.clean_cwd = raw.clean_cwd.unwrap_or(false);
     if mode == SandboxMode::Off && (raw.writable.is_some() || raw.network.is_some() || raw.pass_env.is_some()) {
         cx.warn(table, format!("{label}: sandbox mode is \"off\": its other settings have no effect"));
     }
     spec
-}
-
-fn ranged(
-    value: Option<&Spanned<u64>>,
-    range: std::ops::RangeInclusive<u64>,
-    key: &str,
-    label: &str,
-    cx: &mut Context<'_>,
-) -> Option<u64> {
-    let value = value?;
-    let number = *value.get_ref();
-    if range.contains(&number) {
-        return Some(number);
-    }
-    let message = format!("{label}: `sandbox.{key}` must be between {} and {}", range.start(), range.end());
-    cx.error(value.span().start, message);
-    None
 }

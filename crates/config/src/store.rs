@@ -118,8 +118,9 @@ pub(crate) fn lower_store(raw: Option<Spanned<RawStore>>, cx: &mut Context<'_>) 
         }
         (None, None) => None,
     };
-    let max_connections = ranged(raw.max_connections.as_ref(), MAX_CONNECTIONS, "max_connections", cx);
-    let acquire_timeout_ms = ranged(raw.acquire_timeout_ms.as_ref(), ACQUIRE_TIMEOUT_MS, "acquire_timeout_ms", cx);
+    let max_connections = cx.in_range(raw.max_connections.as_ref(), MAX_CONNECTIONS, "[store]: `max_connections`");
+    let acquire_timeout_ms =
+        cx.in_range(raw.acquire_timeout_ms.as_ref(), ACQUIRE_TIMEOUT_MS, "[store]: `acquire_timeout_ms`");
     if raw.url.is_none() && raw.url_env.is_none() {
         for (key, value) in [("max_connections", &raw.max_connections), ("acquire_timeout_ms", &raw.acquire_timeout_ms)]
         {
@@ -148,21 +149,6 @@ pub(crate) fn lower_store(raw: Option<Spanned<RawStore>>, cx: &mut Context<'_>) 
         }),
         instance_id,
     }
-}
-
-fn ranged(
-    value: Option<&Spanned<u64>>,
-    range: std::ops::RangeInclusive<u64>,
-    key: &str,
-    cx: &mut Context<'_>,
-) -> Option<u64> {
-    let value = value?;
-    let number = *value.get_ref();
-    if range.contains(&number) {
-        return Some(number);
-    }
-    cx.error(value.span().start, format!("[store]: `{key}` must be between {} and {}", range.start(), range.end()));
-    None
 }
 
 /// The rule the store applies to instance ids (kept here too: the config crate does not depend on the store).
