@@ -62,7 +62,7 @@ impl Gateway {
         let store = match &shared.store {
             None => "none",
             Some(store) if store.audit().stats().failing => "failing",
-            Some(store) => match tokio::time::timeout(STORE_CHECK_TIMEOUT, store.audit_checkpoint()).await {
+            Some(store) => match tokio::time::timeout(STORE_CHECK_TIMEOUT, store.ping()).await {
                 Ok(Ok(_)) => "ok",
                 Ok(Err(error)) => {
                     tracing::warn!(%error, "readiness: the state store does not answer");

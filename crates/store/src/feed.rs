@@ -2,8 +2,10 @@
 //! used; an upstream's pins or quarantine), so a waiting call or a quarantined tool learns it at once.
 //!
 //! Every change this process makes is published locally. On PostgreSQL it is also sent with `pg_notify`, and one
-//! listening connection per store (`LISTEN`, reconnected by sqlx when it drops, retried every second when it cannot
-//! connect) publishes what other processes sent. Notifications are hints, never the truth: they are lost while the
+//! listening connection per store publishes what other processes sent. That connection is its own, made with the
+//! pool's options but outside the pool (a `LISTEN` holds its connection for good, which would leave a small pool
+//! one short for every statement); it is reconnected when it drops, with a backoff from one second up to
+//! [`RECONNECT_MAX`] while it cannot connect. Notifications are hints, never the truth: they are lost while the
 //! listener is down, so every waiter re-reads the database on a bounded interval as well (`ApprovalStore::wait`).
 //! SQLite has no notifications between processes; there the re-read interval is what exists. Nothing here writes
 //! state or decides anything.
@@ -11,7 +13,7 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use sqlx::postgres::{PgListener, PgPool};
+use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
 use tokio::sync::broadcast;
 
 use crate::backend::Backend;
@@ -24,8 +26,11 @@ const PINS_CHANNEL: &str = "toolgate_pins";
 /// Changes waiting for a slow subscriber before it starts missing some (it then re-reads the database).
 const FEED_CAPACITY: usize = 1024;
 
-/// How long the listener waits before connecting again after it could not.
+/// How long the listener waits before connecting again after it could not, at first; and the bounded wait for a
+/// notification after which it checks that the store is still open.
 const RECONNECT_DELAY: Duration = Duration::from_secs(1);
+/// The longest wait between two connection attempts of the listener.
+const RECONNECT_MAX: Duration = Duration::from_secs(16);
 
 /// Something in the shared state changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,26 +88,36 @@ impl Feed {
 }
 
 async fn listen_loop(feed: Weak<Feed>, pool: PgPool) {
+    // A pool of one, for this listener only: sqlx's listener reconnects through it when its connection drops.
+    let own = PgPoolOptions::new()
+        .max_connections(1)
+        .max_lifetime(None)
+        .idle_timeout(None)
+        .connect_lazy_with((*pool.connect_options()).clone());
+    let mut delay = RECONNECT_DELAY;
     while !pool.is_closed() && feed.strong_count() > 0 {
-        let mut listener = match PgListener::connect_with(&pool).await {
+        let mut listener = match PgListener::connect_with(&own).await {
             Ok(listener) => listener,
             Err(error) => {
                 tracing::debug!(%error, "the store's change listener cannot connect; retrying");
-                tokio::time::sleep(RECONNECT_DELAY).await;
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(RECONNECT_MAX);
                 continue;
             }
         };
         if let Err(error) = listener.listen_all([APPROVALS_CHANNEL, PINS_CHANNEL]).await {
             tracing::debug!(%error, "the store's change listener cannot listen; retrying");
-            tokio::time::sleep(RECONNECT_DELAY).await;
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(RECONNECT_MAX);
             continue;
         }
+        delay = RECONNECT_DELAY;
         loop {
             // A bounded wait, so a store that was dropped or closed is noticed without a notification.
             let received = tokio::time::timeout(RECONNECT_DELAY, listener.try_recv()).await;
-            let Some(feed) = feed.upgrade() else { return };
+            let Some(feed) = feed.upgrade() else { break };
             if pool.is_closed() {
-                return;
+                break;
             }
             match received {
                 Err(_elapsed) => continue,
@@ -123,6 +138,11 @@ async fn listen_loop(feed: Weak<Feed>, pool: PgPool) {
                 }
             }
         }
+        drop(listener);
+        if pool.is_closed() || feed.strong_count() == 0 {
+            break;
+        }
         tokio::time::sleep(RECONNECT_DELAY).await;
     }
+    own.close().await;
 }

@@ -66,6 +66,7 @@ use std::str::FromStr as _;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::backend::on_backend;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
@@ -117,7 +118,8 @@ pub struct PostgresTarget {
 }
 
 impl PostgresTarget {
-    /// Default pool size: the writer, a listener, a few calls and the console at once.
+    /// Default pool size: the writer, a few calls and the console at once (the change listener has its own
+    /// connection, outside the pool).
     pub const DEFAULT_MAX_CONNECTIONS: u32 = 10;
     /// Default acquire timeout.
     pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -440,6 +442,15 @@ impl Store {
         audit::retention::prune(&self.backend, &self.options.retention, std::time::SystemTime::now()).await
     }
 
+    /// Whether the database answers: one trivial round trip (`SELECT 1`) on either backend, reading no table, so a
+    /// readiness probe costs the database nothing and depends on no table's shape.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        on_backend!(&self.backend, |pool| {
+            sqlx::query("SELECT 1").execute(pool).await?;
+            Ok(())
+        })
+    }
+
     /// The audit log's checkpoint, once retention pruned rows.
     pub async fn audit_checkpoint(&self) -> Result<Option<Checkpoint>, StoreError> {
         audit::retention::checkpoint(&self.backend).await
@@ -512,7 +523,7 @@ async fn connect_postgres(target: &PostgresTarget) -> Result<sqlx::PgPool, Store
     let open_error = |source| StoreError::OpenPostgres { target: target.redacted(), source };
     let connect = PgConnectOptions::from_str(&target.url).map_err(open_error)?.application_name("toolgate");
     PgPoolOptions::new()
-        .max_connections(target.max_connections.max(2))
+        .max_connections(target.max_connections.max(1))
         .acquire_timeout(target.acquire_timeout)
         .connect_with(connect)
         .await

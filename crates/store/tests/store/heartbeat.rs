@@ -1,7 +1,8 @@
 //! Several processes on one store, told apart by their heartbeats: an upstream dropped from one process's config
 //! loses that process's inventory rows only; a process whose heartbeat went stale leaves the merged inventory; and a
 //! live process lapses the approvals a stopped one left waiting, once each (two sweeping at once included), with
-//! one audit row naming the stopped instance, and never an approval a person decided meanwhile.
+//! one audit row naming the stopped instance, and never an approval a person decided meanwhile. A ping (what
+//! readiness asks) answers on both backends.
 
 use std::time::Duration;
 
@@ -120,5 +121,17 @@ async fn a_live_process_lapses_what_a_stopped_one_left_waiting_once_with_one_aud
     assert_eq!(lapses.len(), 1, "one audit row per lapse: {lapses:?}");
     assert_eq!(lapses[0].approval_id.as_deref(), Some(waiting.id.as_str()));
     assert_eq!(lapses[0].detail.as_ref().map(|detail| detail["instance"].clone()), Some(json!("dead")));
+}
+}
+
+matrix! {
+#[tokio::test]
+async fn a_ping_answers_while_the_store_is_open_and_fails_once_it_is_closed(kind) {
+    let fresh = Fresh::new(kind);
+    let store = fresh.open(as_instance("pinged")).await;
+    store.ping().await.expect("an open store answers");
+    let other = store.clone();
+    store.close().await.expect("close");
+    assert!(other.ping().await.is_err(), "a closed store does not answer");
 }
 }

@@ -1,7 +1,7 @@
 //! What only a shared PostgreSQL store has to survive: the server restarting while calls are made (calls whose row
 //! cannot be recorded are refused, naming why, and service resumes by itself once the server is back), and several
 //! processes (instances) writing one chain; plus the instance id every backend stamps on rows and approvals, and
-//! the lapse of a restarted gateway's approvals.
+//! the lapse of a restarted gateway's approvals; and a pool of one beside the change listener.
 
 use std::time::Duration;
 
@@ -245,4 +245,36 @@ async fn each_instance_keeps_its_inventory_view_and_the_merged_one_has_each_tool
         one.inventory_by_instance().await.unwrap().into_iter().map(|(instance, _)| instance).collect();
     assert_eq!(left, ["gw-1", "gw-1"], "gone from gw-2's view only");
 }
+}
+
+/// The change listener holds a connection of its own, outside the pool: a pool of one still serves every write
+/// while the feed listens, and a decision made by another process still reaches a waiter by notification.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_of_one_serves_writes_while_the_feed_listens() {
+    let url = PostgresCluster::shared().fresh_database();
+    let target =
+        PostgresTarget { max_connections: 1, acquire_timeout: Duration::from_secs(3), ..PostgresTarget::new(&url) };
+    let (here, there) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let slow = StoreOptions { approval_poll_interval: Duration::from_secs(600), ..StoreOptions::default() };
+    let gateway = Store::open_postgres(&target, here.path(), slow.clone()).await.unwrap();
+    let console = Store::open_postgres(&PostgresTarget::new(&url), there.path(), slow).await.unwrap();
+    // Long enough for the listener to connect (it takes a pooled connection without the fix).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    for n in 0..3 {
+        gateway.approvals().create(&pending(Duration::from_secs(600))).await.expect("a write while the feed listens");
+        gateway.audit().record_durable(call_entry("write", n)).await.expect("an audit row while the feed listens");
+    }
+
+    let request = pending(Duration::from_secs(600));
+    gateway.approvals().create(&request).await.expect("create");
+    let waiting = {
+        let approvals = gateway.approvals();
+        let id = request.id.clone();
+        tokio::spawn(async move { approvals.wait(&id, Duration::from_secs(20)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    console.approvals().decide(&request.id, toolgate_store::ApprovalDecision::Approve, "alice").await.expect("decide");
+    let outcome = tokio::time::timeout(Duration::from_secs(15), waiting).await;
+    let outcome = outcome.expect("the notification ended the wait").expect("task").expect("wait");
+    assert_eq!(outcome, toolgate_store::ApprovalWait::Approved { by: "alice".into() });
 }
