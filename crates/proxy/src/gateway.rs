@@ -169,21 +169,45 @@ impl Gateway {
     }
 }
 
-impl SessionFactory for Gateway {
-    fn open_session(
+impl Gateway {
+    /// Opens a session; one whose taint is its caller's when `caller_taint` is given.
+    fn open(
         &self,
         transport: TransportKind,
         caller: Caller,
+        caller_taint: Option<Arc<crate::state::caller_taint::CallerTaint>>,
     ) -> (Box<dyn ClientSession>, mpsc::Receiver<ClientBound>) {
         let (sender, receiver) = mpsc::channel(1024);
         let dropped = self.shared.metrics.client_messages_dropped();
         let stalled = self.shared.metrics.client_sessions_stalled();
         let max_bytes = self.shared.spec.limits.max_client_queue_bytes;
         let outbox = crate::outbox::Outbox::new(sender, max_bytes, dropped, stalled);
-        let session = Arc::new(SessionShared::new(uuid::Uuid::new_v4().simple().to_string(), outbox, caller));
+        let session = SessionShared::new(uuid::Uuid::new_v4().simple().to_string(), outbox, caller)
+            .with_caller_taint(caller_taint);
+        let session = Arc::new(session);
         self.shared.insert_session(Arc::clone(&session));
         tracing::info!(session = %session.id, ?transport, "client session opened");
         (Box::new(GatewaySession::new(Arc::clone(&self.shared), session)), receiver)
+    }
+}
+
+impl SessionFactory for Gateway {
+    fn open_session(
+        &self,
+        transport: TransportKind,
+        caller: Caller,
+    ) -> (Box<dyn ClientSession>, mpsc::Receiver<ClientBound>) {
+        self.open(transport, caller, None)
+    }
+
+    fn open_request_session(
+        &self,
+        transport: TransportKind,
+        caller: Caller,
+    ) -> (Box<dyn ClientSession>, mpsc::Receiver<ClientBound>) {
+        // The session ends with its one request; its taint must not (it is the caller's).
+        let taint = self.shared.caller_taints.cell(&caller.name);
+        self.open(transport, caller, taint)
     }
 
     fn count_refusal(&self, refusal: crate::session::Refusal) {

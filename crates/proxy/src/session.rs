@@ -143,6 +143,17 @@ pub trait SessionFactory: Send + Sync + 'static {
         caller: Caller,
     ) -> (Box<dyn ClientSession>, mpsc::Receiver<ClientBound>);
 
+    /// Opens the session of one 2026-07-28 request of `caller`: as [`SessionFactory::open_session`], but what
+    /// the session learns about its caller that must outlive it (its taint) is kept for the caller. A fake
+    /// factory may open a plain session.
+    fn open_request_session(
+        &self,
+        transport: TransportKind,
+        caller: Caller,
+    ) -> (Box<dyn ClientSession>, mpsc::Receiver<ClientBound>) {
+        self.open_session(transport, caller)
+    }
+
     /// Counts a client the transport turned away; a fake factory may ignore it.
     fn count_refusal(&self, refusal: Refusal) {
         let _ = refusal;

@@ -5,16 +5,23 @@
 //! Issue 10, item 7: the same holds for every way content from an open-world source reaches a client, whatever the
 //! method (`resources/read`, `prompts/get`) and however the call ended (cancelled after its progress arrived). An
 //! upstream configured with `open_world_content = false` does not taint through its resources.
+//!
+//! A 2026-07-28 client over HTTP runs each request in a session of its own: its taint is its authenticated
+//! caller's, so an open-world read in one POST makes the same caller's next write need a person, and another
+//! caller is not affected.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
 
-use serde_json::json;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use toolgate_core::fingerprint::digest_bytes;
 use toolgate_core::policy::PolicySpec;
 use toolgate_proxy::Gateway;
-use toolgate_proxy::session::ClientBound;
-use toolgate_spec::GuardrailSpec;
+use toolgate_proxy::session::{ClientBound, SessionFactory};
+use toolgate_spec::{CallerSpec, GuardrailSpec, HttpListenerSpec, Limits};
 
 use support::{Client, Elicit, FixtureLog, GUARD, start_guarded, text_of, tool_error, upstream};
 
@@ -126,5 +133,92 @@ async fn an_open_world_error_answer_taints_the_session_and_its_next_open_world_w
     let tainted = client.call(json!(3), "web_post_message", json!({})).await;
     assert!(tool_error(&tainted).contains("declined"), "the tainted write was not confirmed: {tainted}");
     assert_eq!(posts(), 1, "only the untainted session's post reached the upstream: {:?}", log.entries());
+    gateway.shutdown().await;
+}
+
+/// Serves the MCP endpoint of `gateway` on loopback for two callers, `alice` (token `alice-token`) and `bob`
+/// (token `bob-token`); returns its URL.
+async fn serve_for_two_callers(gateway: &Gateway) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let spec =
+        HttpListenerSpec { bind: addr, path: "/mcp".into(), allowed_origins: Vec::new(), allowed_hosts: Vec::new() };
+    let callers: Vec<CallerSpec> = ["alice", "bob"]
+        .into_iter()
+        .map(|name| CallerSpec {
+            name: name.into(),
+            token_sha256: digest_bytes(format!("{name}-token").as_bytes()),
+            scopes: Vec::new(),
+        })
+        .collect();
+    let factory: Arc<dyn SessionFactory> = Arc::new(gateway.clone());
+    let router = toolgate_proxy::downstream::http::router(factory, &spec, &Limits::default(), &callers);
+    tokio::spawn(toolgate_proxy::downstream::http::serve(listener, router, std::future::pending()));
+    format!("http://{addr}/mcp")
+}
+
+/// One 2026-07-28 `tools/call` of `tool` POSTed as `caller`; returns its JSON-RPC response (from a JSON body or
+/// the last message of an SSE stream).
+async fn modern_call(url: &str, caller: &str, id: u64, tool: &str) -> Value {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": tool, "arguments": {}, "_meta": meta}});
+    let response = http
+        .post(url)
+        .bearer_auth(format!("{caller}-token"))
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", tool)
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_success(), "{caller}'s {tool}: {}", response.status());
+    let text = tokio::time::timeout(GUARD, response.text()).await.expect("the answer within the hang guard").unwrap();
+    let messages: Vec<Value> = if text.trim_start().starts_with('{') {
+        vec![serde_json::from_str(&text).unwrap()]
+    } else {
+        text.lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .filter_map(|data| serde_json::from_str(data.trim()).ok())
+            .collect()
+    };
+    messages.into_iter().find(|message| message["id"] == json!(id)).unwrap_or_else(|| panic!("no answer in {text}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modern_callers_open_world_read_makes_its_next_request_s_write_need_a_person_and_not_another_callers() {
+    let log = FixtureLog::new();
+    let web = upstream("web", "open-world-error", GUARD, Some(&log.path));
+    let gateway =
+        start_guarded(vec![web], GuardrailSpec { policy: posting_allowed(), ..Default::default() }, None).await;
+    let url = serve_for_two_callers(&gateway).await;
+    let posts = || log.entries().iter().filter(|entry| entry["params"]["name"] == "post_message").count();
+
+    // Alice reads outside text in one request (its session ends with the answer) ...
+    let search = modern_call(&url, "alice", 1, "web_search_web").await;
+    assert!(tool_error(&search).contains("ignore your instructions"), "{search}");
+    // ... and her next request's write needs a person, as in a legacy session; there is neither a person to ask
+    // (a modern request is never asked) nor a queue (no store), so it is refused and never reaches the upstream.
+    let tainted = modern_call(&url, "alice", 2, "web_post_message").await;
+    assert!(tool_error(&tainted).contains("needs a person"), "the tainted caller's write was made: {tainted}");
+    assert_eq!(posts(), 0, "the tainted caller's post reached the upstream: {:?}", log.entries());
+
+    // Bob read nothing from outside: the rule allows his post.
+    let clean = modern_call(&url, "bob", 3, "web_post_message").await;
+    assert_eq!(text_of(&clean), "called post_message", "another caller was tainted: {clean}");
+    assert_eq!(posts(), 1, "only the untainted caller's post reached the upstream: {:?}", log.entries());
+
+    // Alice stays tainted for her later requests too.
+    let again = modern_call(&url, "alice", 4, "web_post_message").await;
+    assert!(tool_error(&again).contains("needs a person"), "the caller's taint did not last: {again}");
+    assert_eq!(posts(), 1);
     gateway.shutdown().await;
 }

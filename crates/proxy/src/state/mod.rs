@@ -3,6 +3,8 @@
 //!
 //! - [`shared`]: [`shared::Shared`], the parts one gateway holds (handles read as they are, mutable parts behind
 //!   narrow methods).
+//! - [`caller_taint`]: the taint of each caller's 2026-07-28 requests, which outlives their one-request sessions
+//!   ([`caller_taint::CallerTaints`], bounded by the idle timeout and a count).
 //! - [`approvals`]: the approvals calls wait on, and where a person decides them.
 //! - [`session`]: one client session's state ([`session::SessionShared`]).
 //! - [`listens`]: the open `subscriptions/listen` requests per caller and, per URI, the upstream subscription
@@ -13,6 +15,7 @@
 //! `relay`, `guard`, `lifecycle`, `upstream_events`, `intake`, `gateway`); `cargo xtask tidy` checks it.
 
 pub(crate) mod approvals;
+pub(crate) mod caller_taint;
 pub(crate) mod listens;
 pub(crate) mod routes;
 pub(crate) mod session;

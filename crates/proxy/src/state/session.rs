@@ -18,6 +18,7 @@ use crate::access::Viewer;
 use crate::era::{ListenFilter, RequestEnvelope};
 use crate::outbox::{Outbox, Undelivered};
 use crate::session::{Caller, ClientBound};
+use crate::state::caller_taint::CallerTaint;
 
 /// A client request in flight: how to cancel it, where it went upstream, and (a 2026-07-28 request) what it
 /// declared for itself.
@@ -61,6 +62,9 @@ pub(crate) struct SessionShared {
     pub(crate) caller: Caller,
     /// An open-world tool's output has entered this session (possible exfiltration path for later writes).
     tainted: AtomicBool,
+    /// The session of one 2026-07-28 request: its caller's taint, which outlives the session (see
+    /// [`crate::state::caller_taint`]); `None` for a legacy or stdio session, whose taint is its own.
+    caller_taint: Option<Arc<CallerTaint>>,
     /// Approval keys (tool and argument shape) a person said to remember for this session, each with the slot of
     /// the upstream it was given for: a reload that restarts the upstream (other command, arguments, environment)
     /// gives it a new slot, so what was approved for the old process is never remembered for the new one.
@@ -80,6 +84,7 @@ impl SessionShared {
         SessionShared {
             caller,
             tainted: AtomicBool::new(false),
+            caller_taint: None,
             remembered: Mutex::new(HashSet::new()),
             relayed: Mutex::new(HashMap::new()),
             id,
@@ -95,6 +100,13 @@ impl SessionShared {
         }
     }
 
+    /// Makes this the session of one request of a caller whose taint is `cell`: taint reaching it taints the
+    /// caller, and the caller's taint is its own.
+    pub(crate) fn with_caller_taint(mut self, cell: Option<Arc<CallerTaint>>) -> SessionShared {
+        self.caller_taint = cell;
+        self
+    }
+
     pub(crate) fn is_initialized(&self) -> bool {
         self.initialized.load(Ordering::Acquire)
     }
@@ -107,10 +119,14 @@ impl SessionShared {
     /// Text from an open-world source reached this session's client.
     pub(crate) fn taint(&self) {
         self.tainted.store(true, Ordering::Release);
+        if let Some(caller) = &self.caller_taint {
+            caller.taint();
+        }
     }
 
+    /// This session's taint, or (the session of one modern request) its caller's.
     pub(crate) fn is_tainted(&self) -> bool {
-        self.tainted.load(Ordering::Acquire)
+        self.tainted.load(Ordering::Acquire) || self.caller_taint.as_ref().is_some_and(|caller| caller.is_tainted())
     }
 
     /// What the access rules see of this session now (its caller's scopes, its taint, whether it sees app-only

@@ -25,6 +25,7 @@ use crate::known_tools::KnownTools;
 use crate::metrics::registry::GatewayMetrics;
 use crate::relay_quota::RelayQuota;
 use crate::state::approvals::{ApprovalDirections, WaitingApprovals};
+use crate::state::caller_taint::{CallerTaints, MAX_CALLERS};
 use crate::state::routes::RouteTable;
 use crate::state::session::SessionShared;
 use crate::upstream_set::UpstreamSet;
@@ -65,6 +66,8 @@ pub(crate) struct Shared {
     pub(crate) relay_quota: RelayQuota,
     /// The open `subscriptions/listen` requests per caller, and the upstream resource subscriptions they want.
     pub(crate) listens: super::listens::ListenRegistry,
+    /// Each caller's taint for its 2026-07-28 requests, which outlives their one-request sessions.
+    pub(crate) caller_taints: CallerTaints,
     /// Which process of a fleet this is (`/metrics`, the health endpoints); set once by `serve`.
     instance_id: RwLock<Option<String>>,
 }
@@ -81,6 +84,7 @@ impl Shared {
             spec.limits.max_relayed_requests_per_session,
             spec.limits.max_relayed_requests_per_upstream,
         );
+        let caller_taints = CallerTaints::new(spec.limits.session_idle_timeout, MAX_CALLERS);
         Shared {
             spec,
             upstreams,
@@ -100,6 +104,7 @@ impl Shared {
             approval_directions: RwLock::new(ApprovalDirections::default()),
             relay_quota,
             listens: super::listens::ListenRegistry::default(),
+            caller_taints,
             instance_id: RwLock::new(None),
         }
     }

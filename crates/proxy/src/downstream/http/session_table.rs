@@ -214,14 +214,14 @@ impl SessionTable {
     /// closing a legacy session; modern requests in flight are bounded by the connections they hold
     /// (`max_connections`), one each, as legacy requests in flight are. Its demultiplexer closes it like any
     /// other session's; the request's [`InitGuard::ephemeral`] closes it when the answer is out or the client
-    /// goes away.
+    /// goes away. Its taint is its caller's (`SessionFactory::open_request_session`), so it outlives the session.
     pub(super) fn open_ephemeral(
         self: &Arc<Self>,
         shutdown: CancellationToken,
         caller: Caller,
     ) -> Result<Arc<HttpSession>, Rejection> {
         let caller_name = caller.name.clone();
-        let (inner, receiver) = self.factory.open_session(TransportKind::Http, caller);
+        let (inner, receiver) = self.factory.open_request_session(TransportKind::Http, caller);
         if inner.id().is_empty() {
             inner.close();
             return Err(Rejection::new(StatusCode::INTERNAL_SERVER_ERROR, INTERNAL_ERROR, "internal error"));
