@@ -186,10 +186,12 @@ fn session_tools(gateway: &Shared, session: &SessionShared) -> Vec<Arc<ExposedTo
     visible_tools(&gateway.catalog(), &gateway.policy(), &session.viewer(), &gateway.spec.guardrails.selection)
 }
 
-/// True when the one upstream is passed through as it is (`Prefix::Passthrough`): toolgate adds no name of its own
-/// to its namespace (its `toolgate_safety` prompt would shadow an upstream prompt of that name).
+/// True when the configuration passes its one upstream through as it is (`Prefix::Passthrough`): toolgate adds no
+/// name of its own to its namespace (its `toolgate_safety` prompt would shadow an upstream prompt of that name).
+/// Decided by the configuration, not by which upstreams run now: while the upstream is down or a reload restarts
+/// it, toolgate's names must not appear either.
 fn passthrough(gateway: &Shared) -> bool {
-    gateway.upstreams.live().iter().any(|runtime| runtime.spec.prefix == toolgate_spec::Prefix::Passthrough)
+    gateway.passthrough()
 }
 
 /// The name of toolgate's own prompt: how to use the visible tools safely.

@@ -3,7 +3,8 @@
 //! (acknowledgement, filter, tagging, `list_changed` from every upstream, resource updates), the per-request
 //! `logLevel`, the `Mcp-Name` and `Mcp-Param-*` header checks on a prefixed tool, the one-request sessions of
 //! modern requests beside legacy sessions' places, and a modern request on a stdio session never being sent a
-//! request by the server. Upstreams are `misbehave.py` in the `relist`, `hostile-relay` and `tool-faults` modes.
+//! request by the server, and a passed-through upstream never seen beside toolgate's own names, even while a reload
+//! restarts it. Upstreams are `misbehave.py` in the `relist`, `hostile-relay`, `tool-faults` and `stubborn` modes.
 //!
 //! Waits are hang guards; nothing asserts how long anything took.
 
@@ -410,4 +411,45 @@ async fn a_passed_through_upstream_is_seen_with_its_own_names_and_no_name_of_too
     assert_eq!(names, [&json!("summarize")], "no toolgate_safety beside the upstream's prompts: {prompts}");
     let answer = client.call(json!("call"), "read_records", json!({})).await;
     assert_eq!(answer["result"]["content"][0]["text"], "called read_records", "{answer}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_passed_through_upstream_restarting_never_brings_toolgates_names_back() {
+    let mut stubborn = upstream("stubborn", "stubborn", GUARD, None);
+    stubborn.prefix = toolgate_spec::Prefix::Passthrough;
+    let gateway = start(vec![stubborn.clone()], Limits::default()).await;
+    let mut client = Client::connect(&gateway).await;
+    // A reload changes its settings: it is withdrawn and restarted, and the old process (which ignores its stdin
+    // closing and SIGTERM) holds the restart until it is killed, so there is a while with no upstream running.
+    let mut changed = stubborn.clone();
+    if let toolgate_spec::Endpoint::Stdio { env, .. } = &mut changed.endpoint {
+        env.push(("TOOLGATE_TEST_RELOADED".into(), "1".into()));
+    }
+    let reloading = gateway.clone();
+    let reload = tokio::spawn(async move { reloading.reload_upstreams(&[changed]).await });
+    let mut listed = 0;
+    let mut id = 0;
+    loop {
+        let finished = reload.is_finished();
+        id += 1;
+        let prompts = client.request(json!(id), "prompts/list", json!({})).await;
+        assert!(
+            !prompts.to_string().contains("toolgate_safety"),
+            "toolgate's prompt beside a passed-through upstream: {prompts}"
+        );
+        id += 1;
+        let safety = client.request(json!(id), "prompts/get", json!({"name": "toolgate_safety"})).await;
+        assert!(
+            safety.get("error").is_some() || safety["result"]["messages"].is_null(),
+            "toolgate answered its own prompt: {safety}"
+        );
+        listed += 1;
+        if finished {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(listed > 1, "the listing was never read while the reload ran");
+    reload.await.unwrap();
+    gateway.shutdown().await;
 }

@@ -32,6 +32,8 @@ pub(crate) fn start_upstream(gateway: &Arc<Shared>, runtime: &Arc<UpstreamRuntim
 /// Makes the running upstreams those of `reloaded` (a config file read again), in the steps the module describes,
 /// and returns each change applied, in [`diff_upstreams`]'s order.
 pub(crate) async fn apply_upstreams(gateway: &Arc<Shared>, reloaded: &[UpstreamSpec]) -> Vec<UpstreamChange> {
+    // What the configuration says holds from now on, whatever is still running or restarting.
+    gateway.configure_upstreams(reloaded);
     let live = gateway.upstreams.live();
     let running: Vec<UpstreamSpec> = live.iter().map(|runtime| runtime.spec.clone()).collect();
     let changes = diff_upstreams(&running, reloaded);

@@ -7,14 +7,14 @@
 //! running upstreams' settings are their runtimes' (`upstreams`), never `spec.upstreams`, which is the start's. Nothing here decides a call or talks to an upstream.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use serde_json::json;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use toolgate_core::policy::CompiledPolicy;
-use toolgate_spec::GatewaySpec;
+use toolgate_spec::{GatewaySpec, Prefix, UpstreamSpec};
 use toolgate_store::Store;
 use toolgate_upstream::ListKind;
 
@@ -68,6 +68,10 @@ pub(crate) struct Shared {
     pub(crate) listens: super::listens::ListenRegistry,
     /// Each caller's taint for its 2026-07-28 requests, which outlives their one-request sessions.
     pub(crate) caller_taints: CallerTaints,
+    /// Whether the configuration (at start, then as each reload applies it) passes its one upstream through as it
+    /// is: read from the configuration, never from which upstreams are connected, so a passed-through upstream that
+    /// is down or restarting never makes toolgate's own names appear beside it.
+    passthrough: AtomicBool,
     /// Which process of a fleet this is (`/metrics`, the health endpoints); set once by `serve`.
     instance_id: RwLock<Option<String>>,
 }
@@ -85,6 +89,7 @@ impl Shared {
             spec.limits.max_relayed_requests_per_upstream,
         );
         let caller_taints = CallerTaints::new(spec.limits.session_idle_timeout, MAX_CALLERS);
+        let passthrough = AtomicBool::new(configures_passthrough(&spec.upstreams));
         Shared {
             spec,
             upstreams,
@@ -105,6 +110,7 @@ impl Shared {
             relay_quota,
             listens: super::listens::ListenRegistry::default(),
             caller_taints,
+            passthrough,
             instance_id: RwLock::new(None),
         }
     }
@@ -131,6 +137,17 @@ impl Shared {
         if let Ok(mut current) = self.approval_directions.write() {
             *current = directions;
         }
+    }
+
+    /// True when the configuration passes its one upstream through as it is (`Prefix::Passthrough`).
+    pub(crate) fn passthrough(&self) -> bool {
+        self.passthrough.load(Ordering::Acquire)
+    }
+
+    /// A reload is applying `upstreams`: from now on the configuration is theirs (before any upstream of the old
+    /// one is withdrawn, so the restart of a passed-through upstream is not a moment without passthrough).
+    pub(crate) fn configure_upstreams(&self, upstreams: &[UpstreamSpec]) {
+        self.passthrough.store(configures_passthrough(upstreams), Ordering::Release);
     }
 
     /// Which process of a fleet this is, when told.
@@ -235,4 +252,10 @@ impl Shared {
     pub(crate) fn settled(&self) -> watch::Receiver<usize> {
         self.settled.subscribe()
     }
+}
+
+/// Whether `upstreams` (a configuration's) pass an upstream through as it is; config validation allows that only
+/// for a single upstream.
+fn configures_passthrough(upstreams: &[UpstreamSpec]) -> bool {
+    upstreams.iter().any(|upstream| upstream.prefix == Prefix::Passthrough)
 }
