@@ -8,7 +8,7 @@
 //!
 //! A 2026-07-28 client over HTTP runs each request in a session of its own: its taint is its authenticated
 //! caller's, so an open-world read in one POST makes the same caller's next write need a person, and another
-//! caller is not affected.
+//! caller is not affected. On stdio the one connection is the caller: its modern requests share its session's taint.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -220,5 +220,28 @@ async fn a_modern_callers_open_world_read_makes_its_next_request_s_write_need_a_
     let again = modern_call(&url, "alice", 4, "web_post_message").await;
     assert!(tool_error(&again).contains("needs a person"), "the caller's taint did not last: {again}");
     assert_eq!(posts(), 1);
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn modern_requests_on_the_one_stdio_connection_share_its_taint() {
+    let log = FixtureLog::new();
+    let web = upstream("web", "open-world-error", GUARD, Some(&log.path));
+    let gateway =
+        start_guarded(vec![web], GuardrailSpec { policy: posting_allowed(), ..Default::default() }, None).await;
+    let posts = || log.entries().iter().filter(|entry| entry["params"]["name"] == "post_message").count();
+    let modern = |tool: &str| {
+        json!({"name": tool, "arguments": {}, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }})
+    };
+    // Over stdio the transport-level client is the one connection: its modern requests run in its session.
+    let mut client = Client::connect_with(&gateway, Elicit::Decline).await;
+    let search = client.request(json!(1), "tools/call", modern("web_search_web")).await;
+    assert!(tool_error(&search).contains("ignore your instructions"), "{search}");
+    let tainted = client.request(json!(2), "tools/call", modern("web_post_message")).await;
+    assert!(tool_error(&tainted).contains("needs a person"), "the tainted connection's write was made: {tainted}");
+    assert_eq!(posts(), 0, "the tainted connection's post reached the upstream: {:?}", log.entries());
     gateway.shutdown().await;
 }
