@@ -51,6 +51,9 @@ pub(crate) struct Journal {
     state: Mutex<State>,
     prefix: String,
     next: AtomicU64,
+    /// `<base>.lock`, exclusively locked while this journal is open: another process tells a live writer's journal
+    /// from a dead one's by this lock, not by its pid (a pid is reused; a lock dies with its process).
+    _lock: File,
 }
 
 /// The file appended to now, and the rows not yet committed per file (generation).
@@ -126,11 +129,16 @@ impl Journal {
                 file.strip_prefix(&prefix)
                     .and_then(|rest| rest.split('.').next())
                     .and_then(|pid| pid.parse::<u32>().ok())
-                    .is_some_and(
-                        |pid| {
-                            if pid == own { !own_held } else { !Path::new(&format!("/proc/{pid}")).exists() }
-                        },
-                    )
+                    .filter(|_| !file.ends_with(LOCK_SUFFIX))
+                    .is_some_and(|pid| {
+                        if pid == own {
+                            return !own_held;
+                        }
+                        // A journal whose lock is free belongs to a process that is gone; one from a version
+                        // without locks is judged by its pid.
+                        let lock = lock_path(&Journal::path_for(database, pid));
+                        lock_is_free(&lock).unwrap_or_else(|| !Path::new(&format!("/proc/{pid}")).exists())
+                    })
             })
             .collect();
         orphans.sort();
@@ -140,6 +148,11 @@ impl Journal {
     /// Opens (creating) the journal for appending.
     pub(crate) fn open(path: &Path) -> Result<Journal, StoreError> {
         let file = open_append(path)?;
+        let lock = crate::permissions::private(OpenOptions::new().create(true).truncate(false).write(true))
+            .open(lock_path(path))
+            .map_err(|source| StoreError::Journal { path: lock_path(path), source })?;
+        // Already locked means another handle of this process has this journal open: alive either way.
+        let _ = lock.try_lock();
         if let Ok(mut held) = HELD.lock() {
             held.insert(path.to_path_buf());
         }
@@ -149,6 +162,7 @@ impl Journal {
             state: Mutex::new(State { file, generation: 0, written, outstanding: BTreeMap::new(), torn: false }),
             prefix: uuid::Uuid::new_v4().simple().to_string(),
             next: AtomicU64::new(1),
+            _lock: lock,
         })
     }
 
@@ -249,6 +263,27 @@ impl Drop for Journal {
             held.remove(&self.base);
         }
     }
+}
+
+/// What follows a journal's first file name to name its lock.
+const LOCK_SUFFIX: &str = ".lock";
+
+/// The lock of the journal whose first file is `base`.
+pub(crate) fn lock_path(base: &Path) -> PathBuf {
+    let mut path = base.as_os_str().to_owned();
+    path.push(LOCK_SUFFIX);
+    PathBuf::from(path)
+}
+
+/// Whether the journal lock `path` is free (`None` when there is no such file: a journal of a version without
+/// locks). A lock that cannot be tried counts as held: a live process's journal must never be taken.
+fn lock_is_free(path: &Path) -> Option<bool> {
+    let file = match OpenOptions::new().write(true).open(path) {
+        Ok(file) => file,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(_) => return Some(false),
+    };
+    Some(file.try_lock().is_ok())
 }
 
 /// The journals this process has open (their first file's path), so recovery never takes one that is in use.

@@ -299,6 +299,8 @@ pub(crate) async fn recover_journals(
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
             Err(source) => return Err(crate::StoreError::Journal { path: path.clone(), source }),
         }
+        // The dead process's lock goes with its journal (tidiness: a missing lock is never taken for a live one).
+        let _ = std::fs::remove_file(journal::lock_path(path));
     }
     Ok(())
 }

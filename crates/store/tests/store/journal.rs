@@ -1,6 +1,6 @@
 //! The audit journal: journaled rows reach the database and the journal empties; a dead process's journal is
 //! recovered once at the next open (rows the database lacks are appended, the chain stays intact, nothing is
-//! appended twice).
+//! appended twice); a journal is a dead process's when its lock is free, whatever its pid.
 
 use std::io::Write;
 
@@ -210,7 +210,7 @@ async fn a_long_call_does_not_keep_one_journal_growing() {
             .unwrap()
             .filter_map(Result::ok)
             .map(|entry| entry.file_name().to_string_lossy().into_owned())
-            .filter(|name| name.contains(".journal-"))
+            .filter(|name| name.contains(".journal-") && !name.ends_with(".lock"))
             .collect();
         names.sort();
         names
@@ -366,4 +366,36 @@ async fn a_second_handle_in_the_same_process_leaves_the_journal_of_calls_in_flig
     let rows = other.query_audit(&AuditFilter::default()).await.unwrap();
     let summary: Vec<_> = rows.iter().map(|row| (row.tool.as_deref(), row.outcome.as_deref())).collect();
     assert_eq!(summary, [(Some("in_flight"), Some("ok"))], "the call's row once, with its outcome");
+}
+
+matrix! {
+#[tokio::test]
+async fn a_journal_whose_lock_is_free_is_recovered_even_when_its_pid_is_alive(kind) {
+    let place = Fresh::new(kind);
+    let directory = &place.directory;
+    // Pid 1 is always alive (another process reused the dead writer's pid); the journal's lock says who is gone.
+    let orphan = std::path::PathBuf::from(format!("{}.journal-1", place.journal_base().display()));
+    let scratch = Store::open_file(&directory.path().join("scratch.db"), StoreOptions::default()).await.unwrap();
+    scratch.audit().record_durable(call_entry("lost", 1)).await.unwrap();
+    let lost = scratch.query_audit(&AuditFilter::default()).await.unwrap();
+    scratch.close().await.unwrap();
+    let line = serde_json::json!({"id": "dead-0", "row": lost[0]}).to_string();
+    std::fs::write(&orphan, format!("{line}\n")).unwrap();
+    let lock = std::path::PathBuf::from(format!("{}.lock", orphan.display()));
+    std::fs::write(&lock, "").unwrap();
+
+    let store = place.open(journaling()).await;
+    let tools: Vec<String> =
+        store.query_audit(&AuditFilter::default()).await.unwrap().into_iter().filter_map(|row| row.tool).collect();
+    assert_eq!(tools, ["lost"], "a free lock means its writer is gone, whatever its pid");
+    assert!(!orphan.exists() && !lock.exists(), "the journal and its lock are removed once recovered");
+
+    // A journal whose lock a live writer holds is left alone.
+    let live_lock = std::fs::File::create(&lock).unwrap();
+    live_lock.try_lock().unwrap();
+    std::fs::write(&orphan, format!("{line}\n")).unwrap();
+    let again = place.open(StoreOptions::default()).await;
+    assert_eq!(again.query_audit(&AuditFilter::default()).await.unwrap().len(), 1, "a held journal is not taken");
+    assert!(orphan.exists());
+}
 }
