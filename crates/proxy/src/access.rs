@@ -93,6 +93,9 @@ pub(crate) struct Lapse {
     pub(crate) why: &'static str,
     /// The fingerprint the call would reach now, when the name still leads to a tool.
     pub(crate) current_fingerprint: Option<String>,
+    /// The fingerprint the person was asked about, when the call's tool is not that definition (a 2026-07-28
+    /// retry: its call was resolved afresh, its request state names what was asked).
+    pub(crate) approved_fingerprint: Option<String>,
 }
 
 /// The tool a call approved for `approved` would reach now, resolved from `catalog` for this session; a lapse when
@@ -104,9 +107,9 @@ pub(crate) fn current_tool(
     approved: &ExposedTool,
 ) -> Result<Arc<ExposedTool>, Lapse> {
     // Gone and hidden read the same, as everywhere else: a hidden tool cannot be told from a missing one.
-    let gone = || Lapse { why: "it is no longer available", current_fingerprint: None };
+    let gone = || Lapse { why: "it is no longer available", current_fingerprint: None, approved_fingerprint: None };
     let current = resolve(catalog, viewer, &approved.exposed_name).ok_or_else(gone)?;
-    let lapse = |why| Lapse { why, current_fingerprint: Some(current.fingerprint.clone()) };
+    let lapse = |why| Lapse { why, current_fingerprint: Some(current.fingerprint.clone()), approved_fingerprint: None };
     if current.upstream != approved.upstream || current.original_name != approved.original_name {
         return Err(lapse("its name now leads to another tool"));
     }

@@ -1,7 +1,8 @@
 //! Every way a `tools/call` can end, through the in-process gateway with a state store opened as `toolgate serve`
 //! opens it (with its audit journal) in front of `misbehave.py --mode tool-faults`: allowed, denied, hidden,
 //! unknown, malformed (no string name), confirmation refused, confirmation cancelled, approval lapsed, upstream
-//! failure and client cancel, a 2026-07-28 request refused because it cannot be asked yet, and besides approved
+//! failure and client cancel, a 2026-07-28 request that declared no elicitation approved in the queue, one asked by
+//! `input_required` and one whose retry carries a forged request state, and besides approved
 //! by the person asked, approved in the approval queue and refused
 //! because the queue is full. Each exit leaves exactly one `toolgate_tool_calls_total` increment and exactly one
 //! audit row (issue 14): a forwarded call its journaled `call` row completed with the outcome; a call put to a
@@ -43,10 +44,14 @@ enum Exit {
     ApprovedInQueue,
     /// A client that cannot be asked, and the approval queue has no place for this session.
     QueueFull,
-    /// A 2026-07-28 request (per-request `_meta`) for a call that needs a person: never asked by elicitation (a
-    /// modern request accepts no request from the server, and MRTR is not built yet), so it waits in the approval
-    /// queue although the session could be asked; a person approves it there.
+    /// A 2026-07-28 request (per-request `_meta`) for a call that needs a person, declaring no elicitation in its
+    /// own `_meta`: never asked (neither pushed nor `input_required`), although the session could be asked, so it
+    /// waits in the approval queue; a person approves it there.
     ModernConfirm,
+    /// A 2026-07-28 request that declared elicitation: answered `input_required` with toolgate's question.
+    ModernAsked,
+    /// A 2026-07-28 retry whose `requestState` is forged: a JSON-RPC error, nothing forwarded.
+    ModernForgedState,
 }
 
 /// One row of the table: the exit, the tool called, and what it must leave: the audit rows (kind, verdict,
@@ -143,6 +148,18 @@ const CASES: &[Case] = &[
         rows: &[("call", Some("confirm"), Some("ok"))],
         series: ("faulty", "flood", "confirm", "ok"),
     },
+    Case {
+        exit: Exit::ModernAsked,
+        tool: "faulty_flood",
+        rows: &[("call", Some("confirm"), Some("input_required"))],
+        series: ("faulty", "flood", "confirm", "input_required"),
+    },
+    Case {
+        exit: Exit::ModernForgedState,
+        tool: "faulty_flood",
+        rows: &[("call", Some("confirm"), Some("state_refused"))],
+        series: ("faulty", "flood", "confirm", "jsonrpc_error"),
+    },
 ];
 
 fn rule(effect: Verdict, tool: &str) -> RuleSpec {
@@ -219,10 +236,24 @@ async fn run(case: &Case, gateway: &Gateway, store: &Store) -> Option<Value> {
         client.send(id.clone(), "tools/call", json!({"name": 42, "arguments": {"text": "x"}}));
         return Some(client.response(&id).await);
     }
-    if case.exit == Exit::ModernConfirm {
+    if matches!(case.exit, Exit::ModernAsked | Exit::ModernForgedState) {
         let meta = json!({
             "io.modelcontextprotocol/protocolVersion": "2026-07-28",
             "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+        });
+        let mut params = json!({"name": case.tool, "arguments": {"text": "x"}, "_meta": meta});
+        if case.exit == Exit::ModernForgedState {
+            params["requestState"] = json!("00.00");
+            params["inputResponses"] = json!({"toolgate/confirm": {"action": "accept", "content": {"approve": true}}});
+        }
+        let answer = client.request(id.clone(), "tools/call", params).await;
+        assert!(client.elicitations.is_empty(), "a modern request is never sent a question");
+        return Some(answer);
+    }
+    if case.exit == Exit::ModernConfirm {
+        let meta = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
         });
         client.send(id.clone(), "tools/call", json!({"name": case.tool, "arguments": {"text": "x"}, "_meta": meta}));
         let waiting = wait_pending(store).await;
@@ -339,8 +370,10 @@ async fn issue_14_every_exit_of_a_tools_call_leaves_exactly_one_audit_row_and_on
         let (gateway, store) = start(state.path(), timeout, case.exit == Exit::QueueFull).await;
         let answer = run(case, &gateway, &store).await;
         if let Some(answer) = &answer {
-            if case.exit == Exit::Malformed {
+            if matches!(case.exit, Exit::Malformed | Exit::ModernForgedState) {
                 assert_eq!(answer["error"]["code"], json!(-32602), "{case:?}: {answer}");
+            } else if case.exit == Exit::ModernAsked {
+                assert_eq!(answer["result"]["resultType"], "input_required", "{case:?}: {answer}");
             } else {
                 let forwarded = matches!(
                     case.exit,

@@ -15,6 +15,8 @@
 //!   [`Store::activity`]: calls by verdict per minute or hour, for the console's chart.
 //! - [`Store::replace_inventory`] / [`Store::inventory`]: every tool each upstream lists, as the gateway last saw
 //!   it (hints with sources, risk, lint findings, pin state), for the console's tools page.
+//! - [`RequestStateStore`]: the secret 2026-07-28 request states are sealed with, shared by every process on this
+//!   database, and the nonces already used, so a sealed state opens once.
 //! - [`Store::record_verification`] / [`Store::verifications_for`]: what `toolgate verify` saw each tool do, bound
 //!   to its fingerprint and the server command; `serve` weighs the newest record per fingerprint as evidence.
 //!
@@ -58,6 +60,7 @@ mod inventory;
 mod migrations;
 mod permissions;
 mod pins;
+mod request_states;
 mod time;
 mod verification;
 
@@ -94,6 +97,7 @@ pub use instance::{INSTANCE_ENV, INSTANCE_FILE, valid_instance_id};
 pub use inventory::{InventoryAccess, InventoryFinding, InventoryState, InventoryTool};
 pub use permissions::create_state_dir;
 pub use pins::{INSTRUCTIONS, PendingPinChange, PinKind, PinObservation, PinState, PinStore, PinnedTool, ToolSnapshot};
+pub use request_states::RequestStateStore;
 pub use time::{format_rfc3339, parse_age, parse_rfc3339};
 pub use verification::{VerificationRecord, VerifiedFacts};
 
@@ -507,6 +511,11 @@ impl Store {
             self.instance.clone(),
             Arc::clone(&self.feed),
         )
+    }
+
+    /// The sealing secret and used nonces of 2026-07-28 request states (MRTR confirmations).
+    pub fn request_states(&self) -> RequestStateStore {
+        RequestStateStore::new(self.backend.clone())
     }
 
     /// Writes every queued audit entry, then closes the connections (other clones stop working).

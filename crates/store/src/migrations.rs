@@ -27,6 +27,7 @@ const SQLITE: &[(i64, &str, &str)] = &[
     (8, "approval lapse", include_str!("../migrations/sqlite/0008_approval_lapse.sql")),
     (9, "pin kinds", include_str!("../migrations/sqlite/0009_pin_kinds.sql")),
     (10, "verification", include_str!("../migrations/sqlite/0010_verification.sql")),
+    (11, "request states", include_str!("../migrations/sqlite/0011_request_states.sql")),
     (12, "instance", include_str!("../migrations/sqlite/0012_instance.sql")),
     (13, "inventory instance", include_str!("../migrations/sqlite/0013_inventory_instance.sql")),
     (14, "instance heartbeat", include_str!("../migrations/sqlite/0014_instance_heartbeat.sql")),
@@ -35,6 +36,7 @@ const SQLITE: &[(i64, &str, &str)] = &[
 const POSTGRES: &[(i64, &str, &str)] = &[
     (1, "initial", include_str!("../migrations/postgres/0001_initial.sql")),
     (2, "inventory instance", include_str!("../migrations/postgres/0002_inventory_instance.sql")),
+    (3, "request states", include_str!("../migrations/postgres/0003_request_states.sql")),
     (4, "instance heartbeat", include_str!("../migrations/postgres/0004_instance_heartbeat.sql")),
 ];
 

@@ -98,12 +98,22 @@ fn an_approval_lapses_when_its_tool_changed_moved_was_quarantined_or_is_refused_
     assert!(current.is_ok_and(|current| current.fingerprint == approved.fingerprint), "unchanged: still covered");
 
     let gone = current_tool(&catalog(json!([])), &allow, &NOBODY, &approved);
-    assert_eq!(gone.map(|_| ()), Err(Lapse { why: "it is no longer available", current_fingerprint: None }));
+    assert_eq!(
+        gone.map(|_| ()),
+        Err(Lapse { why: "it is no longer available", current_fingerprint: None, approved_fingerprint: None })
+    );
 
     let edited = catalog(json!([{"name": "read", "description": "now it deletes", "inputSchema": {"type": "object"}}]));
     let lapse = current_tool(&edited, &allow, &NOBODY, &approved).map(|_| ());
     let fingerprint = tool(&edited, "read").fingerprint.clone();
-    assert_eq!(lapse, Err(Lapse { why: "its definition changed", current_fingerprint: Some(fingerprint) }));
+    assert_eq!(
+        lapse,
+        Err(Lapse {
+            why: "its definition changed",
+            current_fingerprint: Some(fingerprint),
+            approved_fingerprint: None
+        })
+    );
 
     let mut elsewhere = (*approved).clone();
     elsewhere.upstream = 1;

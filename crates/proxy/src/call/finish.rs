@@ -22,6 +22,7 @@ use crate::access::Lapse;
 use crate::catalog::ExposedTool;
 use crate::guard::audit;
 use crate::guard::confirm::NotApproved;
+use crate::guard::round_trip::StateRefusal;
 use crate::guard::waiting::why_withdrawn;
 use crate::metrics::registry::Outcome;
 use crate::state::session::SessionShared;
@@ -49,12 +50,16 @@ pub(crate) enum Refusal {
     Reconnecting(u32),
     /// Its audit row could not be written.
     AuditUnwritable(String),
+    /// A 2026-07-28 retry whose request state (or answer) was refused (answered as invalid params).
+    BadState(StateRefusal),
 }
 
 /// How a call ended.
 pub(crate) enum CallExit {
     /// The upstream was asked: its answer (or the failure to get one, `from_upstream` false), as the client gets it.
     Answered { response: Value, from_upstream: bool },
+    /// It was not made yet: a 2026-07-28 request asked for a person's answer with this `input_required` result.
+    InputRequired(Value),
     /// It was not made.
     Refused(Refusal),
     /// The client cancelled it (or its session closed): no answer is sent.
@@ -97,7 +102,8 @@ pub(crate) fn finish(
     let outcome = match &exit {
         CallExit::Answered { response, .. } => Outcome::of(response),
         CallExit::Refused(Refusal::Reconnecting(_)) => Outcome::UpstreamUnavailable,
-        CallExit::Refused(Refusal::Malformed) => Outcome::JsonRpcError,
+        CallExit::Refused(Refusal::Malformed | Refusal::BadState(_)) => Outcome::JsonRpcError,
+        CallExit::InputRequired(_) => Outcome::InputRequired,
         CallExit::Refused(_) => Outcome::IsError,
         CallExit::Cancelled => Outcome::Cancelled,
     };
@@ -132,6 +138,10 @@ pub(crate) fn finish(
         CallExit::Refused(Refusal::Malformed) => {
             Some(jsonrpc::error_response(id, codes::INVALID_PARAMS, "tools/call needs a string `name`"))
         }
+        CallExit::Refused(Refusal::BadState(refusal)) => {
+            Some(jsonrpc::error_response(id, codes::INVALID_PARAMS, &refusal.message()))
+        }
+        CallExit::InputRequired(result) => Some(jsonrpc::response(id, result)),
         CallExit::Refused(refusal) => Some(tool_error(id, &message(&trail, &refusal))),
         CallExit::Cancelled => None,
     }
@@ -188,11 +198,13 @@ fn record_exit(
             entry.duration_us = Some(micros);
             audit::record(gateway, entry);
         }
-        // Refused before anyone was asked (too many approvals wait, the queue cannot be written): the call's one
-        // row, written now, as a row put to a person would have been completed.
-        CallExit::Refused(refusal @ (Refusal::NotApproved(_) | Refusal::Lapsed { .. })) => {
-            let approval_id = match refusal {
-                Refusal::Lapsed { approval_id, .. } => approval_id.clone(),
+        // Refused before anyone was asked (too many approvals wait, the queue cannot be written), or a 2026-07-28
+        // round trip (asked, or its retry refused: nothing waits in this process, so nothing was journaled): the
+        // call's one row, written now, as a row put to a person would have been completed.
+        CallExit::Refused(Refusal::NotApproved(_) | Refusal::Lapsed { .. } | Refusal::BadState(_))
+        | CallExit::InputRequired(_) => {
+            let approval_id = match exit {
+                CallExit::Refused(Refusal::Lapsed { approval_id, .. }) => approval_id.clone(),
                 _ => None,
             };
             let mut entry = audit::call_row(session, tool, decision, arguments, approval_id);
@@ -225,7 +237,8 @@ fn not_forwarded(
     match exit {
         CallExit::Refused(Refusal::NotApproved(not_approved)) => (not_approved.outcome(), not_approved.detail()),
         CallExit::Refused(Refusal::Lapsed { lapse, .. }) => {
-            let approved = trail.tool.as_ref().map(|(tool, _)| tool.fingerprint.as_str());
+            let asked = trail.tool.as_ref().map(|(tool, _)| tool.fingerprint.as_str());
+            let approved = lapse.approved_fingerprint.as_deref().or(asked);
             let detail = json!({
                 "reason": lapse.why,
                 "approvedFingerprint": approved,
@@ -234,6 +247,14 @@ fn not_forwarded(
             ("tool_changed", Some(detail))
         }
         CallExit::Refused(Refusal::AuditUnwritable(error)) => ("audit_unwritable", Some(json!({"error": error}))),
+        CallExit::Refused(Refusal::BadState(refusal)) => {
+            let mut detail = json!({"reason": refusal.reason()});
+            if let StateRefusal::Unavailable(error) = refusal {
+                detail["error"] = json!(error);
+            }
+            ("state_refused", Some(detail))
+        }
+        CallExit::InputRequired(_) => ("input_required", None),
         CallExit::Cancelled => ("withdrawn", Some(json!({"reason": why_withdrawn(gateway, session)}))),
         CallExit::Answered { .. } | CallExit::Refused(_) => (outcome.label(), None),
     }
@@ -293,6 +314,7 @@ fn message(trail: &Trail, refusal: &Refusal) -> String {
         Refusal::AuditUnwritable(error) => {
             format!("toolgate: the audit log cannot be written ({error}); the call was not made")
         }
+        Refusal::BadState(refusal) => refusal.message(),
     }
 }
 

@@ -7,7 +7,8 @@
 //! 2. [`decide`] (→ `Decision`, then [`Permitted`], which only `permit` makes): the policy's decision (rules, mode,
 //!    session taint, quarantine). Allow is permitted; confirm asks a person first (`ask`, over `guard::confirm`,
 //!    which journals the call's one row as the person is asked, into the `Trail`, and answers approved, refused or
-//!    lapsed); deny and hide are refusals.
+//!    lapsed; a 2026-07-28 request that declared elicitation is asked by answering `input_required`, and its retry
+//!    is approved, refused or lapsed by `guard::round_trip`); deny and hide are refusals.
 //! 3. [`journal`] (→ [`Journaled`], the only thing [`forward`] takes): the call's audit row is made durable (an
 //!    approved call's row, journaled as the person was asked, is journaled again as forwarded); a call whose row
 //!    cannot be written is refused. Then [`forward`] (→ [`Forwarded`]): the call goes upstream under the
@@ -15,7 +16,8 @@
 //!    requests; transport failures are retried only for tools read-only or idempotent by their trusted hints.
 //! 4. [`post_process`] (→ the client's response): truncation, undeclared structured fields; transport failures
 //!    become `isError` results the model can read, JSON-RPC errors from the upstream stay JSON-RPC errors.
-//! 5. [`finish::finish`], for every [`CallExit`] (answered, refused for a typed [`Refusal`], cancelled): the
+//! 5. [`finish::finish`], for every [`CallExit`] (answered, asked by `input_required`, refused for a typed
+//!    [`Refusal`], cancelled): the
 //!    exit's audit row, one metric increment, session taint, the span's outcome, one structured event, and the
 //!    answer. Unknown and hidden names get the same `isError` result ("Unknown tool: NAME"), as the TypeScript and
 //!    Python SDKs answer an unknown tool, so a hidden tool cannot be told from a missing one.
@@ -293,6 +295,8 @@ async fn ask(
             Err(CallExit::Refused(Refusal::Lapsed { lapse, approval_id }))
         }
         Some(Confirmation::Unrecorded(error)) => Err(CallExit::Refused(Refusal::AuditUnwritable(error))),
+        Some(Confirmation::InputRequired(result)) => Err(CallExit::InputRequired(result)),
+        Some(Confirmation::StateRefused(refusal)) => Err(CallExit::Refused(Refusal::BadState(refusal))),
     }
 }
 

@@ -7,8 +7,10 @@
 //! denies it with `toolgate approvals` (or the console). An approval binds to the tool's fingerprint and the digest
 //! of the exact arguments, is single use and expires; no approval code is ever sent to the client, so nothing the
 //! model relays can approve anything. "Remember for this session" covers the same tool and argument shape. A
-//! 2026-07-28 client will get the same question as an `input_required` round trip; the binding (fingerprint +
-//! argument digest) is what its HMAC-protected request state will carry.
+//! 2026-07-28 request that declared form elicitation in its own `_meta` gets the same question as an
+//! `input_required` round trip (`guard::round_trip`: a sealed request state bound to the caller, fingerprint,
+//! argument digest, expiry and a single-use nonce); one that did not waits in the approval queue, as a legacy
+//! client without elicitation does, and is never asked.
 //!
 //! A person answers about the definition they were shown, and the catalog can change while they think (a rug pull
 //! through `list_changed`, a quarantine, a policy reload). So after a yes the tool is resolved again from the
@@ -39,6 +41,7 @@ use crate::call::context::CallContext;
 use crate::catalog::ExposedTool;
 use crate::guard::approval_quota::QuotaExceeded;
 use crate::guard::audit;
+use crate::guard::round_trip::{self, StateRefusal};
 use crate::guard::waiting::{QueuedCall, tell_where_it_waits};
 use crate::state::session::SessionShared;
 use crate::state::shared::Shared;
@@ -54,6 +57,10 @@ pub(crate) enum Confirmation {
     Lapsed { lapse: Lapse, approval_id: Option<String> },
     /// The call's audit row could not be journaled, so nobody was asked: do not forward.
     Unrecorded(String),
+    /// A 2026-07-28 request is asked by answering it with this `input_required` result: not forwarded yet.
+    InputRequired(Value),
+    /// A 2026-07-28 retry whose request state (or answer) was refused: do not forward.
+    StateRefused(StateRefusal),
 }
 
 /// How a call was approved.
@@ -67,6 +74,8 @@ pub(crate) enum ApprovedVia {
     ElicitationRemember,
     /// A person approved it in the approval queue.
     Queue,
+    /// The client's user answered toolgate's question in a 2026-07-28 `input_required` round trip.
+    RoundTrip,
 }
 
 impl ApprovedVia {
@@ -77,6 +86,7 @@ impl ApprovedVia {
             ApprovedVia::Elicitation => "elicitation",
             ApprovedVia::ElicitationRemember => "elicitation-remember",
             ApprovedVia::Queue => "queue",
+            ApprovedVia::RoundTrip => "input-required",
         }
     }
 }
@@ -275,7 +285,7 @@ fn escape_schema_texts(schema: &mut serde_json::Map<String, Value>) {
 /// The confirmation a person reads, in a fixed structure: every part an upstream or the model chose (tool name,
 /// upstream name, title, action phrase, arguments, a rule's text) is quoted or JSON, escaped and bounded, each on
 /// the line its label starts, so no title can end a quote, start a line or push the real facts out of sight.
-fn question(tool: &ExposedTool, summary: &str, reasons: &[&str]) -> String {
+fn question_text(tool: &ExposedTool, summary: &str, reasons: &[&str]) -> String {
     let reasons: Vec<String> = reasons.iter().map(|reason| quoted(reason, SUMMARY_CHARS)).collect();
     format!(
         "toolgate asks: allow this tool call?\nTool: {} on upstream {}\nTitle (from the upstream): {}\nAction: {} \
@@ -329,10 +339,15 @@ pub(crate) async fn confirm(
     }
     let summary = summarize(arguments);
     let reasons: Vec<&str> = decision.reasons.iter().take(2).map(|reason| reason.detail.as_str()).collect();
-    // A modern (2026-07-28) request never accepts a request from the server (no pushed elicitation) and MRTR
-    // confirmations are not built yet: its call waits in the approval queue, like a client without elicitation,
-    // so a person can still decide it in the console or the CLI rather than the call being refused outright.
-    let can_ask = session.declares_form_elicitation() && !crate::era::is_modern(Some(params));
+    // A modern (2026-07-28) request never accepts a request from the server (no pushed elicitation): one that
+    // declared form elicitation in its own `_meta` is asked by an `input_required` round trip; any other waits in
+    // the approval queue, like a legacy client without elicitation, whatever its stdio session once declared.
+    let modern = crate::era::is_modern(Some(params));
+    if modern && spec.via == ConfirmVia::ElicitationWhenAvailable && round_trip::declares_form_elicitation(params) {
+        let message = question_text(tool, &summary, &reasons);
+        return Some(round_trip::confirm(context, question, &message).await);
+    }
+    let can_ask = session.declares_form_elicitation() && !modern;
     let confirmation = if spec.via == ConfirmVia::ElicitationWhenAvailable && can_ask {
         match audit::record_waiting(gateway, audit::call_row(session, tool, decision, arguments, None)).await {
             Ok(journaled) => *row = journaled,
@@ -369,23 +384,7 @@ async fn by_elicitation(
     let CallContext { gateway, session, id: request_id, cancel } = *context;
     let spec = &gateway.spec.guardrails.confirmation;
     let (timeout, offer_remember) = (spec.timeout, spec.remember_for_session);
-    let message = question(tool, summary, reasons);
-    // No property has a default: a client that fills a form from its defaults (or submits it untouched) must not
-    // answer for the person, either way. `approve` is required, so an untouched form is not an answer at all.
-    let mut properties = json!({
-        "approve": {"type": "boolean", "title": "Allow this call"}
-    });
-    if offer_remember {
-        properties["remember"] = json!({
-            "type": "boolean",
-            "title": "Also allow this tool with arguments of the same shape for the rest of this session"
-        });
-    }
-    let params = json!({
-        "message": message,
-        "requestedSchema": {"type": "object", "properties": properties, "required": ["approve"]},
-        "_meta": {QUESTION_META: {"kind": "confirmation"}}
-    });
+    let params = confirmation_params(&question_text(tool, summary, reasons), offer_remember);
     let answer = tokio::select! {
         () = cancel.cancelled() => return None,
         answer = session.ask_client(request_id.clone(), "elicitation/create", Some(params), timeout) => answer,
@@ -404,6 +403,28 @@ async fn by_elicitation(
         approval_id: None,
         via: if remember { ApprovedVia::ElicitationRemember } else { ApprovedVia::Elicitation },
         tool: Arc::clone(tool),
+    })
+}
+
+/// The `elicitation/create` params of toolgate's confirmation (pushed to a legacy client, or under
+/// `inputRequests` of a 2026-07-28 answer): `message` (from [`question_text`]) and a form with one required
+/// `approve` box, and `remember` when offered.
+pub(crate) fn confirmation_params(message: &str, offer_remember: bool) -> Value {
+    // No property has a default: a client that fills a form from its defaults (or submits it untouched) must not
+    // answer for the person, either way. `approve` is required, so an untouched form is not an answer at all.
+    let mut properties = json!({
+        "approve": {"type": "boolean", "title": "Allow this call"}
+    });
+    if offer_remember {
+        properties["remember"] = json!({
+            "type": "boolean",
+            "title": "Also allow this tool with arguments of the same shape for the rest of this session"
+        });
+    }
+    json!({
+        "message": message,
+        "requestedSchema": {"type": "object", "properties": properties, "required": ["approve"]},
+        "_meta": {QUESTION_META: {"kind": "confirmation"}}
     })
 }
 

@@ -1,6 +1,7 @@
 //! The guardrails the call pipeline applies: confirmation by a person (`confirm`), result post-processing
 //! (`results`), audit records (`audit`), pin checks on listings (`pins`) and the tool-selection profile
-//! (`selection`), the truth about calls waiting in the approval queue (`waiting`), and the sealed request state of 2026-07-28 confirmations ([`request_state`]).
+//! (`selection`), the truth about calls waiting in the approval queue (`waiting`), the sealed request state of 2026-07-28 confirmations ([`request_state`]) and
+//! the round trip that asks with it (`round_trip`).
 //!
 //! Each module is one concern with one entry point; the pipeline (`crate::call`) decides when each runs.
 
@@ -10,5 +11,6 @@ pub(crate) mod confirm;
 pub(crate) mod pins;
 pub mod request_state;
 pub(crate) mod results;
+pub(crate) mod round_trip;
 pub(crate) mod selection;
 pub(crate) mod waiting;

@@ -4,11 +4,12 @@
 //! integrity-protected (the client, and the model behind it, must not be able to forge or alter it) and must not
 //! be replayable beyond its binding.
 //!
-//! A sealed state binds the tool's fingerprint, the digest of the exact arguments, the session, an expiry and a
-//! nonce (the approval's id), authenticated with HMAC-SHA-256 under a per-gateway key. Opening checks the tag in
-//! constant time, the expiry and the call, and hands back the nonce: the caller consumes it once in the approval
-//! store, so a state replayed for the same call finds its approval used. Pure functions; the key, the nonce and
-//! the clock come in as arguments.
+//! A sealed state binds the caller (the authenticated identity: a 2026-07-28 client has no session), the tool's
+//! fingerprint, the digest of the exact arguments, an expiry and a single-use nonce, authenticated with
+//! HMAC-SHA-256 under the key every gateway process sharing the store reads from it. Opening checks the tag in
+//! constant time, the expiry and the call, field by field (so a retry after the tool changed is told apart from a
+//! state for other arguments or another caller), and hands back the nonce: the caller marks it used once in the
+//! store, so a replayed state is refused. Pure functions; the key, the nonce and the clock come in as arguments.
 
 use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
@@ -17,8 +18,8 @@ use sha2::Sha256;
 /// What a confirmation's request state binds to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConfirmationBinding {
-    /// The session the question was asked in.
-    pub session: String,
+    /// The caller the question was asked of (the authenticated identity).
+    pub caller: String,
     /// `sha256:` fingerprint of the tool definition.
     pub tool_fingerprint: String,
     /// `sha256:` of the canonical arguments.
@@ -41,9 +42,18 @@ pub enum RequestStateError {
     /// Past its expiry.
     #[error("the request state has expired")]
     Expired,
-    /// Valid, but for another call (session, tool or arguments differ).
-    #[error("the request state belongs to another call")]
-    WrongCall,
+    /// Valid, but issued to another caller.
+    #[error("the request state was issued to another caller")]
+    OtherCaller,
+    /// Valid, but for other arguments.
+    #[error("the request state was issued for other arguments")]
+    OtherArguments,
+    /// Valid, but the tool's definition is no longer the one asked about (the approval lapses).
+    #[error("the tool changed since the question was asked")]
+    ToolChanged {
+        /// The fingerprint the question was asked about.
+        asked: String,
+    },
 }
 
 /// Seals a binding: `hex(json).hex(hmac)`.
@@ -53,7 +63,7 @@ pub fn seal(key: &[u8], binding: &ConfirmationBinding) -> String {
     format!("{}.{}", hex(&payload), hex(&tag))
 }
 
-/// Opens a sealed state for the call `expected` describes (its session, tool fingerprint and argument digest; its
+/// Opens a sealed state for the call `expected` describes (its caller, tool fingerprint and argument digest; its
 /// expiry and nonce are not compared) at time `now` (Unix seconds), and returns the sealed binding, whose `nonce`
 /// the caller must consume exactly once.
 pub fn open(
@@ -72,10 +82,16 @@ pub fn open(
     if now > binding.expires_at {
         return Err(RequestStateError::Expired);
     }
-    let same_call = binding.session == expected.session
-        && binding.tool_fingerprint == expected.tool_fingerprint
-        && binding.args_digest == expected.args_digest;
-    if same_call { Ok(binding) } else { Err(RequestStateError::WrongCall) }
+    if binding.caller != expected.caller {
+        return Err(RequestStateError::OtherCaller);
+    }
+    if binding.args_digest != expected.args_digest {
+        return Err(RequestStateError::OtherArguments);
+    }
+    if binding.tool_fingerprint != expected.tool_fingerprint {
+        return Err(RequestStateError::ToolChanged { asked: binding.tool_fingerprint });
+    }
+    Ok(binding)
 }
 
 fn mac(key: &[u8]) -> Hmac<Sha256> {
@@ -107,7 +123,7 @@ mod tests {
 
     fn binding() -> ConfirmationBinding {
         ConfirmationBinding {
-            session: "s1".into(),
+            caller: "alice".into(),
             tool_fingerprint: "sha256:aa".into(),
             args_digest: "sha256:bb".into(),
             expires_at: 1_000,
@@ -128,7 +144,12 @@ mod tests {
         assert_eq!(open(b"key", &second, &asked, 999).map(|opened| opened.nonce), Ok("approval-2".to_owned()));
         assert_eq!(open(b"key", &sealed, &binding(), 1_001), Err(RequestStateError::Expired));
         let other_args = ConfirmationBinding { args_digest: "sha256:cc".into(), ..binding() };
-        assert_eq!(open(b"key", &sealed, &other_args, 999), Err(RequestStateError::WrongCall));
+        assert_eq!(open(b"key", &sealed, &other_args, 999), Err(RequestStateError::OtherArguments));
+        let other_caller = ConfirmationBinding { caller: "mallory".into(), ..binding() };
+        assert_eq!(open(b"key", &sealed, &other_caller, 999), Err(RequestStateError::OtherCaller));
+        let changed = ConfirmationBinding { tool_fingerprint: "sha256:dd".into(), ..binding() };
+        let asked = Err(RequestStateError::ToolChanged { asked: "sha256:aa".into() });
+        assert_eq!(open(b"key", &sealed, &changed, 999), asked);
     }
 
     #[test]

@@ -97,6 +97,8 @@ pub(crate) enum Outcome {
     UpstreamUnavailable,
     /// The client cancelled the call (or closed its session) before it was answered: nothing was sent back.
     Cancelled,
+    /// Not sent yet: a 2026-07-28 request was answered `input_required` (a person's answer is needed first).
+    InputRequired,
 }
 
 impl Outcome {
@@ -118,6 +120,7 @@ impl Outcome {
             Outcome::JsonRpcError => "jsonrpc_error",
             Outcome::UpstreamUnavailable => "upstream_unavailable",
             Outcome::Cancelled => "cancelled",
+            Outcome::InputRequired => "input_required",
         }
     }
 }

@@ -74,6 +74,9 @@ pub(crate) struct Shared {
     passthrough: AtomicBool,
     /// Which process of a fleet this is (`/metrics`, the health endpoints); set once by `serve`.
     instance_id: RwLock<Option<String>>,
+    /// The secret 2026-07-28 request states are sealed with, read from the store on first use
+    /// (`guard::round_trip`).
+    pub(crate) sealing_key: tokio::sync::OnceCell<Arc<Vec<u8>>>,
 }
 
 impl Shared {
@@ -112,6 +115,7 @@ impl Shared {
             caller_taints,
             passthrough,
             instance_id: RwLock::new(None),
+            sealing_key: tokio::sync::OnceCell::new(),
         }
     }
 

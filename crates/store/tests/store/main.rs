@@ -13,5 +13,6 @@ mod journal;
 mod open;
 mod pins;
 mod postgres;
+mod request_states;
 mod retention;
 mod support;

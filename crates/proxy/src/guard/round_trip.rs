@@ -1,0 +1,219 @@
+//! A person's confirmation of a 2026-07-28 call as a round trip (MRTR): a modern request accepts no request from
+//! the server, so instead of `elicitation/create` during the call, the answer is `input_required` with toolgate's
+//! question (the same words and form as the pushed one, under the input key [`CONFIRM_INPUT`]) and a sealed
+//! `requestState`; the client asks its user and retries the same call with the answer and the state.
+//!
+//! Only a request that declared form elicitation in its own `_meta` is asked (a client that did not is never
+//! asked: its call waits in the approval queue, `guard::confirm`). The state binds the caller, the tool's
+//! fingerprint, the argument digest, an expiry and a nonce (`guard::request_state`), sealed with the secret every
+//! gateway process sharing the store reads from it, so a retry may reach any of them. On the retry the call has
+//! been resolved and decided again from the current catalog and policy (phases 1 and 2 ran for it as for any
+//! request), the state is opened for that call (a tool that changed lapses the approval), its nonce is used once
+//! in the store, and only then is the answer read: an answer without a state, or under a key toolgate never asked,
+//! approves nothing. Nothing here forwards a call or writes an audit row: every end is a [`Confirmation`] that the
+//! call's end phase records.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+use toolgate_store::{Store, digest_arguments};
+
+use crate::access::Lapse;
+use crate::call::context::CallContext;
+use crate::era::META_CAPABILITIES;
+use crate::guard::confirm::{ApprovedVia, Confirmation, NotApproved, Question, confirmation_params};
+use crate::guard::request_state::{self, ConfirmationBinding, RequestStateError};
+use crate::state::shared::Shared;
+
+/// The key of toolgate's own question in `inputRequests` and `inputResponses` (namespaced: an upstream's keys never
+/// start with `toolgate/`).
+pub(crate) const CONFIRM_INPUT: &str = "toolgate/confirm";
+
+/// Why a retry's `requestState` (or its answer) was refused: a JSON-RPC invalid-params error, audited with the
+/// call's row (outcome `state_refused`, [`StateRefusal::reason`] in the detail).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum StateRefusal {
+    /// Not a sealed state at all.
+    Malformed,
+    /// Altered or forged: its seal does not verify.
+    Forged,
+    /// Past its expiry.
+    Expired,
+    /// Its nonce was used already: a replay.
+    Replayed,
+    /// Issued to another caller.
+    OtherCaller,
+    /// Issued for other arguments.
+    OtherArguments,
+    /// The answer to toolgate's question is not an elicitation result.
+    MalformedAnswer,
+    /// The sealing secret or the used nonces could not be read or written.
+    Unavailable(String),
+}
+
+impl StateRefusal {
+    /// The audit row's reason.
+    pub(crate) fn reason(&self) -> &'static str {
+        match self {
+            StateRefusal::Malformed => "malformed",
+            StateRefusal::Forged => "forged",
+            StateRefusal::Expired => "expired",
+            StateRefusal::Replayed => "replayed",
+            StateRefusal::OtherCaller => "other_caller",
+            StateRefusal::OtherArguments => "other_arguments",
+            StateRefusal::MalformedAnswer => "malformed_answer",
+            StateRefusal::Unavailable(_) => "unavailable",
+        }
+    }
+
+    /// The error message the client gets; the call was not made.
+    pub(crate) fn message(&self) -> String {
+        let why = match self {
+            StateRefusal::Malformed => "the requestState is not one toolgate issued".to_owned(),
+            StateRefusal::Forged => "the requestState was altered or forged".to_owned(),
+            StateRefusal::Expired => "the requestState has expired; call again without it".to_owned(),
+            StateRefusal::Replayed => "the requestState was used already".to_owned(),
+            StateRefusal::OtherCaller => "the requestState was issued to another caller".to_owned(),
+            StateRefusal::OtherArguments => "the requestState was issued for other arguments".to_owned(),
+            StateRefusal::MalformedAnswer => {
+                format!("inputResponses[\"{CONFIRM_INPUT}\"] is not an elicitation result")
+            }
+            StateRefusal::Unavailable(error) => format!("the confirmation state cannot be checked ({error})"),
+        };
+        format!("invalid params: {why}; the call was not made")
+    }
+}
+
+/// True when a modern request declared form elicitation in its own `_meta` (an empty `elicitation` object, which
+/// means form, or one with `form`); what the client's session declared at some `initialize` does not count.
+pub(crate) fn declares_form_elicitation(params: &Value) -> bool {
+    params
+        .get("_meta")
+        .and_then(|meta| meta.get(META_CAPABILITIES))
+        .and_then(|capabilities| capabilities.get("elicitation"))
+        .and_then(Value::as_object)
+        .is_some_and(|modes| modes.is_empty() || modes.contains_key("form"))
+}
+
+/// Confirms a modern call by a round trip: the first request (or one without a state) is answered
+/// `input_required` with `message`; a retry is checked and its answer read. See the module's comment.
+pub(crate) async fn confirm(context: &CallContext<'_>, question: &Question<'_>, message: &str) -> Confirmation {
+    let CallContext { gateway, session, .. } = *context;
+    let Question { tool, params, .. } = *question;
+    let Some(store) = &gateway.store else {
+        return Confirmation::Refused(NotApproved::NoQueue);
+    };
+    let key = match sealing_key(gateway, store).await {
+        Ok(key) => key,
+        Err(error) => return Confirmation::StateRefused(StateRefusal::Unavailable(error)),
+    };
+    let arguments = params.get("arguments").cloned().unwrap_or_else(|| json!({}));
+    let call = ConfirmationBinding {
+        caller: session.caller.name.clone(),
+        tool_fingerprint: tool.fingerprint.clone(),
+        args_digest: digest_arguments(&arguments),
+        expires_at: 0,
+        nonce: String::new(),
+    };
+    // Without a state this is a first round, whatever `inputResponses` it carries: an answer to a question toolgate
+    // did not ask (or cannot tell it asked) approves nothing.
+    let Some(state) = params.get("requestState") else {
+        return ask(gateway, &key, call, message);
+    };
+    let Some(state) = state.as_str() else {
+        return Confirmation::StateRefused(StateRefusal::Malformed);
+    };
+    let opened = match request_state::open(&key, state, &call, unix_seconds(SystemTime::now())) {
+        Ok(opened) => opened,
+        Err(RequestStateError::ToolChanged { asked }) => {
+            // The person would answer about a definition the call no longer reaches.
+            let lapse = Lapse {
+                why: "its definition changed",
+                current_fingerprint: Some(tool.fingerprint.clone()),
+                approved_fingerprint: Some(asked),
+            };
+            return Confirmation::Lapsed { lapse, approval_id: None };
+        }
+        Err(error) => return Confirmation::StateRefused(refusal_of(&error)),
+    };
+    // Used before the answer is read: whatever the answer, this state opens no second time, here or elsewhere.
+    let expires = UNIX_EPOCH + Duration::from_secs(opened.expires_at);
+    match store.request_states().use_nonce(&opened.nonce, expires).await {
+        Ok(true) => {}
+        Ok(false) => return Confirmation::StateRefused(StateRefusal::Replayed),
+        Err(error) => return Confirmation::StateRefused(StateRefusal::Unavailable(error.to_string())),
+    }
+    let Some(answer) = params.get("inputResponses").and_then(|responses| responses.get(CONFIRM_INPUT)) else {
+        // Retried without the answer: ask again, under a fresh state.
+        return ask(gateway, &key, call, message);
+    };
+    read_answer(answer, tool)
+}
+
+/// The person's answer to toolgate's question (an elicitation result); keys other than `approve` are ignored.
+fn read_answer(answer: &Value, tool: &Arc<crate::catalog::ExposedTool>) -> Confirmation {
+    match answer.get("action").and_then(Value::as_str) {
+        Some("accept") if answer.pointer("/content/approve") == Some(&Value::Bool(true)) => {
+            Confirmation::Approved { approval_id: None, via: ApprovedVia::RoundTrip, tool: Arc::clone(tool) }
+        }
+        Some("accept" | "decline") => Confirmation::Refused(NotApproved::Declined { cancelled: false }),
+        Some("cancel") => Confirmation::Refused(NotApproved::Declined { cancelled: true }),
+        _ => Confirmation::StateRefused(StateRefusal::MalformedAnswer),
+    }
+}
+
+/// The `input_required` result that asks: toolgate's question under [`CONFIRM_INPUT`] and a fresh sealed state for
+/// `call`, valid for the confirmation settings' approval lifetime.
+fn ask(gateway: &Shared, key: &[u8], mut call: ConfirmationBinding, message: &str) -> Confirmation {
+    let lifetime = gateway.spec.guardrails.confirmation.approval_ttl;
+    call.expires_at = unix_seconds(SystemTime::now() + lifetime);
+    call.nonce = uuid::Uuid::new_v4().to_string();
+    let sealed = request_state::seal(key, &call);
+    // No "remember" box: a modern client has no session to remember it in.
+    let question = json!({"method": "elicitation/create", "params": confirmation_params(message, false)});
+    Confirmation::InputRequired(json!({
+        "resultType": "input_required",
+        "inputRequests": {CONFIRM_INPUT: question},
+        "requestState": sealed,
+    }))
+}
+
+fn refusal_of(error: &RequestStateError) -> StateRefusal {
+    match error {
+        RequestStateError::Malformed => StateRefusal::Malformed,
+        RequestStateError::BadTag => StateRefusal::Forged,
+        RequestStateError::Expired => StateRefusal::Expired,
+        RequestStateError::OtherCaller => StateRefusal::OtherCaller,
+        RequestStateError::OtherArguments | RequestStateError::ToolChanged { .. } => StateRefusal::OtherArguments,
+    }
+}
+
+/// The sealing secret, read from the store once per process (every process on the store reads the same one).
+async fn sealing_key(gateway: &Shared, store: &Store) -> Result<Arc<Vec<u8>>, String> {
+    let key = gateway
+        .sealing_key
+        .get_or_try_init(|| async { store.request_states().sealing_key().await.map(Arc::new) })
+        .await
+        .map_err(|error| error.to_string())?;
+    Ok(Arc::clone(key))
+}
+
+fn unix_seconds(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH).map_or(0, |since| since.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_request_that_declared_form_elicitation_itself_is_asked() {
+        let with = |capabilities: Value| json!({"_meta": {META_CAPABILITIES: capabilities}});
+        assert!(declares_form_elicitation(&with(json!({"elicitation": {}}))));
+        assert!(declares_form_elicitation(&with(json!({"elicitation": {"form": {}}}))));
+        assert!(!declares_form_elicitation(&with(json!({"elicitation": {"url": {}}}))));
+        assert!(!declares_form_elicitation(&with(json!({"sampling": {}}))));
+        assert!(!declares_form_elicitation(&json!({})));
+    }
+}

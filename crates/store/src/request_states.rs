@@ -1,0 +1,73 @@
+//! What sealed request states (2026-07-28 MRTR confirmations) need from the store: one sealing secret shared by
+//! every gateway process that opens this database, so a client's retry may reach any of them, and the nonces
+//! already used, so a state opens once whichever process it reaches.
+//!
+//! The secret is created on first use (random, 32 bytes, from the OS generator through `uuid` v4) and never leaves
+//! the database (the file is the owner's only: see `permissions`). This module seals nothing and decides nothing:
+//! the proxy's `guard::request_state` seals and opens, and says which nonce to use.
+
+use std::time::SystemTime;
+
+use crate::Backend;
+use crate::backend::on_backend;
+use crate::error::StoreError;
+use crate::time::to_micros;
+
+/// The purpose the confirmation states' secret is stored under.
+const CONFIRMATION_PURPOSE: &str = "request-state";
+
+/// Sealing secret and used nonces for request states.
+#[derive(Debug, Clone)]
+pub struct RequestStateStore {
+    backend: Backend,
+}
+
+impl RequestStateStore {
+    pub(crate) fn new(backend: Backend) -> RequestStateStore {
+        RequestStateStore { backend }
+    }
+
+    /// The secret request states are sealed with, created by whichever process asks first (the others read the
+    /// same one: the insert is ignored when a secret is already stored).
+    pub async fn sealing_key(&self) -> Result<Vec<u8>, StoreError> {
+        let fresh: Vec<u8> =
+            [uuid::Uuid::new_v4(), uuid::Uuid::new_v4()].iter().flat_map(|uuid| uuid.as_bytes().to_vec()).collect();
+        let secret: Vec<u8> = on_backend!(&self.backend, |pool| {
+            sqlx::query(
+                "INSERT INTO sealing_keys (purpose, secret, created_us) VALUES ($1, $2, $3) \
+                 ON CONFLICT (purpose) DO NOTHING",
+            )
+            .bind(CONFIRMATION_PURPOSE)
+            .bind(&fresh)
+            .bind(to_micros(SystemTime::now()))
+            .execute(pool)
+            .await?;
+            sqlx::query_scalar("SELECT secret FROM sealing_keys WHERE purpose = $1")
+                .bind(CONFIRMATION_PURPOSE)
+                .fetch_one(pool)
+                .await?
+        });
+        Ok(secret)
+    }
+
+    /// Marks `nonce` used; true the first time, false when it was used already (a replay). It is remembered until
+    /// `expires` (the state's own expiry, after which the state is refused anyway), and used nonces past their
+    /// expiry are forgotten here.
+    pub async fn use_nonce(&self, nonce: &str, expires: SystemTime) -> Result<bool, StoreError> {
+        let inserted = on_backend!(&self.backend, |pool| {
+            sqlx::query("DELETE FROM used_request_states WHERE expires_us <= $1")
+                .bind(to_micros(SystemTime::now()))
+                .execute(pool)
+                .await?;
+            sqlx::query(
+                "INSERT INTO used_request_states (nonce, expires_us) VALUES ($1, $2) ON CONFLICT (nonce) DO NOTHING",
+            )
+            .bind(nonce)
+            .bind(to_micros(expires))
+            .execute(pool)
+            .await?
+            .rows_affected()
+        });
+        Ok(inserted == 1)
+    }
+}
