@@ -41,7 +41,7 @@ use crate::call::context::CallContext;
 use crate::catalog::ExposedTool;
 use crate::guard::approval_quota::QuotaExceeded;
 use crate::guard::audit;
-use crate::guard::round_trip::{self, StateRefusal};
+use crate::guard::round_trip::{self, RoundTrip, StateRefusal};
 use crate::guard::waiting::{QueuedCall, tell_where_it_waits};
 use crate::state::session::SessionShared;
 use crate::state::shared::Shared;
@@ -344,8 +344,19 @@ pub(crate) async fn confirm(
     // the approval queue, like a legacy client without elicitation, whatever its stdio session once declared.
     let modern = crate::era::is_modern(Some(params));
     if modern && spec.via == ConfirmVia::ElicitationWhenAvailable && round_trip::declares_form_elicitation(params) {
-        let message = question_text(tool, &summary, &reasons);
-        return Some(round_trip::confirm(context, question, &message).await);
+        // No "remember" box: a modern client has no session to remember it in.
+        let asked = confirmation_params(&question_text(tool, &summary, &reasons), false);
+        let confirmation = match round_trip::confirm(context, tool, params, &asked).await {
+            RoundTrip::Ask(result) => Confirmation::InputRequired(result),
+            RoundTrip::Approved => {
+                Confirmation::Approved { approval_id: None, via: ApprovedVia::RoundTrip, tool: Arc::clone(tool) }
+            }
+            RoundTrip::Declined { cancelled } => Confirmation::Refused(NotApproved::Declined { cancelled }),
+            RoundTrip::Lapsed(lapse) => Confirmation::Lapsed { lapse, approval_id: None },
+            RoundTrip::Refused(refusal) => Confirmation::StateRefused(refusal),
+            RoundTrip::NoStore => Confirmation::Refused(NotApproved::NoQueue),
+        };
+        return Some(confirmation);
     }
     let can_ask = session.declares_form_elicitation() && !modern;
     let confirmation = if spec.via == ConfirmVia::ElicitationWhenAvailable && can_ask {

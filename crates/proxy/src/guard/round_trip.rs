@@ -10,8 +10,9 @@
 //! been resolved and decided again from the current catalog and policy (phases 1 and 2 ran for it as for any
 //! request), the state is opened for that call (a tool that changed lapses the approval), its nonce is used once
 //! in the store, and only then is the answer read: an answer without a state, or under a key toolgate never asked,
-//! approves nothing. Nothing here forwards a call or writes an audit row: every end is a [`Confirmation`] that the
-//! call's end phase records.
+//! approves nothing. Nothing here forwards a call or writes an audit row: every end is a [`RoundTrip`] that
+//! `guard::confirm` turns into its `Confirmation`, for the call's end phase to record (the data flows one way:
+//! this module imports nothing of `confirm`).
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -21,8 +22,8 @@ use toolgate_store::{Store, digest_arguments};
 
 use crate::access::Lapse;
 use crate::call::context::CallContext;
+use crate::catalog::ExposedTool;
 use crate::era::META_CAPABILITIES;
-use crate::guard::confirm::{ApprovedVia, Confirmation, NotApproved, Question, confirmation_params};
 use crate::guard::request_state::{self, ConfirmationBinding, RequestStateError};
 use crate::state::shared::Shared;
 
@@ -85,6 +86,22 @@ impl StateRefusal {
     }
 }
 
+/// How one round of a confirmation round trip ended.
+pub(crate) enum RoundTrip {
+    /// Ask: answer the request with this `input_required` result.
+    Ask(Value),
+    /// The person said yes.
+    Approved,
+    /// The person said no (`cancelled`: dismissed the question).
+    Declined { cancelled: bool },
+    /// The tool changed since the question was asked: the approval lapses.
+    Lapsed(Lapse),
+    /// The state or the answer was refused.
+    Refused(StateRefusal),
+    /// No store: nothing to seal with, nobody can be asked.
+    NoStore,
+}
+
 /// True when a modern request declared form elicitation in its own `_meta` (an empty `elicitation` object, which
 /// means form, or one with `form`); what the client's session declared at some `initialize` does not count.
 pub(crate) fn declares_form_elicitation(params: &Value) -> bool {
@@ -96,17 +113,22 @@ pub(crate) fn declares_form_elicitation(params: &Value) -> bool {
         .is_some_and(|modes| modes.is_empty() || modes.contains_key("form"))
 }
 
-/// Confirms a modern call by a round trip: the first request (or one without a state) is answered
-/// `input_required` with `message`; a retry is checked and its answer read. See the module's comment.
-pub(crate) async fn confirm(context: &CallContext<'_>, question: &Question<'_>, message: &str) -> Confirmation {
+/// Confirms a modern call of `tool` (`params`: the request's) by a round trip: the first request (or one without
+/// a state) is answered `input_required` asking `question` (`elicitation/create` params); a retry is checked and
+/// its answer read. See the module's comment.
+pub(crate) async fn confirm(
+    context: &CallContext<'_>,
+    tool: &ExposedTool,
+    params: &Value,
+    question: &Value,
+) -> RoundTrip {
     let CallContext { gateway, session, .. } = *context;
-    let Question { tool, params, .. } = *question;
     let Some(store) = &gateway.store else {
-        return Confirmation::Refused(NotApproved::NoQueue);
+        return RoundTrip::NoStore;
     };
     let key = match sealing_key(gateway, store).await {
         Ok(key) => key,
-        Err(error) => return Confirmation::StateRefused(StateRefusal::Unavailable(error)),
+        Err(error) => return RoundTrip::Refused(StateRefusal::Unavailable(error)),
     };
     let arguments = params.get("arguments").cloned().unwrap_or_else(|| json!({}));
     let call = ConfirmationBinding {
@@ -119,10 +141,10 @@ pub(crate) async fn confirm(context: &CallContext<'_>, question: &Question<'_>, 
     // Without a state this is a first round, whatever `inputResponses` it carries: an answer to a question toolgate
     // did not ask (or cannot tell it asked) approves nothing.
     let Some(state) = params.get("requestState") else {
-        return ask(gateway, &key, call, message);
+        return ask(gateway, &key, call, question);
     };
     let Some(state) = state.as_str() else {
-        return Confirmation::StateRefused(StateRefusal::Malformed);
+        return RoundTrip::Refused(StateRefusal::Malformed);
     };
     let opened = match request_state::open(&key, state, &call, unix_seconds(SystemTime::now())) {
         Ok(opened) => opened,
@@ -133,46 +155,43 @@ pub(crate) async fn confirm(context: &CallContext<'_>, question: &Question<'_>, 
                 current_fingerprint: Some(tool.fingerprint.clone()),
                 approved_fingerprint: Some(asked),
             };
-            return Confirmation::Lapsed { lapse, approval_id: None };
+            return RoundTrip::Lapsed(lapse);
         }
-        Err(error) => return Confirmation::StateRefused(refusal_of(&error)),
+        Err(error) => return RoundTrip::Refused(refusal_of(&error)),
     };
     // Used before the answer is read: whatever the answer, this state opens no second time, here or elsewhere.
     let expires = UNIX_EPOCH + Duration::from_secs(opened.expires_at);
     match store.request_states().use_nonce(&opened.nonce, expires).await {
         Ok(true) => {}
-        Ok(false) => return Confirmation::StateRefused(StateRefusal::Replayed),
-        Err(error) => return Confirmation::StateRefused(StateRefusal::Unavailable(error.to_string())),
+        Ok(false) => return RoundTrip::Refused(StateRefusal::Replayed),
+        Err(error) => return RoundTrip::Refused(StateRefusal::Unavailable(error.to_string())),
     }
     let Some(answer) = params.get("inputResponses").and_then(|responses| responses.get(CONFIRM_INPUT)) else {
         // Retried without the answer: ask again, under a fresh state.
-        return ask(gateway, &key, call, message);
+        return ask(gateway, &key, call, question);
     };
-    read_answer(answer, tool)
+    read_answer(answer)
 }
 
 /// The person's answer to toolgate's question (an elicitation result); keys other than `approve` are ignored.
-fn read_answer(answer: &Value, tool: &Arc<crate::catalog::ExposedTool>) -> Confirmation {
+fn read_answer(answer: &Value) -> RoundTrip {
     match answer.get("action").and_then(Value::as_str) {
-        Some("accept") if answer.pointer("/content/approve") == Some(&Value::Bool(true)) => {
-            Confirmation::Approved { approval_id: None, via: ApprovedVia::RoundTrip, tool: Arc::clone(tool) }
-        }
-        Some("accept" | "decline") => Confirmation::Refused(NotApproved::Declined { cancelled: false }),
-        Some("cancel") => Confirmation::Refused(NotApproved::Declined { cancelled: true }),
-        _ => Confirmation::StateRefused(StateRefusal::MalformedAnswer),
+        Some("accept") if answer.pointer("/content/approve") == Some(&Value::Bool(true)) => RoundTrip::Approved,
+        Some("accept" | "decline") => RoundTrip::Declined { cancelled: false },
+        Some("cancel") => RoundTrip::Declined { cancelled: true },
+        _ => RoundTrip::Refused(StateRefusal::MalformedAnswer),
     }
 }
 
 /// The `input_required` result that asks: toolgate's question under [`CONFIRM_INPUT`] and a fresh sealed state for
 /// `call`, valid for the confirmation settings' approval lifetime.
-fn ask(gateway: &Shared, key: &[u8], mut call: ConfirmationBinding, message: &str) -> Confirmation {
+fn ask(gateway: &Shared, key: &[u8], mut call: ConfirmationBinding, question: &Value) -> RoundTrip {
     let lifetime = gateway.spec.guardrails.confirmation.approval_ttl;
     call.expires_at = unix_seconds(SystemTime::now() + lifetime);
     call.nonce = uuid::Uuid::new_v4().to_string();
     let sealed = request_state::seal(key, &call);
-    // No "remember" box: a modern client has no session to remember it in.
-    let question = json!({"method": "elicitation/create", "params": confirmation_params(message, false)});
-    Confirmation::InputRequired(json!({
+    let question = json!({"method": "elicitation/create", "params": question});
+    RoundTrip::Ask(json!({
         "resultType": "input_required",
         "inputRequests": {CONFIRM_INPUT: question},
         "requestState": sealed,
