@@ -36,7 +36,7 @@ async fn start_toolgate(
     let args =
         ["serve".to_owned(), "--listen".to_owned(), addr.to_string(), "--".to_owned(), bench, "upstream".to_owned()];
     let log = scratch.path(&format!("{name}.log"));
-    let proc = procs::spawn_listening_in(name, &plan.toolgate, &args, addr, log, state).await?;
+    let proc = procs::spawn_instance_in(name, &plan.toolgate, &args, addr, log, state, name).await?;
     Ok((proc, addr))
 }
 

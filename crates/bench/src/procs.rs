@@ -185,6 +185,22 @@ pub(crate) async fn spawn_listening_in(
     wait_listening(command, label, toolgate, addr, log).await
 }
 
+/// [`spawn_listening_in`] as the instance `instance`: processes sharing one state directory each need their own
+/// id, or the second is refused (the store holds a lock per instance id).
+pub(crate) async fn spawn_instance_in(
+    label: &str,
+    toolgate: &Path,
+    args: &[String],
+    addr: SocketAddr,
+    log: PathBuf,
+    state: &Path,
+    instance: &str,
+) -> Result<Proc, BoxError> {
+    let mut command = command_in(toolgate, args, Some(&log), state)?;
+    command.env("TOOLGATE_INSTANCE_ID", instance);
+    wait_listening(command, label, toolgate, addr, log).await
+}
+
 /// Spawns `command` (stdout discarded) and waits until `addr` accepts connections; `log` is quoted on failure.
 pub(crate) async fn wait_listening(
     mut command: Command,
