@@ -1,6 +1,6 @@
 //! The `fleet` scenario of `toolgate-bench run --only fleet`: calls per second through one `toolgate serve` and
 //! through three behind HAProxy (the shipped `deploy/haproxy.cfg` with only its `bind` and `server` lines changed,
-//! as test-support's `fleet` module writes it for the tests; tidy keeps the benchmark off test-support), with the same many-session workload, one after the other in the
+//! through `deploy/haproxy_config.rs`, the rewrite the tests run too), with the same many-session workload, one after the other in the
 //! same run; the report's ratio is the three processes' throughput over the one's (docs/benchmarks.md).
 //!
 //! Each toolgate fronts its own stdio echo upstream; the three share one state directory, as processes on one
@@ -16,8 +16,9 @@ use crate::procs::{self, Proc, Scratch};
 use crate::report::Row;
 use crate::scenario::{Plan, http_lanes_at, measure};
 
-/// The HAProxy configuration toolgate ships.
-const SHIPPED_CONFIG: &str = include_str!("../../../deploy/haproxy.cfg");
+/// The shipped configuration's rewrite, shared with test-support (`deploy/haproxy_config.rs`).
+#[path = "../../../deploy/haproxy_config.rs"]
+mod shipped;
 
 /// The baseline lane the others are compared with.
 pub(crate) const ONE_PROCESS: &str = "toolgate x1";
@@ -51,36 +52,15 @@ async fn start_haproxy(scratch: &Scratch, name: &str, backends: &[SocketAddr]) -
     let addr = procs::free_addr()?;
     let backends: Vec<String> = backends.iter().map(ToString::to_string).collect();
     let config = scratch.path(&format!("{name}.cfg"));
-    std::fs::write(&config, haproxy_config(&addr.to_string(), &backends))?;
+    let text =
+        shipped::haproxy_config(&addr.to_string(), &backends).ok_or("deploy/haproxy.cfg has no `server` line")?;
+    std::fs::write(&config, text)?;
     let log = scratch.path(&format!("{name}.log"));
     let mut command = tokio::process::Command::new(&binary);
     command.arg("-f").arg(&config).arg("-db").stdin(Stdio::null()).kill_on_drop(true);
     command.stderr(Stdio::from(std::fs::File::create(&log)?));
     let proc = procs::wait_listening(command, name, &binary, addr, log).await?;
     Ok((proc, addr))
-}
-
-/// The shipped configuration with its frontend bound to `listen` and one `server` line per backend.
-fn haproxy_config(listen: &str, backends: &[String]) -> String {
-    let mut text = String::new();
-    let mut servers_written = false;
-    for line in SHIPPED_CONFIG.lines() {
-        let trimmed = line.trim_start();
-        if trimmed.starts_with("bind ") {
-            text.push_str(&format!("    bind {listen}\n"));
-        } else if trimmed.starts_with("server ") {
-            if !servers_written {
-                for (index, backend) in backends.iter().enumerate() {
-                    text.push_str(&format!("    server toolgate-{} {backend}\n", index + 1));
-                }
-                servers_written = true;
-            }
-        } else {
-            text.push_str(line);
-            text.push('\n');
-        }
-    }
-    text
 }
 
 /// The fleet scenario: one process, HAProxy in front of one, HAProxy in front of three.

@@ -106,7 +106,7 @@ impl Gateway {
     }
 
     /// Starts every upstream in parallel (one task each), and the watch that releases quarantined tools once a
-    /// person approves them (`toolgate pins approve` writes to the store from another process).
+    /// person approves them, here or in another process (the store's change feed, `watch_quarantine`).
     pub fn start(&self) {
         for runtime in self.shared.upstreams.all().iter() {
             start_upstream(&self.shared, runtime);

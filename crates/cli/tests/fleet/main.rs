@@ -12,8 +12,8 @@
 //! - [`health`]: `/healthz/live` and `/healthz/ready` answer without a token and say nothing an upstream wrote;
 //!   ready is 503 while an upstream is down.
 //!
-//! The store is one SQLite state directory shared by the processes (what several processes on one machine share
-//! today). HAProxy must be installed (the harness fails loudly otherwise). Loopback only; waits are on conditions,
+//! The store is one PostgreSQL database (a fresh one per test on the test cluster, `[store] url_env`); each process
+//! has its own state directory and instance id, as processes on several machines do. HAProxy must be installed (the harness fails loudly otherwise). Loopback only; waits are on conditions,
 //! bounded by the hang guard; no test asserts how long anything took.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -23,41 +23,105 @@ mod crash;
 mod health;
 mod shared_decisions;
 
+use std::ops::{Deref, DerefMut};
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use toolgate_test_support::toolgate::fleet::Fleet;
-use toolgate_test_support::toolgate::{Setup, command};
+use toolgate_test_support::postgres::PostgresCluster;
+use toolgate_test_support::toolgate::fleet::{Fleet, get};
+use toolgate_test_support::toolgate::{Serving, Setup, command, poll};
+use toolgate_test_support::{Run, run_guarded};
 
-/// Starts `count` processes of `toolgate serve --config CONFIG --state-dir STATE` (one state directory for all),
-/// named `toolgate-1`..`toolgate-N`, behind HAProxy.
-pub(crate) fn start_fleet(setup: &Setup, count: usize) -> Fleet {
-    Fleet::start(count, |index| serve_command(setup, index))
+/// The variable the fleet's `[store] url_env` names: the database's URL reaches every process through its
+/// environment, never through the config file.
+const STORE_URL_ENV: &str = "TOOLGATE_FLEET_STORE_URL";
+
+/// A fleet on one PostgreSQL database: each process has its own state directory and instance id.
+pub(crate) struct PgFleet {
+    fleet: Fleet,
+    url: String,
+    config: PathBuf,
+    /// A state directory no process serves from, for the state commands (they reach the database by `--config`).
+    reader: PathBuf,
+    states: Vec<PathBuf>,
 }
 
-fn serve_command(setup: &Setup, index: usize) -> Command {
+impl Deref for PgFleet {
+    type Target = Fleet;
+    fn deref(&self) -> &Fleet {
+        &self.fleet
+    }
+}
+
+impl DerefMut for PgFleet {
+    fn deref_mut(&mut self) -> &mut Fleet {
+        &mut self.fleet
+    }
+}
+
+impl PgFleet {
+    /// `toolgate ARGS --config CONFIG --state-dir READER` with the database's URL in its environment: a state
+    /// command run by another process than any `serve`.
+    pub(crate) fn toolgate(&self, args: &[&str]) -> Run {
+        let mut run = command();
+        run.args(args).arg("--config").arg(&self.config).arg("--state-dir").arg(&self.reader);
+        run.env(STORE_URL_ENV, &self.url);
+        run_guarded(run, &format!("toolgate {args:?} --config"))
+    }
+
+    /// Starts the process at `index` again on its state directory and instance id (after [`Fleet::kill`]), as a
+    /// supervisor would, and waits until it is ready; it is not put back behind the balancer.
+    pub(crate) fn restart(&mut self, index: usize) {
+        let serving = Serving::start(serve_command(&self.config, &self.states[index], &self.url, index));
+        let authority = serving.authority.clone();
+        poll(&format!("{authority} ready again"), || {
+            (get(&authority, "/healthz/ready").map(|(status, _)| status) == Some(200)).then_some(())
+        });
+        self.fleet.processes[index] = Some(serving);
+    }
+
+    /// The state directory of the process at `index`, as an argument.
+    pub(crate) fn state_arg(&self, index: usize) -> String {
+        self.states[index].to_string_lossy().into_owned()
+    }
+}
+
+/// Starts `count` processes of `toolgate serve --config CONFIG --state-dir STATE-N`, named `toolgate-1`..
+/// `toolgate-N`, behind HAProxy, all on one fresh PostgreSQL database (`[store] url_env`, appended to the
+/// setup's config).
+pub(crate) fn start_fleet(setup: &Setup, count: usize) -> PgFleet {
+    let url = PostgresCluster::shared().fresh_database();
+    let mut text = std::fs::read_to_string(&setup.config).expect("read the config");
+    text.push_str(&format!("\n[store]\nurl_env = \"{STORE_URL_ENV}\"\n"));
+    std::fs::write(&setup.config, text).expect("write the config");
+    let states: Vec<PathBuf> = (0..count).map(|index| setup.dir.path().join(format!("state-{}", index + 1))).collect();
+    let fleet = Fleet::start(count, |index| serve_command(&setup.config, &states[index], &url, index));
+    PgFleet { fleet, url, config: setup.config.clone(), reader: setup.state(), states }
+}
+
+/// `toolgate serve --config CONFIG --state-dir STATE` named `toolgate-N` (N = `index` + 1), on the database `url`.
+fn serve_command(config: &Path, state: &Path, url: &str, index: usize) -> Command {
     let mut serve = command();
-    serve.args(["serve", "--config"]).arg(&setup.config).arg("--state-dir").arg(setup.state());
+    serve.args(["serve", "--config"]).arg(config).arg("--state-dir").arg(state);
     serve.env("TOOLGATE_LOG", "info").env("TOOLGATE_INSTANCE_ID", format!("toolgate-{}", index + 1));
+    serve.env(STORE_URL_ENV, url);
     serve
 }
 
-/// The index in `fleet` of the process holding the only open session, from `toolgate status --json` (each
-/// process publishes its session count there).
-pub(crate) fn holder_of_the_session(fleet: &Fleet, setup: &Setup) -> usize {
-    let state = setup.state_arg();
-    toolgate_test_support::toolgate::poll("the process holding the session", || {
-        let run = toolgate_test_support::toolgate::run(&["status", "--json", "--state-dir", &state]);
-        let runs: serde_json::Value = serde_json::from_str(&run.stdout).ok()?;
-        let busy: Vec<u64> = runs
-            .as_array()?
-            .iter()
-            .filter(|run| run["status"]["sessions"].as_u64() == Some(1))
-            .filter_map(|run| run["pid"].as_u64())
+/// The index in `fleet` of the process holding the only open session, from each process's `toolgate status
+/// --json` (each publishes its session count in its own state directory).
+pub(crate) fn holder_of_the_session(fleet: &PgFleet) -> usize {
+    poll("the process holding the session", || {
+        let busy: Vec<usize> = (0..fleet.processes.len())
+            .filter(|index| fleet.processes[*index].is_some())
+            .filter(|index| {
+                let state = fleet.state_arg(*index);
+                let run = toolgate_test_support::toolgate::run(&["status", "--json", "--state-dir", &state]);
+                let runs: serde_json::Value = serde_json::from_str(&run.stdout).unwrap_or_default();
+                runs.as_array().is_some_and(|runs| runs.iter().any(|run| run["status"]["sessions"].as_u64() == Some(1)))
+            })
             .collect();
-        let [pid] = busy[..] else { return None };
-        fleet
-            .processes
-            .iter()
-            .position(|serving| serving.as_ref().is_some_and(|serving| u64::from(serving.child.id()) == pid))
+        let [index] = busy[..] else { return None };
+        Some(index)
     })
 }

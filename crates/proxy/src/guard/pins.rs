@@ -2,7 +2,8 @@
 //! approved. A match is trusted; a change that only tightens hints is accepted and recorded; anything else (a hint
 //! loosened, a description, title or schema edited, a new tool) is quarantined until a person approves it with
 //! `toolgate pins approve`. The upstream's run task runs it on every listing (at start, after `list_changed`, after a
-//! reconnect) and, while tools wait in quarantine, again every second to see a person's decision. It writes pins and
+//! reconnect) and, while tools wait in quarantine, again when the store's change feed says their pins changed (and on
+//! a bounded fallback re-read, `lifecycle::run::watch_quarantine`) to see a person's decision. It writes pins and
 //! pending changes, never audit rows: the `listing` row carries the outcome, so a re-check that changes nothing
 //! leaves no trace.
 //!

@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::sync::oneshot;
-use toolgate_store::PinKind;
+use tokio::sync::{broadcast, oneshot};
+use toolgate_store::{PinKind, StoreChange};
 use toolgate_upstream::{Connection, EventSink, ListKind, Responder, UpstreamError};
 
 use crate::catalog::CheckedListing;
@@ -23,8 +23,12 @@ use crate::lifecycle::listing::{self, ListingTrigger};
 use crate::state::shared::Shared;
 use crate::upstreams::{Requested, UpstreamRuntime, attempts_after_disconnect, backoff, relist};
 
-/// How often quarantined tools are checked against the store for a person's decision.
-const QUARANTINE_POLL: Duration = Duration::from_secs(1);
+/// How often quarantined tools are re-checked when no change arrives on SQLite, where another process's decision
+/// (`toolgate pins approve`) reaches no feed: the re-read is the only way to see it.
+const SQLITE_RECHECK: Duration = Duration::from_secs(1);
+/// The same on PostgreSQL, where every decision arrives as a notification: only the fallback for one lost while
+/// the store's listener reconnected, so a lost notification delays a release by this much at worst.
+const POSTGRES_RECHECK: Duration = Duration::from_secs(30);
 
 /// Routes what one upstream sends on its own (see [`crate::upstream_events`]) and tells its run task when it ends.
 struct UpstreamSink {
@@ -237,15 +241,39 @@ fn held_of(checked: &CheckedListing, kinds: &[PinKind]) -> Vec<(PinKind, String)
     checked.held_content().into_iter().filter(|(kind, _)| kinds.contains(kind)).collect()
 }
 
-/// Asks the run task of every upstream with quarantined tools to check them against the store again, once a
-/// second: `toolgate pins approve` decides from another process. A re-check that changes nothing writes nothing.
+/// Asks the run task of an upstream with quarantined tools or held content to check them against the store again
+/// when the store's change feed says its pins changed (a person decided here, in another process's console or with
+/// `toolgate pins approve`; on PostgreSQL through LISTEN/NOTIFY), and every upstream that waits on the bounded
+/// fallback re-read (`SQLITE_RECHECK`, `POSTGRES_RECHECK`) or after missing changes. A re-check that changes nothing
+/// writes nothing.
 pub(crate) async fn watch_quarantine(gateway: Arc<Shared>) {
+    let Some(store) = gateway.store.clone() else { return };
+    let fallback = if store.is_postgres() { POSTGRES_RECHECK } else { SQLITE_RECHECK };
+    // Subscribed before the first sweep, so a decision made meanwhile is not missed.
+    let mut changes = store.changes();
+    let mut next_sweep = tokio::time::Instant::now() + fallback;
     loop {
-        tokio::select! {
+        let only = tokio::select! {
             () = gateway.shutdown.cancelled() => return,
-            () = tokio::time::sleep(QUARANTINE_POLL) => {}
+            () = tokio::time::sleep_until(next_sweep) => None,
+            change = changes.recv() => match change {
+                Ok(StoreChange::Pins { upstream }) => Some(upstream),
+                Ok(StoreChange::Approval { .. }) => continue,
+                // Changes were missed (or the feed ended with its store): re-check every waiting upstream.
+                Err(broadcast::error::RecvError::Lagged(_)) => None,
+                Err(broadcast::error::RecvError::Closed) => {
+                    changes = store.changes();
+                    None
+                }
+            },
+        };
+        if only.is_none() {
+            next_sweep = tokio::time::Instant::now() + fallback;
         }
         for runtime in gateway.upstreams.live() {
+            if only.as_deref().is_some_and(|upstream| upstream != runtime.spec.name) {
+                continue;
+            }
             let waiting = |checked: &CheckedListing| {
                 !checked.quarantined_names().is_empty() || !checked.held_content().is_empty()
             };

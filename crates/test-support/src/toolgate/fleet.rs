@@ -17,8 +17,12 @@ use std::sync::{Arc, Mutex};
 use super::{Serving, poll};
 use crate::HANG_GUARD;
 
+/// The shipped configuration and its rewrite, shared with the benchmark (`deploy/haproxy_config.rs`).
+#[path = "../../../../deploy/haproxy_config.rs"]
+mod shipped;
+
 /// The HAProxy configuration toolgate ships, as the tests run it.
-pub const SHIPPED_CONFIG: &str = include_str!("../../../../deploy/haproxy.cfg");
+pub const SHIPPED_CONFIG: &str = shipped::SHIPPED_CONFIG;
 
 /// `haproxy` on `PATH`, else in `/usr/sbin` (where Debian puts it, often off an unprivileged user's `PATH`).
 pub fn find_haproxy() -> Option<PathBuf> {
@@ -42,26 +46,7 @@ pub fn haproxy_binary() -> PathBuf {
 /// The shipped configuration with its frontend bound to `listen` and one `server` line per backend authority
 /// (`toolgate-1 127.0.0.1:PORT`, ...); everything else is as shipped.
 pub fn haproxy_config(listen: &str, backends: &[String]) -> String {
-    let mut text = String::new();
-    let mut servers_written = false;
-    for line in SHIPPED_CONFIG.lines() {
-        let trimmed = line.trim_start();
-        if trimmed.starts_with("bind ") {
-            text.push_str(&format!("    bind {listen}\n"));
-        } else if trimmed.starts_with("server ") {
-            if !servers_written {
-                for (index, backend) in backends.iter().enumerate() {
-                    text.push_str(&format!("    server toolgate-{} {backend}\n", index + 1));
-                }
-                servers_written = true;
-            }
-        } else {
-            text.push_str(line);
-            text.push('\n');
-        }
-    }
-    assert!(servers_written, "deploy/haproxy.cfg has no `server` lines to replace");
-    text
+    shipped::haproxy_config(listen, backends).expect("deploy/haproxy.cfg has no `server` lines to replace")
 }
 
 /// A running `haproxy -f FILE -db`; killed when dropped.
