@@ -192,9 +192,76 @@ macro_rules! pin_columns {
     };
 }
 
+/// A table of definitions keyed by `(upstream, kind, tool)` whose rows start with `pin_columns!()`. `pins` and
+/// `pin_changes` are read alike (one row by key, or every row in key order) and differ only in their own columns
+/// and how a row decodes, so [`PinStore::row_of`] and [`PinStore::rows_of`] serve both.
+trait DefinitionTable {
+    /// What a row decodes to.
+    type Row;
+    /// The row of one key (`$1` upstream, `$2` kind, `$3` name).
+    const BY_KEY: &'static str;
+    /// Every row, by upstream, kind, then name.
+    const ALL: &'static str;
+    fn decode(row: &impl Columns) -> Result<Self::Row, StoreError>;
+}
+
+/// `SELECT` of the shared columns and a table's own, from that table, then `tail` (its condition or order).
+macro_rules! select_from {
+    ($own_columns:literal, $table:literal, $tail:literal) => {
+        concat!("SELECT ", pin_columns!(), ", ", $own_columns, " FROM ", $table, $tail)
+    };
+}
+
+/// Declares a [`DefinitionTable`]: its marker type, what a row is, its own columns, its name and its decoder.
+macro_rules! definition_table {
+    ($marker:ident, $row:ty, $own_columns:literal, $table:literal, $decode:ident) => {
+        struct $marker;
+
+        impl DefinitionTable for $marker {
+            type Row = $row;
+            const BY_KEY: &'static str =
+                select_from!($own_columns, $table, " WHERE upstream = $1 AND kind = $2 AND tool = $3");
+            const ALL: &'static str = select_from!($own_columns, $table, " ORDER BY upstream, kind, tool");
+            fn decode(row: &impl Columns) -> Result<$row, StoreError> {
+                $decode(row)
+            }
+        }
+    };
+}
+
+definition_table!(Pins, PinnedTool, "approved_at, approved_by", "pins", decode_pin);
+definition_table!(
+    PinChanges,
+    PendingPinChange,
+    "pinned_fingerprint, changes, detected_at",
+    "pin_changes",
+    decode_pending
+);
+
 impl PinStore {
     pub(crate) fn new(backend: Backend, feed: Arc<Feed>) -> PinStore {
         PinStore { backend, feed }
+    }
+
+    /// The row of `(upstream, kind, name)` in `T`, decoded.
+    async fn row_of<T: DefinitionTable>(
+        &self,
+        upstream: &str,
+        kind: PinKind,
+        name: &str,
+    ) -> Result<Option<T::Row>, StoreError> {
+        on_backend!(&self.backend, |pool| {
+            let row = sqlx::query(T::BY_KEY).bind(upstream).bind(kind.as_str()).bind(name).fetch_optional(pool).await?;
+            row.as_ref().map(|row| T::decode(row)).transpose()
+        })
+    }
+
+    /// Every row of `T` in key order, decoded.
+    async fn rows_of<T: DefinitionTable>(&self) -> Result<Vec<T::Row>, StoreError> {
+        on_backend!(&self.backend, |pool| {
+            let rows = sqlx::query(T::ALL).fetch_all(pool).await?;
+            rows.iter().map(|row| T::decode(row)).collect()
+        })
     }
 
     /// Tells every process that `upstream`'s pins or pending changes changed, so each re-checks its listing.
@@ -209,33 +276,12 @@ impl PinStore {
 
     /// The pin of one definition of any kind.
     pub async fn get_of(&self, upstream: &str, kind: PinKind, name: &str) -> Result<Option<PinnedTool>, StoreError> {
-        on_backend!(&self.backend, |pool| {
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                pin_columns!(),
-                ", approved_at, approved_by FROM pins WHERE upstream = $1 AND kind = $2 AND tool = $3"
-            ))
-            .bind(upstream)
-            .bind(kind.as_str())
-            .bind(name)
-            .fetch_optional(pool)
-            .await?;
-            row.as_ref().map(decode_pin).transpose()
-        })
+        self.row_of::<Pins>(upstream, kind, name).await
     }
 
     /// Every pin, by upstream, kind, then name.
     pub async fn list(&self) -> Result<Vec<PinnedTool>, StoreError> {
-        on_backend!(&self.backend, |pool| {
-            let rows = sqlx::query(concat!(
-                "SELECT ",
-                pin_columns!(),
-                ", approved_at, approved_by FROM pins ORDER BY upstream, kind, tool"
-            ))
-            .fetch_all(pool)
-            .await?;
-            rows.iter().map(decode_pin).collect()
-        })
+        self.rows_of::<Pins>().await
     }
 
     /// The pinned and pending fingerprints of every definition of `upstream`, in two queries: what a re-check needs
@@ -409,34 +455,12 @@ impl PinStore {
         kind: PinKind,
         name: &str,
     ) -> Result<Option<PendingPinChange>, StoreError> {
-        on_backend!(&self.backend, |pool| {
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                pin_columns!(),
-                ", pinned_fingerprint, changes, detected_at FROM pin_changes \
-                 WHERE upstream = $1 AND kind = $2 AND tool = $3"
-            ))
-            .bind(upstream)
-            .bind(kind.as_str())
-            .bind(name)
-            .fetch_optional(pool)
-            .await?;
-            row.as_ref().map(decode_pending).transpose()
-        })
+        self.row_of::<PinChanges>(upstream, kind, name).await
     }
 
     /// Every pending change, by upstream, kind, then name.
     pub async fn list_pending(&self) -> Result<Vec<PendingPinChange>, StoreError> {
-        on_backend!(&self.backend, |pool| {
-            let rows = sqlx::query(concat!(
-                "SELECT ",
-                pin_columns!(),
-                ", pinned_fingerprint, changes, detected_at FROM pin_changes ORDER BY upstream, kind, tool"
-            ))
-            .fetch_all(pool)
-            .await?;
-            rows.iter().map(decode_pending).collect()
-        })
+        self.rows_of::<PinChanges>().await
     }
 
     /// Pins the pending change of a tool, only if its fingerprint is the one the approver saw.
@@ -559,4 +583,22 @@ fn parse_field_change(name: &str) -> Option<FieldChange> {
     [FieldChange::Added, FieldChange::Removed, FieldChange::Changed]
         .into_iter()
         .find(|change| field_change_name(*change) == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The shared readers must send the statements each table had before they were shared.
+    #[test]
+    fn definition_tables_read_their_own_columns_by_key_and_in_key_order() {
+        let pins = "SELECT upstream, kind, tool, fingerprint, field_digests, definition, effective_hints, \
+                    approved_at, approved_by FROM pins";
+        assert_eq!(Pins::BY_KEY, format!("{pins} WHERE upstream = $1 AND kind = $2 AND tool = $3"));
+        assert_eq!(Pins::ALL, format!("{pins} ORDER BY upstream, kind, tool"));
+        let changes = "SELECT upstream, kind, tool, fingerprint, field_digests, definition, effective_hints, \
+                       pinned_fingerprint, changes, detected_at FROM pin_changes";
+        assert_eq!(PinChanges::BY_KEY, format!("{changes} WHERE upstream = $1 AND kind = $2 AND tool = $3"));
+        assert_eq!(PinChanges::ALL, format!("{changes} ORDER BY upstream, kind, tool"));
+    }
 }
