@@ -18,12 +18,11 @@ usage: callgrind.py --toolgate PATH --bench PATH [--warmup N] [--calls N[,N...]]
 import argparse
 import json
 import os
-import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
+
+import callgrind_runs
 
 TEXT = "x" * 64
 
@@ -75,48 +74,22 @@ def drive(command, env, warmup, calls):
     return elapsed
 
 
-def total_instructions(path):
-    """The `summary:` (or `totals:`) line of a callgrind output file."""
-    with open(path, encoding="utf-8", errors="replace") as file:
-        for line in file:
-            found = re.match(r"^(?:summary|totals):\s+(\d+)", line)
-            if found:
-                return int(found.group(1))
-    raise RuntimeError(f"no totals in {path}")
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--toolgate", required=True)
-    parser.add_argument("--bench", required=True, help="the toolgate-bench binary (its `upstream` is the server)")
-    parser.add_argument("--warmup", type=int, default=200)
-    parser.add_argument("--calls", default="2000", help="counted calls per run; several values check linearity")
-    parser.add_argument("--no-valgrind", action="store_true", help="run natively (a smoke test of the driver)")
-    parser.add_argument("--keep", metavar="DIR", help="write the callgrind files here and keep them (for callgrind_annotate)")
+    callgrind_runs.add_arguments(parser, warmup=200, calls="2000")
     args = parser.parse_args()
-    counts = [int(value) for value in args.calls.split(",")]
-    scratch = args.keep or tempfile.mkdtemp(prefix="toolgate-callgrind-")
-    os.makedirs(scratch, exist_ok=True)
-    try:
-        totals = {}
-        for calls in [0, *counts]:
+    counts = callgrind_runs.call_counts(args.calls)
+    with callgrind_runs.scratch_dir(args.keep, "toolgate-callgrind-") as scratch:
+
+        def run(calls):
             state = os.path.join(scratch, f"state-{calls}")
             out = os.path.join(scratch, f"callgrind-{calls}.out")
             env = dict(os.environ, TOOLGATE_LOG="warn", TOOLGATE_STATE_DIR=state)
             command = [args.toolgate, "serve", "--", args.bench, "upstream"]
-            if not args.no_valgrind:
-                command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *command]
-            elapsed = drive(command, env, args.warmup, calls)
-            totals[calls] = None if args.no_valgrind else total_instructions(out)
-            print(f"{calls:>6} calls after {args.warmup} warm-up: {elapsed:6.1f} s, Ir {totals[calls]}", flush=True)
-        if not args.no_valgrind:
-            for calls in counts:
-                if calls:
-                    per_call = (totals[calls] - totals[0]) / calls
-                    print(f"instructions per call ({calls} calls - 0 calls): {per_call:,.0f}")
-    finally:
-        if not args.keep:
-            shutil.rmtree(scratch, ignore_errors=True)
+            elapsed = drive(callgrind_runs.under_valgrind(command, out, args.no_valgrind), env, args.warmup, calls)
+            return elapsed, None if args.no_valgrind else callgrind_runs.total_instructions(out)
+
+        callgrind_runs.per_call(counts, args.no_valgrind, run, f"after {args.warmup} warm-up")
 
 
 if __name__ == "__main__":

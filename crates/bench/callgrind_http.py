@@ -19,16 +19,14 @@ import argparse
 import http.client
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
-from callgrind import total_instructions
+import callgrind_runs
 
 TEXT = "x" * 64
 PROTOCOL_VERSION = "2025-11-25"
@@ -131,8 +129,7 @@ def run_once(args, upstream_url, scratch, calls):
     port = free_port()
     command = [args.toolgate, "serve", "--listen", f"127.0.0.1:{port}"]
     command += ["--upstream-url", upstream_url] if upstream_url else ["--", args.bench, "upstream"]
-    if not args.no_valgrind:
-        command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *command]
+    command = callgrind_runs.under_valgrind(command, out, args.no_valgrind)
     env = dict(os.environ, TOOLGATE_LOG="warn", TOOLGATE_STATE_DIR=state)
     log = open(os.path.join(scratch, f"toolgate-{calls}.log"), "wb")
     child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
@@ -149,46 +146,31 @@ def run_once(args, upstream_url, scratch, calls):
         log.close()
     if code != 0:
         raise RuntimeError(f"toolgate exited with {code}; see {log.name}")
-    return elapsed, None if args.no_valgrind else total_instructions(out)
+    return elapsed, None if args.no_valgrind else callgrind_runs.total_instructions(out)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--toolgate", required=True)
-    parser.add_argument("--bench", required=True, help="the toolgate-bench binary (its `upstream` is the server)")
+    callgrind_runs.add_arguments(parser, warmup=512, calls="2048")
     parser.add_argument("--upstream", choices=["stdio", "http"], default="http")
     parser.add_argument("--sessions", type=int, default=64)
     parser.add_argument("--in-flight", type=int, default=4, help="calls in flight per session")
-    parser.add_argument("--warmup", type=int, default=512)
-    parser.add_argument("--calls", default="2048", help="counted calls per run; several values check linearity")
-    parser.add_argument("--no-valgrind", action="store_true", help="run natively (a smoke test of the driver)")
-    parser.add_argument("--keep", metavar="DIR", help="write the callgrind files here and keep them (for callgrind_annotate)")
     args = parser.parse_args()
-    counts = [int(value) for value in args.calls.split(",")]
-    scratch = args.keep or tempfile.mkdtemp(prefix="toolgate-callgrind-http-")
-    os.makedirs(scratch, exist_ok=True)
+    counts = callgrind_runs.call_counts(args.calls)
     upstream = None
-    try:
-        upstream_url = None
-        if args.upstream == "http":
-            upstream = subprocess.Popen([args.bench, "upstream", "--http", "127.0.0.1:0"], stdout=subprocess.PIPE)
-            first = upstream.stdout.readline().decode().strip()
-            upstream_url = "http://" + first.removeprefix("listening on ") + "/mcp"
-        totals = {}
-        for calls in [0, *counts]:
-            elapsed, totals[calls] = run_once(args, upstream_url, scratch, calls)
-            print(f"{calls:>6} calls ({args.sessions} x {args.in_flight} in flight, {args.upstream} upstream) after "
-                  f"{args.warmup} warm-up: {elapsed:6.1f} s, Ir {totals[calls]}", flush=True)
-        if not args.no_valgrind:
-            for calls in counts:
-                if calls:
-                    print(f"instructions per call ({calls} calls - 0 calls): {(totals[calls] - totals[0]) / calls:,.0f}")
-    finally:
-        if upstream:
-            upstream.terminate()
-            upstream.wait()
-        if not args.keep:
-            shutil.rmtree(scratch, ignore_errors=True)
+    with callgrind_runs.scratch_dir(args.keep, "toolgate-callgrind-http-") as scratch:
+        try:
+            upstream_url = None
+            if args.upstream == "http":
+                upstream = subprocess.Popen([args.bench, "upstream", "--http", "127.0.0.1:0"], stdout=subprocess.PIPE)
+                first = upstream.stdout.readline().decode().strip()
+                upstream_url = "http://" + first.removeprefix("listening on ") + "/mcp"
+            describe = f"({args.sessions} x {args.in_flight} in flight, {args.upstream} upstream) after {args.warmup} warm-up"
+            callgrind_runs.per_call(counts, args.no_valgrind, lambda calls: run_once(args, upstream_url, scratch, calls), describe)
+        finally:
+            if upstream:
+                upstream.terminate()
+                upstream.wait()
 
 
 if __name__ == "__main__":
