@@ -26,6 +26,7 @@ mod screenshots;
 mod test_run;
 mod tidy;
 mod tidy_layers;
+mod tidy_map;
 mod train;
 
 use anyhow::{Result, bail};

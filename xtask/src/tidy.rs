@@ -6,6 +6,7 @@
 //!   can creep in through a dependency.
 //! - Inside a crate, module files import each other one way, floor by floor (`crate::tidy_layers`).
 //! - Files stay readable: no Rust file over `MAX_LINES` lines.
+//! - ARCHITECTURE.md names every module file of the proxy, the store and the binary (`crate::tidy_map`).
 //! - `cargo run -p toolgate` after `cargo build --workspace` compiles nothing (`crate::features`).
 //!
 //! It only reads files; it never rewrites them.
@@ -86,6 +87,7 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
     }
     check_layering(root, &mut problems)?;
     problems.extend(crate::tidy_layers::check(root)?);
+    problems.extend(crate::tidy_map::check(root)?);
     Ok(problems)
 }
 
@@ -189,8 +191,9 @@ mod tests {
         std::fs::write(directory.join("xtask/Cargo.toml"), "[package]\nname = \"xtask\"\n")?;
         let problems = check(&directory)?;
         std::fs::remove_dir_all(&directory)?;
-        // The four above, and the layering check's crate (`crates/proxy/src`) missing from this tree.
-        assert_eq!(problems.len(), 5, "{problems:?}");
+        // The four above, the layering check's crate (`crates/proxy/src`) missing from this tree, and its missing map.
+        assert_eq!(problems.len(), 6, "{problems:?}");
+        assert!(problems.iter().any(|problem| problem.contains("ARCHITECTURE.md is missing")), "{problems:?}");
         assert!(problems.iter().any(|problem| problem.contains("crates/proxy/src is not a directory")), "{problems:?}");
         Ok(())
     }
