@@ -162,7 +162,8 @@ fn read_graph(directory: &Path) -> Result<Graph> {
     Ok(graph)
 }
 
-fn collect(directory: &Path, files: &mut Vec<PathBuf>) -> Result<()> {
+/// Every `.rs` file below `directory`, sorted (also `crate::tidy_map`'s list of module files).
+pub(crate) fn collect(directory: &Path, files: &mut Vec<PathBuf>) -> Result<()> {
     for entry in std::fs::read_dir(directory).with_context(|| format!("cannot list {}", directory.display()))? {
         let path = entry?.path();
         if path.is_dir() {

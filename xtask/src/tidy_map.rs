@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 /// The crates whose module files the map must name.
 const MAPPED_CRATES: &[&str] = &["proxy", "store", "cli"];
@@ -27,7 +27,7 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
             continue;
         }
         let mut files = Vec::new();
-        collect(&source, &mut files).with_context(|| format!("cannot list {}", source.display()))?;
+        crate::tidy_layers::collect(&source, &mut files)?;
         for file in files {
             let Some(module) = module_name(&source, &file) else { continue };
             if !names_word(&map, &module) {
@@ -39,25 +39,13 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
     Ok(problems)
 }
 
-fn collect(directory: &Path, files: &mut Vec<std::path::PathBuf>) -> Result<()> {
-    for entry in std::fs::read_dir(directory)? {
-        let path = entry?.path();
-        if path.is_dir() {
-            if path.file_name().is_some_and(|name| name != "tests") {
-                collect(&path, files)?;
-            }
-        } else if path.extension().is_some_and(|extension| extension == "rs") {
-            files.push(path);
-        }
-    }
-    files.sort();
-    Ok(())
-}
-
 /// The module a file under `source` defines, or `None` for a crate root or a test file.
 fn module_name(source: &Path, file: &Path) -> Option<String> {
     let stem = file.file_stem()?.to_str()?;
     let parent = file.parent()?;
+    if parent.strip_prefix(source).ok()?.components().any(|component| component.as_os_str() == "tests") {
+        return None;
+    }
     match stem {
         "tests" => None,
         "lib" | "main" if parent == source => None,
@@ -97,6 +85,7 @@ mod tests {
         let source = Path::new("crates/proxy/src");
         assert_eq!(module_name(source, &source.join("lib.rs")), None);
         assert_eq!(module_name(source, &source.join("access/tests.rs")), None);
+        assert_eq!(module_name(source, &source.join("tests/errors.rs")), None);
         assert_eq!(module_name(source, &source.join("guard/mod.rs")).as_deref(), Some("guard"));
         assert_eq!(
             module_name(source, &source.join("downstream/http/header_timer.rs")).as_deref(),
