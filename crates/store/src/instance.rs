@@ -1,13 +1,14 @@
 //! The instance id: which gateway process wrote an audit row or queued an approval, when several share one store,
 //! and the lock that makes the id one process's.
 //!
-//! The one place an id is resolved and validated: `[store] instance_id`, else `$TOOLGATE_INSTANCE_ID`, else the id
-//! generated once and kept in `<state-dir>/instance-id`, so a single process keeps its id across restarts (and can
-//! lapse what its previous run left waiting). The gateway's store holds an exclusive lock on
-//! `<state-dir>/instance-<id>.lock` for its lifetime: a second process that resolves the same id (two processes on
-//! one state directory with a generated id) is refused at start instead of lapsing the first one's approvals as its
-//! own restart. This
-//! module only names the process; it never decides anything.
+//! The one place an id is resolved and validated: `[store] instance_id`, else `$TOOLGATE_INSTANCE_ID`, else an id
+//! generated once and kept in the state directory, so a process keeps its id across restarts (and can lapse what its
+//! previous run left waiting). The gateway's store holds an exclusive lock on `<state-dir>/instance-<id>.lock` for
+//! its lifetime. A configured id that another live process holds is refused at start (two processes were told the
+//! same name). Generated ids live in slots: `instance-id`, then `instance-id.2`, `instance-id.3`, ...; a gateway takes
+//! the first slot whose id no live process holds, so two MCP clients that each start `toolgate serve` on the default
+//! state directory run as two instances (neither lapses the other's approvals as its own restart), and a restarted
+//! process finds its own slot free again. This module only names the process; it never decides anything.
 
 use std::fs::{File, TryLockError};
 use std::io::{ErrorKind, Read as _, Write as _};
@@ -33,15 +34,53 @@ pub fn valid_instance_id(id: &str) -> bool {
         && id.bytes().all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.'))
 }
 
-/// The configured id, else `$TOOLGATE_INSTANCE_ID`, else the one kept in `state_dir`, else a new one written there.
+/// Most generated-id slots in one state directory: more live gateways than this on one directory is a mistake
+/// worth an error, not a new id each.
+const MAX_SLOTS: usize = 64;
+
+/// The configured id, else `$TOOLGATE_INSTANCE_ID`, else the one kept in `state_dir`'s first slot (made there
+/// when missing). For a store that takes no lock.
 pub(crate) fn resolve(state_dir: &Path, configured: Option<&str>) -> Result<String, StoreError> {
+    match named(configured)? {
+        Some(id) => Ok(id),
+        None => slot_id(&state_dir.join(INSTANCE_FILE)),
+    }
+}
+
+/// The id a gateway runs as, with its lock: a configured id locked or refused; else the first generated slot no
+/// live process holds.
+pub(crate) fn resolve_locked(state_dir: &Path, configured: Option<&str>) -> Result<(String, InstanceLock), StoreError> {
+    if let Some(id) = named(configured)? {
+        let lock = InstanceLock::take(state_dir, &id)?;
+        return Ok((id, lock));
+    }
+    let mut last = None;
+    for slot in 1..=MAX_SLOTS {
+        let file = if slot == 1 { INSTANCE_FILE.to_owned() } else { format!("{INSTANCE_FILE}.{slot}") };
+        let id = slot_id(&state_dir.join(file))?;
+        match InstanceLock::take(state_dir, &id) {
+            Ok(lock) => return Ok((id, lock)),
+            Err(error @ StoreError::InstanceInUse { .. }) => last = Some(error),
+            Err(error) => return Err(error),
+        }
+    }
+    Err(last.unwrap_or_else(|| StoreError::Corrupt { what: "instance id", detail: "no slot".to_owned() }))
+}
+
+/// `[store] instance_id` or `$TOOLGATE_INSTANCE_ID`, checked; `None` when neither names the process.
+fn named(configured: Option<&str>) -> Result<Option<String>, StoreError> {
     if let Some(id) = configured {
-        return checked(id.to_owned(), "the configured instance id ([store] instance_id)");
+        return checked(id.to_owned(), "the configured instance id ([store] instance_id)").map(Some);
     }
-    if let Ok(id) = std::env::var(INSTANCE_ENV) {
-        return checked(id.trim().to_owned(), "$TOOLGATE_INSTANCE_ID");
+    match std::env::var(INSTANCE_ENV) {
+        Ok(id) => checked(id.trim().to_owned(), "$TOOLGATE_INSTANCE_ID").map(Some),
+        Err(_) => Ok(None),
     }
-    let path = state_dir.join(INSTANCE_FILE);
+}
+
+/// The generated id kept in `path`, made there when missing.
+fn slot_id(path: &Path) -> Result<String, StoreError> {
+    let path = path.to_path_buf();
     let io = |source| StoreError::Instance { path: path.clone(), source };
     match read(&path) {
         Ok(id) => return checked(id, "the instance-id file"),
@@ -124,6 +163,24 @@ mod tests {
         for bad in ["", "a b", "x\"}", &"a".repeat(65), "é"] {
             assert!(!valid_instance_id(bad), "{bad:?}");
         }
+        Ok(())
+    }
+
+    #[test]
+    fn a_second_gateway_without_a_name_takes_the_next_slot_and_a_named_twin_is_refused() -> Result<(), StoreError> {
+        let directory = tempfile::tempdir().map_err(|source| StoreError::StateDir { path: "tmp".into(), source })?;
+        let (first, first_lock) = resolve_locked(directory.path(), None)?;
+        assert_eq!(first, resolve(directory.path(), None)?, "the first slot is the unlocked stores' id");
+        let (second, second_lock) = resolve_locked(directory.path(), None)?;
+        assert_ne!(first, second, "a live process's generated id is not taken twice");
+        assert!(directory.path().join("instance-id.2").exists());
+        // A restart finds its own slot free again.
+        drop(second_lock);
+        let (again, _again_lock) = resolve_locked(directory.path(), None)?;
+        assert_eq!(again, second, "the second slot keeps its id across restarts");
+        let twin = resolve_locked(directory.path(), Some(first.as_str()));
+        assert!(matches!(twin, Err(StoreError::InstanceInUse { .. })), "{twin:?}");
+        drop(first_lock);
         Ok(())
     }
 

@@ -343,11 +343,15 @@ impl Store {
         state_dir: &Path,
         options: StoreOptions,
     ) -> Result<Store, StoreError> {
-        let instance: Arc<str> = instance::resolve(state_dir, options.instance_id.as_deref())?.into();
         // The gateway's store holds its id before it lapses anything as "its previous run's": a second live process
-        // with the same id stops here instead. Other commands (`toolgate approvals`) only stamp rows with the id.
-        let instance_lock =
-            if options.journal { Some(Arc::new(instance::InstanceLock::take(state_dir, &instance)?)) } else { None };
+        // configured with the same id stops here, one with a generated id takes the next free slot. Other commands
+        // (`toolgate approvals`) only stamp rows with the id.
+        let (instance, instance_lock): (Arc<str>, _) = if options.journal {
+            let (id, lock) = instance::resolve_locked(state_dir, options.instance_id.as_deref())?;
+            (id.into(), Some(Arc::new(lock)))
+        } else {
+            (instance::resolve(state_dir, options.instance_id.as_deref())?.into(), None)
+        };
         let feed = feed::Feed::new();
         if let Backend::Postgres(pool) = &backend {
             feed::Feed::listen(&feed, pool.clone());

@@ -1,7 +1,7 @@
-//! One instance id, one live process: two `toolgate serve` on one state directory without ids would resolve the same
-//! generated id, and the second would lapse the first one's waiting approvals as its own restart's. The second is
-//! refused at start with what to set instead, and the first's approval stays decidable; with distinct
-//! `$TOOLGATE_INSTANCE_ID` both run.
+//! One instance id, one live process: two `toolgate serve` on one state directory without ids (two MCP clients each
+//! starting toolgate) resolved the same generated id, and the second lapsed the first one's waiting approvals as its
+//! own restart's. The second now runs under the next generated slot and the first's approval stays decidable; a
+//! process told to use a live process's id is refused at start with what to set instead.
 
 use std::sync::mpsc;
 
@@ -23,7 +23,7 @@ fn serve(setup: &Setup, id: Option<&str>) -> std::process::Command {
 }
 
 #[test]
-fn a_second_serve_with_the_same_generated_id_is_refused_and_leaves_the_first_ones_approval_alone() {
+fn a_second_serve_without_an_id_runs_as_another_instance_and_leaves_the_first_ones_approval_alone() {
     let setup = Setup::demo(
         "[confirmation]\ntimeout_seconds = 120\n\n[policy]\nsession_taint = false\n\n\
          [[policy.rule]]\nid = \"ask-notes\"\neffect = \"confirm\"\nmatch = { tool = \"add_note\" }\n",
@@ -43,31 +43,44 @@ fn a_second_serve_with_the_same_generated_id_is_refused_and_leaves_the_first_one
         let entry: Value = serde_json::from_str(run.stdout.lines().next()?).ok()?;
         entry["id"].as_str().map(str::to_owned)
     });
+    let first_id = instance_of(&first);
+    assert!(first_id.starts_with("gw-"), "the first runs under a generated id: {first_id}");
 
-    let second = run_guarded(serve(&setup, None), "a second toolgate serve on the same state directory");
-    assert_ne!(second.code, Some(0), "the second process is refused: {second:?}");
+    // A second process without an id runs, as another instance.
+    let second = Serving::start(serve(&setup, None));
+    let second_id = instance_of(&second);
+    assert!(second_id.starts_with("gw-") && second_id != first_id, "{first_id} and {second_id}");
+
+    // One told to be the first is refused, saying what to set.
+    let twin = run_guarded(serve(&setup, Some(&first_id)), "a toolgate serve named as the live first one");
+    assert_ne!(twin.code, Some(0), "the twin is refused: {twin:?}");
     assert!(
-        second.stderr.contains("in use by another running toolgate process")
-            && second.stderr.contains("[store] instance_id")
-            && second.stderr.contains("TOOLGATE_INSTANCE_ID"),
+        twin.stderr.contains("in use by another running toolgate process")
+            && twin.stderr.contains("[store] instance_id")
+            && twin.stderr.contains("TOOLGATE_INSTANCE_ID"),
         "the refusal says what to set: {}",
-        second.stderr
+        twin.stderr
     );
 
     // The first process's approval is still waiting, and deciding it answers the call.
     let list = toolgate(&["approvals", "list", "--json", "--state-dir", &state]);
-    assert!(list.stdout.contains(&id), "the approval still waits after the refused start: {list:?}");
+    assert!(list.stdout.contains(&id), "the approval still waits after the other starts: {list:?}");
     let approve = toolgate(&["approvals", "approve", &id, "--state-dir", &state]);
     assert_eq!(approve.code, Some(0), "{approve:?}");
     let answer = receiver.recv_timeout(HANG_GUARD).expect("the waiting call ends").expect("answered");
     assert!(answer.get("result").is_some() && answer["result"]["isError"] != json!(true), "{answer}");
 
-    // Distinct ids share the state directory.
+    // Distinct configured ids share the state directory too.
     let other = Serving::start(serve(&setup, Some("second-1")));
-    let (code, body) = get(&other.authority, "/healthz/ready").expect("ready answers");
+    assert_eq!(instance_of(&other), "second-1");
+    assert_eq!(instance_of(&first), first_id, "the first keeps its id");
+    drop(second);
+}
+
+/// The instance id a running serve reports on its readiness endpoint.
+fn instance_of(serving: &Serving) -> String {
+    let (code, body) = get(&serving.authority, "/healthz/ready").expect("ready answers");
     assert_eq!(code, 200, "{body}");
-    assert!(body.contains("\"instance\":\"second-1\""), "{body}");
-    let (code, body) = get(&first.authority, "/healthz/ready").expect("ready answers");
-    assert_eq!(code, 200, "{body}");
-    assert!(body.contains("\"instance\":\"gw-"), "the first keeps its generated id: {body}");
+    let ready: Value = serde_json::from_str(&body).expect("ready is JSON");
+    ready["instance"].as_str().expect("an instance id").to_owned()
 }
