@@ -4,8 +4,9 @@
 //! same run; the report's ratio is the three processes' throughput over the one's (docs/benchmarks.md).
 //!
 //! Each toolgate fronts its own stdio echo upstream; the three share one state directory, as processes on one
-//! machine do. A third lane, HAProxy in front of one process, separates the balancer's own cost. HAProxy must be
-//! installed: without it the balanced lanes say so instead of a figure. Nothing here asserts a timing.
+//! machine do, or, with `TOOLGATE_BENCH_STORE_URL` set, one PostgreSQL database. A third lane, HAProxy in front of
+//! one process, separates the balancer's own cost. HAProxy must be installed: without it the balanced lanes say so
+//! instead of a figure. Nothing here asserts a timing.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -19,6 +20,10 @@ use crate::scenario::{Plan, http_lanes_at, measure};
 /// The shipped configuration's rewrite, shared with test-support (`deploy/haproxy_config.rs`).
 #[path = "../../../deploy/haproxy_config.rs"]
 mod shipped;
+
+/// When set, a PostgreSQL URL every process of the scenario keeps its state in (`[store] url_env`); otherwise
+/// SQLite in their state directories.
+const STORE_URL_ENV: &str = "TOOLGATE_BENCH_STORE_URL";
 
 /// The baseline lane the others are compared with.
 pub(crate) const ONE_PROCESS: &str = "toolgate x1";
@@ -34,8 +39,19 @@ async fn start_toolgate(
 ) -> Result<(Proc, SocketAddr), BoxError> {
     let addr = procs::free_addr()?;
     let bench = plan.bench.to_string_lossy().into_owned();
-    let args =
-        ["serve".to_owned(), "--listen".to_owned(), addr.to_string(), "--".to_owned(), bench, "upstream".to_owned()];
+    let args = if std::env::var_os(STORE_URL_ENV).is_some() {
+        // The same gateway as `--listen ADDR -- BENCH upstream`, written as a file because only a config file can
+        // name the store; the URL stays in the environment the process inherits.
+        let config = scratch.path(&format!("{name}.toml"));
+        let text = format!(
+            "[[upstream]]\nname = \"upstream\"\ncommand = {bench:?}\nargs = [\"upstream\"]\n\n\
+             [listen.http]\nbind = \"{addr}\"\n\n[store]\nurl_env = \"{STORE_URL_ENV}\"\n"
+        );
+        std::fs::write(&config, text)?;
+        vec!["serve".to_owned(), "--config".to_owned(), config.to_string_lossy().into_owned()]
+    } else {
+        vec!["serve".to_owned(), "--listen".to_owned(), addr.to_string(), "--".to_owned(), bench, "upstream".to_owned()]
+    };
     let log = scratch.path(&format!("{name}.log"));
     let proc = procs::spawn_instance_in(name, &plan.toolgate, &args, addr, log, state, name).await?;
     Ok((proc, addr))
