@@ -35,8 +35,9 @@ const EXPECTED_FAILURES: [(&str, &str); 12] = [
 ];
 
 /// Why every `input-required-result-*` check above fails.
-const MRTR: &str = "MRTR (input_required, bridging a legacy upstream's elicitation, sampling and roots) is not \
-                    built, and the fixture offers none of the scenarios' input-required tools or prompts";
+const MRTR: &str = "toolgate's own confirmations are input_required round trips, but bridging a legacy upstream's \
+                    elicitation, sampling and roots into input_required is not built, and the fixture offers none of \
+                    the scenarios' input-required tools or prompts";
 
 /// The scored scenarios at `--requirements 2026-07-28` (the suite's own count).
 const SCORED_SCENARIOS: usize = 37;
