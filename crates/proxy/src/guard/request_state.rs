@@ -20,6 +20,9 @@ use sha2::Sha256;
 pub struct ConfirmationBinding {
     /// The caller the question was asked of (the authenticated identity).
     pub caller: String,
+    /// The tool's exposed name (its upstream's namespace included): two upstreams can list the same definition, and
+    /// a person who approved it on one did not approve it on the other.
+    pub tool: String,
     /// `sha256:` fingerprint of the tool definition.
     pub tool_fingerprint: String,
     /// `sha256:` of the canonical arguments.
@@ -48,6 +51,9 @@ pub enum RequestStateError {
     /// Valid, but for other arguments.
     #[error("the request state was issued for other arguments")]
     OtherArguments,
+    /// Valid, but for another tool (another upstream's with the same definition, say).
+    #[error("the request state was issued for another tool")]
+    OtherTool,
     /// Valid, but the tool's definition is no longer the one asked about (the approval lapses).
     #[error("the tool changed since the question was asked")]
     ToolChanged {
@@ -79,11 +85,14 @@ pub fn open(
     mac.update(&payload);
     mac.verify_slice(&given).map_err(|_| RequestStateError::BadTag)?;
     let binding: ConfirmationBinding = serde_json::from_slice(&payload).map_err(|_| RequestStateError::Malformed)?;
-    if now > binding.expires_at {
+    if now >= binding.expires_at {
         return Err(RequestStateError::Expired);
     }
     if binding.caller != expected.caller {
         return Err(RequestStateError::OtherCaller);
+    }
+    if binding.tool != expected.tool {
+        return Err(RequestStateError::OtherTool);
     }
     if binding.args_digest != expected.args_digest {
         return Err(RequestStateError::OtherArguments);
@@ -124,6 +133,7 @@ mod tests {
     fn binding() -> ConfirmationBinding {
         ConfirmationBinding {
             caller: "alice".into(),
+            tool: "test__delete".into(),
             tool_fingerprint: "sha256:aa".into(),
             args_digest: "sha256:bb".into(),
             expires_at: 1_000,
@@ -142,11 +152,14 @@ mod tests {
         let second = seal(b"key", &ConfirmationBinding { nonce: "approval-2".into(), ..binding() });
         assert_ne!(second, sealed);
         assert_eq!(open(b"key", &second, &asked, 999).map(|opened| opened.nonce), Ok("approval-2".to_owned()));
-        assert_eq!(open(b"key", &sealed, &binding(), 1_001), Err(RequestStateError::Expired));
+        assert_eq!(open(b"key", &sealed, &binding(), 1_000), Err(RequestStateError::Expired), "expired at its second");
         let other_args = ConfirmationBinding { args_digest: "sha256:cc".into(), ..binding() };
         assert_eq!(open(b"key", &sealed, &other_args, 999), Err(RequestStateError::OtherArguments));
         let other_caller = ConfirmationBinding { caller: "mallory".into(), ..binding() };
         assert_eq!(open(b"key", &sealed, &other_caller, 999), Err(RequestStateError::OtherCaller));
+        // The same definition on another upstream is another tool.
+        let other_tool = ConfirmationBinding { tool: "prod__delete".into(), ..binding() };
+        assert_eq!(open(b"key", &sealed, &other_tool, 999), Err(RequestStateError::OtherTool));
         let changed = ConfirmationBinding { tool_fingerprint: "sha256:dd".into(), ..binding() };
         let asked = Err(RequestStateError::ToolChanged { asked: "sha256:aa".into() });
         assert_eq!(open(b"key", &sealed, &changed, 999), asked);

@@ -47,6 +47,8 @@ pub(crate) enum StateRefusal {
     OtherCaller,
     /// Issued for other arguments.
     OtherArguments,
+    /// Issued for another tool.
+    OtherTool,
     /// The answer to toolgate's question is not an elicitation result.
     MalformedAnswer,
     /// The sealing secret or the used nonces could not be read or written.
@@ -63,6 +65,7 @@ impl StateRefusal {
             StateRefusal::Replayed => "replayed",
             StateRefusal::OtherCaller => "other_caller",
             StateRefusal::OtherArguments => "other_arguments",
+            StateRefusal::OtherTool => "other_tool",
             StateRefusal::MalformedAnswer => "malformed_answer",
             StateRefusal::Unavailable(_) => "unavailable",
         }
@@ -77,6 +80,7 @@ impl StateRefusal {
             StateRefusal::Replayed => "the requestState was used already".to_owned(),
             StateRefusal::OtherCaller => "the requestState was issued to another caller".to_owned(),
             StateRefusal::OtherArguments => "the requestState was issued for other arguments".to_owned(),
+            StateRefusal::OtherTool => "the requestState was issued for another tool".to_owned(),
             StateRefusal::MalformedAnswer => {
                 format!("inputResponses[\"{CONFIRM_INPUT}\"] is not an elicitation result")
             }
@@ -85,6 +89,9 @@ impl StateRefusal {
         format!("invalid params: {why}; the call was not made")
     }
 }
+
+/// How long a used nonce outlives its state's expiry: more than any clock skew between processes sharing a store.
+const NONCE_MARGIN: Duration = Duration::from_secs(10 * 60);
 
 /// How one round of a confirmation round trip ended.
 pub(crate) enum RoundTrip {
@@ -133,6 +140,7 @@ pub(crate) async fn confirm(
     let arguments = params.get("arguments").cloned().unwrap_or_else(|| json!({}));
     let call = ConfirmationBinding {
         caller: session.caller.name.clone(),
+        tool: tool.exposed_name.clone(),
         tool_fingerprint: tool.fingerprint.clone(),
         args_digest: digest_arguments(&arguments),
         expires_at: 0,
@@ -159,8 +167,10 @@ pub(crate) async fn confirm(
         }
         Err(error) => return RoundTrip::Refused(refusal_of(&error)),
     };
-    // Used before the answer is read: whatever the answer, this state opens no second time, here or elsewhere.
-    let expires = UNIX_EPOCH + Duration::from_secs(opened.expires_at);
+    // Used before the answer is read: whatever the answer, this state opens no second time, here or elsewhere. The
+    // used nonce is kept past the state's expiry by a margin, so another process whose clock is behind this one's
+    // cannot open the state again after its row was pruned.
+    let expires = UNIX_EPOCH + Duration::from_secs(opened.expires_at) + NONCE_MARGIN;
     match store.request_states().use_nonce(&opened.nonce, expires).await {
         Ok(true) => {}
         Ok(false) => return RoundTrip::Refused(StateRefusal::Replayed),
@@ -204,6 +214,7 @@ fn refusal_of(error: &RequestStateError) -> StateRefusal {
         RequestStateError::BadTag => StateRefusal::Forged,
         RequestStateError::Expired => StateRefusal::Expired,
         RequestStateError::OtherCaller => StateRefusal::OtherCaller,
+        RequestStateError::OtherTool => StateRefusal::OtherTool,
         RequestStateError::OtherArguments | RequestStateError::ToolChanged { .. } => StateRefusal::OtherArguments,
     }
 }

@@ -75,9 +75,10 @@ impl CallerTaints {
     }
 
     /// The taint cell of `caller` for one of its requests, made clean when the caller has none (or its old one
-    /// lapsed). `None` only when the map's lock is poisoned; the caller then gets a request-local taint.
+    /// lapsed). A poisoned lock is taken over (the cells are atomics a panic cannot leave half-written): falling
+    /// back to a request-local taint would let every later request of every caller forget its taint.
     pub(crate) fn cell(&self, caller: &str) -> Option<Arc<CallerTaint>> {
-        let mut cells = self.cells.lock().ok()?;
+        let mut cells = self.cells.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let now_ms = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
         let idle_ms = u64::try_from(self.idle_timeout.as_millis()).unwrap_or(u64::MAX);
         // Held only by the map and unused for the idle timeout: that taint ended as an idle session's does.
