@@ -6,7 +6,9 @@
 //! instances (a process that died and never restarts would otherwise leave them decidable until their expiry):
 //! one conditional update per approval, so when several live processes sweep at once each approval lapses once and
 //! gets exactly one audit row, naming the dead instance. An instance that never wrote a heartbeat (rows older than
-//! this table) is never taken for dead. This module decides nothing about calls; it only tells live from gone.
+//! this table) is never taken for dead, and a process whose own previous beat is late (it slept or starved: a
+//! suspended laptop wakes every gateway at once) judges nobody until it has beaten on time again. This module
+//! decides nothing about calls; it only tells live from gone.
 
 use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
@@ -144,13 +146,28 @@ pub(crate) struct Beating {
 impl Beating {
     pub(crate) fn spawn(self) {
         tokio::spawn(async move {
+            // When this process last wrote its heartbeat (wall clock: it advances while a machine sleeps).
+            let mut last_beat: Option<SystemTime> = None;
             loop {
                 let Some(feed) = self.feed.upgrade() else { return };
                 if self.backend.is_closed() {
                     return;
                 }
-                if let Err(error) = beat(&self.backend, &self.instance, SystemTime::now()).await {
-                    tracing::warn!(%error, "this process's heartbeat could not be written");
+                let now = SystemTime::now();
+                // A process that was itself asleep or starved (its own beat is late) cannot tell a dead peer from one
+                // that slept with it (two gateways on a laptop that was suspended): it judges nobody this round.
+                let awake =
+                    last_beat.is_some_and(|last| now.duration_since(last).is_ok_and(|gap| gap < HEARTBEAT_STALE / 2));
+                match beat(&self.backend, &self.instance, now).await {
+                    Ok(()) => last_beat = Some(now),
+                    Err(error) => {
+                        last_beat = None;
+                        tracing::warn!(%error, "this process's heartbeat could not be written");
+                    }
+                }
+                if !awake {
+                    tokio::time::sleep(HEARTBEAT_INTERVAL).await;
+                    continue;
                 }
                 let approvals = ApprovalStore::new(
                     self.backend.clone(),

@@ -90,13 +90,19 @@ fn slot_id(path: &Path) -> Result<String, StoreError> {
     // 48 random bits: unique enough for a fleet, short enough to read in every row.
     let uuid = uuid::Uuid::new_v4().simple().to_string();
     let id = format!("gw-{}", uuid.get(20..).unwrap_or(&uuid));
-    let created = crate::permissions::private(std::fs::OpenOptions::new().write(true).create_new(true)).open(&path);
-    match created {
-        Ok(mut file) => {
-            file.write_all(format!("{id}\n").as_bytes()).map_err(io)?;
-            file.sync_all().map_err(io)?;
-            Ok(id)
-        }
+    // Written whole under a temporary name, then linked into place (a link never replaces a file): a process that
+    // reads the slot sees no id or a whole one, never an empty file a crash or a racing start left behind.
+    let temporary = path.with_extension(format!("new-{}", uuid.get(..12).unwrap_or(&uuid)));
+    let written = (|| {
+        let mut file =
+            crate::permissions::private(std::fs::OpenOptions::new().write(true).create_new(true)).open(&temporary)?;
+        file.write_all(format!("{id}\n").as_bytes())?;
+        file.sync_all()?;
+        std::fs::hard_link(&temporary, &path)
+    })();
+    let _ = std::fs::remove_file(&temporary);
+    match written {
+        Ok(()) => Ok(id),
         // Another process of this state directory wrote it first: theirs is the id.
         Err(error) if error.kind() == ErrorKind::AlreadyExists => {
             checked(read(&path).map_err(io)?, "the instance-id file")
