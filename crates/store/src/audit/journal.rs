@@ -147,12 +147,16 @@ impl Journal {
 
     /// Opens (creating) the journal for appending.
     pub(crate) fn open(path: &Path) -> Result<Journal, StoreError> {
-        let file = open_append(path)?;
+        // The lock before the journal: a recovering process that finds the journal finds it locked. Another handle
+        // of this process holds it already (flock conflicts between two opens in one process too); anyone else
+        // holding it is a recovery trying it for an instant, waited out, or a live twin, refused.
         let lock = crate::permissions::private(OpenOptions::new().create(true).truncate(false).write(true))
             .open(lock_path(path))
             .map_err(|source| StoreError::Journal { path: lock_path(path), source })?;
-        // Already locked means another handle of this process has this journal open: alive either way.
-        let _ = lock.try_lock();
+        if !held(path) {
+            take_lock(&lock, &lock_path(path))?;
+        }
+        let file = open_append(path)?;
         if let Ok(mut held) = HELD.lock() {
             held.insert(path.to_path_buf());
         }
@@ -273,6 +277,21 @@ pub(crate) fn lock_path(base: &Path) -> PathBuf {
     let mut path = base.as_os_str().to_owned();
     path.push(LOCK_SUFFIX);
     PathBuf::from(path)
+}
+
+/// Takes the journal lock `lock` (at `path`), waiting out a recovery that tries it for an instant.
+fn take_lock(lock: &File, path: &Path) -> Result<(), StoreError> {
+    for _ in 0..50 {
+        match lock.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(std::fs::TryLockError::WouldBlock) => std::thread::sleep(std::time::Duration::from_millis(20)),
+            Err(std::fs::TryLockError::Error(source)) => {
+                return Err(StoreError::Journal { path: path.to_path_buf(), source });
+            }
+        }
+    }
+    let source = std::io::Error::other("held by another running process");
+    Err(StoreError::Journal { path: path.to_path_buf(), source })
 }
 
 /// Whether the journal lock `path` is free (`None` when there is no such file: a journal of a version without
