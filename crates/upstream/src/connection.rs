@@ -177,7 +177,7 @@ pub struct Connection {
 impl Connection {
     /// Starts the transport and opens the conversation in the era [`ConnectOptions::era`] says: legacy runs
     /// `initialize` and sends `notifications/initialized`; modern asks `server/discover`; auto asks
-    /// `server/discover` first ([`modern::probe_verdict`]) and falls back to `initialize`, on the same connection
+    /// `server/discover` first (`modern::probe_verdict`) and falls back to `initialize`, on the same connection
     /// when the server is still there, or on a new one when it ended the first (a server that exits on any request
     /// before `initialize`). The era found is the connection's for its life; a reconnect probes again.
     pub async fn connect(endpoint: &Endpoint, options: ConnectOptions) -> Result<Connection, UpstreamError> {
