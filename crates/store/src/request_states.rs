@@ -15,6 +15,9 @@ use crate::time::to_micros;
 
 /// The purpose the confirmation states' secret is stored under.
 const CONFIRMATION_PURPOSE: &str = "request-state";
+/// The purpose the console's session cookies' secret is stored under (another secret, so neither kind of sealed
+/// value can pass for the other).
+const CONSOLE_SESSION_PURPOSE: &str = "console-session";
 
 /// Sealing secret and used nonces for request states.
 #[derive(Debug, Clone)]
@@ -30,6 +33,16 @@ impl RequestStateStore {
     /// The secret request states are sealed with, created by whichever process asks first (the others read the
     /// same one: the insert is ignored when a secret is already stored).
     pub async fn sealing_key(&self) -> Result<Vec<u8>, StoreError> {
+        self.sealing_key_for(CONFIRMATION_PURPOSE).await
+    }
+
+    /// The secret the console seals its session cookies with, shared like [`RequestStateStore::sealing_key`] so a
+    /// session opened on one process is accepted by every process on this store.
+    pub async fn console_session_key(&self) -> Result<Vec<u8>, StoreError> {
+        self.sealing_key_for(CONSOLE_SESSION_PURPOSE).await
+    }
+
+    async fn sealing_key_for(&self, purpose: &str) -> Result<Vec<u8>, StoreError> {
         let fresh: Vec<u8> =
             [uuid::Uuid::new_v4(), uuid::Uuid::new_v4()].iter().flat_map(|uuid| uuid.as_bytes().to_vec()).collect();
         let secret: Vec<u8> = on_backend!(&self.backend, |pool| {
@@ -37,13 +50,13 @@ impl RequestStateStore {
                 "INSERT INTO sealing_keys (purpose, secret, created_us) VALUES ($1, $2, $3) \
                  ON CONFLICT (purpose) DO NOTHING",
             )
-            .bind(CONFIRMATION_PURPOSE)
+            .bind(purpose)
             .bind(&fresh)
             .bind(to_micros(SystemTime::now()))
             .execute(pool)
             .await?;
             sqlx::query_scalar("SELECT secret FROM sealing_keys WHERE purpose = $1")
-                .bind(CONFIRMATION_PURPOSE)
+                .bind(purpose)
                 .fetch_one(pool)
                 .await?
         });
@@ -69,5 +82,18 @@ impl RequestStateStore {
             .rows_affected()
         });
         Ok(inserted == 1)
+    }
+
+    /// Whether `nonce` was marked used and is still remembered (its expiry has not passed). Marks nothing: the
+    /// console asks this of every request's session, which [`RequestStateStore::use_nonce`] ended at logout.
+    pub async fn is_used(&self, nonce: &str) -> Result<bool, StoreError> {
+        let found: Option<i64> = on_backend!(&self.backend, |pool| {
+            sqlx::query_scalar("SELECT expires_us FROM used_request_states WHERE nonce = $1 AND expires_us > $2")
+                .bind(nonce)
+                .bind(to_micros(SystemTime::now()))
+                .fetch_optional(pool)
+                .await?
+        });
+        Ok(found.is_some())
     }
 }

@@ -26,7 +26,7 @@ const TOP: u32 = 8;
 
 /// `GET /console/activity?span=hour|day`.
 pub(crate) async fn activity_page(State(console): State<Console>, uri: Uri, headers: HeaderMap) -> Response {
-    let Some((_, session)) = session(&console, &headers) else {
+    let Some((_, session)) = session(&console, &headers).await else {
         return unauthorized();
     };
     let query = form::parse(uri.query().unwrap_or_default());

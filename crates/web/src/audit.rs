@@ -41,7 +41,7 @@ struct Typed {
 
 /// `GET /console/audit?tool=&verdict=&kind=&upstream=&caller=&q=&since=&until=&limit=`.
 pub(crate) async fn audit_page(State(console): State<Console>, uri: Uri, headers: HeaderMap) -> Response {
-    let Some((_, session)) = session(&console, &headers) else {
+    let Some((_, session)) = session(&console, &headers).await else {
         return unauthorized();
     };
     let typed = typed(&form::parse(uri.query().unwrap_or_default()));

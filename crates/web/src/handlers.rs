@@ -69,15 +69,22 @@ pub(crate) async fn guard(State(console): State<Console>, request: Request, next
 }
 
 /// The session named by the request's cookie, with its id.
-pub(crate) fn session(console: &Console, headers: &HeaderMap) -> Option<(String, Session)> {
-    headers
+pub(crate) async fn session(console: &Console, headers: &HeaderMap) -> Option<(String, Session)> {
+    let cookies: Vec<&str> = headers
         .get_all(COOKIE)
         .iter()
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
         .filter(|(name, _)| *name == COOKIE_NAME)
-        .find_map(|(_, id)| console.sessions.get(id).map(|session| (id.to_owned(), session)))
+        .map(|(_, value)| value)
+        .collect();
+    for cookie in cookies {
+        if let Some(session) = console.sessions.get(cookie).await {
+            return Some((cookie.to_owned(), session));
+        }
+    }
+    None
 }
 
 pub(crate) fn unauthorized() -> Response {
@@ -110,16 +117,16 @@ impl<S: Send + Sync> FromRequestParts<S> for LoginClient {
 }
 
 /// Runs `login` if the failed-login limit admits `client`, and tells the limit how it went.
-fn limited_login(
+async fn limited_login(
     console: &Console,
     client: Client,
-    login: impl FnOnce() -> Result<String, LoginError>,
+    login: impl AsyncFnOnce() -> Result<String, LoginError>,
 ) -> Result<Result<String, LoginError>, LockedOut> {
     let attempt = console.login_limiter.admit(client, Instant::now())?;
-    let opened = login();
+    let opened = login().await;
     match &opened {
         Err(LoginError::Refused) => console.login_limiter.failed(attempt),
-        Ok(_) | Err(LoginError::Random(_)) => console.login_limiter.refund(attempt),
+        Ok(_) | Err(LoginError::Random(_) | LoginError::Store(_)) => console.login_limiter.refund(attempt),
     }
     Ok(opened)
 }
@@ -145,7 +152,7 @@ pub(crate) async fn login(
 ) -> Response {
     let query = form::parse(uri.query().unwrap_or_default());
     let Some(token) = form::field(&query, "token") else {
-        return if session(&console, &headers).is_some() {
+        return if session(&console, &headers).await.is_some() {
             see_other("/console")
         } else if console.sessions.has_users() {
             (StatusCode::UNAUTHORIZED, Html(html::login_page(None))).into_response()
@@ -154,7 +161,7 @@ pub(crate) async fn login(
         };
     };
     // Only the one-time link logs in through a URL: a user's lasting token never goes into one.
-    match limited_login(&console, client, || console.sessions.login(token)) {
+    match limited_login(&console, client, async || console.sessions.login(token).await).await {
         Err(locked) => too_many_attempts(locked),
         Ok(Ok(id)) => logged_in(&id),
         Ok(Err(LoginError::Refused)) => {
@@ -162,6 +169,7 @@ pub(crate) async fn login(
             (StatusCode::UNAUTHORIZED, Html(html::message("Login refused", text, false))).into_response()
         }
         Ok(Err(LoginError::Random(error))) => no_randomness(&error),
+        Ok(Err(LoginError::Store(error))) => store_failure(&error),
     }
 }
 
@@ -174,10 +182,11 @@ pub(crate) async fn login_form(
 ) -> Response {
     let fields = form::parse(std::str::from_utf8(&body).unwrap_or_default());
     let token = form::field(&fields, "token").map(str::trim).unwrap_or_default();
-    let opened = limited_login(&console, client, || match console.sessions.login(token) {
-        Err(LoginError::Refused) if !token.is_empty() => console.sessions.login_user(token),
+    let opened = limited_login(&console, client, async || match console.sessions.login(token).await {
+        Err(LoginError::Refused) if !token.is_empty() => console.sessions.login_user(token).await,
         other => other,
-    });
+    })
+    .await;
     match opened {
         Err(locked) => too_many_attempts(locked),
         Ok(Ok(id)) => logged_in(&id),
@@ -186,6 +195,7 @@ pub(crate) async fn login_form(
             (StatusCode::UNAUTHORIZED, Html(html::login_page(Some("That token opens nothing.")))).into_response()
         }
         Ok(Err(LoginError::Random(error))) => no_randomness(&error),
+        Ok(Err(LoginError::Store(error))) => store_failure(&error),
     }
 }
 
@@ -230,8 +240,6 @@ impl IntoResponse for PostRefusal {
 
 /// A POST whose form carries its session's CSRF token.
 pub(crate) struct CheckedPost {
-    /// The session's id (the cookie's value).
-    pub(crate) id: String,
     /// The session: who decides.
     pub(crate) session: Session,
     /// The form's fields.
@@ -239,22 +247,28 @@ pub(crate) struct CheckedPost {
 }
 
 /// The session and form fields of a POST whose form carries the session's CSRF token.
-pub(crate) fn checked_post(console: &Console, headers: &HeaderMap, body: &[u8]) -> Result<CheckedPost, PostRefusal> {
-    let Some((id, session)) = session(console, headers) else {
+pub(crate) async fn checked_post(
+    console: &Console,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<CheckedPost, PostRefusal> {
+    let Some((_, session)) = session(console, headers).await else {
         return Err(PostRefusal::NotLoggedIn);
     };
     let fields = form::parse(std::str::from_utf8(body).unwrap_or_default());
     match form::field(&fields, "csrf") {
-        Some(token) if same_secret(token, &session.csrf) => Ok(CheckedPost { id, session, fields }),
+        Some(token) if same_secret(token, &session.csrf) => Ok(CheckedPost { session, fields }),
         _ => Err(PostRefusal::Csrf),
     }
 }
 
 /// `POST /console/logout`.
 pub(crate) async fn logout(State(console): State<Console>, headers: HeaderMap, body: Bytes) -> Response {
-    match checked_post(&console, &headers, &body) {
+    match checked_post(&console, &headers, &body).await {
         Ok(post) => {
-            console.sessions.remove(&post.id);
+            if let Err(error) = console.sessions.remove(&post.session).await {
+                return store_failure(&error);
+            }
             let mut response = Html(html::message("Logged out", "The console session ended.", false)).into_response();
             let expired = format!("{COOKIE_NAME}=; Path=/console; HttpOnly; SameSite=Strict; Max-Age=0");
             if let Ok(value) = HeaderValue::from_str(&expired) {
@@ -276,7 +290,7 @@ async fn pending(console: &Console) -> Result<Vec<ApprovalRecord>, StoreError> {
 
 /// `GET /console`: the pending approvals.
 pub(crate) async fn pending_page(State(console): State<Console>, headers: HeaderMap) -> Response {
-    let Some((_, session)) = session(&console, &headers) else {
+    let Some((_, session)) = session(&console, &headers).await else {
         return unauthorized();
     };
     match pending(&console).await {
@@ -287,7 +301,7 @@ pub(crate) async fn pending_page(State(console): State<Console>, headers: Header
 
 /// `GET /console/fragment/pending`: the list alone, for the refresh script.
 pub(crate) async fn pending_fragment(State(console): State<Console>, headers: HeaderMap) -> Response {
-    let Some((_, session)) = session(&console, &headers) else {
+    let Some((_, session)) = session(&console, &headers).await else {
         return unauthorized();
     };
     match pending(&console).await {
@@ -298,7 +312,7 @@ pub(crate) async fn pending_fragment(State(console): State<Console>, headers: He
 
 /// `GET /console/api/pending`: the pending approvals as JSON, with the list's version.
 pub(crate) async fn pending_json(State(console): State<Console>, headers: HeaderMap) -> Response {
-    if session(&console, &headers).is_none() {
+    if session(&console, &headers).await.is_none() {
         return (StatusCode::UNAUTHORIZED, axum::Json(json!({"error": "not logged in"}))).into_response();
     }
     match pending(&console).await {
@@ -319,7 +333,7 @@ pub(crate) async fn decide(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let post = match checked_post(&console, &headers, &body) {
+    let post = match checked_post(&console, &headers, &body).await {
         Ok(post) => post,
         Err(refusal) => return refusal.into_response(),
     };

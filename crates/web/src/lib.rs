@@ -113,7 +113,7 @@ pub struct ConsoleHandle {
 impl ConsoleHandle {
     /// A console over `store` with `config`; nothing is served until its [`router`](ConsoleHandle::router) is.
     pub fn new(store: Store, config: ConsoleConfig) -> ConsoleHandle {
-        let sessions = Arc::new(session::Sessions::new(&config.login_token, &config.users));
+        let sessions = Arc::new(session::Sessions::new(store.clone(), &config.login_token, &config.users));
         let login_limiter = Arc::new(login_limit::LoginLimiter::new(login_limit::Limits::CONSOLE));
         ConsoleHandle { console: Console { store, sessions, config: Arc::new(config), login_limiter } }
     }

@@ -44,7 +44,7 @@ pub(crate) async fn upstream_page(
     Path(upstream): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    let Some((_, session)) = session(&console, &headers) else {
+    let Some((_, session)) = session(&console, &headers).await else {
         return unauthorized();
     };
     let pins = console.store.pins();
@@ -249,7 +249,7 @@ pub(crate) async fn pin_upstream(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let post = match checked_post(&console, &headers, &body) {
+    let post = match checked_post(&console, &headers, &body).await {
         Ok(post) => post,
         Err(refusal) => return refusal.into_response(),
     };

@@ -34,7 +34,7 @@ pub(crate) const HINTS: [(&str, &str); 4] = [
 
 /// `GET /console/tools`.
 pub(crate) async fn tools_page(State(console): State<Console>, headers: HeaderMap) -> Response {
-    let Some((_, session)) = session(&console, &headers) else {
+    let Some((_, session)) = session(&console, &headers).await else {
         return unauthorized();
     };
     let pins = console.store.pins();
@@ -53,7 +53,7 @@ pub(crate) async fn decide_pin(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let post = match checked_post(&console, &headers, &body) {
+    let post = match checked_post(&console, &headers, &body).await {
         Ok(post) => post,
         Err(refusal) => return refusal.into_response(),
     };
