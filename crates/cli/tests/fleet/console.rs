@@ -37,6 +37,21 @@ impl Console {
         Console { authority: authority.to_owned(), cookie }
     }
 
+    /// The same cookie sent to the process at `authority` (a balancer without affinity does this).
+    pub(crate) fn at(&self, authority: &str) -> Console {
+        Console { authority: authority.to_owned(), cookie: self.cookie.clone() }
+    }
+
+    /// This session with another cookie, as a browser could send it.
+    pub(crate) fn with_cookie(&self, cookie: String) -> Console {
+        Console { authority: self.authority.clone(), cookie }
+    }
+
+    /// The `name=value` cookie this session sends.
+    pub(crate) fn cookie(&self) -> &str {
+        &self.cookie
+    }
+
     /// The whole answer (head and body) to `GET path`.
     pub(crate) fn get(&self, path: &str) -> String {
         request(&self.authority, "GET", path, Some(&self.cookie), "")

@@ -9,6 +9,9 @@
 //!   clients get a 404 for their session and a fresh session on re-initialize, no call runs twice, `toolgate audit
 //!   verify` passes and every answered call has its row; every process names its instance in `/healthz/ready`,
 //!   `/metrics` and `toolgate status`.
+//! - [`console_sessions`]: a console session opened on one process is used on another (list, approve with the
+//!   CSRF token of the first's page), logging out on one ends it on every process, and a tampered cookie or one
+//!   sealed by another store is refused.
 //! - [`health`]: `/healthz/live` and `/healthz/ready` answer without a token and say nothing an upstream wrote;
 //!   ready is 503 while an upstream is down.
 //!
@@ -19,6 +22,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod console;
+mod console_sessions;
 mod crash;
 mod health;
 mod shared_decisions;
