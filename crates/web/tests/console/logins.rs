@@ -1,6 +1,7 @@
 //! Who may log in, and how often: failed logins lock an address out (429 with `Retry-After`, a correct token
 //! included) while other addresses log in as usual, and users replaced while the console serves (a config reload)
-//! change who can log in and end the sessions of removed or changed users at once.
+//! change who can log in and end the sessions of removed or changed users at once; a session is accepted by another
+//! console on the same store (another process) until it logs out on either, and refused tampered or from another store.
 //!
 //! The window's end is tested on the limiter itself with its own instants (`login_limit` unit tests); here the
 //! window (60 s) never passes.
@@ -128,5 +129,57 @@ async fn replacing_the_users_changes_who_can_log_in_and_ends_removed_sessions() 
     let bob = cookie_of(&post_token(&console, BOB_NEW).await?)?;
     assert_eq!(page_status(&console, &bob).await?, 200);
     assert_eq!(page_status(&console, &link).await?, 200);
+    Ok(())
+}
+
+/// A second console on the same store, as another `toolgate serve` process on it would serve (same users).
+async fn beside(console: &Console) -> Result<std::net::SocketAddr, Box<dyn std::error::Error>> {
+    let config = toolgate_web::ConsoleConfig {
+        login_token: String::new(),
+        allowed_hosts: Vec::new(),
+        allowed_origins: Vec::new(),
+        users: vec![user("alice", ALICE)],
+    };
+    let router = toolgate_web::ConsoleHandle::new(console.store.clone(), config).router();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let address = listener.local_addr()?;
+    tokio::spawn(async move {
+        axum::serve(listener, router.into_make_service_with_connect_info::<std::net::SocketAddr>()).await
+    });
+    Ok(address)
+}
+
+#[tokio::test]
+async fn a_session_is_accepted_by_another_console_on_the_store_until_logged_out_on_either() -> TestResult {
+    let console = start().await?;
+    let other = beside(&console).await?;
+    let id = pending(&console.store, "delete_file").await?;
+    for cookie in [super::login(&console).await?, cookie_of(&post_token(&console, ALICE).await?)?] {
+        let csrf =
+            csrf_of(&request(console.address, "GET", "/console", std::slice::from_ref(&cookie), "").await?.body)?;
+        let page = request(other, "GET", "/console", std::slice::from_ref(&cookie), "").await?;
+        assert_eq!(page.status, 200, "{}", page.body);
+        assert_eq!(csrf_of(&page.body)?, csrf, "the CSRF token is the session's, whichever console renders it");
+        // Tampered with (one character of the seal), it is refused by both.
+        let (head, last) = cookie.split_at(cookie.len() - 1);
+        let tampered = format!("{head}{}", if last == "0" { "1" } else { "0" });
+        for address in [console.address, other] {
+            assert_eq!(request(address, "GET", "/console", std::slice::from_ref(&tampered), "").await?.status, 401);
+        }
+        let reply =
+            request(other, "POST", "/console/logout", std::slice::from_ref(&cookie), &format!("csrf={csrf}")).await?;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        for address in [console.address, other] {
+            assert_eq!(request(address, "GET", "/console", std::slice::from_ref(&cookie), "").await?.status, 401);
+        }
+    }
+    // A cookie of a console on another store opens nothing here.
+    let elsewhere = start().await?;
+    let foreign = super::login(&elsewhere).await?;
+    assert_eq!(request(elsewhere.address, "GET", "/console", std::slice::from_ref(&foreign), "").await?.status, 200);
+    for address in [console.address, other] {
+        assert_eq!(request(address, "GET", "/console", std::slice::from_ref(&foreign), "").await?.status, 401);
+    }
+    assert_eq!(state(&console.store, &id).await?, ApprovalState::Pending);
     Ok(())
 }
