@@ -14,8 +14,9 @@
 //!
 //! Security, in the order a request meets it:
 //! 1. `Host` (always) and `Origin` (when present) must be loopback or configured (`checks`), else 403.
-//! 2. Login: the link printed at start (`/console/login?token=...`) is exchanged, once, for a random session in an
-//!    `HttpOnly; SameSite=Strict` cookie; a configured user's own token, posted by the login form, opens a session
+//! 2. Login: the link printed at start (`/console/login?token=...`) is exchanged, once, for a session in an
+//!    `HttpOnly; SameSite=Strict` cookie sealed with the store's console secret, which every process on the store
+//!    accepts (`session`); a configured user's own token, posted by the login form, opens a session
 //!    that decides as `console:NAME`. Without a session every page answers 401. Failed logins are limited per
 //!    client address (`login_limit`: 429 with `Retry-After` once the budget is spent, a correct token included),
 //!    which needs the router served with connect info (`into_make_service_with_connect_info::<SocketAddr>()`).
