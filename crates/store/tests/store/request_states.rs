@@ -1,5 +1,6 @@
 //! Sealed request states (2026-07-28 MRTR confirmations): one sealing secret for every handle on a store, so a
-//! retry may reach any gateway process, and each nonce used once, whichever handle uses it.
+//! retry may reach any gateway process, and each nonce used once, whichever handle uses it; the console's own secret
+//! (another purpose) and its read-only check of a used nonce (a logged-out session).
 
 use std::time::{Duration, SystemTime};
 
@@ -35,5 +36,24 @@ async fn an_expired_nonce_is_forgotten(kind) {
     assert!(store.request_states().use_nonce("other", SystemTime::now() + Duration::from_secs(60)).await.expect("use"));
     let raw = fresh.raw().await;
     assert_eq!(raw.count("SELECT count(*) FROM used_request_states WHERE nonce = 'old'").await, 0);
+}
+}
+
+matrix! {
+#[tokio::test]
+async fn the_console_has_its_own_shared_secret_and_sees_used_nonces_without_using_them(kind) {
+    let fresh = Fresh::new(kind);
+    let first = fresh.open(StoreOptions::default()).await;
+    let second = fresh.open(StoreOptions::default()).await;
+    let console = first.request_states().console_session_key().await.expect("key");
+    assert_eq!(console.len(), 32);
+    assert_eq!(second.request_states().console_session_key().await.expect("key"), console, "one secret per store");
+    assert_ne!(first.request_states().sealing_key().await.expect("key"), console, "another purpose, another secret");
+    assert!(!first.request_states().is_used("s1").await.expect("read"));
+    assert!(!first.request_states().is_used("s1").await.expect("read"), "asking marks nothing");
+    assert!(first.request_states().use_nonce("s1", SystemTime::now() + Duration::from_secs(60)).await.expect("use"));
+    assert!(second.request_states().is_used("s1").await.expect("read"), "seen by every handle");
+    assert!(first.request_states().use_nonce("s2", SystemTime::now() - Duration::from_secs(1)).await.expect("use"));
+    assert!(!second.request_states().is_used("s2").await.expect("read"), "past its expiry it is forgotten");
 }
 }
