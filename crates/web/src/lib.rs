@@ -168,7 +168,8 @@ pub struct UsersReplaced {
     pub changed: Vec<String>,
     /// Users no longer configured.
     pub removed: Vec<String>,
-    /// Sessions ended because their user was removed or changed.
+    /// Sessions this process opened (at most the last 64) that ended because their user was removed or changed;
+    /// sessions opened elsewhere end too (their cookie names the user's entry) but are not counted here.
     pub sessions_ended: usize,
 }
 

@@ -60,9 +60,9 @@ pub(crate) fn same_secret(left: &str, right: &str) -> bool {
 }
 
 /// The digest of a user's configured entry (name and token digest): a cookie names it, so a session ends when the
-/// entry changes.
-fn entry_digest(user: &ConsoleUser) -> String {
-    hex(&Sha256::digest(format!("{}\n{}", user.name, user.token_sha256).as_bytes()))
+/// entry changes. Keyed with the store's secret, so a cookie read by whoever holds it says nothing about the token.
+fn entry_digest(key: &[u8], user: &ConsoleUser) -> String {
+    seal(key, "entry", &format!("{}\n{}", user.name, user.token_sha256))
 }
 
 /// HMAC-SHA256 of `label` then `message` under `key`, as hex. The label keeps a cookie's MAC and a CSRF token
@@ -102,8 +102,8 @@ struct Inner {
     login: Option<[u8; 32]>,
     /// Configured users (their `Debug` hides the token digests).
     users: Vec<ConsoleUser>,
-    /// Sessions this process opened, by id: the user's entry digest (`None`: the link) and the expiry.
-    opened: HashMap<String, (Option<String>, SystemTime)>,
+    /// Sessions this process opened, by id: the user (`None`: the link) and the expiry.
+    opened: HashMap<String, (Option<ConsoleUser>, SystemTime)>,
 }
 
 /// Why a login failed.
@@ -204,11 +204,10 @@ impl Sessions {
         }
         replaced.removed =
             running.iter().filter(|user| named(&users, &user.name).is_none()).map(|user| user.name.clone()).collect();
-        let entries: Vec<String> = users.iter().map(entry_digest).collect();
         let now = SystemTime::now();
         opened.retain(|_, (_, expires)| *expires > now);
         let before = opened.len();
-        opened.retain(|_, (entry, _)| entry.as_ref().is_none_or(|entry| entries.contains(entry)));
+        opened.retain(|_, (user, _)| user.as_ref().is_none_or(|user| users.contains(user)));
         replaced.sessions_ended = before - opened.len();
         *running = users;
         replaced
@@ -221,7 +220,7 @@ impl Sessions {
         let expires = SystemTime::now() + SESSION_LIFETIME;
         let expires_s = expires.duration_since(UNIX_EPOCH).map_or(0, |since| since.as_secs());
         let (name, entry) = match user {
-            Some(user) => (hex(user.name.as_bytes()), entry_digest(user)),
+            Some(user) => (hex(user.name.as_bytes()), entry_digest(&key, user)),
             None => (String::new(), "-".to_owned()),
         };
         let body = format!("{VERSION}.{id}.{expires_s}.{name}.{entry}");
@@ -235,7 +234,7 @@ impl Sessions {
         {
             inner.opened.remove(&oldest);
         }
-        inner.opened.insert(id, (user.map(entry_digest), expires));
+        inner.opened.insert(id, (user.cloned(), expires));
         Ok(cookie)
     }
 
@@ -268,8 +267,11 @@ impl Sessions {
             let Some(name) = unhex(sealed.name).and_then(|bytes| String::from_utf8(bytes).ok()) else {
                 return Ok(None);
             };
-            let configured =
-                self.lock().users.iter().any(|user| user.name == name && entry_digest(user) == sealed.entry);
+            let configured = self
+                .lock()
+                .users
+                .iter()
+                .any(|user| user.name == name && same_secret(&entry_digest(&key, user), sealed.entry));
             if !configured {
                 return Ok(None);
             }
