@@ -9,6 +9,10 @@
 //! this table) is never taken for dead, and a process whose own previous beat is late (it slept or starved: a
 //! suspended laptop wakes every gateway at once) judges nobody until it has beaten on time again. This module
 //! decides nothing about calls; it only tells live from gone.
+//!
+//! Beats are written and judged on the database's clock ([`database_now`]), never on each host's: with
+//! PostgreSQL the processes run on several machines, and a host whose clock runs a minute ahead would otherwise
+//! take every other process for dead and lapse their waiting approvals (or, behind, keep a dead one alive).
 
 use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
@@ -33,24 +37,39 @@ pub const HEARTBEAT_STALE: Duration = Duration::from_secs(60);
 /// Why an approval lapses when its process stopped beating.
 const INSTANCE_GONE: &str = "the gateway process that held its call stopped (its heartbeat went stale)";
 
-/// Records that `instance` is alive at `now`.
-pub(crate) async fn beat(backend: &Backend, instance: &str, now: SystemTime) -> Result<(), StoreError> {
+/// The database's clock, in microseconds since the Unix epoch: PostgreSQL's `clock_timestamp()`, the one clock
+/// every process sharing it reads alike. An SQLite file lives on one host, whose clock is the database's.
+pub(crate) async fn database_now(backend: &Backend) -> Result<i64, StoreError> {
+    match backend {
+        Backend::Sqlite(_) => Ok(to_micros(SystemTime::now())),
+        Backend::Postgres(pool) => {
+            let now: i64 = sqlx::query_scalar("SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT")
+                .fetch_one(pool)
+                .await?;
+            Ok(now)
+        }
+    }
+}
+
+/// Records that `instance` is alive now, on the database's clock.
+pub(crate) async fn beat(backend: &Backend, instance: &str) -> Result<(), StoreError> {
+    let now = database_now(backend).await?;
     on_backend!(backend, |pool| {
         sqlx::query(
             "INSERT INTO instance_heartbeats (instance, seen_us) VALUES ($1, $2) \
              ON CONFLICT (instance) DO UPDATE SET seen_us = excluded.seen_us",
         )
         .bind(instance)
-        .bind(to_micros(now))
+        .bind(now)
         .execute(pool)
         .await?;
         Ok(())
     })
 }
 
-/// The oldest heartbeat (microseconds) that still counts as alive at `now`.
-pub(crate) fn alive_cutoff(now: SystemTime) -> i64 {
-    to_micros(now.checked_sub(HEARTBEAT_STALE).unwrap_or(SystemTime::UNIX_EPOCH))
+/// The oldest heartbeat (microseconds, database clock) that still counts as alive at the database's `now`.
+pub(crate) fn alive_cutoff(now_us: i64, stale: Duration) -> i64 {
+    now_us.saturating_sub(i64::try_from(stale.as_micros()).unwrap_or(i64::MAX))
 }
 
 /// A waiting approval of a gone instance.
@@ -70,8 +89,9 @@ async fn lapse_gone(
     own: &str,
     stale: Duration,
 ) -> Result<u64, StoreError> {
+    // Heartbeats are judged on the database's clock; an approval's expiry was written on its holder's clock.
+    let cutoff = alive_cutoff(database_now(backend).await?, stale);
     let now = SystemTime::now();
-    let cutoff = to_micros(now.checked_sub(stale).unwrap_or(SystemTime::UNIX_EPOCH));
     let orphans: Vec<Orphan> = on_backend!(backend, |pool| {
         let rows = sqlx::query(
             "SELECT a.id, a.upstream, a.tool, a.instance FROM approvals a \
@@ -120,7 +140,7 @@ impl Store {
     /// Records that this process is alive now (the gateway's store does it every [`HEARTBEAT_INTERVAL`] by itself).
     pub async fn heartbeat(&self) -> Result<(), StoreError> {
         let Some(instance) = self.instance.as_deref() else { return Ok(()) };
-        beat(&self.backend, instance, SystemTime::now()).await
+        beat(&self.backend, instance).await
     }
 
     /// Lapses the waiting approvals of every other instance whose heartbeat is older than `stale` (one audit row per
@@ -158,7 +178,7 @@ impl Beating {
                 // that slept with it (two gateways on a laptop that was suspended): it judges nobody this round.
                 let awake =
                     last_beat.is_some_and(|last| now.duration_since(last).is_ok_and(|gap| gap < HEARTBEAT_STALE / 2));
-                match beat(&self.backend, &self.instance, now).await {
+                match beat(&self.backend, &self.instance).await {
                     Ok(()) => last_beat = Some(now),
                     Err(error) => {
                         last_beat = None;

@@ -22,6 +22,7 @@ use crate::Store;
 use crate::approvals::ToolRisk;
 use crate::backend::{Columns, on_backend};
 use crate::error::StoreError;
+use crate::heartbeat;
 use crate::time::format_rfc3339;
 
 /// Whether clients see a tool.
@@ -249,7 +250,7 @@ impl Store {
     /// the view once its heartbeat goes stale.
     pub async fn inventory(&self) -> Result<Vec<InventoryTool>, StoreError> {
         let own = self.instance.as_deref().unwrap_or_default();
-        let cutoff = crate::heartbeat::alive_cutoff(SystemTime::now());
+        let cutoff = heartbeat::alive_cutoff(heartbeat::database_now(&self.backend).await?, crate::HEARTBEAT_STALE);
         on_backend!(&self.backend, |pool| {
             let rows = sqlx::query(concat!(
                 "WITH live AS (SELECT * FROM tool_inventory l WHERE l.instance = $1 OR EXISTS \

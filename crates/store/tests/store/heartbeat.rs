@@ -135,3 +135,57 @@ async fn a_ping_answers_while_the_store_is_open_and_fails_once_it_is_closed(kind
     assert!(other.ping().await.is_err(), "a closed store does not answer");
 }
 }
+
+/// Heartbeats carry the database's time, not the host's: processes on machines whose clocks disagree judge each
+/// other alike. The database's clock is shadowed to run an hour ahead of this host (a `clock_timestamp()` found
+/// before `pg_catalog`'s on this database's search path), so a beat stamped with the host's clock would look an
+/// hour stale.
+#[tokio::test]
+async fn heartbeats_are_stamped_and_judged_on_the_databases_clock() {
+    let fresh = Fresh::new(crate::support::Kind::Postgres);
+    // Migrate first, with the ordinary search path, so every table lives in `public`.
+    fresh.open(as_instance("migrator")).await.close().await.expect("close");
+    let raw = fresh.raw().await;
+    tamper(&raw, "CREATE SCHEMA skew").await;
+    tamper(
+        &raw,
+        "CREATE FUNCTION skew.clock_timestamp() RETURNS timestamptz LANGUAGE sql \
+         AS $$ SELECT pg_catalog.clock_timestamp() + interval '1 hour' $$",
+    )
+    .await;
+    tamper(
+        &raw,
+        "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET search_path = public, skew, pg_catalog', \
+         current_database()); END $$",
+    )
+    .await;
+
+    let ahead = fresh.open(as_instance("ahead")).await;
+    let peer = fresh.open(as_instance("peer")).await;
+    ahead.heartbeat().await.expect("beat");
+    peer.heartbeat().await.expect("beat");
+    let stamped = raw.count("SELECT seen_us FROM instance_heartbeats WHERE instance = 'ahead'").await;
+    let host_now = i64::try_from(
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("after 1970").as_micros(),
+    )
+    .expect("fits");
+    assert!(stamped > host_now + 50 * 60 * 1_000_000, "stamped {stamped}, host {host_now}: not the database's clock");
+
+    // A peer that beat a moment ago is alive on the database's clock: its tools stay in the merged view and its
+    // approvals are not lapsed.
+    let waiting = pending_approval(&json!({}), Duration::from_secs(300));
+    peer.approvals().create(&waiting).await.expect("create");
+    peer.replace_inventory("notes", &[tool("notes", "read")]).await.expect("replace");
+    assert_eq!(ahead.lapse_gone_instances(HEARTBEAT_STALE).await.expect("sweep"), 0, "the peer is alive");
+    assert_eq!(names(&ahead).await, ["notes/read"], "the peer's tools are in the merged view");
+
+    // A beat stamped with this host's clock (an hour behind the database) is an hour stale: judged gone.
+    tamper(
+        &raw,
+        "UPDATE instance_heartbeats SET seen_us = (EXTRACT(EPOCH FROM pg_catalog.clock_timestamp()) * 1000000)::BIGINT \
+         WHERE instance = 'peer'",
+    )
+    .await;
+    assert_eq!(ahead.lapse_gone_instances(HEARTBEAT_STALE).await.expect("sweep"), 1, "judged on the database's clock");
+    assert!(names(&ahead).await.is_empty(), "a stale peer leaves the merged view");
+}
