@@ -12,6 +12,8 @@
 //! - [`console_sessions`]: a console session opened on one process is used on another (list, approve with the
 //!   CSRF token of the first's page), logging out on one ends it on every process, and a tampered cookie or one
 //!   sealed by another store is refused.
+//! - [`store_outage`]: a PostgreSQL restart under a serving process: what needs the database at once (an approval)
+//!   is refused visibly, journaled calls go on, service resumes by itself and every answered call has its row.
 //! - [`health`]: `/healthz/live` and `/healthz/ready` answer without a token and say nothing an upstream wrote;
 //!   ready is 503 while an upstream is down.
 //!
@@ -26,6 +28,7 @@ mod console_sessions;
 mod crash;
 mod health;
 mod shared_decisions;
+mod store_outage;
 
 use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
