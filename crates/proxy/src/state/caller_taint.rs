@@ -7,7 +7,8 @@
 //! timeout is dropped (a legacy session's taint ends when the idle session is closed; this is the same lifetime),
 //! and at most [`MAX_CALLERS`] cells are kept (the least recently used idle one goes first, an untainted one before
 //! a tainted one). Caller names come from the configuration, so the bound is a backstop, not a working limit. A
-//! cell some request still holds is never dropped. Legacy sessions keep their own taint and never take a cell. This
+//! cell some request still holds is never dropped. Lapsed cells are swept only when a new cell is made, so a request
+//! of a known caller costs one map lookup. Legacy sessions keep their own taint and never take a cell. This
 //! file holds state only: it decides nothing (the policy reads the taint through the session's viewer).
 
 use std::collections::HashMap;
@@ -82,11 +83,13 @@ impl CallerTaints {
         let now_ms = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
         let idle_ms = u64::try_from(self.idle_timeout.as_millis()).unwrap_or(u64::MAX);
         // Held only by the map and unused for the idle timeout: that taint ended as an idle session's does.
-        cells.retain(|_, cell| Arc::strong_count(cell) > 1 || cell.idle_for(now_ms) < idle_ms);
-        if let Some(cell) = cells.get(caller) {
+        let lapsed = |cell: &Arc<CallerTaint>| Arc::strong_count(cell) == 1 && cell.idle_for(now_ms) >= idle_ms;
+        if let Some(cell) = cells.get(caller).filter(|cell| !lapsed(cell)) {
             cell.touch();
             return Some(Arc::clone(cell));
         }
+        // A new cell: only now sweep the lapsed ones (a request of a known caller never walks the whole map).
+        cells.retain(|_, cell| !lapsed(cell));
         if cells.len() >= self.capacity {
             // The least recently used cell no request holds, an untainted one first.
             let victim = cells
@@ -132,6 +135,16 @@ mod tests {
         assert!(taints.cell("alice").unwrap().is_tainted(), "a cell a request holds is kept");
         drop(held);
         assert!(!taints.cell("alice").unwrap().is_tainted(), "an unused cell lapsed");
+    }
+
+    #[test]
+    fn lapsed_cells_of_other_callers_are_swept_when_a_new_cell_is_made() {
+        let taints = CallerTaints::new(Duration::ZERO, 8);
+        for name in ["a", "b", "c"] {
+            taints.cell(name).unwrap().taint();
+        }
+        let _ = taints.cell("d").unwrap();
+        assert_eq!(taints.len(), 1, "the unused, lapsed cells went when d's was made");
     }
 
     #[test]
