@@ -30,7 +30,7 @@ pub const DEFAULT_MAX_CONNECTIONS: u32 = 10;
 /// Default wait for a pooled connection.
 pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 
-const MAX_CONNECTIONS: std::ops::RangeInclusive<u64> = 2..=1000;
+const MAX_CONNECTIONS: std::ops::RangeInclusive<u64> = 1..=1000;
 const ACQUIRE_TIMEOUT_MS: std::ops::RangeInclusive<u64> = 100..=600_000;
 
 /// Where the state lives.

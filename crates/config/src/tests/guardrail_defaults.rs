@@ -283,4 +283,7 @@ fn the_store_is_sqlite_unless_a_postgres_url_is_given_and_its_password_comes_fro
     assert_eq!(postgres.acquire_timeout, std::time::Duration::from_millis(250));
     assert!(postgres.url.contains("s3cret"), "the environment may hold the password");
     assert!(!format!("{from_env:?}").contains("s3cret"), "never printed: {from_env:?}");
+    // A pool of one is what the store accepts (the change listener has a connection of its own).
+    let one = store("[store]\nurl = \"postgres://toolgate@db/toolgate\"\nmax_connections = 1\n", &none);
+    assert_eq!(one.postgres.as_ref().map(|postgres| postgres.max_connections), Some(1));
 }

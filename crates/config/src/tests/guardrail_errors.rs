@@ -296,8 +296,8 @@ fn store_errors() {
         "gateway.toml:5:11: [store]: `url_env`: the variable TOOLGATE_TEST_UNSET_STORE_URL is not set",
     );
     check_error(
-        &format!("{ONE}[store]\nurl = \"postgres://db/t\"\nmax_connections = 1\ninstance_id = \"a b\"\n"),
-        "gateway.toml:6:19: [store]: `max_connections` must be between 2 and 1000\n\
+        &format!("{ONE}[store]\nurl = \"postgres://db/t\"\nmax_connections = 0\ninstance_id = \"a b\"\n"),
+        "gateway.toml:6:19: [store]: `max_connections` must be between 1 and 1000\n\
          gateway.toml:7:15: [store]: `instance_id` must be 1 to 64 letters, digits, '-', '_' or '.'",
     );
 }
