@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 
 
 def add_arguments(parser, warmup, calls):
@@ -22,6 +23,20 @@ def add_arguments(parser, warmup, calls):
     parser.add_argument("--calls", default=calls, help="counted calls per run; several values check linearity")
     parser.add_argument("--no-valgrind", action="store_true", help="run natively (a smoke test of the driver)")
     parser.add_argument("--keep", metavar="DIR", help="write the callgrind files here and keep them (for callgrind_annotate)")
+
+
+def echo_tool(list_tools, timeout=30.0):
+    """The echo tool's exposed name from `list_tools()` (a list of tool objects), asked again until it appears: a
+    gateway lists an upstream's tools once that upstream has answered, which under valgrind can take a while."""
+    deadline = time.monotonic() + timeout
+    while True:
+        names = [tool["name"] for tool in list_tools()]
+        for name in names:
+            if name == "echo" or name.endswith("_echo"):
+                return name
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no echo tool listed after {timeout:.0f} s; listed: {names}")
+        time.sleep(0.2)
 
 
 def call_counts(text):
