@@ -84,6 +84,17 @@ pub enum StoreError {
         /// Its lock file.
         path: PathBuf,
     },
+    /// Another live process on the shared database holds this instance id (two machines told the same
+    /// `[store] instance_id`, or a copied state directory): the second is refused.
+    #[error(
+        "instance id {id:?} is held by another running toolgate process on this database (another machine with the \
+         same `[store] instance_id` or $TOOLGATE_INSTANCE_ID, or a copy of its state directory); give each process its \
+         own id"
+    )]
+    InstanceClaimed {
+        /// The id.
+        id: String,
+    },
     /// The lock that serializes opening the database between processes could not be taken.
     #[error("cannot lock {path} to open the store: {source}")]
     MigrationLock {

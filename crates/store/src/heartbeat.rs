@@ -22,6 +22,7 @@ use serde_json::json;
 use crate::approvals::{ApprovalId, ApprovalStore};
 use crate::audit::{AuditEntry, AuditKind};
 use crate::backend::{Backend, Columns, on_backend};
+use crate::claim::InstanceClaim;
 use crate::error::StoreError;
 use crate::feed::Feed;
 use crate::time::to_micros;
@@ -158,6 +159,8 @@ pub(crate) struct Beating {
     pub(crate) backend: Backend,
     pub(crate) audit: AuditWriter,
     pub(crate) instance: Arc<str>,
+    /// The instance id's claim on a shared database, checked (and taken again after a restart) at every beat.
+    pub(crate) claim: Option<Weak<InstanceClaim>>,
     pub(crate) feed: Weak<Feed>,
     pub(crate) poll_interval: Duration,
     pub(crate) erase_settled: bool,
@@ -178,6 +181,11 @@ impl Beating {
                 // that slept with it (two gateways on a laptop that was suspended): it judges nobody this round.
                 let awake =
                     last_beat.is_some_and(|last| now.duration_since(last).is_ok_and(|gap| gap < HEARTBEAT_STALE / 2));
+                if let Some(claim) = self.claim.as_ref().and_then(Weak::upgrade)
+                    && let Err(error) = claim.keep().await
+                {
+                    tracing::error!(%error, "this process's instance id is not held on the database");
+                }
                 match beat(&self.backend, &self.instance).await {
                     Ok(()) => last_beat = Some(now),
                     Err(error) => {

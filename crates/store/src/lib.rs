@@ -51,6 +51,7 @@ mod activity;
 mod approvals;
 mod audit;
 mod backend;
+mod claim;
 mod decisions;
 mod error;
 mod feed;
@@ -265,6 +266,8 @@ pub struct Store {
     feed: Arc<feed::Feed>,
     /// The gateway's hold on its instance id, released when the last handle is dropped.
     _instance_lock: Option<Arc<instance::InstanceLock>>,
+    /// The gateway's claim on its instance id in a shared PostgreSQL database (see [`claim`]).
+    _instance_claim: Option<Arc<claim::InstanceClaim>>,
 }
 
 impl Store {
@@ -352,6 +355,13 @@ impl Store {
         } else {
             (instance::resolve(state_dir, options.instance_id.as_deref())?.into(), None)
         };
+        // On a database other machines share, the id is claimed there too: the file lock sees one machine only.
+        let instance_claim = match &backend {
+            Backend::Postgres(pool) if options.journal => {
+                Some(Arc::new(claim::InstanceClaim::take(&pool.connect_options(), &instance).await?))
+            }
+            _ => None,
+        };
         let feed = feed::Feed::new();
         if let Backend::Postgres(pool) = &backend {
             feed::Feed::listen(&feed, pool.clone());
@@ -387,6 +397,7 @@ impl Store {
                 backend: backend.clone(),
                 audit: audit.clone(),
                 instance: Arc::clone(&instance),
+                claim: instance_claim.as_ref().map(Arc::downgrade),
                 feed: Arc::downgrade(&feed),
                 poll_interval: options.approval_poll_interval,
                 erase_settled: options.redaction == ArgumentRedaction::Digest,
@@ -401,6 +412,7 @@ impl Store {
             instance: Some(instance),
             feed,
             _instance_lock: instance_lock,
+            _instance_claim: instance_claim,
         })
     }
 
@@ -416,6 +428,7 @@ impl Store {
             instance: None,
             feed: feed::Feed::new(),
             _instance_lock: None,
+            _instance_claim: None,
         }
     }
 

@@ -278,3 +278,27 @@ async fn a_pool_of_one_serves_writes_while_the_feed_listens() {
     let outcome = outcome.expect("the notification ended the wait").expect("task").expect("wait");
     assert_eq!(outcome, toolgate_store::ApprovalWait::Approved { by: "alice".into() });
 }
+
+/// Two machines told the same instance id on one database (each with its own state directory, so no file lock sees
+/// the other): the second is refused, naming the id, while the first runs; once the first has stopped, the id is
+/// free again. The local file lock alone let both run as one instance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_machine_with_the_same_instance_id_is_refused_while_the_first_runs() {
+    let target = PostgresTarget::new(PostgresCluster::shared().fresh_database());
+    let (first_dir, second_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let as_twin = || StoreOptions { journal: true, instance_id: Some("twin".to_owned()), ..StoreOptions::default() };
+    let first = Store::open_postgres(&target, first_dir.path(), as_twin()).await.unwrap();
+    let second = Store::open_postgres(&target, second_dir.path(), as_twin()).await;
+    match second {
+        Err(error @ StoreError::InstanceClaimed { .. }) => {
+            assert!(error.to_string().contains("\"twin\""), "the refusal names the id: {error}");
+        }
+        other => panic!("a second process ran as the same instance: {other:?}"),
+    }
+    let other = StoreOptions { journal: true, instance_id: Some("other".to_owned()), ..StoreOptions::default() };
+    let beside = Store::open_postgres(&target, second_dir.path(), other).await.expect("another id runs beside it");
+    first.close().await.unwrap();
+    let again = Store::open_postgres(&target, second_dir.path(), as_twin()).await.expect("the id is free again");
+    again.close().await.unwrap();
+    beside.close().await.unwrap();
+}
