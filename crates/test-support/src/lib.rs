@@ -171,6 +171,13 @@ pub fn modern_fixture(peers: &Peers) -> PeerCommand {
     PeerCommand::new(peers.python()).arg(script.to_string_lossy()).env("PYTHONUNBUFFERED", "1")
 }
 
+/// Launches `fixtures/modern_conformance.py` over stdio: a modern server on PyPI `mcp` 2.3 offering the tools,
+/// resources and prompts the 2026-07-28 conformance scenarios call (the input-required ones included).
+pub fn modern_conformance_fixture(peers: &Peers) -> PeerCommand {
+    let script = fixtures_dir().join("modern_conformance.py");
+    PeerCommand::new(peers.python()).arg(script.to_string_lossy()).env("PYTHONUNBUFFERED", "1")
+}
+
 /// [`modern_fixture`] over Streamable HTTP on `127.0.0.1:port`, endpoint `/mcp`.
 pub fn modern_fixture_http(peers: &Peers, port: u16) -> PeerCommand {
     modern_fixture(peers).arg("--http").arg(port.to_string())

@@ -1,7 +1,8 @@
 //! The official MCP conformance suite (npm `@modelcontextprotocol/conformance`, Node 22) against toolgate's
 //! Streamable HTTP endpoint: all active server scenarios through toolgate fronting the fixture upstream, and
 //! server-everything through toolgate passing at least every check it passes directly, plus DNS-rebinding
-//! protection. `modern` runs the 2026-07-28 suite against a list of the checks still expected to fail.
+//! protection. `modern` runs the 2026-07-28 suite against a list of the checks still expected to fail, and
+//! `modern_upstream` runs it through toolgate in front of a modern (2026-07-28) upstream.
 //!
 //! Real peers only (test-support fails loudly when one is missing). Everything listens on loopback ports chosen
 //! by the OS; every child is killed when its guard drops.
@@ -10,6 +11,7 @@
 
 mod fleet;
 mod modern;
+mod modern_upstream;
 
 use std::collections::BTreeMap;
 use std::process::{Child, Stdio};
