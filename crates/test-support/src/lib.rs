@@ -14,6 +14,8 @@
 //! - With the `gateway` feature, `gateway_client::Client`: the one in-process client of a gateway session.
 //! - With the `postgres` feature, `postgres::PostgresCluster`: a fresh PostgreSQL cluster in a temporary directory,
 //!   one per test process, a database per test.
+//! - With the `oidc` feature, `oidc::OidcProvider`: a real OpenID provider (npm `oidc-provider`) configured by the
+//!   test, for the OAuth resource server, upstream-credential and console-SSO tests.
 //!
 //! A missing peer is a test failure, never a skip: [`Peers::locate`] panics with the command that installs them.
 //! This crate never installs anything itself and is never a dependency of shipped code.
@@ -39,6 +41,8 @@ mod approvals;
 pub mod fixture;
 #[cfg(feature = "gateway")]
 pub mod gateway_client;
+#[cfg(feature = "oidc")]
+pub mod oidc;
 mod peers;
 #[cfg(feature = "postgres")]
 pub mod postgres;
