@@ -308,6 +308,7 @@ mod tests {
             created: at("2026-11-25T10:29:00Z"),
             // Decidable today (the store refuses to decide an expired approval) and still usable at `now`.
             expires: SystemTime::now().max(now) + Duration::from_secs(600),
+            caller: None,
         };
         store.approvals().create(&waiting).await?;
 

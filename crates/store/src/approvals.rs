@@ -77,6 +77,9 @@ pub struct PendingApproval {
     /// After this it can be neither decided nor used.
     #[serde(serialize_with = "serialize_time")]
     pub expires: SystemTime,
+    /// The identity of the caller whose call waits, as its audit row names it (`caller.identity`), so the console
+    /// can refuse a person approving their own call; `None` for approvals queued by an older gateway.
+    pub caller: Option<String>,
 }
 
 fn serialize_time<S: serde::Serializer>(time: &SystemTime, serializer: S) -> Result<S::Ok, S::Error> {
@@ -230,7 +233,7 @@ const RESTARTED: &str = "the gateway process that held its call restarted";
 macro_rules! approval_columns {
     () => {
         "id, session, upstream, tool, title, action, args_summary, tool_fingerprint, args_digest, \
-     created_us, expires_us, state, decided_by, risk_level, risk_category, lapsed_why"
+     created_us, expires_us, state, decided_by, risk_level, risk_category, lapsed_why, caller"
     };
 }
 
@@ -340,7 +343,7 @@ impl ApprovalStore {
             sqlx::query(concat!(
                 "INSERT INTO approvals (",
                 approval_columns!(),
-                ", instance) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', NULL, $12, $13, NULL, $14)"
+                ", instance) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', NULL, $12, $13, NULL, $14, $15)"
             ))
             .bind(pending.id.as_str())
             .bind(&pending.session)
@@ -355,6 +358,7 @@ impl ApprovalStore {
             .bind(to_micros(pending.expires))
             .bind(pending.risk.as_ref().map(|risk| i64::from(risk.level)))
             .bind(pending.risk.as_ref().map(|risk| risk.category.as_str()))
+            .bind(pending.caller.as_deref())
             .bind(self.instance.as_deref())
             .execute(pool)
             .await?;
@@ -544,6 +548,7 @@ fn decode(row: &impl Columns) -> Result<ApprovalRecord, StoreError> {
             args_digest: row.column("args_digest")?,
             created: from_micros(row.column("created_us")?),
             expires: from_micros(row.column("expires_us")?),
+            caller: row.column("caller")?,
         },
         state,
         decided_by: row.column("decided_by")?,

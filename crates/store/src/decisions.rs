@@ -116,6 +116,18 @@ impl Store {
         decision: ApprovalDecision,
         decided_by: &str,
     ) -> Result<AuditReceipt, StoreError> {
+        self.record_approval_decision_named(approval, decision, decided_by, None).await
+    }
+
+    /// [`record_approval_decision`](Self::record_approval_decision), with the person's display name (a console
+    /// login's name or email) as `detail.decided_by_name` beside their identity.
+    pub async fn record_approval_decision_named(
+        &self,
+        approval: &PendingApproval,
+        decision: ApprovalDecision,
+        decided_by: &str,
+        name: Option<&str>,
+    ) -> Result<AuditReceipt, StoreError> {
         let mut row = blank_row(crate::AuditKind::Confirmation.as_str(), decided_by);
         row.session = Some(approval.session.clone());
         row.upstream = Some(approval.upstream.clone());
@@ -127,6 +139,33 @@ impl Store {
             "decision": approval_outcome(decision),
             "decided_by": decided_by,
             "tool_fingerprint": approval.tool_fingerprint,
+        }));
+        if let (Some(name), Some(detail)) = (name, row.detail.as_mut().and_then(|detail| detail.as_object_mut())) {
+            detail.insert("decided_by_name".into(), json!(name));
+        }
+        self.append_one(row).await
+    }
+
+    /// Appends the row of a decision the console refused to take (the person may not approve, or the call is their
+    /// own): outcome `refused`, the person as the caller, `detail.reason` saying why. The approval stays pending.
+    pub async fn record_approval_refusal(
+        &self,
+        approval: &PendingApproval,
+        decision: ApprovalDecision,
+        decided_by: &str,
+        reason: &str,
+    ) -> Result<AuditReceipt, StoreError> {
+        let mut row = blank_row(crate::AuditKind::Confirmation.as_str(), decided_by);
+        row.session = Some(approval.session.clone());
+        row.upstream = Some(approval.upstream.clone());
+        row.tool = Some(approval.tool.clone());
+        row.approval_id = Some(approval.id.as_str().to_owned());
+        row.args_digest = Some(approval.args_digest.clone());
+        row.outcome = Some("refused".to_owned());
+        row.detail = Some(json!({
+            "attempted": approval_outcome(decision),
+            "decided_by": decided_by,
+            "reason": reason,
         }));
         self.append_one(row).await
     }
@@ -168,6 +207,7 @@ mod tests {
             args_digest: "sha256:cd".into(),
             created: now,
             expires: now + Duration::from_secs(60),
+            caller: None,
         };
         let decided = store.record_approval_decision(&approval, ApprovalDecision::Deny, "console:bob").await?;
         assert_eq!((pinned.seq, decided.seq), (2, 3));

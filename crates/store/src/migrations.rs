@@ -31,6 +31,7 @@ const SQLITE: &[(i64, &str, &str)] = &[
     (12, "instance", include_str!("../migrations/sqlite/0012_instance.sql")),
     (13, "inventory instance", include_str!("../migrations/sqlite/0013_inventory_instance.sql")),
     (14, "instance heartbeat", include_str!("../migrations/sqlite/0014_instance_heartbeat.sql")),
+    (16, "approval caller", include_str!("../migrations/sqlite/0016_approval_caller.sql")),
 ];
 
 const POSTGRES: &[(i64, &str, &str)] = &[
@@ -38,6 +39,7 @@ const POSTGRES: &[(i64, &str, &str)] = &[
     (2, "inventory instance", include_str!("../migrations/postgres/0002_inventory_instance.sql")),
     (3, "request states", include_str!("../migrations/postgres/0003_request_states.sql")),
     (4, "instance heartbeat", include_str!("../migrations/postgres/0004_instance_heartbeat.sql")),
+    (6, "approval caller", include_str!("../migrations/postgres/0006_approval_caller.sql")),
 ];
 
 /// The newest SQLite migration this build applies.

@@ -24,5 +24,6 @@ pub fn pending_approval(arguments: &Value, expires_in: Duration) -> PendingAppro
         args_digest: digest_arguments(arguments),
         created: now,
         expires: now + expires_in,
+        caller: Some("agent".into()),
     }
 }

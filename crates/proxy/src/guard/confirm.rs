@@ -474,6 +474,7 @@ async fn by_queue(
         args_digest: args_digest.clone(),
         created: now,
         expires: now + spec.approval_ttl,
+        caller: Some(session.caller.name.clone()),
     };
     if let Err(error) = store.approvals().create(&pending).await {
         tracing::error!(%error, "cannot queue an approval");

@@ -21,6 +21,8 @@ async fn in_digest_mode_an_approvals_arguments_are_erased_once_decided_or_abando
     client.start_call(json!(1), "rug_purge_records", decided_arguments.clone());
     let pending = wait_pending(&harness.store, "rug_purge_records", &decided_arguments).await;
     assert!(pending.approval.args_summary.contains("sk-live-7f3a9c"), "the person reads the arguments: {pending:?}");
+    // The queue names whose call waits (the session's caller identity), so the console can refuse self-approval.
+    assert!(pending.approval.caller.as_deref().is_some_and(|caller| !caller.is_empty()), "{pending:?}");
     person.approvals().decide(&pending.approval.id, ApprovalDecision::Approve, "tester").await.unwrap();
     let response = client.response(&json!(1)).await;
     assert_eq!(text(&response), "called purge_records", "{response}");

@@ -98,6 +98,7 @@ async fn a_decision_from_another_handle_ends_the_wait(kind) {
     tokio::time::sleep(Duration::from_millis(250)).await;
     let listed = cli.approvals().list_pending().await.expect("list");
     assert_eq!(listed.iter().map(|record| &record.approval.id).collect::<Vec<_>>(), [&request.id]);
+    assert_eq!(listed[0].approval.caller.as_deref(), Some("agent"), "the caller whose call waits is kept");
     cli.approvals().decide(&request.id, ApprovalDecision::Approve, "alice").await.expect("decide");
     let outcome = waiting.await.expect("task").expect("wait");
     assert_eq!(outcome, ApprovalWait::Approved { by: "alice".into() });
