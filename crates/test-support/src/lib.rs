@@ -15,7 +15,8 @@
 //! - With the `postgres` feature, `postgres::PostgresCluster`: a fresh PostgreSQL cluster in a temporary directory,
 //!   one per test process, a database per test.
 //! - With the `oidc` feature, `oidc::OidcProvider`: a real OpenID provider (npm `oidc-provider`) configured by the
-//!   test, for the OAuth resource server, upstream-credential and console-SSO tests.
+//!   test, for the OAuth resource server, upstream-credential and console-SSO tests; `oidc_login::log_in` walks a
+//!   person through its login and consent pages without a browser, to the client's redirect URI.
 //!
 //! A missing peer is a test failure, never a skip: [`Peers::locate`] panics with the command that installs them.
 //! This crate never installs anything itself and is never a dependency of shipped code.
@@ -43,6 +44,8 @@ pub mod fixture;
 pub mod gateway_client;
 #[cfg(feature = "oidc")]
 pub mod oidc;
+#[cfg(feature = "oidc")]
+pub mod oidc_login;
 mod peers;
 #[cfg(feature = "postgres")]
 pub mod postgres;

@@ -194,9 +194,13 @@ impl OidcProvider {
         let stderr = child.stderr.take().expect("stderr is piped");
         let (sender, announced) = channel();
         std::thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
             let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = reader.read_line(&mut line);
             let _ = sender.send(line);
+            // oidc-provider prints notices on stdout later (the first interaction's, say): keep reading, or the
+            // closed pipe kills the provider with EPIPE in the middle of a login.
+            let _ = std::io::copy(&mut reader, &mut std::io::sink());
         });
         let (err_sender, err_text) = channel();
         std::thread::spawn(move || {
