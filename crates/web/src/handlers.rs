@@ -105,7 +105,7 @@ pub(crate) fn store_failure(error: &StoreError) -> Response {
 
 /// Who is logging in, as the failed-login limit counts them: the connection's peer address, when the server records
 /// it (`ConnectInfo<SocketAddr>`). Never a header: `X-Forwarded-For` and the like are the client's to invent.
-pub(crate) struct LoginClient(Client);
+pub(crate) struct LoginClient(pub(crate) Client);
 
 impl<S: Send + Sync> FromRequestParts<S> for LoginClient {
     type Rejection = Infallible;
@@ -132,7 +132,7 @@ async fn limited_login(
 }
 
 /// 429: too many failed logins from this address; the token was not looked at.
-fn too_many_attempts(locked: LockedOut) -> Response {
+pub(crate) fn too_many_attempts(locked: LockedOut) -> Response {
     let seconds = locked.retry_after_seconds();
     let text = format!(
         "Too many failed logins from your address. Every login from it, with any token, is refused for {seconds} \
@@ -154,8 +154,9 @@ pub(crate) async fn login(
     let Some(token) = form::field(&query, "token") else {
         return if session(&console, &headers).await.is_some() {
             see_other("/console")
-        } else if console.sessions.has_users() {
-            (StatusCode::UNAUTHORIZED, Html(html::login_page(None))).into_response()
+        } else if console.sessions.has_users() || console.provider.is_some() {
+            let page = html::login_page(None, console.sessions.has_users(), console.provider.is_some());
+            (StatusCode::UNAUTHORIZED, Html(page)).into_response()
         } else {
             unauthorized()
         };
@@ -192,7 +193,8 @@ pub(crate) async fn login_form(
         Ok(Ok(id)) => logged_in(&id),
         Ok(Err(LoginError::Refused)) => {
             tracing::warn!(%client, "console: a login with an unknown token was refused");
-            (StatusCode::UNAUTHORIZED, Html(html::login_page(Some("That token opens nothing.")))).into_response()
+            let page = html::login_page(Some("That token opens nothing."), true, console.provider.is_some());
+            (StatusCode::UNAUTHORIZED, Html(page)).into_response()
         }
         Ok(Err(LoginError::Random(error))) => no_randomness(&error),
         Ok(Err(LoginError::Store(error))) => store_failure(&error),
@@ -344,14 +346,20 @@ pub(crate) async fn decide(
         _ => return StatusCode::NOT_FOUND.into_response(),
     };
     let id = ApprovalId::from_text(&id);
+    if let Some(refusal) = refuse_decider(&console, &post.session, &id, decision).await {
+        return refusal;
+    }
     match console.store.approvals().decide(&id, decision, decided_by).await {
         Ok(()) => {
             tracing::info!(approval = %id, ?decision, decided_by, "approval decided in the console");
             // The decision stands whatever happens next; its audit row says who made it.
+            let name = post.session.display.as_deref();
             let recorded = match console.store.approvals().get(&id).await {
-                Ok(Some(record)) => {
-                    console.store.record_approval_decision(&record.approval, decision, decided_by).await.map(|_| ())
-                }
+                Ok(Some(record)) => console
+                    .store
+                    .record_approval_decision_named(&record.approval, decision, decided_by, name)
+                    .await
+                    .map(|_| ()),
                 Ok(None) => Ok(()),
                 Err(error) => Err(error),
             };
@@ -373,6 +381,31 @@ pub(crate) async fn decide(
         }
         Err(error) => store_failure(&error),
     }
+}
+
+/// A `403` page (after its audit row) when the approver rules forbid this person this decision on this approval;
+/// `None` when they may go on (or the approval is unknown: `decide` answers that).
+async fn refuse_decider(
+    console: &Console,
+    session: &Session,
+    id: &ApprovalId,
+    decision: ApprovalDecision,
+) -> Option<Response> {
+    let record = match console.store.approvals().get(id).await {
+        Ok(Some(record)) => record,
+        Ok(None) => return None,
+        Err(error) => return Some(store_failure(&error)),
+    };
+    let approve = matches!(decision, ApprovalDecision::Approve);
+    let not_allowed = crate::sso::may_decide(console, session, record.approval.caller.as_deref(), approve).err()?;
+    let reason = not_allowed.reason();
+    tracing::warn!(approval = %id, decided_by = %session.identity, reason, "console: a decision was refused");
+    let audited = console.store.record_approval_refusal(&record.approval, decision, &session.identity, &reason).await;
+    if let Err(error) = audited {
+        return Some(store_failure(&error));
+    }
+    let text = format!("Refused: {reason}. The call still waits for someone else.");
+    Some((StatusCode::FORBIDDEN, Html(html::message("Not allowed", &text, true))).into_response())
 }
 
 /// `GET /console/assets/console.css`.

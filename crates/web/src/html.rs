@@ -79,16 +79,34 @@ pub(crate) fn message(title: &str, text: &str, logged_in: bool) -> String {
 }
 
 /// The login form for configured users' tokens; `problem` says why the last attempt failed.
-pub(crate) fn login_page(problem: Option<&str>) -> String {
+/// With `sso`, a link to log in through the identity provider comes first.
+pub(crate) fn login_page(problem: Option<&str>, tokens: bool, sso: bool) -> String {
     let problem =
         problem.map(|text| format!("<p class=\"bad\" role=\"alert\">{}</p>", escape(text))).unwrap_or_default();
-    let body = format!(
-        "<h1>Log in</h1>{problem}<p>Paste your console token, or open the one-time link `toolgate serve` printed.</p>\
+    let sso = if sso {
+        "<p><a id=\"sso-login\" href=\"/console/sso/login\">Log in with your organisation's account</a></p>"
+    } else {
+        ""
+    };
+    let form = if tokens {
+        "<p>Paste your console token, or open the one-time link `toolgate serve` printed.</p>\
          <form class=\"filter\" method=\"post\" action=\"/console/login\"><label for=\"token\">Console token\
          <input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"current-password\" required></label>\
          <button type=\"submit\">Log in</button></form>"
-    );
-    layout("Log in", Page::Other, None, &body)
+    } else {
+        "<p>Or open the one-time link `toolgate serve` printed.</p>"
+    };
+    layout("Log in", Page::Other, None, &format!("<h1>Log in</h1>{problem}{sso}{form}"))
+}
+
+/// After a single sign-on login: who is logged in, and a same-site refresh to the console (see `sso::logged_in`).
+pub(crate) fn continue_page(display: &str) -> String {
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta http-equiv=\"refresh\" content=\"0;url=/console\"><title>Logged in</title></head><body>\
+         <p>Logged in as {}. <a href=\"/console\">Continue to the console</a>.</p></body></html>",
+        escape(display)
+    )
 }
 
 /// The identity of the pending list: changes when an approval appears or goes.

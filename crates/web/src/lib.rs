@@ -36,8 +36,10 @@ mod handlers;
 mod html;
 mod inventory;
 mod login_limit;
+mod oidc;
 mod onboarding;
 mod session;
+mod sso;
 mod tools;
 
 use std::sync::Arc;
@@ -60,6 +62,45 @@ pub struct ConsoleConfig {
     /// People who log in with a token of their own (the login form); their decisions record `console:NAME`. These
     /// are the users at start; [`ConsoleHandle::replace_users`] changes them while the console serves.
     pub users: Vec<ConsoleUser>,
+    /// Single sign-on with an OpenID provider (`/console/sso/login`), beside the link and the users.
+    pub sso: Option<SsoConfig>,
+    /// Refuse a person's approval of a call whose caller identity is their own (a configured user's name, a single
+    /// sign-on person's subject).
+    pub forbid_self_approval: bool,
+}
+
+/// The console's OpenID Connect client (authorization code with PKCE).
+#[derive(Clone, PartialEq, Eq)]
+pub struct SsoConfig {
+    /// The provider's issuer identifier, exactly as its discovery document and ID tokens state it.
+    pub issuer: String,
+    /// The console's client id at the provider (the ID token's audience).
+    pub client_id: String,
+    /// The client secret, when the provider gave the console one (from the environment, never the file).
+    pub client_secret: Option<String>,
+    /// Where the provider sends the browser back: the console's `/console/sso/callback` as the browser reaches it.
+    pub redirect_uri: String,
+    /// The scopes asked for (`openid` among them).
+    pub scopes: Vec<String>,
+    /// The claim (in the ID token or the userinfo) that lists a person's groups.
+    pub groups_claim: String,
+    /// When set, only persons with this value in their groups claim may approve or deny.
+    pub approver_group: Option<String>,
+}
+
+// Hand-written so a debug print never shows the client secret.
+impl std::fmt::Debug for SsoConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SsoConfig")
+            .field("issuer", &self.issuer)
+            .field("client_id", &self.client_id)
+            .field("client_secret", &self.client_secret.as_ref().map(|_| "<redacted>"))
+            .field("redirect_uri", &self.redirect_uri)
+            .field("scopes", &self.scopes)
+            .field("groups_claim", &self.groups_claim)
+            .field("approver_group", &self.approver_group)
+            .finish()
+    }
 }
 
 /// A person who may log in with a token of their own.
@@ -86,6 +127,8 @@ impl ConsoleConfig {
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             users: Vec::new(),
+            sso: None,
+            forbid_self_approval: false,
         })
     }
 
@@ -102,6 +145,8 @@ pub(crate) struct Console {
     pub(crate) config: Arc<ConsoleConfig>,
     pub(crate) sessions: Arc<session::Sessions>,
     pub(crate) login_limiter: Arc<login_limit::LoginLimiter>,
+    /// The single sign-on provider, when configured.
+    pub(crate) provider: Option<Arc<oidc::Provider>>,
 }
 
 /// A console's shared state: [`ConsoleHandle::router`] serves it, and the handle changes it while it serves (a
@@ -114,9 +159,11 @@ pub struct ConsoleHandle {
 impl ConsoleHandle {
     /// A console over `store` with `config`; nothing is served until its [`router`](ConsoleHandle::router) is.
     pub fn new(store: Store, config: ConsoleConfig) -> ConsoleHandle {
-        let sessions = Arc::new(session::Sessions::new(store.clone(), &config.login_token, &config.users));
+        let issuer = config.sso.as_ref().map(|sso| sso.issuer.clone());
+        let sessions = Arc::new(session::Sessions::new(store.clone(), &config.login_token, &config.users, issuer));
         let login_limiter = Arc::new(login_limit::LoginLimiter::new(login_limit::Limits::CONSOLE));
-        ConsoleHandle { console: Console { store, sessions, config: Arc::new(config), login_limiter } }
+        let provider = config.sso.clone().map(|sso| Arc::new(oidc::Provider::new(sso)));
+        ConsoleHandle { console: Console { store, sessions, config: Arc::new(config), login_limiter, provider } }
     }
 
     /// The console as an axum router with routes under `/console` and no fallback, so it can be merged with the
@@ -129,6 +176,8 @@ impl ConsoleHandle {
             .route("/console/", get(handlers::pending_page))
             .route("/console/login", get(handlers::login).post(handlers::login_form))
             .route("/console/logout", post(handlers::logout))
+            .route("/console/sso/login", get(sso::start))
+            .route("/console/sso/callback", get(sso::callback))
             .route("/console/tools", get(tools::tools_page))
             .route("/console/pins/{decision}", post(tools::decide_pin))
             .route("/console/upstreams/{upstream}", get(onboarding::upstream_page))

@@ -30,6 +30,8 @@ const MAX_OPENED: usize = 64;
 const VERSION: &str = "v1";
 /// The prefix of a logged-out session's id among the store's used nonces (shared with request states).
 const REVOKED_PREFIX: &str = "console-session:";
+/// The entry field of a single sign-on session's cookie (a configured user's is a digest, the link's `-`).
+const SSO_ENTRY: &str = "sso";
 
 /// 32 random bytes from the operating system, as 64 lowercase hex digits.
 pub fn random_token() -> std::io::Result<String> {
@@ -67,7 +69,7 @@ fn entry_digest(key: &[u8], user: &ConsoleUser) -> String {
 
 /// HMAC-SHA256 of `label` then `message` under `key`, as hex. The label keeps a cookie's MAC and a CSRF token
 /// apart although both use one secret.
-fn seal(key: &[u8], label: &str, message: &str) -> String {
+pub(crate) fn seal(key: &[u8], label: &str, message: &str) -> String {
     // HMAC takes a key of any length; the fallback is never reached and would only make every seal fail to match.
     let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key)
         .unwrap_or_else(|_| <Hmac<Sha256> as KeyInit>::new(&Default::default()));
@@ -82,8 +84,16 @@ fn seal(key: &[u8], label: &str, message: &str) -> String {
 pub(crate) struct Session {
     /// The token every POST of this session must carry.
     pub(crate) csrf: String,
-    /// Who is logged in, as decisions record it (`console` for the one-time link).
+    /// Who is logged in, as decisions record it (`console` for the one-time link, `console:NAME` for a configured
+    /// user, the provider's subject for a person logged in through single sign-on).
     pub(crate) identity: String,
+    /// A single sign-on person's name or email, for display beside the identity.
+    pub(crate) display: Option<String>,
+    /// The caller identity whose calls are this person's own (a configured user's name, a person's subject; none
+    /// for the one-time link), for the rule that forbids approving one's own call.
+    pub(crate) own_caller: Option<String>,
+    /// A single sign-on person's groups (for the approver group rule); `None` for the link and configured users.
+    pub(crate) groups: Option<Vec<String>>,
     /// The random session id (what logout revokes).
     id: String,
     expires: SystemTime,
@@ -92,6 +102,8 @@ pub(crate) struct Session {
 /// The login token (until used), the configured users and the store's sealing secret.
 pub(crate) struct Sessions {
     store: Store,
+    /// The single sign-on provider's issuer, when one is configured: a person's cookie names it.
+    sso_issuer: Option<String>,
     inner: Mutex<Inner>,
     /// The store's console secret, read once (it never changes for a store).
     key: Mutex<Option<Arc<Vec<u8>>>>,
@@ -128,10 +140,26 @@ struct Sealed<'a> {
 }
 
 impl Sessions {
-    pub(crate) fn new(store: Store, login_token: &str, users: &[ConsoleUser]) -> Sessions {
+    pub(crate) fn new(store: Store, login_token: &str, users: &[ConsoleUser], sso_issuer: Option<String>) -> Sessions {
         let login = (!login_token.is_empty()).then(|| digest(login_token));
         let inner = Inner { login, users: users.to_vec(), opened: HashMap::new() };
-        Sessions { store, inner: Mutex::new(inner), key: Mutex::new(None) }
+        Sessions { store, sso_issuer, inner: Mutex::new(inner), key: Mutex::new(None) }
+    }
+
+    /// The store's console secret (also what the single sign-on login state is sealed and derived with).
+    pub(crate) async fn secret(&self) -> Result<Arc<Vec<u8>>, StoreError> {
+        self.key().await
+    }
+
+    /// Opens a session for a person the provider vouched for; returns the cookie's value. The cookie carries the
+    /// issuer, subject, display name and groups (sealed), so every process on the store accepts it while it has
+    /// the same provider configured.
+    pub(crate) async fn login_person(&self, person: &crate::oidc::Person) -> Result<String, LoginError> {
+        let issuer = self.sso_issuer.clone().unwrap_or_default();
+        let claims = serde_json::json!({
+            "iss": issuer, "sub": person.subject, "name": person.display, "groups": person.groups,
+        });
+        self.open_sealed(None, hex(claims.to_string().as_bytes()), SSO_ENTRY.to_owned()).await
     }
 
     /// Whether users are configured (the login form is offered).
@@ -216,13 +244,19 @@ impl Sessions {
     /// A new sealed session for `user` (`None`: the one-time link); returns the cookie's value.
     async fn open(&self, user: Option<&ConsoleUser>) -> Result<String, LoginError> {
         let key = self.key().await.map_err(LoginError::Store)?;
-        let id = random_token().map_err(LoginError::Random)?;
-        let expires = SystemTime::now() + SESSION_LIFETIME;
-        let expires_s = expires.duration_since(UNIX_EPOCH).map_or(0, |since| since.as_secs());
         let (name, entry) = match user {
             Some(user) => (hex(user.name.as_bytes()), entry_digest(&key, user)),
             None => (String::new(), "-".to_owned()),
         };
+        self.open_sealed(user, name, entry).await
+    }
+
+    /// Seals a new session whose cookie carries `name` and `entry`; `user` is remembered for `replace_users`.
+    async fn open_sealed(&self, user: Option<&ConsoleUser>, name: String, entry: String) -> Result<String, LoginError> {
+        let key = self.key().await.map_err(LoginError::Store)?;
+        let id = random_token().map_err(LoginError::Random)?;
+        let expires = SystemTime::now() + SESSION_LIFETIME;
+        let expires_s = expires.duration_since(UNIX_EPOCH).map_or(0, |since| since.as_secs());
         let body = format!("{VERSION}.{id}.{expires_s}.{name}.{entry}");
         let cookie = format!("{body}.{}", seal(&key, "cookie", &body));
         let mut inner = self.lock();
@@ -261,9 +295,22 @@ impl Sessions {
         if expires <= SystemTime::now() {
             return Ok(None);
         }
-        let identity = if sealed.name.is_empty() {
-            LINK_IDENTITY.to_owned()
-        } else {
+        let mut session = Session {
+            csrf: seal(&key, "csrf", sealed.id),
+            identity: LINK_IDENTITY.to_owned(),
+            display: None,
+            own_caller: None,
+            groups: None,
+            id: sealed.id.to_owned(),
+            expires,
+        };
+        if sealed.entry == SSO_ENTRY {
+            let Some(person) = self.person(sealed.name) else { return Ok(None) };
+            session.identity = person.subject.clone();
+            session.own_caller = Some(person.subject);
+            session.display = Some(person.display);
+            session.groups = Some(person.groups);
+        } else if !sealed.name.is_empty() {
             let Some(name) = unhex(sealed.name).and_then(|bytes| String::from_utf8(bytes).ok()) else {
                 return Ok(None);
             };
@@ -275,13 +322,28 @@ impl Sessions {
             if !configured {
                 return Ok(None);
             }
-            format!("console:{name}")
-        };
+            session.identity = format!("console:{name}");
+            session.own_caller = Some(name);
+        }
         if self.store.request_states().is_used(&revoked(sealed.id)).await? {
             return Ok(None);
         }
-        let csrf = seal(&key, "csrf", sealed.id);
-        Ok(Some(Session { csrf, identity, id: sealed.id.to_owned(), expires }))
+        Ok(Some(session))
+    }
+
+    /// The person a single sign-on cookie names, if it was issued for the provider configured now.
+    fn person(&self, name: &str) -> Option<crate::oidc::Person> {
+        let claims: serde_json::Value = serde_json::from_slice(&unhex(name)?).ok()?;
+        let text = |field: &str| claims.get(field).and_then(serde_json::Value::as_str).map(str::to_owned);
+        if self.sso_issuer.is_none() || text("iss") != self.sso_issuer {
+            return None;
+        }
+        let groups = claims.get("groups")?.as_array()?.iter().filter_map(serde_json::Value::as_str);
+        Some(crate::oidc::Person {
+            subject: text("sub").filter(|sub| !sub.is_empty())?,
+            display: text("name")?,
+            groups: groups.map(str::to_owned).collect(),
+        })
     }
 
     /// Ends a session on every process on the store: its id is remembered as used until the cookie expires.

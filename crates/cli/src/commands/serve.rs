@@ -141,6 +141,8 @@ pub(crate) async fn serve_spec(
                 allowed_hosts: http.allowed_hosts.clone(),
                 allowed_origins: http.allowed_origins.clone(),
                 users: console_users,
+                sso: None,
+                forbid_self_approval: false,
             },
         )),
         None => None,

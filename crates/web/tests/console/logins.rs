@@ -139,6 +139,8 @@ async fn beside(console: &Console) -> Result<std::net::SocketAddr, Box<dyn std::
         allowed_hosts: Vec::new(),
         allowed_origins: Vec::new(),
         users: vec![user("alice", ALICE)],
+        sso: None,
+        forbid_self_approval: false,
     };
     let router = toolgate_web::ConsoleHandle::new(console.store.clone(), config).router();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;

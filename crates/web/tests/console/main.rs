@@ -4,10 +4,12 @@
 //! - [`audit`]: the audit page's filters and search.
 //! - [`tools`]: the tools page: quarantined definitions, pin decisions, and the inventory of every tool.
 //! - [`logins`]: the failed-login limit per address, and users replaced while the console serves.
+//! - [`sso`]: single sign-on at a real OpenID provider, approver rules, and the callback's attacks.
 
 mod audit;
 mod logins;
 mod onboarding;
+mod sso;
 mod tools;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -55,6 +57,8 @@ async fn start() -> Result<Console, Box<dyn std::error::Error>> {
         allowed_hosts: Vec::new(),
         allowed_origins: Vec::new(),
         users: vec![alice],
+        sso: None,
+        forbid_self_approval: false,
     };
     let handle = toolgate_web::ConsoleHandle::new(store.clone(), config);
     let router = handle.router();
