@@ -47,7 +47,20 @@ const PROXY_FLOORS: Floors = &[
     ),
     ("rules", &["access", "inventory", "guard/approval_quota"]),
     ("state", &["state"]),
-    ("behaviour", &["relay", "guard", "call", "methods", "listen", "upstream_events", "upstream_input", "lifecycle"]),
+    (
+        "behaviour",
+        &[
+            "relay",
+            "guard",
+            "call",
+            "methods",
+            "listen",
+            "upstream_events",
+            "upstream_input",
+            "upstream_rounds",
+            "lifecycle",
+        ],
+    ),
     ("facade", &["intake", "gateway", "metrics", "health", "lib"]),
 ];
 

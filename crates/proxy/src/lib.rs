@@ -34,6 +34,7 @@ pub mod session;
 mod state;
 mod upstream_events;
 mod upstream_input;
+mod upstream_rounds;
 pub mod upstream_set;
 pub mod upstreams;
 pub mod uri_template;

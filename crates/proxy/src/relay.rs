@@ -17,7 +17,7 @@ use toolgate_upstream::jsonrpc::{self, codes};
 use crate::state::routes::{CallRoute, ProgressRoute};
 use crate::state::session::SessionShared;
 use crate::state::shared::Shared;
-use crate::upstream_input;
+use crate::{upstream_input, upstream_rounds};
 
 /// The forwarded requests whose answers carry an upstream's content to the client.
 const CONTENT_METHODS: [&str; 3] = ["prompts/get", "resources/read", "completion/complete"];
@@ -35,7 +35,7 @@ pub(crate) async fn forward(
     cancel: &CancellationToken,
 ) -> Option<Value> {
     let open_world = gateway.catalog().content_open_world(upstream);
-    match send_upstream(gateway, session, id, upstream, method, params, cancel, None).await? {
+    match send_upstream(gateway, session, id, upstream, method, params, cancel, None, false).await? {
         Ok(response) => {
             // A prompt, a resource's contents or completions from an open-world source reach the client (and
             // through it the model) as a tool's answer would: the session is tainted, result or error alike.
@@ -73,6 +73,7 @@ pub(crate) async fn send_upstream(
     params: Value,
     cancel: &CancellationToken,
     within: Option<Duration>,
+    confirmed: bool,
 ) -> Option<Result<Value, UpstreamError>> {
     let modern = gateway
         .upstreams
@@ -92,6 +93,15 @@ pub(crate) async fn send_upstream(
     {
         meta.insert("io.modelcontextprotocol/clientCapabilities".to_owned(), capabilities);
     }
+    // A modern client's retry of an upstream round: toolgate's wrapped state checked and swapped for the upstream's.
+    let passes_rounds_on = client_is_modern && upstream_input::INPUT_METHODS.contains(&method);
+    let mut rounds_before = 0;
+    if passes_rounds_on {
+        match upstream_rounds::unwrap_retry(gateway, session, upstream, method, &mut params, confirmed).await {
+            Ok(rounds) => rounds_before = rounds,
+            Err(why) => return Some(Ok(jsonrpc::error_response(id, codes::INVALID_PARAMS, &why))),
+        }
+    }
     let original = params.clone();
     let open_world = source_is_open_world(gateway, upstream, method, &params);
     for round in 0..=upstream_input::MAX_INPUT_ROUNDS {
@@ -103,6 +113,25 @@ pub(crate) async fn send_upstream(
         let Some(result) = upstream_input::input_required(&message) else {
             return Some(Ok(upstream_hop_answer(message)));
         };
+        let upstream_id = message.get("id").cloned().unwrap_or(Value::Null);
+        if passes_rounds_on {
+            // A modern client answers in a retry of its own: the round goes to it, wrapped.
+            let wrapped = upstream_rounds::wrap_for_client(
+                gateway,
+                session,
+                upstream,
+                method,
+                &original,
+                result,
+                rounds_before,
+                confirmed,
+            )
+            .await;
+            return Some(Ok(match wrapped {
+                Ok(result) => json!({"jsonrpc": "2.0", "id": upstream_id, "result": result}),
+                Err(why) => jsonrpc::error_response(&upstream_id, codes::INTERNAL_ERROR, &why),
+            }));
+        }
         let refusal = if round == upstream_input::MAX_INPUT_ROUNDS {
             Err(format!("upstream asked for input more than {} times in one call", upstream_input::MAX_INPUT_ROUNDS))
         } else {
@@ -115,10 +144,7 @@ pub(crate) async fn send_upstream(
         }
         match refusal {
             Ok(responses) => params = upstream_input::retry_params(&original, responses, result),
-            Err(why) => {
-                let upstream_id = message.get("id").cloned().unwrap_or(Value::Null);
-                return Some(Ok(jsonrpc::error_response(&upstream_id, codes::INTERNAL_ERROR, &why)));
-            }
+            Err(why) => return Some(Ok(jsonrpc::error_response(&upstream_id, codes::INTERNAL_ERROR, &why))),
         }
     }
     None

@@ -6,8 +6,8 @@
 //! legacy upstream's pushed request would be (`crate::upstream_events`: labelled with the upstream's name, the
 //! session's declared capabilities checked, the same quota of relayed requests); the answers go back upstream in
 //! a retry under a new id with the upstream's `requestState` echoed byte for byte, at most [`MAX_INPUT_ROUNDS`]
-//! rounds. A modern client's call gets a clean error for now: passing `input_required` on needs the upstream's
-//! state wrapped in toolgate's sealed state (`guard::request_state`), which is not built yet. This module never
+//! rounds. A modern client answers in retries of its own: its rounds go through `crate::upstream_rounds` (the
+//! relay never calls [`ask_client`] for it; if it did, the call would get a clean error). This module never
 //! decides policy (the call was permitted, its confirmation asked, before it reached the upstream) and never
 //! invents an answer a client did not give.
 
@@ -25,7 +25,7 @@ use crate::upstreams::relayed_client_capabilities;
 pub(crate) const MAX_INPUT_ROUNDS: usize = 10;
 
 /// The methods whose results may be `input_required` (2026-07-28).
-const INPUT_METHODS: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
+pub(crate) const INPUT_METHODS: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
 
 /// The kinds of request an `input_required` result may carry.
 const INPUT_KINDS: [&str; 3] = ["elicitation/create", "sampling/createMessage", "roots/list"];

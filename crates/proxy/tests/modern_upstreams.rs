@@ -2,7 +2,9 @@
 //! to without `initialize`; a legacy one, even one that exits on a request before `initialize`, still gets a
 //! session), a legacy client's call to a modern upstream (the per-request envelope, and the upstream's
 //! `input_required` bridged into a real `elicitation/create` to the client and retried with the answer), and a
-//! legacy upstream that never sees the 2026-07-28 envelope a modern client sent toolgate.
+//! legacy upstream that never sees the 2026-07-28 envelope a modern client sent toolgate, and a modern client's
+//! call to a modern upstream that asks for input (the round passed on with the upstream's state wrapped in
+//! toolgate's: accepted, echoed exactly, tampered and replayed states refused, toolgate's own confirmation first).
 //!
 //! The modern upstream is `fixtures/modern.py` on PyPI `mcp` 2.3 (the peers' venv; `TOOLGATE_PEERS_DIR`); the
 //! server that exits is `misbehave.py --mode initialize-first`. Waits are hang guards; nothing asserts durations.
@@ -19,7 +21,7 @@ use toolgate_spec::{Prefix, UpstreamEra, UpstreamSpec};
 use toolgate_test_support::{PeerCommand, Peers};
 use toolgate_upstream::Endpoint;
 
-use support::{Client, Elicit, FixtureLog, start, status_of, text_of, upstream};
+use support::{Client, Elicit, FixtureLog, gateway_store, start, start_guarded, status_of, text_of, upstream};
 
 /// An upstream that runs `command`, unprefixed, spoken to in `era`.
 fn upstream_of(name: &str, command: PeerCommand, era: UpstreamEra) -> UpstreamSpec {
@@ -141,5 +143,111 @@ async fn auto_falls_back_to_initialize_for_a_server_that_exits_on_the_probe() {
     let mut client = Client::connect(&gateway).await;
     let response = client.call(json!(1), "strict_echo", json!({})).await;
     assert_eq!(text_of(&response), "called echo", "{response}");
+    gateway.shutdown().await;
+}
+
+/// A gateway with a store (states are sealed with its secret, nonces used in it) over the modern conformance fixture,
+/// unprefixed, under `policy` (a policy spec as JSON).
+async fn modern_to_modern(state: &std::path::Path, policy: Value) -> toolgate_proxy::Gateway {
+    let fixture = toolgate_test_support::modern_conformance_fixture(&Peers::locate());
+    let guardrails = toolgate_spec::GuardrailSpec {
+        policy: serde_json::from_value(policy).expect("a valid policy"),
+        ..Default::default()
+    };
+    let store = gateway_store(state).await;
+    start_guarded(vec![upstream_of("conformance", fixture, UpstreamEra::Modern)], guardrails, Some(store)).await
+}
+
+/// A 2026-07-28 `tools/call` of `tool` declaring form elicitation, with `extra` (a retry's state and responses).
+fn modern_call(tool: &str, extra: Value) -> Value {
+    let mut params = json!({"name": tool, "arguments": {}, "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+    }});
+    for (key, value) in extra.as_object().cloned().unwrap_or_default() {
+        params[key] = value;
+    }
+    params
+}
+
+/// The `input_required` result of `response`, asserting it is one asking under `key`; returns the state.
+fn asked_under(response: &Value, key: &str) -> String {
+    let result = &response["result"];
+    assert_eq!(result["resultType"], "input_required", "{response}");
+    assert_eq!(result["inputRequests"][key]["method"], "elicitation/create", "{response}");
+    result["requestState"].as_str().expect("a state").to_owned()
+}
+
+const STATE_TOOL: &str = "test_input_required_result_request_state";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modern_upstreams_input_required_reaches_a_modern_client_and_its_state_comes_back_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let gateway = modern_to_modern(dir.path(), json!({"rule": [{"id": "all", "effect": "allow"}]})).await;
+    let mut client = Client::connect(&gateway).await;
+    let asked = client.request(json!(1), "tools/call", modern_call(STATE_TOOL, json!({}))).await;
+    // The upstream's own key, unchanged; its question labelled with its name; its state wrapped in toolgate's.
+    let state = asked_under(&asked, "confirm");
+    let message = asked["result"]["inputRequests"]["confirm"]["params"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("conformance") && message.contains("Please confirm"), "{asked}");
+    assert!(state.starts_with("tgu1."), "toolgate's wrapper, never the upstream's bare state: {state}");
+
+    let answer = json!({"confirm": {"action": "accept", "content": {"ok": true}}, "unasked": {"action": "accept"}});
+    let retry = json!({"requestState": state, "inputResponses": answer});
+    let done = client.request(json!(2), "tools/call", modern_call(STATE_TOOL, retry.clone())).await;
+    // The fixture answers state-ok only when the SDK opened its own sealed state: it came back byte for byte.
+    assert!(text_of(&done).contains("state-ok"), "{done}");
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+
+    // The same state again is a replay: refused, nothing sent upstream.
+    let replayed = client.request(json!(3), "tools/call", modern_call(STATE_TOOL, retry)).await;
+    assert_eq!(replayed["error"]["code"], -32602, "{replayed}");
+    assert!(replayed["error"]["message"].as_str().unwrap_or_default().contains("used already"), "{replayed}");
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tampered_wrapped_state_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let gateway = modern_to_modern(dir.path(), json!({"rule": [{"id": "all", "effect": "allow"}]})).await;
+    let mut client = Client::connect(&gateway).await;
+    let asked = client.request(json!(1), "tools/call", modern_call(STATE_TOOL, json!({}))).await;
+    let state = asked_under(&asked, "confirm");
+    // One hex digit of the sealed payload changed (the wrapper's form kept), and a state that is not toolgate's.
+    let (payload, tag) = state.trim_start_matches("tgu1.").split_once('.').expect("payload.tag");
+    let flipped = if payload.ends_with('0') { '1' } else { '0' };
+    let tampered = format!("tgu1.{}{flipped}.{tag}", &payload[..payload.len() - 1]);
+    for (id, bad, why) in [(2, tampered, "altered or forged"), (3, "round-1".to_owned(), "not one toolgate issued")] {
+        let answer = json!({"confirm": {"action": "accept", "content": {"ok": true}}});
+        let retry = json!({"requestState": bad, "inputResponses": answer});
+        let refused = client.request(json!(id), "tools/call", modern_call(STATE_TOOL, retry)).await;
+        assert_eq!(refused["error"]["code"], -32602, "{refused}");
+        assert!(refused["error"]["message"].as_str().unwrap_or_default().contains(why), "{refused}");
+    }
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn toolgates_own_confirmation_comes_before_the_upstreams_round() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = json!({"rule": [
+        {"id": "ask", "effect": "confirm", "match": {"tool": STATE_TOOL}},
+        {"id": "rest", "effect": "allow"}
+    ]});
+    let gateway = modern_to_modern(dir.path(), policy).await;
+    let mut client = Client::connect(&gateway).await;
+    let asked = client.request(json!(1), "tools/call", modern_call(STATE_TOOL, json!({}))).await;
+    let toolgate_state = asked_under(&asked, "toolgate/confirm");
+    let approve = json!({"toolgate/confirm": {"action": "accept", "content": {"approve": true}}});
+    let retry = json!({"requestState": toolgate_state, "inputResponses": approve});
+    // Approved: the call goes upstream as a first round (toolgate's state and answer stay with toolgate), and the
+    // upstream's own question comes back.
+    let upstream_asks = client.request(json!(2), "tools/call", modern_call(STATE_TOOL, retry)).await;
+    let wrapped = asked_under(&upstream_asks, "confirm");
+    let answer = json!({"confirm": {"action": "accept", "content": {"ok": true}}});
+    let retry = json!({"requestState": wrapped, "inputResponses": answer});
+    // The person's approval holds for this call's later rounds: no second question from toolgate.
+    let done = client.request(json!(3), "tools/call", modern_call(STATE_TOOL, retry)).await;
+    assert!(text_of(&done).contains("state-ok"), "{done}");
     gateway.shutdown().await;
 }

@@ -9,29 +9,15 @@ use toolgate_test_support::toolgate::Serving;
 use toolgate_test_support::{PeerCommand, Peers, modern_conformance_fixture};
 
 /// Scored checks (`scenario/check-id`) that fail through toolgate in front of the modern fixture, and why.
-const EXPECTED_FAILURES: [(&str, &str); 12] = [
+const EXPECTED_FAILURES: [(&str, &str); 2] = [
     ("server-stateless/sep-2575-server-rejects-undeclared-capability", HOP_ERROR),
     ("server-stateless/sep-2575-missing-capability-http-400", HOP_ERROR),
-    ("input-required-result-basic-elicitation/sep-2322-elicitation-incomplete", MRTR),
-    ("input-required-result-basic-list-roots/sep-2322-list-roots-incomplete", MRTR),
-    ("input-required-result-basic-sampling/sep-2322-sampling-incomplete", MRTR),
-    ("input-required-result-capability-check/sep-2322-respect-client-capabilities", MRTR),
-    ("input-required-result-multi-round/sep-2322-multi-round-r1", MRTR),
-    ("input-required-result-multiple-input-requests/sep-2322-multiple-inputs-incomplete", MRTR),
-    ("input-required-result-non-tool-request/sep-2322-non-tool-incomplete", MRTR),
-    ("input-required-result-request-state/sep-2322-request-state-incomplete", MRTR),
-    ("input-required-result-result-type/sep-2322-result-type-included", MRTR),
-    ("input-required-result-tampered-state/sep-2322-reject-tampered-state", MRTR),
 ];
 
 /// Why the two -32021 checks fail: the fixture's `test_missing_capability` answers -32021, and toolgate turns every
 /// -32020..-32022 from an upstream into an internal error (they describe the hop between toolgate and the upstream).
 const HOP_ERROR: &str = "the upstream's -32021 becomes toolgate's internal error: toolgate does not yet tell a \
                          missing capability of the client's own (relayed as -32021) from one of the hop";
-
-/// Why every `input-required-result-*` check above fails.
-const MRTR: &str = "passing a modern upstream's input_required on to a modern client (its state wrapped in toolgate's \
-                    sealed state) is not built: the call gets an error that says so";
 
 /// `toolgate serve --config` with the modern fixture as its only upstream: era modern, passthrough, every call
 /// allowed (the relay is under test here; the guardrails have their own tests), state in `dir`.

@@ -137,14 +137,25 @@ pub(crate) async fn forward(
     params["name"] = Value::String(tool.original_name.clone());
     let retries = &gateway.spec.guardrails.retries;
     let retry_safe = tool.hints.is_idempotent();
+    // Permitted under a confirm verdict: a person approved it (toolgate's state was checked on the way here).
+    let confirmed = permitted.decision.verdict == Verdict::Confirm;
     let timeout = gateway.upstreams.get(tool.upstream).map_or(Duration::ZERO, |runtime| runtime.spec.request_timeout);
     let deadline = Instant::now() + timeout;
     let mut backoff = retries.initial_backoff;
     let mut attempt = 1;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        let answer =
-            send_upstream(gateway, session, id, tool.upstream, "tools/call", params.clone(), cancel, Some(left));
+        let answer = send_upstream(
+            gateway,
+            session,
+            id,
+            tool.upstream,
+            "tools/call",
+            params.clone(),
+            cancel,
+            Some(left),
+            confirmed,
+        );
         match answer.await? {
             Ok(response) => return Some(Forwarded::Response(response)),
             Err(error)

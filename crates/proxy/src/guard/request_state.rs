@@ -64,9 +64,28 @@ pub enum RequestStateError {
 
 /// Seals a binding: `hex(json).hex(hmac)`.
 pub fn seal(key: &[u8], binding: &ConfirmationBinding) -> String {
-    let payload = serde_json::to_vec(binding).unwrap_or_default();
+    seal_payload(key, binding)
+}
+
+/// Seals any serializable payload the same way (`hex(json).hex(hmac)`): integrity, not secrecy (the client can read
+/// the hex). Payload types must not deserialize as one another (each has a field the others lack), since they share
+/// the key.
+fn seal_payload<T: Serialize>(key: &[u8], payload: &T) -> String {
+    let payload = serde_json::to_vec(payload).unwrap_or_default();
     let tag = tag(key, &payload);
     format!("{}.{}", hex(&payload), hex(&tag))
+}
+
+/// Checks a sealed payload's tag in constant time and reads it; [`RequestStateError::Malformed`] or
+/// [`RequestStateError::BadTag`] otherwise. The caller checks what the payload binds.
+fn open_payload<T: serde::de::DeserializeOwned>(key: &[u8], sealed: &str) -> Result<T, RequestStateError> {
+    let (payload_hex, tag_hex) = sealed.split_once('.').ok_or(RequestStateError::Malformed)?;
+    let payload = unhex(payload_hex).ok_or(RequestStateError::Malformed)?;
+    let given = unhex(tag_hex).ok_or(RequestStateError::Malformed)?;
+    let mut mac = mac(key);
+    mac.update(&payload);
+    mac.verify_slice(&given).map_err(|_| RequestStateError::BadTag)?;
+    serde_json::from_slice(&payload).map_err(|_| RequestStateError::Malformed)
 }
 
 /// Opens a sealed state for the call `expected` describes (its caller, tool fingerprint and argument digest; its
@@ -78,13 +97,7 @@ pub fn open(
     expected: &ConfirmationBinding,
     now: u64,
 ) -> Result<ConfirmationBinding, RequestStateError> {
-    let (payload_hex, tag_hex) = sealed.split_once('.').ok_or(RequestStateError::Malformed)?;
-    let payload = unhex(payload_hex).ok_or(RequestStateError::Malformed)?;
-    let given = unhex(tag_hex).ok_or(RequestStateError::Malformed)?;
-    let mut mac = mac(key);
-    mac.update(&payload);
-    mac.verify_slice(&given).map_err(|_| RequestStateError::BadTag)?;
-    let binding: ConfirmationBinding = serde_json::from_slice(&payload).map_err(|_| RequestStateError::Malformed)?;
+    let binding: ConfirmationBinding = open_payload(key, sealed)?;
     if now >= binding.expires_at {
         return Err(RequestStateError::Expired);
     }
@@ -101,6 +114,51 @@ pub fn open(
         return Err(RequestStateError::ToolChanged { asked: binding.tool_fingerprint });
     }
     Ok(binding)
+}
+
+/// How a wrapped upstream round's state starts (`crate::upstream_rounds`): toolgate's own confirmation states never
+/// do, so the two are told apart before either is opened.
+pub(crate) const WRAP_PREFIX: &str = "tgu1.";
+
+/// One round of a modern upstream's `input_required` passed on to a modern client, as toolgate seals it around the
+/// upstream's own state (`crate::upstream_rounds` says what each field is for).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct UpstreamRound {
+    pub(crate) caller: String,
+    pub(crate) upstream: String,
+    pub(crate) method: String,
+    pub(crate) target: String,
+    pub(crate) args_digest: String,
+    pub(crate) tool_fingerprint: Option<String>,
+    pub(crate) expires_at: u64,
+    pub(crate) nonce: String,
+    pub(crate) asked: Vec<String>,
+    pub(crate) state: Option<String>,
+    pub(crate) round: usize,
+    pub(crate) confirmed: bool,
+}
+
+/// The sealed payload of a wrapped round. Its one top-level field keeps it from reading as a
+/// [`ConfirmationBinding`] (and back), since both are sealed under the same key.
+#[derive(Serialize, Deserialize)]
+struct WrappedRound {
+    upstream_round: UpstreamRound,
+}
+
+/// Whether a state has the wrapped-round form (its prefix only: nothing is checked).
+pub(crate) fn is_wrapped(state: &serde_json::Value) -> bool {
+    state.as_str().is_some_and(|state| state.starts_with(WRAP_PREFIX))
+}
+
+/// Seals a round: [`WRAP_PREFIX`] and the sealed payload.
+pub(crate) fn seal_upstream_round(key: &[u8], round: &UpstreamRound) -> String {
+    format!("{WRAP_PREFIX}{}", seal_payload(key, &WrappedRound { upstream_round: round.clone() }))
+}
+
+/// Opens a wrapped round's seal (what it binds is the caller's to check).
+pub(crate) fn open_upstream_round(key: &[u8], state: &str) -> Result<UpstreamRound, RequestStateError> {
+    let sealed = state.strip_prefix(WRAP_PREFIX).ok_or(RequestStateError::Malformed)?;
+    open_payload::<WrappedRound>(key, sealed).map(|wrapped| wrapped.upstream_round)
 }
 
 fn mac(key: &[u8]) -> Hmac<Sha256> {

@@ -146,6 +146,24 @@ pub(crate) async fn confirm(
         expires_at: 0,
         nonce: String::new(),
     };
+    // A retry of an upstream's round (`crate::upstream_rounds`) after a person confirmed this very call: the
+    // approval holds for the call's later rounds (the relay checks the state fully and uses its nonce). A wrapped
+    // state that does not show that gets toolgate's question first, and the call starts over.
+    if let Some(state) = params.get("requestState").filter(|state| request_state::is_wrapped(state)) {
+        let confirmed = state
+            .as_str()
+            .and_then(|state| request_state::open_upstream_round(&key, state).ok())
+            .is_some_and(|round| {
+                round.confirmed
+                    && round.caller == call.caller
+                    && round.method == "tools/call"
+                    && round.target == tool.original_name
+                    && round.tool_fingerprint.as_deref() == Some(tool.fingerprint.as_str())
+                    && round.args_digest == call.args_digest
+                    && unix_seconds(SystemTime::now()) < round.expires_at
+            });
+        return if confirmed { RoundTrip::Approved } else { ask(gateway, &key, call, question) };
+    }
     // Without a state this is a first round, whatever `inputResponses` it carries: an answer to a question toolgate
     // did not ask (or cannot tell it asked) approves nothing.
     let Some(state) = params.get("requestState") else {
@@ -220,7 +238,7 @@ fn refusal_of(error: &RequestStateError) -> StateRefusal {
 }
 
 /// The sealing secret, read from the store once per process (every process on the store reads the same one).
-async fn sealing_key(gateway: &Shared, store: &Store) -> Result<Arc<Vec<u8>>, String> {
+pub(crate) async fn sealing_key(gateway: &Shared, store: &Store) -> Result<Arc<Vec<u8>>, String> {
     let key = gateway
         .sealing_key
         .get_or_try_init(|| async { store.request_states().sealing_key().await.map(Arc::new) })
@@ -229,7 +247,7 @@ async fn sealing_key(gateway: &Shared, store: &Store) -> Result<Arc<Vec<u8>>, St
     Ok(Arc::clone(key))
 }
 
-fn unix_seconds(time: SystemTime) -> u64 {
+pub(crate) fn unix_seconds(time: SystemTime) -> u64 {
     time.duration_since(UNIX_EPOCH).map_or(0, |since| since.as_secs())
 }
 
