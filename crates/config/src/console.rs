@@ -22,6 +22,23 @@ use crate::lower::Context;
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawConsole {
     pub(crate) user: Option<Vec<Spanned<RawConsoleUser>>>,
+    /// Refuse a person's approval of their own call.
+    pub(crate) forbid_self_approval: Option<bool>,
+    /// `[console.sso]`: single sign-on with an OpenID provider.
+    pub(crate) sso: Option<Spanned<RawSso>>,
+}
+
+/// `[console.sso]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawSso {
+    pub(crate) issuer: Spanned<String>,
+    pub(crate) client_id: Spanned<String>,
+    pub(crate) client_secret_env: Option<Spanned<String>>,
+    pub(crate) redirect_uri: Spanned<String>,
+    pub(crate) scopes: Option<Spanned<Vec<String>>>,
+    pub(crate) groups_claim: Option<Spanned<String>>,
+    pub(crate) approver_group: Option<Spanned<String>>,
 }
 
 /// One `[[console.user]]`.
@@ -38,6 +55,41 @@ pub(crate) struct RawConsoleUser {
 pub struct ConsoleSpec {
     /// The configured users, in file order.
     pub users: Vec<ConsoleUserSpec>,
+    /// `forbid_self_approval`: refuse a person's approval of a call whose caller is themselves.
+    pub forbid_self_approval: bool,
+    /// `[console.sso]`, when single sign-on is configured.
+    pub sso: Option<SsoSpec>,
+}
+
+/// `[console.sso]`: the console's OpenID Connect client.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SsoSpec {
+    /// The provider's issuer identifier (`https://`, or `http://` on loopback only).
+    pub issuer: String,
+    /// The console's client id at the provider.
+    pub client_id: String,
+    /// The client secret, read from `client_secret_env` at load; never in the file.
+    pub client_secret: Option<String>,
+    /// The console's `/console/sso/callback` URL as browsers reach it.
+    pub redirect_uri: String,
+    /// Scopes asked for (default `openid profile email`); `openid` is always among them.
+    pub scopes: Vec<String>,
+    /// The claim listing a person's groups (default `groups`).
+    pub groups_claim: String,
+    /// Only persons in this group may decide approvals.
+    pub approver_group: Option<String>,
+}
+
+// Hand-written so a debug print never shows the client secret.
+impl std::fmt::Debug for SsoSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SsoSpec")
+            .field("issuer", &self.issuer)
+            .field("client_id", &self.client_id)
+            .field("redirect_uri", &self.redirect_uri)
+            .field("approver_group", &self.approver_group)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A console user.
@@ -58,7 +110,11 @@ impl std::fmt::Debug for ConsoleUserSpec {
 
 impl std::fmt::Debug for ConsoleSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ConsoleSpec").field("users", &self.users).finish()
+        f.debug_struct("ConsoleSpec")
+            .field("users", &self.users)
+            .field("forbid_self_approval", &self.forbid_self_approval)
+            .field("sso", &self.sso)
+            .finish()
     }
 }
 
@@ -69,10 +125,13 @@ pub(crate) fn lower_console(
     cx: &mut Context<'_>,
 ) -> ConsoleSpec {
     let Some(raw) = raw else { return ConsoleSpec::default() };
+    let raw = raw.into_inner();
+    let sso = raw.sso.and_then(|sso| lower_sso(sso, cx));
+    let forbid_self_approval = raw.forbid_self_approval.unwrap_or(false);
     let mut names = UniqueNames::default();
     let mut hashes: BTreeMap<String, String> = BTreeMap::new();
     let mut users = Vec::new();
-    for user in raw.into_inner().user.unwrap_or_default() {
+    for user in raw.user.unwrap_or_default() {
         let table_offset = user.span().start;
         let user = user.into_inner();
         let name = user.name.get_ref().clone();
@@ -100,5 +159,87 @@ pub(crate) fn lower_console(
             users.push(ConsoleUserSpec { name, token_sha256 });
         }
     }
-    ConsoleSpec { users }
+    ConsoleSpec { users, forbid_self_approval, sso }
+}
+
+/// Lowers `[console.sso]`: URLs (`http://` only on loopback), the client id, the secret's variable (read now).
+fn lower_sso(raw: Spanned<RawSso>, cx: &mut Context<'_>) -> Option<SsoSpec> {
+    let raw = raw.into_inner();
+    let before = cx.problem_count();
+    for (key, url) in [("issuer", &raw.issuer), ("redirect_uri", &raw.redirect_uri)] {
+        if let Err(problem) = check_url(url.get_ref()) {
+            cx.error(url.span().start, format!("[console.sso]: `{key}` {problem}"));
+        }
+    }
+    if raw.redirect_uri.get_ref().split('?').next().is_some_and(|path| !path.ends_with("/console/sso/callback")) {
+        let message = "[console.sso]: `redirect_uri` must be the console's `/console/sso/callback` URL as browsers \
+                       reach it";
+        cx.error(raw.redirect_uri.span().start, message);
+    }
+    if raw.client_id.get_ref().trim().is_empty() {
+        cx.error(raw.client_id.span().start, "[console.sso]: `client_id` is empty");
+    }
+    let client_secret = raw.client_secret_env.as_ref().and_then(|variable| {
+        match (cx.env)(variable.get_ref()).map(|secret| secret.trim().to_owned()) {
+            Some(secret) if !secret.is_empty() => Some(secret),
+            Some(_) => {
+                let message = format!(
+                    "[console.sso]: environment variable `{}` (client_secret_env) is empty",
+                    variable.get_ref()
+                );
+                cx.error(variable.span().start, message);
+                None
+            }
+            None => {
+                let message = format!(
+                    "[console.sso]: environment variable `{}` (client_secret_env) is not set",
+                    variable.get_ref()
+                );
+                cx.error(variable.span().start, message);
+                None
+            }
+        }
+    });
+    let mut scopes = match raw.scopes {
+        Some(scopes) => scopes.into_inner(),
+        None => vec!["openid".into(), "profile".into(), "email".into()],
+    };
+    if !scopes.iter().any(|scope| scope == "openid") {
+        scopes.insert(0, "openid".into());
+    }
+    if let Some(group) = raw.approver_group.as_ref().filter(|group| group.get_ref().trim().is_empty()) {
+        cx.error(group.span().start, "[console.sso]: `approver_group` is empty");
+    }
+    (cx.problem_count() == before).then(|| SsoSpec {
+        issuer: raw.issuer.into_inner(),
+        client_id: raw.client_id.into_inner(),
+        client_secret,
+        redirect_uri: raw.redirect_uri.into_inner(),
+        scopes,
+        groups_claim: raw.groups_claim.map_or_else(|| "groups".to_owned(), Spanned::into_inner),
+        approver_group: raw.approver_group.map(Spanned::into_inner),
+    })
+}
+
+/// Why `url` is not an `https://` URL, or an `http://` one on loopback.
+fn check_url(url: &str) -> Result<(), &'static str> {
+    let (secure, rest) = if let Some(rest) = url.strip_prefix("https://") {
+        (true, rest)
+    } else if let Some(rest) = url.strip_prefix("http://") {
+        (false, rest)
+    } else {
+        return Err("must be an https:// URL (http:// only on loopback)");
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = match authority.strip_prefix('[') {
+        Some(bracketed) => bracketed.split(']').next().unwrap_or_default(),
+        None => authority.rsplit_once(':').map_or(authority, |(host, _)| host),
+    };
+    if host.is_empty() {
+        return Err("has no host");
+    }
+    if !secure && !crate::rules::is_loopback_host(host) {
+        return Err("must use https:// (http:// only on loopback: the ID token and code would travel in the clear)");
+    }
+    Ok(())
 }

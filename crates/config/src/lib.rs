@@ -52,7 +52,7 @@ mod tests;
 
 use std::path::Path;
 
-pub use console::{ConsoleSpec, ConsoleUserSpec};
+pub use console::{ConsoleSpec, ConsoleUserSpec, SsoSpec};
 pub use error::{ConfigError, Problem};
 pub use store::{DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, PostgresSpec, StoreSpec};
 pub use summary::{CallerSummary, ConfigSummary, ListenerSummary, PolicySummary, Transport, UpstreamSummary};

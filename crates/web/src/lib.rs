@@ -193,6 +193,12 @@ impl ConsoleHandle {
             .with_state(console)
     }
 
+    /// Whether `sso` and `forbid_self_approval` differ from what this console serves with: they are not replaced
+    /// while it serves (a config reload warns instead), unlike the users.
+    pub fn differs_in_sign_on(&self, sso: Option<&SsoConfig>, forbid_self_approval: bool) -> bool {
+        self.console.config.sso.as_ref() != sso || self.console.config.forbid_self_approval != forbid_self_approval
+    }
+
     /// The path (with query) of the one-time login link; see [`ConsoleConfig::login_path`].
     pub fn login_path(&self) -> String {
         self.console.config.login_path()

@@ -35,12 +35,25 @@ pub(crate) async fn run(args: ServeArgs) -> Result<Outcome> {
     };
     verify_manifests(&mut spec)?;
     let state = crate::state::state_dir(args.state_dir.as_deref())?;
-    serve_spec(spec, console_users(console), state, args.config.clone()).await
+    serve_spec(spec, console, state, args.config.clone()).await
 }
 
 /// The console's users as the console takes them.
 fn console_users(console: toolgate_config::ConsoleSpec) -> Vec<ConsoleUser> {
     console.users.into_iter().map(|user| ConsoleUser { name: user.name, token_sha256: user.token_sha256 }).collect()
+}
+
+/// `[console.sso]` as the console takes it.
+fn console_sso(sso: toolgate_config::SsoSpec) -> toolgate_web::SsoConfig {
+    toolgate_web::SsoConfig {
+        issuer: sso.issuer,
+        client_id: sso.client_id,
+        client_secret: sso.client_secret,
+        redirect_uri: sso.redirect_uri,
+        scopes: sso.scopes,
+        groups_claim: sso.groups_claim,
+        approver_group: sso.approver_group,
+    }
 }
 
 /// Checks the signed manifest of every `verified` upstream once, at start; the gateway then trusts a verified
@@ -78,10 +91,11 @@ async fn load_observations(spec: &mut GatewaySpec, store: &toolgate_store::Store
 
 /// Runs a gateway for a spec until it is told to stop, publishing its status in the state directory, keeping its
 /// audit log, pins and approvals there, and applying `config` again on SIGHUP (`reload`).
-/// `console_users` may log in to the console with their own tokens until a reload replaces them.
+/// `console`'s users may log in to the console with their own tokens until a reload replaces them; its single
+/// sign-on and approver rules hold until a restart.
 pub(crate) async fn serve_spec(
     mut spec: GatewaySpec,
-    console_users: Vec<ConsoleUser>,
+    console: toolgate_config::ConsoleSpec,
     state: PathBuf,
     config: Option<PathBuf>,
 ) -> Result<Outcome> {
@@ -133,6 +147,9 @@ pub(crate) async fn serve_spec(
     gateway.start();
     // The approval console on the HTTP listener, behind its own one-time login link (toolgate-web). Made before the
     // reload task, so a SIGHUP while the upstreams connect replaces its users too.
+    let forbid_self_approval = console.forbid_self_approval;
+    let sso = console.sso.clone().map(console_sso);
+    let console_users = console_users(console);
     let console = match &spec.http {
         Some(http) => Some(ConsoleHandle::new(
             store.clone(),
@@ -141,8 +158,8 @@ pub(crate) async fn serve_spec(
                 allowed_hosts: http.allowed_hosts.clone(),
                 allowed_origins: http.allowed_origins.clone(),
                 users: console_users,
-                sso: None,
-                forbid_self_approval: false,
+                sso,
+                forbid_self_approval,
             },
         )),
         None => None,

@@ -101,6 +101,7 @@ fn every_key_is_documented() {
         format!("{stdio}[selection]\nprobe = 1\n"),
         format!("{stdio}[console]\nprobe = 1\n"),
         format!("{stdio}[[console.user]]\nname = \"c\"\nprobe = 1\n"),
+        format!("{stdio}[console.sso]\nissuer = \"https://i\"\nprobe = 1\n"),
         format!("{stdio}[store]\nprobe = 1\n"),
         "probe = 1\n".to_owned(),
     ];

@@ -277,6 +277,54 @@ fn console_users_are_lowered_with_their_token_hashed() {
 }
 
 #[test]
+fn console_sso_errors_name_their_line() {
+    let sso = |issuer: &str, redirect: &str, extra: &str| {
+        format!(
+            "{ONE}[console.sso]\nissuer = \"{issuer}\"\nclient_id = \"console\"\nredirect_uri = \"{redirect}\"\n{extra}"
+        )
+    };
+    let callback = "https://gw.example/console/sso/callback";
+    check_error(
+        &sso("http://idp.example", callback, ""),
+        "gateway.toml:5:10: [console.sso]: `issuer` must use https:// (http:// only on loopback: the ID token and \
+         code would travel in the clear)",
+    );
+    check_error(
+        &sso("https://idp.example", "https://gw.example/elsewhere", ""),
+        "gateway.toml:7:16: [console.sso]: `redirect_uri` must be the console's `/console/sso/callback` URL as \
+         browsers reach it",
+    );
+    check_error(
+        &sso("https://idp.example", callback, "client_secret_env = \"UNSET_SECRET\"\n"),
+        "gateway.toml:8:21: [console.sso]: environment variable `UNSET_SECRET` (client_secret_env) is not set",
+    );
+    check_error(
+        &sso("https://idp.example", callback, "approver = \"x\"\n"),
+        "gateway.toml:8:1: [console]: unknown key `approver` (expected one of issuer, client_id, client_secret_env, \
+         redirect_uri, scopes, groups_claim, approver_group)",
+    );
+}
+
+#[test]
+fn console_sso_is_lowered_with_its_secret_from_the_environment() {
+    let text = format!(
+        "{ONE}[console]\nforbid_self_approval = true\n[console.sso]\nissuer = \"http://127.0.0.1:9000\"\n\
+         client_id = \"console\"\nclient_secret_env = \"SSO_SECRET\"\n\
+         redirect_uri = \"http://localhost:8765/console/sso/callback\"\nscopes = [\"groups\"]\n\
+         approver_group = \"approvers\"\n"
+    );
+    let env = |name: &str| (name == "SSO_SECRET").then(|| "s3cret".to_owned());
+    let (_, console) =
+        crate::parse_config_with_console(&text, std::path::Path::new("gateway.toml"), &env).expect("parses");
+    assert!(console.forbid_self_approval);
+    let sso = console.sso.as_ref().expect("sso");
+    assert_eq!(sso.client_secret.as_deref(), Some("s3cret"));
+    assert_eq!(sso.scopes, ["openid", "groups"], "openid is always asked for");
+    assert_eq!((sso.groups_claim.as_str(), sso.approver_group.as_deref()), ("groups", Some("approvers")));
+    assert!(!format!("{console:?}").contains("s3cret"), "no secret in debug output: {console:?}");
+}
+
+#[test]
 fn store_errors() {
     check_error(
         &format!("{ONE}[store]\nurl = \"postgres://toolgate:s3cret@db/toolgate\"\n"),
