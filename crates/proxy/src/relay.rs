@@ -87,6 +87,9 @@ pub(crate) async fn send_upstream(
     // Before toolgate's own envelope key goes in: whether the client asked in the 2026-07-28 era.
     let client_is_modern = crate::era::is_modern(Some(&params));
     let capabilities = upstream_input::upstream_client_capabilities(session, &params);
+    // What a modern client declared on this request itself (toolgate's intersection replaces it below).
+    let client_declared =
+        client_is_modern.then(|| params.pointer("/_meta/io.modelcontextprotocol~1clientCapabilities").cloned());
     let mut params = params;
     if let Some(meta) = params.as_object_mut().map(|params| params.entry("_meta").or_insert_with(|| json!({})))
         && let Some(meta) = meta.as_object_mut()
@@ -111,7 +114,7 @@ pub(crate) async fn send_upstream(
             Err(error) => return Some(Err(error)),
         };
         let Some(result) = upstream_input::input_required(&message) else {
-            return Some(Ok(upstream_hop_answer(message)));
+            return Some(Ok(upstream_hop_answer(message, client_declared.flatten().as_ref())));
         };
         let upstream_id = message.get("id").cloned().unwrap_or(Value::Null);
         if passes_rounds_on {
@@ -152,12 +155,17 @@ pub(crate) async fn send_upstream(
 
 /// A modern upstream's answer as toolgate relays it: its hop's envelope removed from a result, and its
 /// 2026-07-28 header and version errors (-32020, -32021, -32022), which describe the hop between toolgate and the
-/// upstream and not the client's request, turned into an internal error that says so.
-fn upstream_hop_answer(mut message: Value) -> Value {
+/// upstream and not the client's request, turned into an internal error that says so. The one exception: a -32021
+/// whose `requiredCapabilities` are all missing from what a modern client declared on this request itself is true
+/// of the client's request too (toolgate relayed all it had), so the client gets it as it is.
+fn upstream_hop_answer(mut message: Value, client_declared: Option<&Value>) -> Value {
     if let Some(result) = message.get_mut("result") {
         *result = toolgate_upstream::without_modern_result_envelope(result.take());
     }
     let hop_code = message.pointer("/error/code").and_then(Value::as_i64);
+    if hop_code == Some(MISSING_CAPABILITY) && missing_from_client(&message, client_declared) {
+        return message;
+    }
     if let Some(code @ (-32022..=-32020)) = hop_code {
         let text = message.pointer("/error/message").and_then(Value::as_str).unwrap_or_default().to_owned();
         let upstream_id = message.get("id").cloned().unwrap_or(Value::Null);
@@ -168,6 +176,17 @@ fn upstream_hop_answer(mut message: Value) -> Value {
         );
     }
     message
+}
+
+/// The 2026-07-28 error for a client capability a request needed and did not declare.
+const MISSING_CAPABILITY: i64 = -32021;
+
+/// Whether every capability a -32021 names as required is one the modern client did not declare on its request
+/// (none named, or no modern client: false).
+fn missing_from_client(message: &Value, client_declared: Option<&Value>) -> bool {
+    let Some(declared) = client_declared else { return false };
+    let Some(Value::Object(required)) = message.pointer("/error/data/requiredCapabilities") else { return false };
+    !required.is_empty() && required.keys().all(|capability| declared.get(capability).is_none())
 }
 
 /// [`send_upstream`] for one request, with no `input_required` rounds.

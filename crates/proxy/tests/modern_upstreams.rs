@@ -251,3 +251,23 @@ async fn toolgates_own_confirmation_comes_before_the_upstreams_round() {
     assert!(text_of(&done).contains("state-ok"), "{done}");
     gateway.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstreams_missing_capability_error_reaches_a_modern_client_that_lacks_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let gateway = modern_to_modern(dir.path(), json!({"rule": [{"id": "all", "effect": "allow"}]})).await;
+    let mut client = Client::connect(&gateway).await;
+    // The request declared no sampling: the upstream's -32021 is true of it, and it gets it as it is.
+    let missing = client.request(json!(1), "tools/call", modern_call("test_missing_capability", json!({}))).await;
+    assert_eq!(missing["error"]["code"], -32021, "{missing}");
+    assert!(missing["error"]["data"]["requiredCapabilities"].get("sampling").is_some(), "{missing}");
+    // Declared (and relayed by toolgate): the upstream runs it.
+    let mut params = modern_call("test_missing_capability", json!({}));
+    params["_meta"]["io.modelcontextprotocol/clientCapabilities"] = json!({"sampling": {}});
+    let declared = client.request(json!(2), "tools/call", params).await;
+    assert_eq!(text_of(&declared), "sampling declared", "{declared}");
+    // A legacy client has no such error code: it gets toolgate's internal error that names the hop.
+    let legacy = client.call(json!(3), "test_missing_capability", json!({})).await;
+    assert_eq!(legacy["error"]["code"], -32603, "{legacy}");
+    gateway.shutdown().await;
+}

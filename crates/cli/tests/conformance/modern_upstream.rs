@@ -8,16 +8,8 @@
 use toolgate_test_support::toolgate::Serving;
 use toolgate_test_support::{PeerCommand, Peers, modern_conformance_fixture};
 
-/// Scored checks (`scenario/check-id`) that fail through toolgate in front of the modern fixture, and why.
-const EXPECTED_FAILURES: [(&str, &str); 2] = [
-    ("server-stateless/sep-2575-server-rejects-undeclared-capability", HOP_ERROR),
-    ("server-stateless/sep-2575-missing-capability-http-400", HOP_ERROR),
-];
-
-/// Why the two -32021 checks fail: the fixture's `test_missing_capability` answers -32021, and toolgate turns every
-/// -32020..-32022 from an upstream into an internal error (they describe the hop between toolgate and the upstream).
-const HOP_ERROR: &str = "the upstream's -32021 becomes toolgate's internal error: toolgate does not yet tell a \
-                         missing capability of the client's own (relayed as -32021) from one of the hop";
+/// Scored checks (`scenario/check-id`) that fail through toolgate in front of the modern fixture, and why: none.
+const EXPECTED_FAILURES: [(&str, &str); 0] = [];
 
 /// `toolgate serve --config` with the modern fixture as its only upstream: era modern, passthrough, every call
 /// allowed (the relay is under test here; the guardrails have their own tests), state in `dir`.
