@@ -34,6 +34,7 @@
 //! ```
 
 mod console;
+mod credentials;
 mod error;
 mod guardrails;
 mod import;

@@ -57,6 +57,7 @@ pub(crate) struct RawUpstream {
     pub(crate) tools: Option<BTreeMap<Spanned<String>, Spanned<RawToolOverride>>>,
     pub(crate) sandbox: Option<Spanned<crate::sandbox::RawSandbox>>,
     pub(crate) era: Option<Spanned<String>>,
+    pub(crate) credentials: Option<Spanned<crate::credentials::RawCredentials>>,
 }
 
 /// `[upstream.manifest]`: a verified upstream's signed manifest and its signers.

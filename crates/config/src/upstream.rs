@@ -60,6 +60,7 @@ pub(crate) fn lower_upstream(
         lower_timeout(raw.initialize_timeout_seconds.as_ref(), DEFAULT_INITIALIZE_TIMEOUT, &label, cx);
     let max_in_flight = lower_max_in_flight(raw.max_in_flight.as_ref(), DEFAULT_MAX_IN_FLIGHT, &label, cx);
     let trust = crate::trust::lower_trust(&raw, &label, cx);
+    let credentials = lower_upstream_credentials(&raw, &label, cx);
     if let (Some(sandbox), Some(_)) = (&raw.sandbox, &raw.url) {
         cx.error(sandbox.span().start, format!("{label}: `[upstream.sandbox]` applies only to `command` upstreams"));
     }
@@ -81,8 +82,31 @@ pub(crate) fn lower_upstream(
         trust,
         sandbox,
         era,
+        credentials,
     };
     Some(LoweredUpstream { spec, bearer_token_env, prefix_offset })
+}
+
+/// `[upstream.credentials]`, for a `url` upstream that sends no other `Authorization`.
+fn lower_upstream_credentials(
+    raw: &RawUpstream,
+    label: &str,
+    cx: &mut Context<'_>,
+) -> Option<toolgate_spec::UpstreamCredentials> {
+    let credentials = raw.credentials.as_ref()?;
+    let offset = credentials.span().start;
+    let Some(url) = &raw.url else {
+        cx.error(offset, format!("{label}: `[upstream.credentials]` applies only to `url` upstreams"));
+        return None;
+    };
+    let has_authorization = raw.headers.iter().flatten().any(|(name, _)| name.get_ref().eq_ignore_ascii_case("authorization"));
+    if raw.bearer_token_env.is_some() || has_authorization {
+        let message =
+            format!("{label}: set `[upstream.credentials]`, `bearer_token_env` or an `Authorization` header, not two");
+        cx.error(offset, message);
+        return None;
+    }
+    crate::credentials::lower_credentials(credentials, url.get_ref(), label, cx)
 }
 
 fn lower_endpoint(

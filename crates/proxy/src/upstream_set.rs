@@ -180,6 +180,7 @@ fn changed_fields(old: &UpstreamSpec, new: &UpstreamSpec) -> Vec<&'static str> {
         trust,
         sandbox,
         era,
+        credentials,
     } = old;
     [
         ("command, URL, headers or environment", *endpoint != new.endpoint),
@@ -190,6 +191,7 @@ fn changed_fields(old: &UpstreamSpec, new: &UpstreamSpec) -> Vec<&'static str> {
         ("trust", *trust != new.trust),
         ("sandbox", *sandbox != new.sandbox),
         ("era", *era != new.era),
+        ("credentials", *credentials != new.credentials),
     ]
     .into_iter()
     .filter_map(|(field, changed)| changed.then_some(field))

@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use toolgate_sandbox::HintNeeds;
 use toolgate_spec::{Limits, SandboxEnvironment, UpstreamSpec};
-use toolgate_upstream::{ConnectOptions, Connection, EventSink, ListKind, UpstreamError};
+use toolgate_upstream::{ConnectOptions, Connection, EventSink, ListKind, TokenSource, UpstreamError};
 
 use crate::catalog::{CheckedListing, UpstreamListing};
 use crate::sandboxing::{self, Confinement, SupersedableSink};
@@ -76,6 +76,9 @@ pub struct UpstreamRuntime {
     /// The sandbox of the live connection's process (`None`: unsandboxed), and what its tools' hints were last
     /// known to need, so a reconnect starts with the right profile at once.
     sandbox: Mutex<SandboxState>,
+    /// toolgate's own OAuth token source for it, kept across reconnects so its cached token is reused; the error
+    /// when one could not be made (every connect then fails with it).
+    credentials: Option<Result<Arc<TokenSource>, UpstreamError>>,
 }
 
 struct SandboxState {
@@ -99,8 +102,10 @@ impl UpstreamRuntime {
 
     /// A runtime that has not connected yet, stopped also when `parent` is cancelled (the gateway stops).
     pub(crate) fn under(index: usize, spec: UpstreamSpec, parent: &CancellationToken) -> UpstreamRuntime {
+        let credentials = spec.credentials.as_ref().map(|credentials| TokenSource::new(credentials).map(Arc::new));
         UpstreamRuntime {
             index,
+            credentials,
             spec,
             state: RwLock::new(State {
                 connection: None,
@@ -257,6 +262,11 @@ impl UpstreamRuntime {
         events: Arc<dyn EventSink>,
     ) -> Result<(Arc<Connection>, UpstreamListing), UpstreamError> {
         let max_message_bytes = limits.max_message_bytes;
+        let credentials = match &self.credentials {
+            Some(Ok(source)) => Some(Arc::clone(source)),
+            Some(Err(error)) => return Err(error.clone()),
+            None => None,
+        };
         let options = ConnectOptions {
             name: self.spec.name.clone(),
             initialize_timeout: self.spec.initialize_timeout,
@@ -266,6 +276,7 @@ impl UpstreamRuntime {
             capabilities: relayed_client_capabilities(),
             events: Some(Arc::clone(&events)),
             era: self.spec.era,
+            credentials,
             ..ConnectOptions::default()
         };
         let needs = self.sandbox.lock().map(|state| state.needs).unwrap_or(sandboxing::BEFORE_LISTING);

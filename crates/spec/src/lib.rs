@@ -17,6 +17,7 @@
 //! assert_eq!(spec.identities()[0].name, "stdio");
 //! ```
 
+mod credentials;
 mod endpoint;
 mod guardrails;
 mod listen;
@@ -26,6 +27,7 @@ mod upstream;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use credentials::{ClientCredentialsSpec, Secret, UpstreamCredentials};
 pub use endpoint::Endpoint;
 pub use guardrails::{
     AuditSpec, CallerSpec, ConfirmVia, ConfirmationSpec, GuardrailSpec, PinSpec, Quarantine, ResultSpec, RetrySpec,

@@ -7,7 +7,9 @@ use std::time::Duration;
 use toolgate_core::HintOverrides;
 use toolgate_core::trust::{DEFAULT_MIN_CONFIDENCE, Observation, TrustLevel};
 
-use crate::{DEFAULT_INITIALIZE_TIMEOUT, DEFAULT_MAX_IN_FLIGHT, DEFAULT_REQUEST_TIMEOUT, Endpoint, SandboxSpec};
+use crate::{
+    DEFAULT_INITIALIZE_TIMEOUT, DEFAULT_MAX_IN_FLIGHT, DEFAULT_REQUEST_TIMEOUT, Endpoint, SandboxSpec, UpstreamCredentials,
+};
 
 /// One upstream MCP server.
 #[derive(Debug, Clone)]
@@ -33,6 +35,8 @@ pub struct UpstreamSpec {
     pub sandbox: SandboxSpec,
     /// Which protocol era toolgate speaks to it: probed at each connect, or fixed.
     pub era: UpstreamEra,
+    /// OAuth credentials toolgate obtains for it (HTTP upstreams only); `None` sends only its configured headers.
+    pub credentials: Option<UpstreamCredentials>,
 }
 
 /// Which protocol era toolgate speaks to an upstream (`era = "auto" | "modern" | "legacy"` in the config file).
@@ -65,6 +69,7 @@ impl UpstreamSpec {
             trust: UpstreamTrust::default(),
             sandbox: SandboxSpec::default(),
             era: UpstreamEra::default(),
+            credentials: None,
         }
     }
 }

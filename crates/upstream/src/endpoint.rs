@@ -9,6 +9,7 @@ use toolgate_spec::{
     DEFAULT_INITIALIZE_TIMEOUT, DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_REQUEST_TIMEOUT, UpstreamEra,
 };
 
+use crate::credentials::TokenSource;
 use crate::events::EventSink;
 
 /// Protocol versions toolgate speaks with upstreams, newest first (legacy, initialize-based era).
@@ -40,6 +41,9 @@ pub struct ConnectOptions {
     pub max_in_flight: usize,
     /// Which era to speak: probed at connect, or fixed ([`crate::Connection::connect`]).
     pub era: UpstreamEra,
+    /// toolgate's own OAuth token for an HTTP upstream, sent as `Authorization: Bearer` on every request; shared
+    /// by the upstream's connections so a reconnect reuses the cached token.
+    pub credentials: Option<Arc<TokenSource>>,
 }
 
 impl Default for ConnectOptions {
@@ -56,6 +60,7 @@ impl Default for ConnectOptions {
             events: None,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             era: UpstreamEra::default(),
+            credentials: None,
         }
     }
 }
@@ -72,6 +77,7 @@ impl std::fmt::Debug for ConnectOptions {
             .field("events", &self.events.is_some())
             .field("max_in_flight", &self.max_in_flight)
             .field("era", &self.era)
+            .field("credentials", &self.credentials)
             .finish_non_exhaustive()
     }
 }

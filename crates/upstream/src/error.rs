@@ -109,15 +109,25 @@ pub enum UpstreamError {
         /// The time that passed.
         after: Duration,
     },
+    /// toolgate could not obtain its own credentials for this upstream (the issuer is down or refused them), so
+    /// nothing was sent: the call fails closed rather than going out without them.
+    #[error("no upstream credentials from {issuer}: {reason}")]
+    Credentials {
+        /// The issuer asked.
+        issuer: String,
+        /// Why (never a token or a secret).
+        reason: String,
+    },
 }
 
 impl UpstreamError {
     /// Which side caused the failure.
     pub fn fault_side(&self) -> FaultSide {
         match self {
-            UpstreamError::Spawn { .. } | UpstreamError::Connect { .. } | UpstreamError::HttpStatus { .. } => {
-                FaultSide::Transport
-            }
+            UpstreamError::Spawn { .. }
+            | UpstreamError::Connect { .. }
+            | UpstreamError::HttpStatus { .. }
+            | UpstreamError::Credentials { .. } => FaultSide::Transport,
             UpstreamError::InvalidEndpoint(_) | UpstreamError::Cancelled | UpstreamError::Withdrawn(_) => {
                 FaultSide::Local
             }

@@ -20,14 +20,17 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::{Stream, StreamExt, TryStreamExt};
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 use sse_stream::SseStream;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use toolgate_spec::Secret;
+
 use crate::Endpoint;
 use crate::endpoint::ConnectOptions;
+use crate::credentials::TokenSource;
 use crate::error::UpstreamError;
 use crate::jsonrpc::{MessageKind, classify};
 use crate::transport::{Closer, Diagnostics, Inbound, PendingResponses, Transport, channel_stream, split_batch};
@@ -71,6 +74,8 @@ struct Shared {
     /// The id of the last event the GET stream carried, sent back as `Last-Event-ID` when it is reopened so a
     /// server that keeps its events can replay what was sent in between.
     last_event_id: Mutex<Option<String>>,
+    /// toolgate's own token for this upstream, when it has OAuth credentials.
+    credentials: Option<Arc<TokenSource>>,
 }
 
 /// Posts a request from the caller's task (one spawned POST) instead of queueing it for the dispatcher, once the
@@ -143,6 +148,7 @@ pub(crate) fn start(
         ending: AtomicBool::new(false),
         stopped: shutdown.child_token(),
         last_event_id: Mutex::new(None),
+        credentials: options.credentials.clone(),
     });
     let ready = Arc::new(AtomicBool::new(false));
     let dispatcher_shared = Arc::clone(&shared);
@@ -317,21 +323,22 @@ fn request_builder_versioned(
 }
 
 async fn exchange(shared: &Shared, message: &Value, related: Option<&Value>) -> Result<(), PostFailure> {
-    // A modern request's headers come from its own body, the version included (the negotiated one is left out,
-    // so it is never sent twice).
-    let modern_headers = crate::modern::modern_headers(message);
-    let (mut request, carries_session) =
-        request_builder_versioned(shared, reqwest::Method::POST, modern_headers.is_empty());
-    for (name, value) in modern_headers {
-        request = request.header(name, value);
-    }
-    let response = request
-        .header(CONTENT_TYPE, "application/json")
-        .header(ACCEPT, "application/json, text/event-stream")
-        .body(message.to_string())
-        .send()
-        .await
-        .map_err(|error| PostFailure::Unreachable(unreachable_reason(&error)))?;
+    let (response, carries_session) = match &shared.credentials {
+        None => post_once(shared, message, None).await?,
+        Some(source) => {
+            // No token, no request: the message fails closed rather than going out without credentials.
+            let token = source.token().await?;
+            let (response, carries_session) = post_once(shared, message, Some(&token)).await?;
+            if response.status() != reqwest::StatusCode::UNAUTHORIZED {
+                (response, carries_session)
+            } else {
+                // The upstream refused the token (revoked, or expired early): one fresh token, one more try.
+                source.reject(&token).await;
+                let token = source.token().await?;
+                post_once(shared, message, Some(&token)).await?
+            }
+        }
+    };
     if let Some(session) = response.headers().get(SESSION_HEADER).and_then(|value| value.to_str().ok())
         && let Ok(mut guard) = shared.session_id.lock()
     {
@@ -363,6 +370,34 @@ async fn exchange(shared: &Shared, message: &Value, related: Option<&Value>) -> 
         read_json_body(shared, body, related).await?;
     }
     Ok(())
+}
+
+/// POSTs `message` once, with toolgate's `token` when it has one; the response and whether the POST carried a
+/// session id.
+async fn post_once(
+    shared: &Shared,
+    message: &Value,
+    token: Option<&Secret>,
+) -> Result<(reqwest::Response, bool), PostFailure> {
+    // A modern request's headers come from its own body, the version included (the negotiated one is left out,
+    // so it is never sent twice).
+    let modern_headers = crate::modern::modern_headers(message);
+    let (mut request, carries_session) =
+        request_builder_versioned(shared, reqwest::Method::POST, modern_headers.is_empty());
+    for (name, value) in modern_headers {
+        request = request.header(name, value);
+    }
+    if let Some(token) = token {
+        request = request.header(AUTHORIZATION, format!("Bearer {}", token.expose()));
+    }
+    let response = request
+        .header(CONTENT_TYPE, "application/json")
+        .header(ACCEPT, "application/json, text/event-stream")
+        .body(message.to_string())
+        .send()
+        .await
+        .map_err(|error| PostFailure::Unreachable(unreachable_reason(&error)))?;
+    Ok((response, carries_session))
 }
 
 /// Why a request got no answer, with the innermost cause: reqwest's own text names only the URL, while the status
@@ -537,6 +572,16 @@ async fn wait_before_reopening(shared: &Shared, failures: u32) {
 /// Opens the GET stream once and reads it until it ends.
 async fn open_server_stream(shared: &Shared) -> StreamOutcome {
     let (mut request, carries_session) = request_builder(shared, reqwest::Method::GET);
+    let token = match &shared.credentials {
+        Some(source) => match source.token().await {
+            Ok(token) => Some(token),
+            Err(error) => return StreamOutcome::Failed(error.to_string()),
+        },
+        None => None,
+    };
+    if let Some(token) = &token {
+        request = request.header(AUTHORIZATION, format!("Bearer {}", token.expose()));
+    }
     let resume = shared.last_event_id.lock().ok().and_then(|last| last.clone());
     if let Some(last) = resume {
         request = request.header("last-event-id", last);
@@ -548,6 +593,11 @@ async fn open_server_stream(shared: &Shared) -> StreamOutcome {
     let status = response.status();
     if status == reqwest::StatusCode::NOT_FOUND && carries_session {
         return StreamOutcome::SessionUnknown;
+    }
+    if let (reqwest::StatusCode::UNAUTHORIZED, Some(source), Some(token)) = (status, &shared.credentials, &token) {
+        // A refused token is renewed for the next opening, not taken as "no stream offered".
+        source.reject(token).await;
+        return StreamOutcome::Failed(format!("HTTP {status}"));
     }
     if status.is_server_error() {
         return StreamOutcome::Failed(format!("HTTP {status}"));
@@ -584,7 +634,12 @@ impl HttpCloser {
     pub(crate) async fn close(self) {
         let has_session = self.shared.session_id.lock().map(|guard| guard.is_some()).unwrap_or(false);
         if has_session {
-            let (request, _) = request_builder(&self.shared, reqwest::Method::DELETE);
+            let (mut request, _) = request_builder(&self.shared, reqwest::Method::DELETE);
+            if let Some(source) = &self.shared.credentials
+                && let Ok(Ok(token)) = tokio::time::timeout(Duration::from_secs(2), source.token()).await
+            {
+                request = request.header(AUTHORIZATION, format!("Bearer {}", token.expose()));
+            }
             let request = request.timeout(Duration::from_secs(2));
             let _ = request.send().await;
         }

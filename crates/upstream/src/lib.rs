@@ -20,6 +20,7 @@
 //! This crate must not decide anything about annotations or policy; it only moves messages.
 
 mod connection;
+mod credentials;
 mod endpoint;
 mod error;
 mod events;
@@ -31,6 +32,7 @@ mod stdio;
 mod transport;
 
 pub use connection::{Connection, InitializeOutcome, ListKind, Listed, PendingRequest, into_result};
+pub use credentials::TokenSource;
 pub use endpoint::{ConnectOptions, SUPPORTED_PROTOCOL_VERSIONS};
 pub use error::{FaultSide, UpstreamError};
 pub use events::{EventSink, Responder};

@@ -1,0 +1,265 @@
+//! toolgate's own OAuth tokens for an HTTP upstream: the client credentials grant at the issuer's token endpoint
+//! (found by discovery), cached until shortly before it expires and fetched again once when the upstream answers 401.
+//!
+//! One [`TokenSource`] belongs to one configured upstream and outlives its connections, so reconnecting does not
+//! cost a token request. Concurrent callers wait for one fetch rather than each asking the issuer. A token is never
+//! logged, put in an error or shown by `Debug`; a failure names the issuer and the reason only. When no token can be
+//! had, the request fails closed ([`UpstreamError::Credentials`]) and is not sent without one.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use serde_json::Value;
+use toolgate_spec::{ClientCredentialsSpec, Secret, UpstreamCredentials};
+
+use crate::error::UpstreamError;
+
+/// Longest time a discovery or token request may take.
+const ISSUER_TIMEOUT: Duration = Duration::from_secs(10);
+/// A token is renewed this long before it expires (or a fifth of its lifetime, for short-lived ones), so a request
+/// sent with it does not arrive with an expired token.
+const RENEW_BEFORE_EXPIRY: Duration = Duration::from_secs(30);
+/// Lifetime assumed when the issuer does not say (`expires_in` missing): short, so a long-lived guess never keeps a
+/// revoked token in use.
+const ASSUMED_LIFETIME: Duration = Duration::from_secs(60);
+/// How much of an issuer's error body an error quotes.
+const ERROR_SAMPLE_CHARS: usize = 200;
+
+/// Obtains and caches toolgate's token for one upstream.
+pub struct TokenSource {
+    spec: ClientCredentialsSpec,
+    client: reqwest::Client,
+    state: tokio::sync::Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// The token endpoint, once discovered.
+    token_endpoint: Option<reqwest::Url>,
+    token: Option<CachedToken>,
+}
+
+struct CachedToken {
+    value: Secret,
+    /// When it is renewed (before it expires).
+    renew_at: Instant,
+}
+
+impl fmt::Debug for TokenSource {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter
+            .debug_struct("TokenSource")
+            .field("issuer", &self.spec.issuer)
+            .field("client_id", &self.spec.client_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TokenSource {
+    /// A source for `credentials`; nothing is fetched until the first request needs a token.
+    pub fn new(credentials: &UpstreamCredentials) -> Result<TokenSource, UpstreamError> {
+        let UpstreamCredentials::ClientCredentials(spec) = credentials;
+        // reqwest is built without a default TLS provider; ring is installed once per process for https issuers.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        // Redirects are not followed: the client secret goes only to the configured issuer's token endpoint.
+        let client = reqwest::Client::builder()
+            .timeout(ISSUER_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|error| failure(&spec.issuer, error.to_string()))?;
+        Ok(TokenSource { spec: spec.clone(), client, state: tokio::sync::Mutex::new(State::default()) })
+    }
+
+    /// The issuer, for messages.
+    pub fn issuer(&self) -> &str {
+        &self.spec.issuer
+    }
+
+    /// A token that is not about to expire: the cached one, else a new one from the issuer.
+    pub(crate) async fn token(&self) -> Result<Secret, UpstreamError> {
+        let mut state = self.state.lock().await;
+        if let Some(token) = state.token.as_ref().filter(|token| Instant::now() < token.renew_at) {
+            return Ok(token.value.clone());
+        }
+        state.token = None;
+        let endpoint = match state.token_endpoint.clone() {
+            Some(endpoint) => endpoint,
+            None => {
+                let endpoint = self.discover().await?;
+                state.token_endpoint = Some(endpoint.clone());
+                endpoint
+            }
+        };
+        let token = self.request_token(endpoint).await?;
+        let value = token.value.clone();
+        state.token = Some(token);
+        Ok(value)
+    }
+
+    /// The upstream refused `token` (HTTP 401): forget it, so the next [`TokenSource::token`] asks the issuer.
+    /// A token already replaced by another caller's refresh is left alone.
+    pub(crate) async fn reject(&self, token: &Secret) {
+        let mut state = self.state.lock().await;
+        if state.token.as_ref().is_some_and(|cached| cached.value == *token) {
+            state.token = None;
+        }
+    }
+
+    /// The token endpoint from the issuer's OpenID configuration, else its RFC 8414 metadata.
+    async fn discover(&self) -> Result<reqwest::Url, UpstreamError> {
+        let issuer = self.spec.issuer.trim_end_matches('/');
+        let base = reqwest::Url::parse(issuer).map_err(|error| self.failure(format!("not a URL: {error}")))?;
+        let openid = format!("{issuer}/.well-known/openid-configuration");
+        // RFC 8414 §3.1: the well-known segment goes between the host and the issuer's path.
+        let rfc8414 = format!("{}/.well-known/oauth-authorization-server{}", origin(&base), base.path().trim_end_matches('/'));
+        let mut last = String::new();
+        for url in [openid, rfc8414] {
+            match self.metadata(&url).await {
+                Ok(metadata) => return self.token_endpoint(&metadata),
+                Err(reason) => last = reason,
+            }
+        }
+        Err(self.failure(format!("discovery failed: {last}")))
+    }
+
+    async fn metadata(&self, url: &str) -> Result<Value, String> {
+        let response = self.client.get(url).send().await.map_err(|error| format!("{url}: {}", root_cause(&error)))?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(format!("{url} answered HTTP {}", status.as_u16()));
+        }
+        let body = response.bytes().await.map_err(|error| format!("{url}: {}", root_cause(&error)))?;
+        serde_json::from_slice(&body).map_err(|error| format!("{url}: not JSON: {error}"))
+    }
+
+    /// The metadata's `token_endpoint`, after checking it describes the configured issuer (RFC 8414 §3.3: a
+    /// document for another issuer must not be used).
+    fn token_endpoint(&self, metadata: &Value) -> Result<reqwest::Url, UpstreamError> {
+        let named = metadata.get("issuer").and_then(Value::as_str).unwrap_or_default();
+        if named.trim_end_matches('/') != self.spec.issuer.trim_end_matches('/') {
+            return Err(self.failure(format!("the discovery document names another issuer (`{named}`)")));
+        }
+        let endpoint = metadata
+            .get("token_endpoint")
+            .and_then(Value::as_str)
+            .ok_or_else(|| self.failure("the discovery document has no token_endpoint".to_owned()))?;
+        reqwest::Url::parse(endpoint).map_err(|error| self.failure(format!("token_endpoint is not a URL: {error}")))
+    }
+
+    async fn request_token(&self, endpoint: reqwest::Url) -> Result<CachedToken, UpstreamError> {
+        let mut form = vec![("grant_type", "client_credentials")];
+        if let Some(scope) = &self.spec.scope {
+            form.push(("scope", scope));
+        }
+        if let Some(resource) = &self.spec.resource {
+            form.push(("resource", resource));
+        }
+        // RFC 6749 §2.3.1: the id and secret are form-encoded before they are joined for Basic authentication.
+        let basic = format!(
+            "{}:{}",
+            form_encode(&self.spec.client_id),
+            form_encode(self.spec.client_secret.expose())
+        );
+        let authorization = format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(basic));
+        let body = form.iter().map(|(key, value)| format!("{key}={}", form_encode(value))).collect::<Vec<_>>().join("&");
+        let sent = Instant::now();
+        let response = self
+            .client
+            .post(endpoint)
+            .header(reqwest::header::AUTHORIZATION, authorization)
+            .header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .header(reqwest::header::ACCEPT, "application/json")
+            .body(body)
+            .send()
+            .await
+            .map_err(|error| self.failure(format!("the token endpoint: {}", root_cause(&error))))?;
+        let status = response.status();
+        let body = response.bytes().await.unwrap_or_default();
+        let answer: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        if !status.is_success() {
+            // Only the standard error fields are quoted: an issuer's body is not echoed whole.
+            let error = answer.get("error").and_then(Value::as_str).unwrap_or("no error code");
+            let description = answer.get("error_description").and_then(Value::as_str).unwrap_or_default();
+            let sample: String = format!("{error} {description}").trim().chars().take(ERROR_SAMPLE_CHARS).collect();
+            return Err(self.failure(format!("the token endpoint answered HTTP {}: {sample}", status.as_u16())));
+        }
+        let value = answer
+            .get("access_token")
+            .and_then(Value::as_str)
+            .filter(|token| !token.is_empty() && crate::credentials::is_header_safe(token))
+            .ok_or_else(|| self.failure("the token response has no usable access_token".to_owned()))?;
+        let token_type = answer.get("token_type").and_then(Value::as_str).unwrap_or_default();
+        if !token_type.eq_ignore_ascii_case("bearer") {
+            return Err(self.failure(format!("the token type is `{token_type}`, not Bearer")));
+        }
+        let lifetime = answer.get("expires_in").and_then(Value::as_u64).map_or(ASSUMED_LIFETIME, Duration::from_secs);
+        let margin = RENEW_BEFORE_EXPIRY.min(lifetime / 5);
+        // Counted from when the request was sent: the issuer's clock started no later.
+        Ok(CachedToken { value: Secret::new(value), renew_at: sent + lifetime.saturating_sub(margin) })
+    }
+
+    fn failure(&self, reason: String) -> UpstreamError {
+        failure(&self.spec.issuer, reason)
+    }
+}
+
+fn failure(issuer: &str, reason: String) -> UpstreamError {
+    UpstreamError::Credentials { issuer: issuer.to_owned(), reason }
+}
+
+/// `scheme://host[:port]` of `url`.
+fn origin(url: &reqwest::Url) -> String {
+    url.origin().ascii_serialization()
+}
+
+/// The innermost cause of a reqwest error ("Connection refused"), after reqwest's own text.
+fn root_cause(error: &reqwest::Error) -> String {
+    let root = std::iter::successors(std::error::Error::source(error), |cause| cause.source()).last();
+    match root {
+        Some(root) => format!("{error}: {root}"),
+        None => error.to_string(),
+    }
+}
+
+/// Whether `value` may go into an HTTP header as it is.
+fn is_header_safe(value: &str) -> bool {
+    value.bytes().all(|byte| (0x21..=0x7e).contains(&byte))
+}
+
+/// `application/x-www-form-urlencoded` encoding of one value.
+fn form_encode(value: &str) -> String {
+    let mut encoded = String::with_capacity(value.len());
+    for byte in value.bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'*' => encoded.push(char::from(byte)),
+            b' ' => encoded.push('+'),
+            other => encoded.push_str(&format!("%{other:02X}")),
+        }
+    }
+    encoded
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn form_encoding_escapes_what_the_form_reserves() {
+        assert_eq!(form_encode("a b&c=d/é"), "a+b%26c%3Dd%2F%C3%A9");
+    }
+
+    #[test]
+    fn debug_never_shows_the_secret() {
+        let spec = ClientCredentialsSpec {
+            issuer: "http://127.0.0.1:1".into(),
+            client_id: "toolgate".into(),
+            client_secret: Secret::new("s3cr3t-value"),
+            scope: None,
+            resource: None,
+        };
+        let source = TokenSource::new(&UpstreamCredentials::ClientCredentials(spec)).expect("a client is built");
+        let shown = format!("{source:?} {:?}", source.spec);
+        assert!(!shown.contains("s3cr3t-value"), "{shown}");
+    }
+}
