@@ -99,7 +99,8 @@ fn lower_upstream_credentials(
         cx.error(offset, format!("{label}: `[upstream.credentials]` applies only to `url` upstreams"));
         return None;
     };
-    let has_authorization = raw.headers.iter().flatten().any(|(name, _)| name.get_ref().eq_ignore_ascii_case("authorization"));
+    let has_authorization =
+        raw.headers.iter().flatten().any(|(name, _)| name.get_ref().eq_ignore_ascii_case("authorization"));
     if raw.bearer_token_env.is_some() || has_authorization {
         let message =
             format!("{label}: set `[upstream.credentials]`, `bearer_token_env` or an `Authorization` header, not two");

@@ -8,7 +8,8 @@ use toolgate_core::HintOverrides;
 use toolgate_core::trust::{DEFAULT_MIN_CONFIDENCE, Observation, TrustLevel};
 
 use crate::{
-    DEFAULT_INITIALIZE_TIMEOUT, DEFAULT_MAX_IN_FLIGHT, DEFAULT_REQUEST_TIMEOUT, Endpoint, SandboxSpec, UpstreamCredentials,
+    DEFAULT_INITIALIZE_TIMEOUT, DEFAULT_MAX_IN_FLIGHT, DEFAULT_REQUEST_TIMEOUT, Endpoint, SandboxSpec,
+    UpstreamCredentials,
 };
 
 /// One upstream MCP server.

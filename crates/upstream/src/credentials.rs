@@ -112,7 +112,8 @@ impl TokenSource {
         let base = reqwest::Url::parse(issuer).map_err(|error| self.failure(format!("not a URL: {error}")))?;
         let openid = format!("{issuer}/.well-known/openid-configuration");
         // RFC 8414 §3.1: the well-known segment goes between the host and the issuer's path.
-        let rfc8414 = format!("{}/.well-known/oauth-authorization-server{}", origin(&base), base.path().trim_end_matches('/'));
+        let rfc8414 =
+            format!("{}/.well-known/oauth-authorization-server{}", origin(&base), base.path().trim_end_matches('/'));
         let mut last = String::new();
         for url in [openid, rfc8414] {
             match self.metadata(&url).await {
@@ -156,13 +157,10 @@ impl TokenSource {
             form.push(("resource", resource));
         }
         // RFC 6749 §2.3.1: the id and secret are form-encoded before they are joined for Basic authentication.
-        let basic = format!(
-            "{}:{}",
-            form_encode(&self.spec.client_id),
-            form_encode(self.spec.client_secret.expose())
-        );
+        let basic = format!("{}:{}", form_encode(&self.spec.client_id), form_encode(self.spec.client_secret.expose()));
         let authorization = format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(basic));
-        let body = form.iter().map(|(key, value)| format!("{key}={}", form_encode(value))).collect::<Vec<_>>().join("&");
+        let body =
+            form.iter().map(|(key, value)| format!("{key}={}", form_encode(value))).collect::<Vec<_>>().join("&");
         let sent = Instant::now();
         let response = self
             .client

@@ -29,8 +29,8 @@ use tokio_util::sync::CancellationToken;
 use toolgate_spec::Secret;
 
 use crate::Endpoint;
-use crate::endpoint::ConnectOptions;
 use crate::credentials::TokenSource;
+use crate::endpoint::ConnectOptions;
 use crate::error::UpstreamError;
 use crate::jsonrpc::{MessageKind, classify};
 use crate::transport::{Closer, Diagnostics, Inbound, PendingResponses, Transport, channel_stream, split_batch};

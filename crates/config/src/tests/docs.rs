@@ -14,8 +14,10 @@ fn repository_file(path: &str) -> String {
 }
 
 fn docs_env(name: &str) -> Option<String> {
-    test_env(name)
-        .or_else(|| matches!(name, "GITHUB_TOKEN" | "CI_TOKEN" | "BOB_CONSOLE_TOKEN").then(|| format!("{name}-value")))
+    test_env(name).or_else(|| {
+        matches!(name, "GITHUB_TOKEN" | "CI_TOKEN" | "BOB_CONSOLE_TOKEN" | "SEARCH_CLIENT_ID" | "SEARCH_CLIENT_SECRET")
+            .then(|| format!("{name}-value"))
+    })
 }
 
 /// The fenced blocks of `language` in a Markdown text.

@@ -10,6 +10,8 @@ pub(super) fn test_env(name: &str) -> Option<String> {
         "SEARCH_TOKEN" => Some("s3cret-token".to_owned()),
         "EMPTY_TOKEN" => Some("  ".to_owned()),
         "BROKEN_TOKEN" => Some("line\nbreak".to_owned()),
+        "CLIENT_ID" => Some("toolgate".to_owned()),
+        "CLIENT_SECRET" => Some("cl13nt-s3cret".to_owned()),
         _ => None,
     }
 }
@@ -44,7 +46,7 @@ fn unknown_keys_are_errors() {
         "[[upstream]]\nname = \"git\"\ncomand = \"uvx\"\n",
         "gateway.toml:3:1: upstream \"git\": unknown key `comand` (expected one of name, command, args, env, cwd, \
          url, headers, bearer_token_env, prefix, passthrough, timeout_seconds, initialize_timeout_seconds, \
-         max_in_flight, trust, min_confidence, manifest, open_world_content, tools, sandbox, era)",
+         max_in_flight, trust, min_confidence, manifest, open_world_content, tools, sandbox, era, credentials)",
     );
     check_error(
         "[[upstream]]\nname = \"a\"\ncommand = \"x\"\n[upstream.tools.read]\nreadOnly = true\n",
@@ -104,7 +106,7 @@ fn several_problems_are_reported_at_once() {
         "[[upstream]]\nname = \"a\"\ncomand = \"x\"\n\n[[upstream]]\nname = \"b c\"\nurl = \"ftp://x\"\n\n[limits]\nmax_sessions = 0\n",
         "gateway.toml:3:1: upstream \"a\": unknown key `comand` (expected one of name, command, args, env, cwd, url, \
          headers, bearer_token_env, prefix, passthrough, timeout_seconds, initialize_timeout_seconds, max_in_flight, \
-         trust, min_confidence, manifest, open_world_content, tools, sandbox, era)\n\
+         trust, min_confidence, manifest, open_world_content, tools, sandbox, era, credentials)\n\
          gateway.toml:6:8: upstream name \"b c\" may only contain A-Z, a-z, 0-9, `_` and `-` (try \"b_c\")\n\
          gateway.toml:7:7: upstream \"b c\": url scheme `ftp` is not supported: use http or https\n\
          gateway.toml:10:16: [limits]: `max_sessions` must be between 1 and 100000",

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod credentials;
 mod defaults;
 mod docs;
 mod errors;
