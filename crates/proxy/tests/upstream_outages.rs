@@ -290,6 +290,7 @@ async fn issue_17_a_stopped_http_upstream_holds_neither_callers_nor_sockets_past
         trust: Default::default(),
         sandbox: Default::default(),
         era: Default::default(),
+        credentials: None,
     };
     let gateway = start(vec![remote], Limits::default()).await;
     let mut client = Client::connect(&gateway).await.open_loop();

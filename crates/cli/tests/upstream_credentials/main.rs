@@ -6,6 +6,8 @@
 //! records every `Authorization` header it saw, so each test asserts from the record which tokens reached it: one
 //! token for many calls, a new one after expiry or a 401, never the client's own. Real processes on loopback only.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};

@@ -44,6 +44,7 @@ pub(crate) fn upstream(name: &str, mode: &str, request_timeout: Duration, log: O
         trust: Default::default(),
         sandbox: Default::default(),
         era: Default::default(),
+        credentials: None,
     }
 }
 
