@@ -1,7 +1,7 @@
-//! End-to-end tests of `toolgate serve` as a relay: real MCP clients (the Python SDK's `ClientSession`, the MCP
-//! Inspector CLI, a raw JSON-RPC line client) talking through toolgate to real servers (server-everything,
-//! server-filesystem, server-memory, mcp-server-git) and to the misbehave fixture where only a fake can show
-//! something (every field a relay must keep).
+//! End-to-end tests of `toolgate serve` as a relay: real MCP clients (the Python SDK's `ClientSession` and its 2.3
+//! `Client`, the MCP Inspector CLI, a raw JSON-RPC line client) talking through toolgate to real servers
+//! (server-everything, server-filesystem, server-memory, mcp-server-git, the modern fixture) and to the misbehave
+//! fixture where only a fake can show something (every field a relay must keep).
 //!
 //! One test binary, modules by topic. The Python clients live in `tests/relay_clients/` and print one JSON object
 //! each; the tests assert on it. Peers come from `cargo xtask test`; a missing peer fails the test, never skips it.
@@ -13,6 +13,7 @@ mod everything;
 mod http;
 mod inspector;
 mod lossless;
+mod modern_sdk;
 mod progress_order;
 mod protocol;
 mod reference_trust;
