@@ -21,6 +21,8 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
     ("toolgate-spec", &["toolgate-core"]),
     ("toolgate-upstream", &["toolgate-spec"]),
     ("toolgate-sandbox", &["toolgate-spec"]),
+    // Token validation only: the proxy maps what it returns to a caller.
+    ("toolgate-auth", &["toolgate-spec"]),
     // Observation only: the records it produces are stored by the binary.
     ("toolgate-verify", &["toolgate-core", "toolgate-upstream", "toolgate-sandbox"]),
     ("toolgate-demo", &[]),
@@ -29,7 +31,10 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
     ("toolgate-fixture", &[]),
     ("toolgate-bench", &[]),
     ("toolgate-store", &["toolgate-core"]),
-    ("toolgate-proxy", &["toolgate-core", "toolgate-spec", "toolgate-upstream", "toolgate-store", "toolgate-sandbox"]),
+    (
+        "toolgate-proxy",
+        &["toolgate-core", "toolgate-spec", "toolgate-upstream", "toolgate-store", "toolgate-sandbox", "toolgate-auth"],
+    ),
     ("toolgate-config", &["toolgate-core", "toolgate-spec"]),
     ("toolgate-web", &["toolgate-core", "toolgate-store"]),
     (

@@ -256,7 +256,7 @@ fn lower_http_listener(raw: Spanned<RawHttpListener>, has_callers: bool, cx: &mu
     };
     let allowed_origins = checked_list(raw.allowed_origins, rules::check_origin, cx);
     let allowed_hosts = checked_list(raw.allowed_hosts, rules::check_host, cx);
-    HttpListenerSpec { bind, path, allowed_origins, allowed_hosts }
+    HttpListenerSpec { bind, path, allowed_origins, allowed_hosts, oauth: None }
 }
 
 fn checked_list(

@@ -213,6 +213,10 @@ impl SessionFactory for Gateway {
     fn count_refusal(&self, refusal: crate::session::Refusal) {
         self.shared.metrics.count_refusal(refusal);
     }
+
+    fn record_authentication_refusal(&self, caller: Option<&Caller>, reason: &str) {
+        crate::guard::audit::record_authentication_refusal(&self.shared, caller, reason);
+    }
 }
 
 /// Why a gateway could not be built.

@@ -257,10 +257,7 @@ mod tests {
         ]}))
         .unwrap_or_else(|error| unreachable!("{error}"));
         let policy = Arc::new(compile(&policy).unwrap_or_else(|error| unreachable!("{error}")));
-        let identities = vec![
-            Caller { name: "ops".into(), scopes: vec!["admin".into()] },
-            Caller { name: "agent".into(), scopes: Vec::new() },
-        ];
+        let identities = vec![Caller::named("ops", vec!["admin".into()]), Caller::named("agent", Vec::new())];
         let configured = specs.iter().map(|spec| spec.name.clone()).collect();
         let upstreams = inventory(&InventoryInputs { specs, configured, listings, catalog, policy, identities });
 

@@ -158,4 +158,10 @@ pub trait SessionFactory: Send + Sync + 'static {
     fn count_refusal(&self, refusal: Refusal) {
         let _ = refusal;
     }
+
+    /// Records a request refused at authentication: `caller` when the token named a valid identity (one lacking
+    /// scopes), and `reason` (a stable name such as `expired`). A fake factory may ignore it.
+    fn record_authentication_refusal(&self, caller: Option<&Caller>, reason: &str) {
+        let _ = (caller, reason);
+    }
 }

@@ -36,8 +36,13 @@ fn value(exposition: &str, series: &str) -> Option<f64> {
 async fn serve(gateway: &Gateway, limits: &Limits) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let spec =
-        HttpListenerSpec { bind: addr, path: "/mcp".into(), allowed_origins: Vec::new(), allowed_hosts: Vec::new() };
+    let spec = HttpListenerSpec {
+        bind: addr,
+        path: "/mcp".into(),
+        allowed_origins: Vec::new(),
+        allowed_hosts: Vec::new(),
+        oauth: None,
+    };
     let factory: std::sync::Arc<dyn SessionFactory> = std::sync::Arc::new(gateway.clone());
     let router = toolgate_proxy::downstream::http::router(factory, &spec, limits, &[])
         .merge(toolgate_proxy::metrics::router(gateway.clone(), &spec));

@@ -166,10 +166,9 @@ struct Server {
 
 fn spec(addr: SocketAddr) -> HttpListenerSpec {
     HttpListenerSpec {
-        bind: addr,
-        path: "/mcp".into(),
         allowed_origins: vec!["https://app.example.com".into()],
         allowed_hosts: vec!["gateway.internal".into()],
+        ..HttpListenerSpec::new(addr)
     }
 }
 

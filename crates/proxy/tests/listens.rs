@@ -99,7 +99,7 @@ async fn a_listen_over_the_uri_cap_is_invalid_params_naming_the_cap() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_caller_past_its_listen_cap_is_refused_and_another_caller_is_not() {
     let gateway = start(vec![upstream("watch", "subscriptions", GUARD, None)], Limits::default()).await;
-    let alice = || Caller { name: "alice".to_owned(), scopes: Vec::new() };
+    let alice = || Caller::named("alice", Vec::new());
     // The caller's places are counted across its sessions.
     let mut first = Client::connect_as(&gateway, alice(), Elicit::None, json!({})).await;
     let mut second = Client::connect_as(&gateway, alice(), Elicit::None, json!({})).await;
@@ -114,7 +114,7 @@ async fn a_caller_past_its_listen_cap_is_refused_and_another_caller_is_not() {
     assert_eq!(refused["error"]["code"], -32000, "{refused}");
     assert!(refused["error"]["message"].as_str().unwrap().contains("64"), "{refused}");
 
-    let bob = Caller { name: "bob".to_owned(), scopes: Vec::new() };
+    let bob = Caller::named("bob", Vec::new());
     let mut other = Client::connect_as(&gateway, bob, Elicit::None, json!({})).await;
     other.send(json!("bobs"), "subscriptions/listen", filter());
     other.wait_for("another caller's acknowledgement", acknowledged_for(&json!("bobs"))).await;

@@ -76,10 +76,7 @@ async fn a_tool_hidden_from_callers_without_a_scope_is_listed_and_callable_only_
     ]}))
     .unwrap();
     let gateway = gateway_with_policy(policy, SelectionSpec::default()).await;
-    let caller = |name: &str, scopes: &[&str]| Caller {
-        name: name.into(),
-        scopes: scopes.iter().map(|s| (*s).to_owned()).collect(),
-    };
+    let caller = |name: &str, scopes: &[&str]| Caller::named(name, scopes.iter().map(|s| (*s).to_owned()).collect());
     let mut admin =
         Client::connect_as(&gateway, caller("ops", &["admin"]), Elicit::Decline, json!({"elicitation": {}})).await;
     let mut agent =

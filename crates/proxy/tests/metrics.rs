@@ -141,6 +141,7 @@ async fn serve(gateway: &Gateway) -> Server {
         path: "/mcp".into(),
         allowed_origins: vec!["https://dashboard.example".into()],
         allowed_hosts: vec!["gateway.internal".into()],
+        oauth: None,
     };
     let router = toolgate_proxy::metrics::router(gateway.clone(), &spec);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

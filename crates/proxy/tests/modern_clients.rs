@@ -29,8 +29,13 @@ const MODERN: &str = "2026-07-28";
 async fn serve(gateway: &Gateway, limits: &Limits) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr: SocketAddr = listener.local_addr().unwrap();
-    let spec =
-        HttpListenerSpec { bind: addr, path: "/mcp".into(), allowed_origins: Vec::new(), allowed_hosts: Vec::new() };
+    let spec = HttpListenerSpec {
+        bind: addr,
+        path: "/mcp".into(),
+        allowed_origins: Vec::new(),
+        allowed_hosts: Vec::new(),
+        oauth: None,
+    };
     let factory: std::sync::Arc<dyn SessionFactory> = std::sync::Arc::new(gateway.clone());
     let router = toolgate_proxy::downstream::http::router(factory, &spec, limits, &[]);
     tokio::spawn(toolgate_proxy::downstream::http::serve(listener, router, std::future::pending()));

@@ -141,8 +141,13 @@ async fn an_open_world_error_answer_taints_the_session_and_its_next_open_world_w
 async fn serve_for_two_callers(gateway: &Gateway) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let spec =
-        HttpListenerSpec { bind: addr, path: "/mcp".into(), allowed_origins: Vec::new(), allowed_hosts: Vec::new() };
+    let spec = HttpListenerSpec {
+        bind: addr,
+        path: "/mcp".into(),
+        allowed_origins: Vec::new(),
+        allowed_hosts: Vec::new(),
+        oauth: None,
+    };
     let callers: Vec<CallerSpec> = ["alice", "bob"]
         .into_iter()
         .map(|name| CallerSpec {

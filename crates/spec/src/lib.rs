@@ -21,6 +21,7 @@ mod credentials;
 mod endpoint;
 mod guardrails;
 mod listen;
+mod oauth;
 mod sandbox;
 mod upstream;
 
@@ -35,6 +36,10 @@ pub use guardrails::{
 };
 pub use listen::{
     Caller, DEFAULT_BIND, DEFAULT_HTTP_PATH, DEFAULT_STDIO_IDENTITY, HttpListenerSpec, Limits, StdioListenerSpec,
+};
+pub use oauth::{
+    DEFAULT_JWKS_MIN_REFETCH, DEFAULT_JWKS_REFRESH, DEFAULT_OAUTH_ALGORITHMS, DEFAULT_OAUTH_CLOCK_SKEW,
+    IntrospectionSpec, OAuthSpec, SubjectToken,
 };
 pub use sandbox::{
     DEFAULT_SANDBOX_MAX_OPEN_FILES, DEFAULT_SANDBOX_MAX_PROCESSES, DEFAULT_SANDBOX_MEMORY_MIB,
@@ -93,10 +98,7 @@ impl GatewaySpec {
     pub fn identities(&self) -> Vec<Caller> {
         let mut identities: Vec<Caller> = self.stdio.iter().map(StdioListenerSpec::caller).collect();
         identities.extend(
-            self.guardrails
-                .callers
-                .iter()
-                .map(|caller| Caller { name: caller.name.clone(), scopes: caller.scopes.clone() }),
+            self.guardrails.callers.iter().map(|caller| Caller::named(caller.name.clone(), caller.scopes.clone())),
         );
         let anonymous_http = self.http.is_some() && self.guardrails.callers.is_empty();
         if anonymous_http || identities.is_empty() {

@@ -4,6 +4,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use crate::DEFAULT_MAX_MESSAGE_BYTES;
+use crate::oauth::{OAuthSpec, SubjectToken};
 
 /// The HTTP listener's address when the configuration names none (loopback only).
 pub const DEFAULT_BIND: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 8765);
@@ -24,7 +25,7 @@ pub struct StdioListenerSpec {
 impl StdioListenerSpec {
     /// The identity a stdio session has.
     pub fn caller(&self) -> Caller {
-        Caller { name: self.identity.clone(), scopes: self.scopes.clone() }
+        Caller::named(self.identity.clone(), self.scopes.clone())
     }
 }
 
@@ -46,6 +47,8 @@ pub struct HttpListenerSpec {
     pub allowed_origins: Vec<String>,
     /// Extra `Host` values accepted besides loopback hosts (DNS-rebinding protection).
     pub allowed_hosts: Vec<String>,
+    /// OAuth 2.1 access tokens accepted besides the configured callers' static tokens (`None`: static only).
+    pub oauth: Option<OAuthSpec>,
 }
 
 impl HttpListenerSpec {
@@ -56,6 +59,7 @@ impl HttpListenerSpec {
             path: DEFAULT_HTTP_PATH.to_owned(),
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
+            oauth: None,
         }
     }
 }
@@ -70,16 +74,27 @@ impl Default for HttpListenerSpec {
 /// Who is on the other end of a session, as the transport authenticated it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Caller {
-    /// The caller's configured name (`anonymous` when no callers are configured).
+    /// The caller's configured name (`anonymous` when no callers are configured), or an OAuth token's subject.
+    /// Sessions are bound to it: a session is found only by requests that authenticate with the same name.
     pub name: String,
     /// Its scopes.
     pub scopes: Vec<String>,
+    /// A person-readable name (an OAuth token's `email` or `name`), for the console; `None`: the name says it.
+    pub display: Option<String>,
+    /// The OAuth access token this request presented (redacted when formatted), for a token exchange upstream.
+    /// Never forwarded as is: the upstream side sends only its own credentials.
+    pub token: Option<SubjectToken>,
 }
 
 impl Caller {
     /// A caller with no name and no scopes (an HTTP listener without configured callers).
     pub fn anonymous() -> Caller {
-        Caller { name: "anonymous".into(), scopes: Vec::new() }
+        Caller::named("anonymous", Vec::new())
+    }
+
+    /// A caller with a name and scopes, no display name and no token (a static caller, stdio).
+    pub fn named(name: impl Into<String>, scopes: Vec<String>) -> Caller {
+        Caller { name: name.into(), scopes, display: None, token: None }
     }
 }
 

@@ -63,6 +63,10 @@ struct Endpoint {
     /// How long a POST body may take to arrive once its headers are in (the header-read timeout).
     body_read_timeout: Duration,
     callers: Arc<Vec<CallerSpec>>,
+    /// OAuth access tokens (`[oauth]`), besides the static callers.
+    oauth: auth::OAuth,
+    /// Told about requests refused at authentication (their audit rows).
+    factory: Arc<dyn SessionFactory>,
 }
 
 /// True when a request's `Host` and `Origin` pass the endpoint's DNS-rebinding rule (for other routes on the same
@@ -75,10 +79,11 @@ pub(crate) fn check_host_and_origin(
     checks::check_host_and_origin(headers, uri, spec).is_ok()
 }
 
-/// True when the request authenticates as a configured caller, or when no callers are configured (for other
-/// routes on the same listener, such as `/metrics`).
-pub(crate) fn is_authenticated(headers: &axum::http::HeaderMap, callers: &[CallerSpec]) -> bool {
-    auth::authenticate(headers, callers).is_ok()
+/// True when the request authenticates as a configured static caller, or when neither callers nor OAuth are
+/// configured (for other routes on the same listener, such as `/metrics`, which take no OAuth token: with OAuth
+/// and no static caller they are closed).
+pub(crate) fn is_authenticated(headers: &axum::http::HeaderMap, callers: &[CallerSpec], oauth: bool) -> bool {
+    (callers.is_empty() && !oauth) || auth::is_static_caller(headers, callers)
 }
 
 /// Fired by [`serve`] when the server stops: streams end and sessions close.
@@ -96,14 +101,37 @@ pub fn router(
     limits: &Limits,
     callers: &[CallerSpec],
 ) -> Router {
+    let oauth = auth::OAuth::from_spec(spec.oauth.as_ref());
+    let authenticated = !callers.is_empty() || oauth.is_configured();
     let endpoint = Endpoint {
         spec: Arc::new(spec.clone()),
-        sessions: Arc::new(SessionTable::new(factory, limits, !callers.is_empty())),
+        sessions: Arc::new(SessionTable::new(Arc::clone(&factory), limits, authenticated)),
         max_message_bytes: limits.max_message_bytes,
         body_read_timeout: limits.header_read_timeout,
         callers: Arc::new(callers.to_vec()),
+        oauth: oauth.clone(),
+        factory,
     };
-    Router::new().fallback(handle).with_state(endpoint)
+    let router = Router::new();
+    let router = match oauth.validator() {
+        // RFC 9728: the metadata at the well-known prefix followed by the resource's path (what the 401 names),
+        // and at the bare prefix for clients that look there first. Public, like the issuer's own metadata.
+        Some(validator) => {
+            let document = Arc::new(validator.metadata());
+            let serve = move || {
+                let document = Arc::clone(&document);
+                async move { axum::Json((*document).clone()) }
+            };
+            let router = router.route(toolgate_auth::METADATA_PREFIX, axum::routing::get(serve.clone()));
+            if validator.metadata_path() == toolgate_auth::METADATA_PREFIX {
+                router
+            } else {
+                router.route(validator.metadata_path(), axum::routing::get(serve))
+            }
+        }
+        None => router,
+    };
+    router.fallback(handle).with_state(endpoint)
 }
 
 /// Serves `router` on `listener` until `shutdown` completes; then open SSE streams end, sessions close, and
@@ -160,7 +188,8 @@ async fn dispatch(
     if !matches!(parts.method, Method::POST | Method::GET | Method::DELETE) {
         return Err(Rejection::method_not_allowed());
     }
-    let caller = auth::authenticate(&parts.headers, &endpoint.callers)?;
+    let caller =
+        auth::authenticate(&parts.headers, &endpoint.callers, &endpoint.oauth, endpoint.factory.as_ref()).await?;
     match parts.method {
         // A POST's era is known only from its body: its version header is checked there.
         Method::POST => post(endpoint, &parts, body, shutdown, caller).await,

@@ -40,6 +40,15 @@ pub(crate) fn decision_entry(
     entry
 }
 
+/// Queues the row of a request refused at authentication. Through the bounded queue: a flood of bad tokens can
+/// fill it (logged and counted like any full queue) but never block the listener or grow memory.
+pub(crate) fn record_authentication_refusal(gateway: &Shared, caller: Option<&toolgate_spec::Caller>, reason: &str) {
+    let mut entry = AuditEntry::new(AuditKind::Authentication);
+    entry.caller = caller.map(|caller| Caller { identity: Some(caller.name.clone()), scopes: caller.scopes.clone() });
+    entry.outcome = Some(format!("refused: {reason}"));
+    record(gateway, entry);
+}
+
 /// Queues an entry; a full or closed queue is an error in the log, never a silent drop.
 pub(crate) fn record(gateway: &Shared, entry: AuditEntry) {
     let Some(store) = &gateway.store else { return };

@@ -55,7 +55,7 @@ async fn serve_metrics(State(state): State<Arc<(Gateway, HttpListenerSpec)>>, re
     // Callers, sessions refused, tool names and upstreams are the operator's business: with callers configured the
     // listener is meant to be reached by others, so a scrape needs a caller's token like the MCP endpoint.
     let callers = &gateway.shared.spec.guardrails.callers;
-    if !crate::downstream::http::is_authenticated(request.headers(), callers) {
+    if !crate::downstream::http::is_authenticated(request.headers(), callers, spec.oauth.is_some()) {
         return (
             StatusCode::UNAUTHORIZED,
             [(WWW_AUTHENTICATE, "Bearer realm=\"toolgate\"")],
@@ -90,6 +90,7 @@ mod tests {
             path: "/mcp".into(),
             allowed_origins: vec!["https://app.example:*".into()],
             allowed_hosts: vec!["gw.internal".into()],
+            oauth: None,
         };
         host_and_origin_allowed(&headers, &Uri::from_static("/metrics"), &spec)
     }

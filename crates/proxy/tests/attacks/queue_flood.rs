@@ -49,7 +49,7 @@ async fn calls_past_the_pending_approval_caps_are_refused_and_audited_instead_of
     assert!(text(&refused).contains("this caller already has 3 approvals waiting"), "{refused}");
 
     // Another caller is not affected.
-    let bob = Caller { name: "bob".into(), scopes: Vec::new() };
+    let bob = Caller::named("bob", Vec::new());
     let other = Client::connect_as(&gateway, bob, Elicit::None, json!({})).await;
     other.start_call(json!(1), "rug_purge_records", json!({"n": 30}));
     wait_pending(&store, "rug_purge_records", &json!({"n": 30})).await;

@@ -166,7 +166,7 @@ async fn issue_12_tampered_foreign_and_repurposed_states_approve_nothing() {
     assert_refused(&retry(&mut client, "other-args", &other, &state, accept()).await, "other arguments");
 
     // Another caller's: issued to the session's caller, presented by bob.
-    let bob = Caller { name: "bob".into(), scopes: Vec::new() };
+    let bob = Caller::named("bob", Vec::new());
     let mut thief = Client::connect_as(&harness.gateway, bob, Elicit::Hold, json!({})).await;
     assert_refused(&retry(&mut thief, "stolen", &arguments, &state, accept()).await, "another caller");
 

@@ -42,17 +42,22 @@ pub enum AuditKind {
     Result,
     /// A person pinned or rejected a quarantined tool definition (written by `Store::record_pin_decision`).
     Pin,
+    /// An HTTP request refused at authentication (an OAuth token refused, or lacking the required scopes): the
+    /// identity when known and the reason in `outcome`. Accepted tokens need no row of their own: every row of
+    /// the calls they make names the identity.
+    Authentication,
 }
 
 impl AuditKind {
     /// Every kind, in the order a form lists them.
-    pub const ALL: [AuditKind; 6] = [
+    pub const ALL: [AuditKind; 7] = [
         AuditKind::Listing,
         AuditKind::Decision,
         AuditKind::Confirmation,
         AuditKind::Call,
         AuditKind::Result,
         AuditKind::Pin,
+        AuditKind::Authentication,
     ];
 
     /// The kind whose stable name is `name`.
@@ -69,6 +74,7 @@ impl AuditKind {
             AuditKind::Call => "call",
             AuditKind::Result => "result",
             AuditKind::Pin => "pin",
+            AuditKind::Authentication => "authentication",
         }
     }
 }

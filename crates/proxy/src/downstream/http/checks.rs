@@ -44,8 +44,8 @@ pub(super) struct Rejection {
     pub(super) message: String,
     /// Extra response headers (`Allow` on 405).
     pub(super) allow: Option<&'static str>,
-    /// Send a `WWW-Authenticate: Bearer` challenge (on 401).
-    pub(super) challenge: bool,
+    /// The `WWW-Authenticate` value to send (on 401, and 403 `insufficient_scope`).
+    pub(super) challenge: Option<String>,
     /// Send `Retry-After` with this many seconds (on 503).
     pub(super) retry_after: Option<u64>,
     /// Send `Connection: close`, so the connection ends with this answer (a body that did not arrive in time).
@@ -69,7 +69,7 @@ impl Rejection {
             code,
             message: message.into(),
             allow: None,
-            challenge: false,
+            challenge: None,
             retry_after: None,
             close: false,
             echo: None,
@@ -114,10 +114,8 @@ impl IntoResponse for Rejection {
         if self.close {
             response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
-        if self.challenge {
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"toolgate\""));
+        if let Some(challenge) = self.challenge.and_then(|value| HeaderValue::from_str(&value).ok()) {
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, challenge);
         }
         response
     }

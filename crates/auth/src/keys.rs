@@ -1,0 +1,196 @@
+//! The issuer's metadata and signing keys: discovered (OIDC, then RFC 8414), cached, and fetched again when they
+//! are older than the refresh age or a token names a `kid` the cache lacks.
+//!
+//! Fetches are rate-limited (at most one per `min_refetch`, whatever the trigger), so tokens with made-up `kid`s
+//! cannot turn toolgate into a flood of requests to the provider. When the provider cannot be reached, the keys
+//! already cached keep working and a key that is not cached fails closed with [`TokenError::ProviderUnavailable`];
+//! the next fetch after the interval tries again, so service recovers without a restart. Nothing here logs a token.
+
+use std::time::{Duration, Instant};
+
+use jsonwebtoken::jwk::{Jwk, JwkSet};
+use serde::Deserialize;
+use tokio::sync::Mutex;
+
+use crate::TokenError;
+
+/// How long one request to the provider may take.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The parts of the authorization server's metadata toolgate uses.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct IssuerMetadata {
+    pub(crate) issuer: String,
+    pub(crate) jwks_uri: Option<String>,
+    pub(crate) introspection_endpoint: Option<String>,
+}
+
+#[derive(Debug, Default)]
+struct Cache {
+    metadata: Option<IssuerMetadata>,
+    keys: JwkSet,
+    fetched: Option<Instant>,
+    last_attempt: Option<Instant>,
+    /// Why the last fetch failed (`None` after a success).
+    last_error: Option<String>,
+}
+
+/// The cached metadata and keys of one issuer.
+#[derive(Debug)]
+pub(crate) struct KeyCache {
+    client: reqwest::Client,
+    issuer: String,
+    refresh: Duration,
+    min_refetch: Duration,
+    cache: Mutex<Cache>,
+}
+
+impl KeyCache {
+    pub(crate) fn new(client: reqwest::Client, issuer: String, refresh: Duration, min_refetch: Duration) -> Self {
+        KeyCache { client, issuer, refresh, min_refetch, cache: Mutex::new(Cache::default()) }
+    }
+
+    /// The key named `kid` (or the only key, when the token names none), fetching when it is unknown or the cache
+    /// is stale and the rate limit allows.
+    pub(crate) async fn key(&self, kid: Option<&str>) -> Result<Jwk, TokenError> {
+        let mut cache = self.cache.lock().await;
+        let stale = cache.fetched.is_none_or(|at| at.elapsed() >= self.refresh);
+        let found = find(&cache.keys, kid);
+        if found.is_none() || stale {
+            self.refresh_locked(&mut cache).await;
+        }
+        if let Some(key) = find(&cache.keys, kid) {
+            return Ok(key);
+        }
+        match (&cache.last_error, cache.fetched) {
+            (Some(reason), _) => Err(TokenError::ProviderUnavailable(reason.clone())),
+            (None, Some(_)) => Err(TokenError::UnknownKey),
+            (None, None) => Err(TokenError::ProviderUnavailable("the issuer's keys were never fetched".into())),
+        }
+    }
+
+    /// The metadata (discovering it when not yet known).
+    pub(crate) async fn metadata(&self) -> Result<IssuerMetadata, TokenError> {
+        let mut cache = self.cache.lock().await;
+        if cache.metadata.is_none() {
+            self.refresh_locked(&mut cache).await;
+        }
+        match (&cache.metadata, &cache.last_error) {
+            (Some(metadata), _) => Ok(metadata.clone()),
+            (None, Some(reason)) => Err(TokenError::ProviderUnavailable(reason.clone())),
+            (None, None) => Err(TokenError::ProviderUnavailable("the issuer's metadata is unknown".into())),
+        }
+    }
+
+    async fn refresh_locked(&self, cache: &mut Cache) {
+        if cache.last_attempt.is_some_and(|at| at.elapsed() < self.min_refetch) {
+            return;
+        }
+        cache.last_attempt = Some(Instant::now());
+        match self.fetch(cache.metadata.clone()).await {
+            Ok((metadata, keys)) => {
+                cache.metadata = Some(metadata);
+                cache.keys = keys;
+                cache.fetched = Some(Instant::now());
+                cache.last_error = None;
+            }
+            Err(reason) => {
+                tracing::warn!(issuer = %self.issuer, %reason, "cannot fetch the OAuth issuer's keys");
+                cache.last_error = Some(reason);
+            }
+        }
+    }
+
+    async fn fetch(&self, known: Option<IssuerMetadata>) -> Result<(IssuerMetadata, JwkSet), String> {
+        let metadata = match known {
+            Some(metadata) => metadata,
+            None => self.discover().await?,
+        };
+        let jwks_uri = metadata.jwks_uri.clone().ok_or("the issuer's metadata names no jwks_uri")?;
+        let keys: JwkSet = self.get_json(&jwks_uri).await?;
+        Ok((metadata, keys))
+    }
+
+    /// OIDC discovery, then RFC 8414's well-known location; the metadata must name exactly the configured issuer
+    /// (a mix-up defence: keys from another issuer must never validate this one's tokens).
+    async fn discover(&self) -> Result<IssuerMetadata, String> {
+        let base = self.issuer.trim_end_matches('/');
+        let mut reasons = Vec::new();
+        for url in well_known_urls(base) {
+            match self.get_json::<IssuerMetadata>(&url).await {
+                Ok(metadata) if metadata.issuer == self.issuer => return Ok(metadata),
+                Ok(metadata) => {
+                    return Err(format!(
+                        "{url} names issuer {:?}, not the configured {:?}",
+                        metadata.issuer, self.issuer
+                    ));
+                }
+                Err(reason) => reasons.push(reason),
+            }
+        }
+        Err(reasons.join("; "))
+    }
+
+    async fn get_json<T: serde::de::DeserializeOwned>(&self, url: &str) -> Result<T, String> {
+        let response = self
+            .client
+            .get(url)
+            .timeout(FETCH_TIMEOUT)
+            .send()
+            .await
+            .map_err(|error| format!("{url}: {}", without_url(&error)))?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(format!("{url} answered {status}"));
+        }
+        response.json::<T>().await.map_err(|error| format!("{url}: {}", without_url(&error)))
+    }
+}
+
+/// `/.well-known/openid-configuration` after the issuer's path, then RFC 8414's form (inserted before the path).
+fn well_known_urls(issuer: &str) -> Vec<String> {
+    let mut urls = vec![format!("{issuer}/.well-known/openid-configuration")];
+    let after_scheme = issuer.find("://").map_or(0, |at| at + 3);
+    match issuer[after_scheme..].find('/') {
+        Some(slash) => {
+            let (origin, path) = issuer.split_at(after_scheme + slash);
+            urls.push(format!("{origin}/.well-known/oauth-authorization-server{path}"));
+        }
+        None => urls.push(format!("{issuer}/.well-known/oauth-authorization-server")),
+    }
+    urls
+}
+
+fn find(keys: &JwkSet, kid: Option<&str>) -> Option<Jwk> {
+    match kid {
+        Some(kid) => keys.find(kid).cloned(),
+        // Without a `kid` only an unambiguous key set can say which key signed.
+        None if keys.keys.len() == 1 => keys.keys.first().cloned(),
+        None => None,
+    }
+}
+
+fn without_url(error: &reqwest::Error) -> String {
+    let text = error.to_string();
+    if error.is_connect() { "cannot connect".to_owned() } else { text }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn well_known_locations_follow_oidc_then_rfc_8414() {
+        assert_eq!(
+            well_known_urls("https://id.example/tenant"),
+            vec![
+                "https://id.example/tenant/.well-known/openid-configuration".to_owned(),
+                "https://id.example/.well-known/oauth-authorization-server/tenant".to_owned(),
+            ]
+        );
+        assert_eq!(
+            well_known_urls("http://127.0.0.1:9")[1],
+            "http://127.0.0.1:9/.well-known/oauth-authorization-server"
+        );
+    }
+}

@@ -1,0 +1,380 @@
+//! toolgate as an OAuth 2.1 resource server: an access token is validated against its issuer (a JWT checked
+//! locally with the issuer's discovered keys, or an opaque token asked about by RFC 7662 introspection) and mapped
+//! to an [`Identity`]: the subject, a display name, and the scopes the policy sees (`scope` plus configured group
+//! claims). Also the RFC 9728 protected-resource metadata and the `WWW-Authenticate` challenges that point to it.
+//!
+//! What a token must pass: its `alg` on the allow-list (asymmetric only by default: never `none`, HMAC only when
+//! configured), `iss` exactly the configured issuer, a key the issuer publishes (cached, see `keys`), a valid
+//! signature, `aud` naming this gateway's resource identifier (RFC 8707), `exp` / `nbf` within the clock skew, and
+//! a `sub`. Every refusal is a [`TokenError`] with a stable [`TokenError::reason`] for the audit log. The provider
+//! being unreachable fails closed ([`TokenError::ProviderUnavailable`]) and recovers when it returns.
+//!
+//! This crate never logs a token, never stores one, and never sends one anywhere but the configured issuer's
+//! introspection endpoint. It holds no secret: introspection's client credentials come from the environment.
+
+mod keys;
+
+use std::str::FromStr;
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use jsonwebtoken::{Algorithm, DecodingKey, Validation, errors::ErrorKind};
+use serde_json::{Value, json};
+use toolgate_spec::OAuthSpec;
+
+use self::keys::KeyCache;
+
+/// The well-known path prefix of RFC 9728 protected-resource metadata.
+pub const METADATA_PREFIX: &str = "/.well-known/oauth-protected-resource";
+
+/// Who a valid token says is calling.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// The token's `sub` (a person's id, or a service's client id for client credentials).
+    pub subject: String,
+    /// A person-readable name from the configured display claims (`email`, `name`), when present.
+    pub display: Option<String>,
+    /// Scopes from `scope` (or `scp`) and the configured group claims, deduplicated, in order.
+    pub scopes: Vec<String>,
+}
+
+/// Why a token is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenError {
+    /// Not a JWT, or one whose parts do not decode.
+    #[error("the token is not a well-formed JWT")]
+    Malformed,
+    /// An opaque token and no introspection configured.
+    #[error("the token is not a JWT and no introspection is configured")]
+    Opaque,
+    /// `alg` not on the allow-list (`none`, HMAC, or one not configured).
+    #[error("the token's algorithm {0:?} is not accepted")]
+    AlgorithmNotAllowed(String),
+    /// `iss` is not the configured issuer.
+    #[error("the token was issued by another issuer")]
+    WrongIssuer,
+    /// `aud` does not name this gateway's resource identifier.
+    #[error("the token is for another audience")]
+    WrongAudience,
+    /// Past `exp` (plus the skew).
+    #[error("the token has expired")]
+    Expired,
+    /// Before `nbf` (minus the skew).
+    #[error("the token is not valid yet")]
+    NotYetValid,
+    /// Signed with a key the issuer does not publish.
+    #[error("the token was signed with a key the issuer does not publish")]
+    UnknownKey,
+    /// The signature does not verify.
+    #[error("the token's signature does not verify")]
+    BadSignature,
+    /// A required claim is missing or has the wrong type.
+    #[error("the token lacks the {0} claim")]
+    MissingClaim(String),
+    /// Introspection says the token is not active.
+    #[error("the token is not active")]
+    Inactive,
+    /// The issuer's metadata or keys cannot be fetched: refused, not guessed.
+    #[error("the identity provider is unreachable: {0}")]
+    ProviderUnavailable(String),
+}
+
+impl TokenError {
+    /// A stable short name for the audit log and metrics.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            TokenError::Malformed => "malformed",
+            TokenError::Opaque => "opaque_token",
+            TokenError::AlgorithmNotAllowed(_) => "algorithm_not_allowed",
+            TokenError::WrongIssuer => "wrong_issuer",
+            TokenError::WrongAudience => "wrong_audience",
+            TokenError::Expired => "expired",
+            TokenError::NotYetValid => "not_yet_valid",
+            TokenError::UnknownKey => "unknown_key",
+            TokenError::BadSignature => "bad_signature",
+            TokenError::MissingClaim(_) => "missing_claim",
+            TokenError::Inactive => "inactive",
+            TokenError::ProviderUnavailable(_) => "provider_unavailable",
+        }
+    }
+
+    /// True when the fault is the provider's, not the token's (answered 503, not 401).
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, TokenError::ProviderUnavailable(_))
+    }
+}
+
+/// A configuration the validator cannot run with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// The issuer or resource is not an absolute http(s) URL.
+    #[error("`{0}` is not an absolute http(s) URL")]
+    NotAUrl(String),
+    /// `http://` for a host that is not loopback: tokens and keys would travel unprotected.
+    #[error("`{0}` uses http:// for a non-loopback host; only https:// (or a loopback http:// for tests) is allowed")]
+    InsecureUrl(String),
+    /// An algorithm name jsonwebtoken does not know (`none` included: it can never be allowed).
+    #[error("unknown or unusable JWS algorithm `{0}`")]
+    UnknownAlgorithm(String),
+    /// The HTTP client cannot be built.
+    #[error("cannot build the HTTP client: {0}")]
+    Client(String),
+}
+
+/// Validates access tokens for one issuer and resource. Cheap to share behind an `Arc`.
+#[derive(Debug)]
+pub struct Validator {
+    spec: OAuthSpec,
+    algorithms: Vec<Algorithm>,
+    keys: KeyCache,
+    client: reqwest::Client,
+    metadata_url: String,
+}
+
+impl Validator {
+    /// Checks the configuration (URLs, algorithms) and prepares the key cache; nothing is fetched yet.
+    pub fn new(spec: &OAuthSpec) -> Result<Validator, ConfigError> {
+        checked_url(&spec.issuer)?;
+        let resource = checked_url(&spec.resource)?;
+        let algorithms = spec
+            .algorithms
+            .iter()
+            .map(|name| Algorithm::from_str(name).map_err(|_| ConfigError::UnknownAlgorithm(name.clone())))
+            .collect::<Result<Vec<_>, _>>()?;
+        // reqwest is built without a default TLS provider; ring is installed once per process for https issuers.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        // No redirects: the keys must come from where the issuer's metadata says, not wherever a response points.
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|error| ConfigError::Client(error.to_string()))?;
+        let keys = KeyCache::new(client.clone(), spec.issuer.clone(), spec.jwks_refresh, spec.jwks_min_refetch);
+        let path = resource.path().trim_end_matches('/');
+        let metadata_url = format!("{}{METADATA_PREFIX}{path}", origin(&resource));
+        Ok(Validator { spec: spec.clone(), algorithms, keys, client, metadata_url })
+    }
+
+    /// The configuration.
+    pub fn spec(&self) -> &OAuthSpec {
+        &self.spec
+    }
+
+    /// Validates `token` and maps its claims to an identity.
+    pub async fn validate(&self, token: &str) -> Result<Identity, TokenError> {
+        let parts: Vec<&str> = token.split('.').collect();
+        if parts.len() != 3 {
+            return match &self.spec.introspection {
+                Some(_) => self.introspect(token).await,
+                None if parts.len() == 1 => Err(TokenError::Opaque),
+                None => Err(TokenError::Malformed),
+            };
+        }
+        let header = decode_part(parts[0])?;
+        let alg_name = header.get("alg").and_then(Value::as_str).ok_or(TokenError::Malformed)?;
+        let alg = Algorithm::from_str(alg_name)
+            .ok()
+            .filter(|alg| self.algorithms.contains(alg))
+            .ok_or_else(|| TokenError::AlgorithmNotAllowed(alg_name.to_owned()))?;
+        // The issuer is checked before any key is looked up: a token from elsewhere must not make toolgate fetch.
+        let unverified = decode_part(parts[1])?;
+        if unverified.get("iss").and_then(Value::as_str) != Some(self.spec.issuer.as_str()) {
+            return Err(TokenError::WrongIssuer);
+        }
+        let jwk = self.keys.key(header.get("kid").and_then(Value::as_str)).await?;
+        if jwk.common.key_algorithm.is_some_and(|key_alg| key_alg.to_string() != alg_name) {
+            // A published key says which algorithm it is for; a token claiming another is an algorithm confusion.
+            return Err(TokenError::BadSignature);
+        }
+        let key = DecodingKey::from_jwk(&jwk).map_err(|_| TokenError::UnknownKey)?;
+        let mut validation = Validation::new(alg);
+        validation.algorithms = vec![alg];
+        validation.leeway = self.spec.clock_skew.as_secs();
+        validation.validate_nbf = true;
+        validation.set_issuer(&[self.spec.issuer.as_str()]);
+        validation.set_audience(&[self.spec.resource.as_str()]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        let data = jsonwebtoken::decode::<Value>(token, &key, &validation).map_err(|error| match error.kind() {
+            ErrorKind::ExpiredSignature => TokenError::Expired,
+            ErrorKind::ImmatureSignature => TokenError::NotYetValid,
+            ErrorKind::InvalidIssuer => TokenError::WrongIssuer,
+            ErrorKind::InvalidAudience => TokenError::WrongAudience,
+            ErrorKind::InvalidSignature => TokenError::BadSignature,
+            ErrorKind::InvalidAlgorithm => TokenError::AlgorithmNotAllowed(alg_name.to_owned()),
+            ErrorKind::MissingRequiredClaim(claim) => TokenError::MissingClaim(claim.clone()),
+            _ => TokenError::Malformed,
+        })?;
+        self.identity(&data.claims)
+    }
+
+    /// The scopes of [`OAuthSpec::required_scopes`] that `identity` lacks (empty: it may call).
+    pub fn missing_scopes(&self, identity: &Identity) -> Vec<String> {
+        self.spec.required_scopes.iter().filter(|scope| !identity.scopes.contains(scope)).cloned().collect()
+    }
+
+    /// The RFC 9728 protected-resource metadata document.
+    pub fn metadata(&self) -> Value {
+        let scopes = if self.spec.scopes_supported.is_empty() {
+            &self.spec.required_scopes
+        } else {
+            &self.spec.scopes_supported
+        };
+        json!({
+            "resource": self.spec.resource,
+            "authorization_servers": [self.spec.issuer],
+            "scopes_supported": scopes,
+            "bearer_methods_supported": ["header"],
+            "resource_name": "toolgate",
+        })
+    }
+
+    /// Where the metadata is served: the resource's origin, the well-known prefix, then the resource's path.
+    pub fn metadata_url(&self) -> &str {
+        &self.metadata_url
+    }
+
+    /// The path part of [`Validator::metadata_url`].
+    pub fn metadata_path(&self) -> &str {
+        let after_scheme = self.metadata_url.find("://").map_or(0, |at| at + 3);
+        self.metadata_url[after_scheme..]
+            .find('/')
+            .map_or(METADATA_PREFIX, |slash| &self.metadata_url[after_scheme + slash..])
+    }
+
+    /// The `WWW-Authenticate` value for a 401: where the metadata is and which scopes to ask for, plus
+    /// `error="invalid_token"` when a token was presented and refused.
+    pub fn challenge(&self, refused: Option<&TokenError>) -> String {
+        let mut value = format!("Bearer resource_metadata=\"{}\"", self.metadata_url);
+        if !self.spec.required_scopes.is_empty() {
+            value.push_str(&format!(", scope=\"{}\"", self.spec.required_scopes.join(" ")));
+        }
+        if let Some(error) = refused {
+            value.push_str(&format!(", error=\"invalid_token\", error_description=\"{}\"", error.reason()));
+        }
+        value
+    }
+
+    /// The `WWW-Authenticate` value for a 403 step-up: the scopes the token lacks.
+    pub fn insufficient_scope(&self, missing: &[String]) -> String {
+        let mut needed = self.spec.required_scopes.clone();
+        for scope in missing {
+            if !needed.contains(scope) {
+                needed.push(scope.clone());
+            }
+        }
+        format!(
+            "Bearer error=\"insufficient_scope\", scope=\"{}\", resource_metadata=\"{}\"",
+            needed.join(" "),
+            self.metadata_url
+        )
+    }
+
+    fn identity(&self, claims: &Value) -> Result<Identity, TokenError> {
+        let subject = claims
+            .get("sub")
+            .and_then(Value::as_str)
+            .filter(|sub| !sub.is_empty())
+            .ok_or_else(|| TokenError::MissingClaim("sub".into()))?
+            .to_owned();
+        let mut scopes: Vec<String> = Vec::new();
+        let mut add = |scope: &str| {
+            if !scope.is_empty() && !scopes.iter().any(|known| known == scope) {
+                scopes.push(scope.to_owned());
+            }
+        };
+        match claims.get("scope").or_else(|| claims.get("scp")) {
+            Some(Value::String(text)) => text.split(' ').for_each(&mut add),
+            Some(Value::Array(items)) => items.iter().filter_map(Value::as_str).for_each(&mut add),
+            _ => {}
+        }
+        for claim in &self.spec.group_claims {
+            match claims.get(claim) {
+                Some(Value::String(group)) => add(group),
+                Some(Value::Array(groups)) => groups.iter().filter_map(Value::as_str).for_each(&mut add),
+                _ => {}
+            }
+        }
+        let display = self
+            .spec
+            .display_claims
+            .iter()
+            .find_map(|claim| claims.get(claim).and_then(Value::as_str).filter(|text| !text.is_empty()))
+            .map(str::to_owned);
+        Ok(Identity { subject, display, scopes })
+    }
+
+    /// RFC 7662: asks the issuer's introspection endpoint, authenticating with the client named in the environment.
+    async fn introspect(&self, token: &str) -> Result<Identity, TokenError> {
+        let Some(spec) = &self.spec.introspection else { return Err(TokenError::Opaque) };
+        let unavailable = |reason: String| TokenError::ProviderUnavailable(reason);
+        let client_id = std::env::var(&spec.client_id_env)
+            .map_err(|_| unavailable(format!("introspection client id: ${} is not set", spec.client_id_env)))?;
+        let secret = std::env::var(&spec.client_secret_env)
+            .map_err(|_| unavailable(format!("introspection secret: ${} is not set", spec.client_secret_env)))?;
+        let endpoint = self
+            .keys
+            .metadata()
+            .await?
+            .introspection_endpoint
+            .ok_or_else(|| unavailable("the issuer's metadata names no introspection_endpoint".into()))?;
+        let response = self
+            .client
+            .post(&endpoint)
+            .basic_auth(client_id, Some(secret))
+            .form(&[("token", token), ("token_type_hint", "access_token")])
+            .timeout(std::time::Duration::from_secs(10))
+            .send()
+            .await
+            .map_err(|_| unavailable(format!("{endpoint}: cannot connect")))?;
+        if !response.status().is_success() {
+            return Err(unavailable(format!("{endpoint} answered {}", response.status())));
+        }
+        let claims: Value = response.json().await.map_err(|_| unavailable(format!("{endpoint}: not JSON")))?;
+        if claims.get("active") != Some(&Value::Bool(true)) {
+            return Err(TokenError::Inactive);
+        }
+        if claims.get("iss").and_then(Value::as_str).is_some_and(|iss| iss != self.spec.issuer) {
+            return Err(TokenError::WrongIssuer);
+        }
+        let audience_ok = match claims.get("aud") {
+            Some(Value::String(aud)) => *aud == self.spec.resource,
+            Some(Value::Array(auds)) => auds.iter().any(|aud| aud.as_str() == Some(self.spec.resource.as_str())),
+            _ => false,
+        };
+        if !audience_ok {
+            return Err(TokenError::WrongAudience);
+        }
+        self.identity(&claims)
+    }
+}
+
+fn decode_part(part: &str) -> Result<Value, TokenError> {
+    let bytes = URL_SAFE_NO_PAD.decode(part.trim_end_matches('=')).map_err(|_| TokenError::Malformed)?;
+    let value: Value = serde_json::from_slice(&bytes).map_err(|_| TokenError::Malformed)?;
+    if value.is_object() { Ok(value) } else { Err(TokenError::Malformed) }
+}
+
+fn checked_url(text: &str) -> Result<reqwest::Url, ConfigError> {
+    let url = reqwest::Url::parse(text).map_err(|_| ConfigError::NotAUrl(text.to_owned()))?;
+    match url.scheme() {
+        "https" => Ok(url),
+        "http" if is_loopback(&url) => Ok(url),
+        "http" => Err(ConfigError::InsecureUrl(text.to_owned())),
+        _ => Err(ConfigError::NotAUrl(text.to_owned())),
+    }
+}
+
+fn is_loopback(url: &reqwest::Url) -> bool {
+    let Some(host) = url.host_str() else { return false };
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    match bare.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.is_loopback(),
+        Err(_) => bare.eq_ignore_ascii_case("localhost"),
+    }
+}
+
+fn origin(url: &reqwest::Url) -> String {
+    url.origin().ascii_serialization()
+}
+
+#[cfg(test)]
+mod tests;
