@@ -222,7 +222,7 @@ fn lower_sso(raw: Spanned<RawSso>, cx: &mut Context<'_>) -> Option<SsoSpec> {
 }
 
 /// Why `url` is not an `https://` URL, or an `http://` one on loopback.
-fn check_url(url: &str) -> Result<(), &'static str> {
+pub(crate) fn check_url(url: &str) -> Result<(), &'static str> {
     let (secure, rest) = if let Some(rest) = url.strip_prefix("https://") {
         (true, rest)
     } else if let Some(rest) = url.strip_prefix("http://") {

@@ -39,6 +39,7 @@ mod error;
 mod guardrails;
 mod import;
 mod lower;
+mod oauth;
 mod parse;
 mod raw;
 mod rules;

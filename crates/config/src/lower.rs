@@ -118,7 +118,8 @@ pub(crate) fn lower(raw: RawConfig, origin: &Path, cx: &mut Context<'_>) -> Opti
                        get `[listen.stdio]` `scopes`";
         cx.warn(first_caller_offset, message);
     }
-    let limits = lower_limits(raw.limits, !guardrails.callers.is_empty(), cx);
+    let authenticated = !guardrails.callers.is_empty() || http.as_ref().is_some_and(|http| http.oauth.is_some());
+    let limits = lower_limits(raw.limits, authenticated, cx);
     if !cx.problems.is_empty() {
         return None;
     }
@@ -219,6 +220,8 @@ fn lower_listeners(
 
 fn lower_http_listener(raw: Spanned<RawHttpListener>, has_callers: bool, cx: &mut Context<'_>) -> HttpListenerSpec {
     let raw = raw.into_inner();
+    // OAuth access tokens authenticate callers as much as `[[caller]]` tokens do.
+    let has_callers = has_callers || raw.oauth.is_some();
     let bind = match &raw.bind {
         None => DEFAULT_BIND,
         Some(bind) => match rules::parse_bind(bind.get_ref()) {
@@ -256,7 +259,8 @@ fn lower_http_listener(raw: Spanned<RawHttpListener>, has_callers: bool, cx: &mu
     };
     let allowed_origins = checked_list(raw.allowed_origins, rules::check_origin, cx);
     let allowed_hosts = checked_list(raw.allowed_hosts, rules::check_host, cx);
-    HttpListenerSpec { bind, path, allowed_origins, allowed_hosts, oauth: None }
+    let oauth = raw.oauth.and_then(|oauth| crate::oauth::lower_oauth(oauth, cx));
+    HttpListenerSpec { bind, path, allowed_origins, allowed_hosts, oauth }
 }
 
 fn checked_list(

@@ -122,6 +122,7 @@ pub(crate) struct RawHttpListener {
     pub(crate) path: Option<Spanned<String>>,
     pub(crate) allowed_origins: Option<Vec<Spanned<String>>>,
     pub(crate) allowed_hosts: Option<Vec<Spanned<String>>>,
+    pub(crate) oauth: Option<Spanned<crate::oauth::RawOAuth>>,
 }
 
 /// `[listen.stdio]`.

@@ -87,6 +87,7 @@ fn every_key_is_documented() {
         format!("{stdio}[upstream.tools.t]\nprobe = 1\n"),
         format!("{stdio}[upstream.sandbox]\nprobe = 1\n"),
         format!("{stdio}[listen.http]\nprobe = 1\n"),
+        format!("{stdio}[listen.http.oauth]\nprobe = 1\n"),
         format!("{stdio}[listen]\nprobe = 1\n"),
         format!("{stdio}[limits]\nprobe = 1\n"),
         format!("{stdio}[listen.stdio]\nprobe = 1\n"),

@@ -55,7 +55,7 @@ fn unknown_keys_are_errors() {
     );
     check_error(
         "[[upstream]]\nname = \"a\"\ncommand = \"x\"\n[listen.http]\nbnd = \"127.0.0.1:1\"\n",
-        "gateway.toml:5:1: [listen.http]: unknown key `bnd` (expected one of bind, path, allowed_origins, allowed_hosts)",
+        "gateway.toml:5:1: [listen.http]: unknown key `bnd` (expected one of bind, path, allowed_origins, allowed_hosts, oauth)",
     );
     check_error(
         "[[upstream]]\nname = \"a\"\ncommand = \"x\"\n[listen.sse]\n",

@@ -10,3 +10,4 @@ mod errors;
 mod guardrail_defaults;
 mod guardrail_errors;
 mod import;
+mod oauth;
