@@ -4,7 +4,8 @@
 //! issuer, signed with an unknown key, `alg: none`, HS256 with a guessed secret, a key rotation while serving, and
 //! the provider down (fails closed, recovers); each with the audit row naming the identity or the reason. The
 //! upstream is a small HTTP MCP server that records every header it receives: no client token ever reaches it.
-//! A legacy session opened with one identity's token is refused to another identity's.
+//! A legacy session opened with one identity's token is refused to another identity's. The Python SDK 2.3 client's own
+//! OAuth support (`oauth_client.py`) finds the provider from the 401, gets a client-credentials token and calls.
 //!
 //! Waits are hang guards; no test asserts how long anything took.
 
@@ -311,4 +312,42 @@ async fn a_session_opened_with_one_identity_is_refused_to_another() {
     assert_eq!(own.status(), StatusCode::OK, "the identity that opened it uses it");
     let stolen = post(&other, Some(&session), list).await.unwrap();
     assert_eq!(stolen.status(), StatusCode::NOT_FOUND, "another identity's token finds no such session");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_client_discovers_the_provider_from_the_401_gets_a_token_and_calls() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let resource = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let provider = OidcProvider::start(&provider_config(generate_keys(&["RS256"]), &resource));
+    let setup = serve(provider.issuer(), listener).await;
+
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("oauth_client.py");
+    let mut command = std::process::Command::new(toolgate_test_support::Peers::locate().python());
+    command.arg(script).args([&setup.url, provider.issuer(), "svc", "svc-secret", "tools:call", "echo"]);
+    let run = tokio::task::spawn_blocking(move || toolgate_test_support::run_guarded(command, "oauth_client.py"))
+        .await
+        .unwrap();
+    assert_eq!(run.code, Some(0), "the SDK client failed: {}", run.stderr);
+    let findings: Value = serde_json::from_str(run.stdout.lines().last().unwrap_or_default()).unwrap();
+    assert_eq!(findings["texts"], json!(["echoed"]), "{findings}");
+    assert_eq!(findings["isError"], false);
+
+    // The SDK found everything from toolgate's 401: the metadata it names, then the issuer's token endpoint.
+    let requests = findings["requests"].as_array().unwrap();
+    let first_refused = requests.iter().position(|r| r["url"] == setup.url && r["status"] == 401);
+    let metadata = requests.iter().position(|r| {
+        r["url"].as_str().unwrap().starts_with(&format!("{}/.well-known/oauth-protected-resource", setup.base))
+            && r["status"] == 200
+    });
+    let token = requests.iter().position(|r| r["url"] == format!("{}/token", provider.issuer()) && r["status"] == 200);
+    let answered = requests.iter().rposition(|r| r["url"] == setup.url && r["status"] == 200);
+    assert!(
+        matches!((first_refused, metadata, token, answered), (Some(a), Some(b), Some(c), Some(d)) if a < b && b < c && c < d),
+        "{requests:#?}"
+    );
+
+    setup.store.audit().flush().await.unwrap();
+    let calls =
+        setup.store.query_audit(&AuditFilter { kind: Some(AuditKind::Call), ..AuditFilter::default() }).await.unwrap();
+    assert_eq!(calls.last().and_then(|row| row.caller.clone()).unwrap()["identity"], "svc", "{calls:?}");
 }
