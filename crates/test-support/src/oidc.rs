@@ -9,8 +9,10 @@
 //!   one), waits until `/.well-known/openid-configuration` answers, and kills it on drop. [`OidcProvider::stop`]
 //!   takes it down (the "provider unreachable" tests) and [`OidcProvider::restart`] brings it back on the same port,
 //!   same issuer, possibly with a new key set (key rotation while toolgate serves).
-//! - [`OidcProvider::client_credentials`] / [`OidcProvider::service_token`] get a token; [`sign_jwt`] signs any
-//!   header and payload with a JWK, an HMAC secret or `alg: none`, for tokens the provider would never issue.
+//! - [`OidcProvider::client_credentials`] / [`OidcProvider::service_token`] get a token, and
+//!   [`OidcProvider::token_exchange`] trades one for another resource's (RFC 8693, the script's own grant, for a
+//!   [`ProviderConfig::exchange_client`]); [`sign_jwt`] signs any header and payload with a JWK, an HMAC secret or
+//!   `alg: none`, for tokens the provider would never issue.
 //!
 //! Node 22 or the package missing is a test failure with the install command, never a skip. This module talks plain
 //! HTTP/1.1 to loopback only; it must never reach the network or be used by shipped code.
@@ -37,6 +39,11 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::{Peers, fixtures_dir, run_guarded};
+
+/// The RFC 8693 grant type the script registers.
+pub const TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
+/// The RFC 8693 token type of an access token.
+pub const ACCESS_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:access_token";
 
 /// How long the provider may take to start and answer discovery (Node under a loaded machine is slow).
 const START_GUARD: Duration = Duration::from_secs(60);
@@ -77,6 +84,20 @@ impl ProviderConfig {
             "client_id": client_id,
             "client_secret": secret,
             "grant_types": ["client_credentials"],
+            "response_types": [],
+            "redirect_uris": [],
+            "token_endpoint_auth_method": "client_secret_basic",
+            "scope": scope,
+        }))
+    }
+
+    /// A confidential client (`client_secret_basic`) allowed client credentials and RFC 8693 token exchange (the
+    /// gateway acting on behalf of its callers), with the space-separated `scope` it may ask for.
+    pub fn exchange_client(self, client_id: &str, secret: &str, scope: &str) -> Self {
+        self.client(json!({
+            "client_id": client_id,
+            "client_secret": secret,
+            "grant_types": ["client_credentials", TOKEN_EXCHANGE],
             "response_types": [],
             "redirect_uris": [],
             "token_endpoint_auth_method": "client_secret_basic",
@@ -284,6 +305,24 @@ impl OidcProvider {
         let (status, text) = self
             .request("POST", "/token", &[("Authorization", &format!("Basic {basic}"))], Some(&body))
             .unwrap_or_else(|error| panic!("token request to {} failed: {error}", self.issuer));
+        let json = serde_json::from_str(&text).unwrap_or_else(|_| json!({ "raw": text }));
+        (status, json)
+    }
+
+    /// Asks the token endpoint for an RFC 8693 token exchange (the script's grant): `subject_token` (an access
+    /// token this provider issued) traded by `client_id` for a token for `resource`. Returns the HTTP status and the
+    /// JSON body (a token response or an OAuth error).
+    pub fn token_exchange(&self, client_id: &str, secret: &str, subject_token: &str, resource: &str) -> (u16, Value) {
+        let body = form_encode(&[
+            ("grant_type", TOKEN_EXCHANGE),
+            ("subject_token", subject_token),
+            ("subject_token_type", ACCESS_TOKEN_TYPE),
+            ("resource", resource),
+        ]);
+        let basic = base64_encode(format!("{}:{}", form_encode_value(client_id), form_encode_value(secret)).as_bytes());
+        let (status, text) = self
+            .request("POST", "/token", &[("Authorization", &format!("Basic {basic}"))], Some(&body))
+            .unwrap_or_else(|error| panic!("token exchange request to {} failed: {error}", self.issuer));
         let json = serde_json::from_str(&text).unwrap_or_else(|_| json!({ "raw": text }));
         (status, json)
     }

@@ -7,6 +7,9 @@
 use serde_json::{Value, json};
 use toolgate_test_support::oidc::{OidcProvider, ProviderConfig, Signer, generate_keys, jwt_parts, sign_jwt};
 
+/// An upstream's resource, which the gateway's token exchange asks tokens for.
+const UPSTREAM: &str = "http://127.0.0.1:2/mcp";
+
 const RESOURCE: &str = "http://127.0.0.1:1/mcp";
 
 fn config(keys: Value) -> ProviderConfig {
@@ -74,4 +77,44 @@ fn issues_rotates_and_signs() {
         Signer::Key(&stranger["keys"][0]),
     );
     assert_eq!(jwt_parts(&own).1["sub"], "mallory");
+}
+
+#[test]
+fn token_exchange_issues_the_subjects_token_for_the_upstream_with_the_gateway_as_actor() {
+    let keys = generate_keys(&["RS256"]);
+    let config =
+        config(keys).exchange_client("gateway", "gateway-secret", "tools:call").resource(UPSTREAM, "tools:call", 120);
+    let provider = OidcProvider::start(&config);
+    let subject = provider.service_token("svc", "svc-secret", "tools:call", RESOURCE);
+
+    let (status, answer) = provider.token_exchange("gateway", "gateway-secret", &subject, UPSTREAM);
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["issued_token_type"], "urn:ietf:params:oauth:token-type:access_token");
+    assert_eq!(answer["token_type"], "Bearer");
+    let token = answer["access_token"].as_str().unwrap();
+    let (header, claims) = jwt_parts(token);
+    assert_eq!(header["typ"], "at+jwt");
+    assert_eq!(claims["iss"], provider.issuer());
+    assert_eq!(claims["sub"], "svc", "the subject stays the caller");
+    assert_eq!(claims["aud"], UPSTREAM);
+    assert_eq!(claims["client_id"], "gateway");
+    assert_eq!(claims["act"], json!({"sub": "gateway"}), "the gateway is named as the actor");
+    assert_eq!(claims["scope"], "tools:call");
+
+    // Refused: a subject token the provider did not sign, one that is not a token, a resource it does not know,
+    // and a client without the grant.
+    let stranger = generate_keys(&["RS256"]);
+    let forged = sign_jwt(
+        &json!({"alg": "RS256", "kid": stranger["keys"][0]["kid"]}),
+        &json!({"iss": provider.issuer(), "sub": "mallory", "exp": 4_000_000_000u64}),
+        Signer::Key(&stranger["keys"][0]),
+    );
+    for subject_token in [forged.as_str(), "not-a-token"] {
+        let (status, refused) = provider.token_exchange("gateway", "gateway-secret", subject_token, UPSTREAM);
+        assert_eq!((status, refused["error"].as_str()), (400, Some("invalid_grant")), "{refused}");
+    }
+    let (status, refused) = provider.token_exchange("gateway", "gateway-secret", &subject, "http://127.0.0.1:3/x");
+    assert_eq!((status, refused["error"].as_str()), (400, Some("invalid_target")), "{refused}");
+    let (status, refused) = provider.token_exchange("svc", "svc-secret", &subject, UPSTREAM);
+    assert_eq!((status, refused["error"].as_str()), (400, Some("invalid_request")), "{refused}");
 }
