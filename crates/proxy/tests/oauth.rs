@@ -249,7 +249,10 @@ async fn access_tokens_are_accepted_or_refused_as_they_must_be_with_an_audit_row
     // Provider down: a token whose key toolgate has not seen cannot be checked, so it is refused (503, audited),
     // and accepted once the provider is back with that key.
     let third_keys = generate_keys(&["RS256"]);
-    let pending = forged(&third_keys["keys"][0], claims(&issuer, now() + 300));
+    let mut pending_claims = claims(&issuer, now() + 300);
+    // A display claim: the audit row (and so the console) shows it beside the subject.
+    pending_claims["email"] = json!("svc@example.org");
+    let pending = forged(&third_keys["keys"][0], pending_claims);
     provider.stop();
     tokio::time::sleep(Duration::from_millis(600)).await;
     let (status, _, body) = call(&setup.url, Some(&pending)).await;
@@ -266,6 +269,11 @@ async fn access_tokens_are_accepted_or_refused_as_they_must_be_with_an_audit_row
         assert!(tokio::time::Instant::now() < deadline, "never recovered: {status} {body}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    setup.store.audit().flush().await.unwrap();
+    let calls =
+        setup.store.query_audit(&AuditFilter { kind: Some(AuditKind::Call), ..AuditFilter::default() }).await.unwrap();
+    let caller = calls.iter().max_by_key(|row| row.seq).and_then(|row| row.caller.clone()).unwrap();
+    assert_eq!((&caller["identity"], &caller["display"]), (&json!("svc"), &json!("svc@example.org")), "{caller}");
 
     // No request toolgate made upstream carried a client's token or any Authorization header.
     let seen = setup.seen.lock().unwrap().clone();

@@ -230,12 +230,21 @@ fn page(rows: &[AuditRow], report: Option<&ChainReport>, typed: &Typed, problem:
             cell(&row.verdict),
             cell(&row.outcome),
             cell(&row.approval_id),
-            escape(row.caller.as_ref().and_then(|caller| caller["identity"].as_str()).unwrap_or("")),
+            escape(&caller_label(row.caller.as_ref())),
             reasons(row),
         );
     }
     body.push_str("</tbody></table></div>");
     layout("Audit log", Page::Audit, Some(csrf), &body)
+}
+
+/// The identity, and the display name a token gave beside it (`alice (alice@example.org)`).
+fn caller_label(caller: Option<&serde_json::Value>) -> String {
+    let identity = caller.and_then(|caller| caller["identity"].as_str()).unwrap_or("");
+    match caller.and_then(|caller| caller["display"].as_str()) {
+        Some(display) if display != identity => format!("{identity} ({display})"),
+        _ => identity.to_owned(),
+    }
 }
 
 #[cfg(test)]
@@ -296,5 +305,13 @@ mod tests {
         assert!(page.contains("<option value=\"result\" selected>result</option>"));
         assert!(page.contains("<option value=\"allow\">allow</option>"));
         assert!(page.contains("name=\"limit\" type=\"number\" min=\"1\" max=\"1000\" value=\"7\""));
+    }
+
+    #[test]
+    fn an_oauth_caller_shows_its_display_name_beside_its_subject() {
+        let caller = serde_json::json!({"identity": "u-1842", "display": "alice@example.org"});
+        assert_eq!(caller_label(Some(&caller)), "u-1842 (alice@example.org)");
+        assert_eq!(caller_label(Some(&serde_json::json!({"identity": "ci"}))), "ci");
+        assert_eq!(caller_label(None), "");
     }
 }

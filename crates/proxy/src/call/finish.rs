@@ -174,10 +174,7 @@ fn record_exit(
         // without a string name, that the request was malformed).
         let mut entry = AuditEntry::new(AuditKind::Decision);
         entry.session = Some(session.id.clone());
-        entry.caller = Some(toolgate_store::Caller {
-            identity: Some(session.caller.name.clone()),
-            scopes: session.caller.scopes.clone(),
-        });
+        entry.caller = Some(crate::guard::audit::audit_caller(&session.caller));
         if matches!(exit, CallExit::Refused(Refusal::Malformed)) {
             entry.outcome = Some("invalid_params".into());
         } else {

@@ -19,11 +19,17 @@ use crate::state::shared::Shared;
 pub(crate) fn call_entry(kind: AuditKind, session: &SessionShared, tool: &ExposedTool) -> AuditEntry {
     let mut entry = AuditEntry::new(kind);
     entry.session = Some(session.id.clone());
-    entry.caller = Some(Caller { identity: Some(session.caller.name.clone()), scopes: session.caller.scopes.clone() });
+    entry.caller = Some(audit_caller(&session.caller));
     entry.upstream = Some(tool.upstream_name.clone());
     entry.tool = Some(tool.exposed_name.clone());
     entry.hint_sources = Some(tool.hints);
     entry
+}
+
+/// How a caller is named in the audit log: its name (an OAuth subject, a configured caller), scopes, and the
+/// display name a token gave. Never its token.
+pub(crate) fn audit_caller(caller: &toolgate_spec::Caller) -> Caller {
+    Caller { identity: Some(caller.name.clone()), scopes: caller.scopes.clone(), display: caller.display.clone() }
 }
 
 /// The entry for a decision.
@@ -44,7 +50,7 @@ pub(crate) fn decision_entry(
 /// fill it (logged and counted like any full queue) but never block the listener or grow memory.
 pub(crate) fn record_authentication_refusal(gateway: &Shared, caller: Option<&toolgate_spec::Caller>, reason: &str) {
     let mut entry = AuditEntry::new(AuditKind::Authentication);
-    entry.caller = caller.map(|caller| Caller { identity: Some(caller.name.clone()), scopes: caller.scopes.clone() });
+    entry.caller = caller.map(audit_caller);
     entry.outcome = Some(format!("refused: {reason}"));
     record(gateway, entry);
 }

@@ -98,6 +98,9 @@ pub struct Caller {
     /// Granted scopes.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub scopes: Vec<String>,
+    /// A person-readable name beside the identity (an OAuth token's `email` or `name`), for the console.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub display: Option<String>,
 }
 
 /// How tool-call arguments are kept in the log.

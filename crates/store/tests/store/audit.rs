@@ -323,7 +323,7 @@ matrix! {
 async fn queries_filter_by_upstream_caller_kind_and_free_text_combined(kind) {
     let (_directory, store) = fresh_store(kind, StoreOptions::default()).await;
     let audit = store.audit();
-    let caller = |identity: &str| Some(toolgate_store::Caller { identity: Some(identity.into()), scopes: Vec::new() });
+    let caller = |identity: &str| Some(toolgate_store::Caller { identity: Some(identity.into()), ..Default::default() });
     let rows = [
         ("files", "delete_file", "alice", AuditKind::Decision, Some("ok"), "policy says confirm"),
         ("files", "read_file", "bob", AuditKind::Decision, Some("ok"), "read-only"),

@@ -38,7 +38,7 @@ async fn audit_page_searches_and_combines_filters_server_side() -> TestResult {
         let entry = AuditEntry {
             upstream: Some(upstream.into()),
             tool: Some(tool.into()),
-            caller: Some(Caller { identity: Some(who.into()), scopes: Vec::new() }),
+            caller: Some(Caller { identity: Some(who.into()), ..Caller::default() }),
             verdict: Some(verdict),
             reasons: vec![Reason { rule: "rule".into(), detail: detail.into() }],
             ..AuditEntry::new(AuditKind::Decision)
