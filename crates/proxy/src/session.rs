@@ -160,8 +160,8 @@ pub trait SessionFactory: Send + Sync + 'static {
     }
 
     /// Records a request refused at authentication: `caller` when the token named a valid identity (one lacking
-    /// scopes), and `reason` (a stable name such as `expired`). A fake factory may ignore it.
-    fn record_authentication_refusal(&self, caller: Option<&Caller>, reason: &str) {
+    /// scopes), and `reason` (a stable name such as `expired`), and counts it by reason. A fake factory may ignore it.
+    fn record_authentication_refusal(&self, caller: Option<&Caller>, reason: &'static str) {
         let _ = (caller, reason);
     }
 }

@@ -88,6 +88,7 @@ struct Setup {
     store: Store,
     _state: tempfile::TempDir,
     seen: Seen,
+    gateway: toolgate_proxy::Gateway,
 }
 
 async fn serve(issuer: &str, listener: tokio::net::TcpListener) -> Setup {
@@ -107,7 +108,7 @@ async fn serve(issuer: &str, listener: tokio::net::TcpListener) -> Setup {
     let factory: Arc<dyn SessionFactory> = Arc::new(gateway.clone());
     let router = toolgate_proxy::downstream::http::router(factory, &spec, &Limits::default(), &[]);
     tokio::spawn(toolgate_proxy::downstream::http::serve(listener, router, std::future::pending()));
-    Setup { url: resource, base: format!("http://{addr}"), store, _state: state, seen }
+    Setup { url: resource, base: format!("http://{addr}"), store, _state: state, seen, gateway }
 }
 
 fn http() -> reqwest::Client {
@@ -274,6 +275,11 @@ async fn access_tokens_are_accepted_or_refused_as_they_must_be_with_an_audit_row
         setup.store.query_audit(&AuditFilter { kind: Some(AuditKind::Call), ..AuditFilter::default() }).await.unwrap();
     let caller = calls.iter().max_by_key(|row| row.seq).and_then(|row| row.caller.clone()).unwrap();
     assert_eq!((&caller["identity"], &caller["display"]), (&json!("svc"), &json!("svc@example.org")), "{caller}");
+
+    // Refusals are counted by reason, a bounded label (never the subject).
+    let metrics = setup.gateway.render_metrics().await;
+    assert!(metrics.contains("toolgate_authentication_refused_total{reason=\"expired\"} 1"), "{metrics}");
+    assert!(!metrics.contains("reader"), "a caller reached a metric label");
 
     // No request toolgate made upstream carried a client's token or any Authorization header.
     let seen = setup.seen.lock().unwrap().clone();

@@ -48,7 +48,11 @@ pub(crate) fn decision_entry(
 
 /// Queues the row of a request refused at authentication. Through the bounded queue: a flood of bad tokens can
 /// fill it (logged and counted like any full queue) but never block the listener or grow memory.
-pub(crate) fn record_authentication_refusal(gateway: &Shared, caller: Option<&toolgate_spec::Caller>, reason: &str) {
+pub(crate) fn record_authentication_refusal(
+    gateway: &Shared,
+    caller: Option<&toolgate_spec::Caller>,
+    reason: &'static str,
+) {
     let mut entry = AuditEntry::new(AuditKind::Authentication);
     entry.caller = caller.map(audit_caller);
     entry.outcome = Some(format!("refused: {reason}"));
