@@ -34,7 +34,7 @@ pub(crate) fn changing_page(error: &fantoccini::error::CmdError) -> bool {
     error.is_stale_element_reference() || error.is_no_such_element()
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free loopback port");
     listener.local_addr().expect("its address").port()
 }

@@ -12,6 +12,9 @@
 //! - [`refusals`]: without the login token (401), a form auto-submitted from another site's origin (403), a form
 //!   from another loopback port without the CSRF token and one from the console's own page stripped of it (403):
 //!   the approval stays pending.
+//! - [`sso`]: people log in through the real OpenID provider's pages (PKCE); a person outside the approver group and
+//!   one approving their own call are refused, an approver's approval lets the waiting call through, the audit
+//!   rows name each person.
 //!
 //! With `TOOLGATE_SCREENSHOTS=DIR` the tests also save a PNG of each page (`cargo xtask screenshots`).
 //! Loopback only; every wait is a hang guard, never a timing assertion.
@@ -23,6 +26,7 @@ mod browser;
 mod onboarding;
 mod pins;
 mod refusals;
+mod sso;
 /// What the console tests share with the guardrail tests: test-support's runner, demo setup and raw HTTP client.
 mod support {
     pub(crate) use toolgate_test_support::toolgate::raw_http::HttpSession;
