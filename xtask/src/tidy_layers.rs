@@ -58,6 +58,7 @@ const PROXY_FLOORS: Floors = &[
             "upstream_events",
             "upstream_input",
             "upstream_rounds",
+            "bridge",
             "lifecycle",
         ],
     ),

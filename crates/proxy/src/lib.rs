@@ -9,6 +9,7 @@
 //! Messages stay raw JSON (`serde_json::Value`) end to end; only what toolgate means to change is changed.
 
 mod access;
+mod bridge;
 mod call;
 pub mod catalog;
 pub mod downstream;

@@ -81,6 +81,14 @@ pub(crate) async fn send_upstream(
         .and_then(|runtime| runtime.connection())
         .is_some_and(|connection| connection.initialize_outcome().modern);
     if !modern {
+        // A 2026-07-28 request accepts no request from the server: what a legacy upstream asks during its call is
+        // bridged into input_required rounds (`crate::bridge`).
+        if let Some(envelope) = session.envelope_of(id)
+            && crate::bridge::BRIDGED_METHODS.contains(&method)
+        {
+            return bridged(gateway, session, id, upstream, method, params, &envelope.capabilities, cancel, within)
+                .await;
+        }
         return send_upstream_once(gateway, session, id, upstream, method, params, cancel, within).await;
     }
     let deadline = within.map(|within| Instant::now() + within);
@@ -151,6 +159,38 @@ pub(crate) async fn send_upstream(
         }
     }
     None
+}
+
+/// A modern request's call to a legacy upstream (`crate::bridge`): started in a task of its own, or, for a retry
+/// whose `requestState` names a held call, that call resumed with the retry's answers. A state this process
+/// cannot resume is an invalid-params error; nothing is sent again.
+#[allow(clippy::too_many_arguments, reason = "the request's whole context; a struct for one call site adds nothing")]
+async fn bridged(
+    gateway: &Arc<Shared>,
+    session: &Arc<SessionShared>,
+    id: &Value,
+    upstream: usize,
+    method: &str,
+    params: Value,
+    capabilities: &Value,
+    cancel: &CancellationToken,
+    within: Option<Duration>,
+) -> Option<Result<Value, UpstreamError>> {
+    let caller = session.caller.name.clone();
+    if crate::bridge::names_held_call(&params) {
+        return match crate::bridge::take(gateway, &caller, upstream, method, &params) {
+            Ok(held) => crate::bridge::resume(gateway, held, &params, capabilities, cancel).await,
+            Err(refusal) => Some(Ok(jsonrpc::error_response(&Value::Null, codes::INVALID_PARAMS, &refusal.message()))),
+        };
+    }
+    let binding = crate::bridge::binding_of(gateway, &caller, upstream, method, &params);
+    let (task_gateway, task_session, task_id, task_method) =
+        (Arc::clone(gateway), Arc::clone(session), id.clone(), method.to_owned());
+    let running = crate::bridge::start(session, id, move |upstream_cancel| async move {
+        let (gateway, session, id) = (&task_gateway, &task_session, &task_id);
+        send_upstream_once(gateway, session, id, upstream, &task_method, params, &upstream_cancel, within).await
+    });
+    crate::bridge::drive(gateway, running, binding, capabilities, 0, cancel).await
 }
 
 /// A modern upstream's answer as toolgate relays it: its hop's envelope removed from a result, and its

@@ -194,6 +194,18 @@ pub(crate) fn on_request(
                 let text = format!("toolgate cannot tell which client this {method} is for; it was not relayed");
                 Err(Reply::Error(codes::INTERNAL_ERROR, text))
             }
+            // A 2026-07-28 request's bridged call: the bridge asks the client by input_required, or refuses what
+            // the request did not declare (`crate::bridge`).
+            Some((session, Some(request_id), open_world)) if session.bridge_of(&request_id).is_some() => {
+                if open_world && method != "roots/list" {
+                    // The request's text reaches the client from outside, as a relayed one would.
+                    session.taint();
+                }
+                match session.bridge_of(&request_id) {
+                    Some(bridge) => Err(Reply::Bridge(bridge)),
+                    None => Err(Reply::Error(codes::INTERNAL_ERROR, "the call this request belongs to ended".into())),
+                }
+            }
             // A 2026-07-28 request accepts no request from the server, whatever the session around it declared
             // (on stdio, a legacy handshake's capabilities are the session's, not this request's).
             Some((session, Some(request_id), _)) if session.envelope_of(&request_id).is_some() => {
@@ -239,6 +251,10 @@ pub(crate) fn on_request(
             Ok(relay) => relay,
             Err(Reply::Result(result)) => return responder.respond(result).await,
             Err(Reply::Error(code, text)) => return responder.respond_error(code, &text).await,
+            Err(Reply::Bridge(bridge)) => {
+                let ask = crate::bridge::UpstreamAsk { method, params: params.unwrap_or_default(), responder };
+                return crate::bridge::hand_over(bridge, ask).await;
+            }
         };
         if cancel.is_cancelled() {
             // Withdrawn before it could be relayed: the client never sees it.
@@ -311,6 +327,8 @@ fn sole_session(gateway: &Shared) -> Option<Arc<SessionShared>> {
 enum Reply {
     Result(Value),
     Error(i64, String),
+    /// Handed to the bridged call it belongs to.
+    Bridge(tokio::sync::mpsc::UnboundedSender<crate::bridge::UpstreamAsk>),
 }
 
 /// Whether the session declared what `method` needs (form or URL elicitation, sampling, roots).

@@ -45,5 +45,7 @@ fn both_suites_pass_through_haproxy_in_front_of_three_processes_on_postgres() {
     });
     let url = fleet.balancer.url();
     super::every_active_scenario_passes(&peers, &url);
-    super::modern::fails_only_the_listed_checks(&peers, &url);
+    // A bridged call is held by the process that asked; a retry the balancer sends elsewhere is refused (never
+    // replayed), so the round after a bridged question may pass or fail here by where it lands.
+    super::modern::fails_only_the_listed_checks_but(&peers, &url, &super::modern::HELD_CALL_RETRIES);
 }

@@ -9,6 +9,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod bridging;
 mod fleet;
 mod modern;
 mod modern_upstream;

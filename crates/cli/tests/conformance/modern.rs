@@ -13,15 +13,7 @@ use toolgate_test_support::toolgate::raw_http;
 use toolgate_test_support::{Peers, fixture_stdio};
 
 /// Scored checks (`scenario/check-id`) that fail through toolgate today, and why.
-const EXPECTED_FAILURES: [(&str, &str); 12] = [
-    (
-        "server-stateless/sep-2575-server-rejects-undeclared-capability",
-        "-32021 for an undeclared client capability is not built, and the fixture has no test_missing_capability tool",
-    ),
-    (
-        "server-stateless/sep-2575-missing-capability-http-400",
-        "-32021 for an undeclared client capability is not built, and the fixture has no test_missing_capability tool",
-    ),
+const EXPECTED_FAILURES: [(&str, &str); 10] = [
     ("input-required-result-basic-elicitation/sep-2322-elicitation-incomplete", MRTR),
     ("input-required-result-basic-list-roots/sep-2322-list-roots-incomplete", MRTR),
     ("input-required-result-basic-sampling/sep-2322-sampling-incomplete", MRTR),
@@ -35,9 +27,10 @@ const EXPECTED_FAILURES: [(&str, &str); 12] = [
 ];
 
 /// Why every `input-required-result-*` check above fails.
-const MRTR: &str = "toolgate's own confirmations are input_required round trips, but bridging a legacy upstream's \
-                    elicitation, sampling and roots into input_required is not built, and the fixture offers none of \
-                    the scenarios' input-required tools or prompts";
+const MRTR: &str = "a legacy upstream's mid-call requests are bridged into input_required (`crate::bridge`), but the \
+                    fixture does not offer this scenario's tool or prompt as a mid-call request yet, or the check \
+                    looks for the suite's fixed input key (`user_name`, ...) where toolgate names a bridged request \
+                    `<upstream>/<kind>`";
 
 /// The scored scenarios at `--requirements 2026-07-28` (the suite's own count).
 const SCORED_SCENARIOS: usize = 37;
@@ -49,13 +42,30 @@ fn the_2026_suite_through_toolgate_fails_only_the_listed_checks() {
     fails_only_the_listed_checks(&peers, &toolgate.url);
 }
 
+/// Checks whose request resumes a call a legacy upstream's question put on hold (`bridge`): it is held by one
+/// toolgate process, so behind a balancer the retry passes where it reaches that process and is refused elsewhere.
+pub(crate) const HELD_CALL_RETRIES: [&str; 2] = [
+    "input-required-result-basic-sampling/sep-2322-sampling-incomplete",
+    "input-required-result-basic-sampling/sep-2322-sampling-complete",
+];
+
 /// The 2026 suite against `url` (toolgate, or a balancer in front of several) fails exactly the listed checks.
 pub(crate) fn fails_only_the_listed_checks(peers: &Peers, url: &str) {
-    fails_only_these_checks(peers, url, &EXPECTED_FAILURES);
+    fails_only_these_checks_but(peers, url, &EXPECTED_FAILURES, &[]);
 }
 
 /// The 2026 suite against `url` fails exactly the checks in `expected_failures` (`scenario/check-id`, reason).
 pub(crate) fn fails_only_these_checks(peers: &Peers, url: &str, expected_failures: &[(&str, &str)]) {
+    fails_only_these_checks_but(peers, url, expected_failures, &[]);
+}
+
+/// [`fails_only_the_listed_checks`], where the checks in `either` may pass or fail.
+pub(crate) fn fails_only_the_listed_checks_but(peers: &Peers, url: &str, either: &[&str]) {
+    fails_only_these_checks_but(peers, url, &EXPECTED_FAILURES, either);
+}
+
+/// [`fails_only_these_checks`], where the checks in `either` may pass or fail.
+fn fails_only_these_checks_but(peers: &Peers, url: &str, expected_failures: &[(&str, &str)], either: &[&str]) {
     let output_dir = tempfile::tempdir().unwrap();
     let mut command = peers.conformance_2026().command();
     command.args(["server", "--url", url, "--requirements", "2026-07-28", "-o"]).arg(output_dir.path());
@@ -83,8 +93,8 @@ pub(crate) fn fails_only_these_checks(peers: &Peers, url: &str, expected_failure
         .map(|(key, _)| key.as_str())
         .collect();
     let expected: BTreeSet<&str> = expected_failures.iter().map(|(key, _)| *key).collect();
-    let unexpected: Vec<_> = failing.difference(&expected).collect();
-    let now_passing: Vec<_> = expected.difference(&failing).collect();
+    let unexpected: Vec<_> = failing.difference(&expected).filter(|check| !either.contains(*check)).collect();
+    let now_passing: Vec<_> = expected.difference(&failing).filter(|check| !either.contains(*check)).collect();
     assert!(unexpected.is_empty(), "scored checks failed that are not listed as expected: {unexpected:?}\n{text}");
     assert!(
         now_passing.is_empty(),

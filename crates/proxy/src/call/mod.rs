@@ -251,8 +251,23 @@ async fn run_phases(context: &CallContext<'_>, params: Value, trail: &mut Trail)
     {
         return CallExit::Refused(Refusal::Reconnecting(attempt));
     }
+    // A retry of a call held for a legacy upstream's input (`crate::bridge`): refused here, with its row, when this
+    // process does not hold it for this caller and call; otherwise it resumes without a second confirmation, as the
+    // call went upstream after its first (the state binds the caller, the tool's fingerprint and the arguments).
+    let resumes_held = crate::bridge::names_held_call(&resolved.params);
+    if resumes_held && matches!(decision.verdict, Verdict::Allow | Verdict::Confirm) {
+        let mut upstream_params = resolved.params.clone();
+        upstream_params["name"] = Value::String(resolved.tool.original_name.clone());
+        let caller = &session.caller.name;
+        if let Err(refusal) =
+            crate::bridge::check(gateway, caller, resolved.tool.upstream, "tools/call", &upstream_params)
+        {
+            return CallExit::Refused(Refusal::BadState(refusal));
+        }
+    }
     let permitted = match decision.verdict {
         Verdict::Allow => permit(resolved, decision, None),
+        Verdict::Confirm if resumes_held => permit(resolved, decision, None),
         Verdict::Hide => return CallExit::Refused(Refusal::Hidden),
         Verdict::Deny => return CallExit::Refused(Refusal::Denied),
         // The row journaled as the person is asked goes into the trail: however the call ends, it is that row.
@@ -276,6 +291,14 @@ async fn run_phases(context: &CallContext<'_>, params: Value, trail: &mut Trail)
     trail.row = row;
     let Some(forwarded) = forwarded else { return CallExit::Cancelled };
     gateway.metrics.observe_relay(permitted.call.tool.upstream, relayed.elapsed());
+    // A bridged call that asks for input (`crate::bridge`) was not answered yet: the round's exit says so.
+    if let Forwarded::Response(response) = &forwarded
+        && let Some(result) = response.get("result")
+        && result.get("resultType").and_then(Value::as_str) == Some("input_required")
+        && session.envelope_of(id).is_some()
+    {
+        return CallExit::InputRequired(result.clone());
+    }
     let from_upstream = matches!(forwarded, Forwarded::Response(_));
     let response = post_process(gateway, &permitted.call.tool, id, forwarded);
     CallExit::Answered { response, from_upstream }

@@ -53,6 +53,11 @@ pub(crate) enum StateRefusal {
     MalformedAnswer,
     /// The sealing secret or the used nonces could not be read or written.
     Unavailable(String),
+    /// It names a held upstream call (`crate::bridge`) this process does not hold: expired, used already, or held
+    /// by another toolgate process. Never replayed.
+    NotHeld,
+    /// An answer to a held call's input request is not a JSON object (or an error toolgate could relay).
+    MalformedInput,
 }
 
 impl StateRefusal {
@@ -68,6 +73,8 @@ impl StateRefusal {
             StateRefusal::OtherTool => "other_tool",
             StateRefusal::MalformedAnswer => "malformed_answer",
             StateRefusal::Unavailable(_) => "unavailable",
+            StateRefusal::NotHeld => "not_held",
+            StateRefusal::MalformedInput => "malformed_input",
         }
     }
 
@@ -85,6 +92,11 @@ impl StateRefusal {
                 format!("inputResponses[\"{CONFIRM_INPUT}\"] is not an elicitation result")
             }
             StateRefusal::Unavailable(error) => format!("the confirmation state cannot be checked ({error})"),
+            StateRefusal::NotHeld => "the requestState names an upstream call this toolgate process does not hold \
+                                      (it expired, was answered already, or is held by another toolgate process); \
+                                      call again without it"
+                .to_owned(),
+            StateRefusal::MalformedInput => "an answer in inputResponses is not an object".to_owned(),
         };
         format!("invalid params: {why}; the call was not made")
     }

@@ -6,6 +6,7 @@
 //! - [`caller_taint`]: the taint of each caller's 2026-07-28 requests, which outlives their one-request sessions
 //!   ([`caller_taint::CallerTaints`], bounded by the idle timeout and a count).
 //! - [`approvals`]: the approvals calls wait on, and where a person decides them.
+//! - [`held`]: the upstream calls held for a 2026-07-28 retry (`crate::bridge`), by id.
 //! - [`session`]: one client session's state ([`session::SessionShared`]).
 //! - [`listens`]: the open `subscriptions/listen` requests per caller and, per URI, the upstream subscription
 //!   they want ([`listens::ListenRegistry`]; it decides nothing: `listen` asks it and talks to the upstream).
@@ -16,6 +17,7 @@
 
 pub(crate) mod approvals;
 pub(crate) mod caller_taint;
+pub(crate) mod held;
 pub(crate) mod listens;
 pub(crate) mod routes;
 pub(crate) mod session;

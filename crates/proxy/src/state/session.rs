@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use toolgate_upstream::SUPPORTED_PROTOCOL_VERSIONS;
 
@@ -72,6 +72,10 @@ pub(crate) struct SessionShared {
     /// Upstream requests relayed to this client and not answered yet, by (upstream, the upstream's request id), so
     /// the upstream's `notifications/cancelled` can reach the client.
     pub(crate) relayed: Mutex<HashMap<(usize, String), CancellationToken>>,
+    /// The 2026-07-28 requests of this session whose upstream call is bridged (`crate::bridge`), by client request
+    /// id: where a legacy upstream's mid-call request for that call goes instead of the client. An entry outlives
+    /// the request while its upstream call is held for a retry.
+    bridges: Mutex<HashMap<String, mpsc::UnboundedSender<crate::state::held::UpstreamAsk>>>,
 }
 
 /// The key of a client request id in maps (its JSON text: `1` and `"1"` are different ids).
@@ -87,6 +91,7 @@ impl SessionShared {
             caller_taint: None,
             remembered: Mutex::new(HashSet::new()),
             relayed: Mutex::new(HashMap::new()),
+            bridges: Mutex::new(HashMap::new()),
             id,
             outbox,
             declared: Mutex::new(Declared::default()),
@@ -162,6 +167,25 @@ impl SessionShared {
     /// The envelope of the 2026-07-28 request `id` in flight; `None` for a legacy request (or one that ended).
     pub(crate) fn envelope_of(&self, id: &Value) -> Option<Arc<RequestEnvelope>> {
         self.inflight.lock().ok()?.get(&id_key(id))?.envelope.clone()
+    }
+
+    /// Bridges the upstream call of request `id`: the upstream's requests for it go to `asks`.
+    pub(crate) fn open_bridge(&self, id: &Value, asks: mpsc::UnboundedSender<crate::state::held::UpstreamAsk>) {
+        if let Ok(mut bridges) = self.bridges.lock() {
+            bridges.insert(id_key(id), asks);
+        }
+    }
+
+    /// Where the upstream's requests for request `id` go, when its upstream call is bridged.
+    pub(crate) fn bridge_of(&self, id: &Value) -> Option<mpsc::UnboundedSender<crate::state::held::UpstreamAsk>> {
+        self.bridges.lock().ok()?.get(&id_key(id)).cloned()
+    }
+
+    /// The bridged upstream call of request `id` ended.
+    pub(crate) fn close_bridge(&self, id: &Value) {
+        if let Ok(mut bridges) = self.bridges.lock() {
+            bridges.remove(&id_key(id));
+        }
     }
 
     /// Opens a `subscriptions/listen` on this session.

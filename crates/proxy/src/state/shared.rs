@@ -77,6 +77,8 @@ pub(crate) struct Shared {
     /// The secret 2026-07-28 request states are sealed with, read from the store on first use
     /// (`guard::round_trip`).
     pub(crate) sealing_key: tokio::sync::OnceCell<Arc<Vec<u8>>>,
+    /// The upstream calls of 2026-07-28 requests held for their retries (`crate::bridge`).
+    pub(crate) held_calls: crate::state::held::HeldCalls,
 }
 
 impl Shared {
@@ -116,6 +118,7 @@ impl Shared {
             passthrough,
             instance_id: RwLock::new(None),
             sealing_key: tokio::sync::OnceCell::new(),
+            held_calls: crate::state::held::HeldCalls::default(),
         }
     }
 

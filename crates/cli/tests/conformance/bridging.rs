@@ -1,0 +1,175 @@
+//! Issue 12, bridging: a 2026-07-28 client through the real `toolgate serve` (HTTP) in front of the legacy fixture,
+//! whose tools ask the client during the call (`crates/fixture/src/mid_call.rs`). A capability the request did not
+//! declare is -32021 (HTTP 400) and the client is never asked; a declared one is asked by `input_required` and the
+//! held upstream call resumes on the retry: elicitation accepted and declined, sampling, roots, two rounds, the
+//! rounds cap; a retry naming a call this process does not hold (used already, or held by another toolgate
+//! process) is refused and never replayed.
+
+use serde_json::{Value, json};
+use toolgate_test_support::toolgate::{Serving, raw_http};
+use toolgate_test_support::{Peers, fixture_stdio};
+
+const MODERN: &str = "2026-07-28";
+
+/// POSTs a modern `tools/call` of `tool` declaring `capabilities`, with `extra` params (`requestState`,
+/// `inputResponses`); returns the HTTP status and the response.
+fn call(toolgate: &Serving, id: u64, tool: &str, capabilities: Value, extra: Value) -> (u16, Value) {
+    let mut params = json!({
+        "name": tool,
+        "arguments": {},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": capabilities,
+        },
+    });
+    for (key, value) in extra.as_object().cloned().unwrap_or_default() {
+        params[key] = value;
+    }
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+    let headers = [("MCP-Protocol-Version", MODERN), ("Mcp-Method", "tools/call"), ("Mcp-Name", tool)];
+    let reply = raw_http::post(&toolgate.authority, &headers, &body).expect("toolgate answers");
+    let response = reply.response(&json!(id)).unwrap_or_else(|| panic!("no response to {id}: {reply:?}"));
+    (reply.status, response)
+}
+
+/// The one input request of an `input_required` answer: its key, the request, and the state.
+fn asked(response: &Value) -> (String, Value, String) {
+    let result = &response["result"];
+    assert_eq!(result["resultType"], "input_required", "{response}");
+    let requests = result["inputRequests"].as_object().unwrap_or_else(|| panic!("inputRequests: {response}"));
+    assert_eq!(requests.len(), 1, "{response}");
+    let (key, request) = requests.iter().next().unwrap();
+    (key.clone(), request.clone(), result["requestState"].as_str().expect("a state").to_owned())
+}
+
+fn text(response: &Value) -> &str {
+    response["result"]["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text: {response}"))
+}
+
+fn retry(toolgate: &Serving, id: u64, tool: &str, capabilities: Value, state: &str, answers: Value) -> (u16, Value) {
+    call(toolgate, id, tool, capabilities, json!({"requestState": state, "inputResponses": answers}))
+}
+
+fn toolgate() -> Serving {
+    super::toolgate_in_front_of(&fixture_stdio(), &Peers::locate())
+}
+
+#[test]
+fn a_capability_the_request_did_not_declare_is_32021_and_the_client_is_never_asked() {
+    let toolgate = toolgate();
+    // The request declares elicitation, not sampling: the fixture's sampling request is never relayed.
+    let (status, response) = call(&toolgate, 1, "test_missing_capability", json!({"elicitation": {}}), json!({}));
+    assert_eq!(status, 400, "{response}");
+    assert_eq!(response["error"]["code"], -32021, "{response}");
+    assert_eq!(response["error"]["data"]["requiredCapabilities"], json!({"sampling": {}}), "{response}");
+    assert!(response.get("result").is_none(), "{response}");
+    // Nothing is held for it: the same for roots.
+    let (status, response) = call(&toolgate, 2, "test_input_required_result_list_roots", json!({}), json!({}));
+    assert_eq!((status, &response["error"]["code"]), (400, &json!(-32021)), "{response}");
+    assert_eq!(response["error"]["data"]["requiredCapabilities"], json!({"roots": {}}), "{response}");
+}
+
+#[test]
+fn a_bridged_elicitation_is_asked_by_input_required_and_the_held_call_resumes_accepted_or_declined() {
+    let toolgate = toolgate();
+    let eliciting = json!({"elicitation": {}});
+    let tool = "test_input_required_result_elicitation";
+    let (status, first) = call(&toolgate, 1, tool, eliciting.clone(), json!({}));
+    assert_eq!(status, 200, "{first}");
+    let (key, request, state) = asked(&first);
+    assert!(key.ends_with("/elicitation"), "namespaced by the upstream: {key}");
+    assert_eq!(request["method"], "elicitation/create", "{first}");
+    assert!(request["params"]["message"].as_str().unwrap_or_default().contains("What is your name?"), "{first}");
+    let accept = json!({key.clone(): {"action": "accept", "content": {"name": "Alice"}}});
+    let (status, done) = retry(&toolgate, 2, tool, eliciting.clone(), &state, accept.clone());
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(text(&done), "Hello, Alice!", "{done}");
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+
+    // Used: the same state again is refused, never replayed upstream.
+    let (_, replayed) = retry(&toolgate, 3, tool, eliciting.clone(), &state, accept);
+    assert_eq!(replayed["error"]["code"], -32602, "{replayed}");
+    assert!(replayed["error"]["message"].as_str().unwrap_or_default().contains("does not hold"), "{replayed}");
+
+    let (_, first) = call(&toolgate, 4, tool, eliciting.clone(), json!({}));
+    let (key, _, state) = asked(&first);
+    let (_, declined) = retry(&toolgate, 5, tool, eliciting, &state, json!({key: {"action": "decline"}}));
+    assert_eq!(text(&declined), "No answer: action=decline", "{declined}");
+}
+
+#[test]
+fn bridged_sampling_roots_and_two_rounds_resume_their_held_calls() {
+    let toolgate = toolgate();
+    let sampling = json!({"sampling": {}});
+    let (_, first) = call(&toolgate, 1, "test_input_required_result_sampling", sampling.clone(), json!({}));
+    let (key, request, state) = asked(&first);
+    assert_eq!(request["method"], "sampling/createMessage", "{first}");
+    let sample = json!({"role": "assistant", "content": {"type": "text", "text": "Paris"}, "model": "m"});
+    let (_, done) = retry(&toolgate, 2, "test_input_required_result_sampling", sampling, &state, json!({key: sample}));
+    assert_eq!(text(&done), "LLM response: Paris", "{done}");
+
+    let roots = json!({"roots": {}});
+    let (_, first) = call(&toolgate, 3, "test_input_required_result_list_roots", roots.clone(), json!({}));
+    let (key, request, state) = asked(&first);
+    assert_eq!(request["method"], "roots/list", "{first}");
+    let answer = json!({key: {"roots": [{"uri": "file:///test/root", "name": "Test Root"}]}});
+    let (_, done) = retry(&toolgate, 4, "test_input_required_result_list_roots", roots, &state, answer);
+    assert_eq!(text(&done), "Roots: file:///test/root", "{done}");
+
+    let eliciting = json!({"elicitation": {}});
+    let tool = "test_input_required_result_multi_round";
+    let (_, first) = call(&toolgate, 5, tool, eliciting.clone(), json!({}));
+    let (key, _, state) = asked(&first);
+    let (_, second) = retry(
+        &toolgate,
+        6,
+        tool,
+        eliciting.clone(),
+        &state,
+        json!({key: {"action": "accept", "content": {"name": "Bo"}}}),
+    );
+    let (key, request, second_state) = asked(&second);
+    assert_ne!(second_state, state, "each round has its own state");
+    assert!(request["params"]["message"].as_str().unwrap_or_default().contains("favorite color"), "{second}");
+    let answer = json!({key: {"action": "accept", "content": {"color": "green"}}});
+    let (_, done) = retry(&toolgate, 7, tool, eliciting, &second_state, answer);
+    assert_eq!(text(&done), "Hello Bo, your favorite color is green.", "{done}");
+}
+
+#[test]
+fn an_upstream_that_keeps_asking_is_stopped_after_ten_rounds() {
+    let toolgate = toolgate();
+    let eliciting = json!({"elicitation": {}});
+    let (_, mut response) = call(&toolgate, 1, "test_keeps_asking", eliciting.clone(), json!({}));
+    let mut rounds = 0;
+    while response["result"]["resultType"] == "input_required" {
+        rounds += 1;
+        assert!(rounds <= 10, "more than ten rounds: {response}");
+        let (key, _, state) = asked(&response);
+        let answer = json!({key: {"action": "accept", "content": {"name": "again"}}});
+        response = retry(&toolgate, 1 + rounds, "test_keeps_asking", eliciting.clone(), &state, answer).1;
+    }
+    assert_eq!(rounds, 10, "{response}");
+    assert!(response["error"]["message"].as_str().unwrap_or_default().contains("more than 10 times"), "{response}");
+}
+
+#[test]
+fn a_retry_that_reaches_another_toolgate_process_is_refused_not_replayed() {
+    let (one, other) = (toolgate(), toolgate());
+    let eliciting = json!({"elicitation": {}});
+    let tool = "test_input_required_result_elicitation";
+    let (_, first) = call(&one, 1, tool, eliciting.clone(), json!({}));
+    let (key, _, state) = asked(&first);
+    let accept = json!({key.clone(): {"action": "accept", "content": {"name": "Alice"}}});
+    let (status, elsewhere) = retry(&other, 2, tool, eliciting.clone(), &state, accept.clone());
+    assert_eq!(status, 400, "{elsewhere}");
+    assert_eq!(elsewhere["error"]["code"], -32602, "{elsewhere}");
+    assert!(elsewhere["error"]["message"].as_str().unwrap_or_default().contains("another toolgate"), "{elsewhere}");
+    // A state altered by the client opens nowhere either.
+    let tampered = format!("{state}00");
+    let (_, altered) = retry(&one, 3, tool, eliciting.clone(), &tampered, accept.clone());
+    assert_eq!(altered["error"]["code"], -32602, "{altered}");
+    // The process that holds the call still resumes it.
+    let (_, done) = retry(&one, 4, tool, eliciting, &state, accept);
+    assert_eq!(text(&done), "Hello, Alice!", "{done}");
+}
