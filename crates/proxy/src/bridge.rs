@@ -222,24 +222,38 @@ pub(crate) async fn drive(
     cancel: &CancellationToken,
 ) -> Option<Result<Value, UpstreamError>> {
     let upstream_name = binding.tool.split(':').nth(1).unwrap_or_default().to_owned();
-    let first = tokio::select! {
-        () = cancel.cancelled() => {
-            running.cancel.cancel();
-            return None;
+    let mut asks = Vec::new();
+    while asks.is_empty() {
+        let first = tokio::select! {
+            () = cancel.cancelled() => {
+                running.cancel.cancel();
+                return None;
+            }
+            outcome = &mut running.outcome => {
+                return outcome.unwrap_or_else(|_| Some(Err(UpstreamError::Closed { detail: "the call's task ended".into() })));
+            }
+            ask = running.asks.recv() => match ask {
+                Some(ask) => ask,
+                // The call ended; its outcome is on its way.
+                None => return (&mut running.outcome).await.unwrap_or(None),
+            },
+        };
+        // Requests the upstream sent at once are asked in one round.
+        asks.push(first);
+        while let Ok(ask) = running.asks.try_recv() {
+            asks.push(ask);
         }
-        outcome = &mut running.outcome => {
-            return outcome.unwrap_or_else(|_| Some(Err(UpstreamError::Closed { detail: "the call's task ended".into() })));
+        // Undeclared roots are no roots, as for a legacy session: over stdio a server's own roots/list (after its
+        // handshake, say) is attributed to the only call in flight by elimination, and must not fail that call.
+        let mut kept = Vec::new();
+        for ask in asks {
+            if ask.method == "roots/list" && !declares(capabilities, &ask.method, &ask.params) {
+                ask.responder.respond(json!({"roots": []})).await;
+            } else {
+                kept.push(ask);
+            }
         }
-        ask = running.asks.recv() => match ask {
-            Some(ask) => ask,
-            // The call ended; its outcome is on its way.
-            None => return (&mut running.outcome).await.unwrap_or(None),
-        },
-    };
-    // Requests the upstream sent at once are asked in one round.
-    let mut asks = vec![first];
-    while let Ok(ask) = running.asks.try_recv() {
-        asks.push(ask);
+        asks = kept;
     }
     if let Some(missing) = asks.iter().find(|ask| !declares(capabilities, &ask.method, &ask.params)) {
         let required = required_capability(&missing.method, &missing.params);
