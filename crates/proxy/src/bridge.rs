@@ -230,6 +230,11 @@ pub(crate) async fn drive(
                 return None;
             }
             outcome = &mut running.outcome => {
+                // A request the upstream sent just before it answered is refused, never left without an answer.
+                running.asks.close();
+                while let Ok(ask) = running.asks.try_recv() {
+                    ask.responder.respond_error(codes::INTERNAL_ERROR, "the call this request belongs to has ended").await;
+                }
                 return outcome.unwrap_or_else(|_| Some(Err(UpstreamError::Closed { detail: "the call's task ended".into() })));
             }
             ask = running.asks.recv() => match ask {
@@ -325,6 +330,8 @@ async fn refuse_all(running: Running, asks: Vec<UpstreamAsk>, code: i64, text: &
         ask.responder.respond_error(codes::INTERNAL_ERROR, text).await;
     }
     running.cancel.cancel();
+    // Once the call's task has ended its routes are gone: a call the client makes next is never taken for this one.
+    let _ = running.outcome.await;
     let mut error = json!({"code": code, "message": text});
     if let Some(data) = data {
         error["data"] = data;
