@@ -170,10 +170,20 @@ fn header_value(text: &str) -> String {
     }
 }
 
+/// The params a 2026-07-28 client's retry carries (MRTR): toolgate's own round state and the client's answers to
+/// toolgate's questions. A legacy upstream asked nothing and understands neither.
+const MODERN_RETRY_KEYS: [&str; 2] = ["requestState", "inputResponses"];
+
 /// A request's params for a legacy upstream: the modern envelope keys removed from `_meta` (and `_meta` itself
-/// when nothing else was in it). Returns the params unchanged otherwise.
+/// when nothing else was in it), and a modern retry's `requestState` and `inputResponses`, which answer toolgate
+/// and not the upstream. Returns the params unchanged otherwise.
 pub(crate) fn without_modern_envelope(params: Option<Value>) -> Option<Value> {
     let mut params = params?;
+    if let Some(params) = params.as_object_mut() {
+        for key in MODERN_RETRY_KEYS {
+            params.remove(key);
+        }
+    }
     if let Some(Value::Object(meta)) = params.get_mut("_meta") {
         for key in MODERN_REQUEST_META_KEYS {
             meta.remove(key);
@@ -224,6 +234,10 @@ mod tests {
         );
         let only_modern = json!({"name": "t", "_meta": {META_VERSION: "2026-07-28"}});
         assert_eq!(without_modern_envelope(Some(only_modern)), Some(json!({"name": "t"})));
+        // A retry after toolgate's own confirmation: its state and the person's answer are toolgate's.
+        let retry = json!({"name": "t", "arguments": {"a": 1}, "requestState": "v1.x",
+            "inputResponses": {"toolgate/confirm": {"action": "accept"}}});
+        assert_eq!(without_modern_envelope(Some(retry)), Some(json!({"name": "t", "arguments": {"a": 1}})));
     }
 
     #[test]
