@@ -78,7 +78,8 @@ impl StateRefusal {
         }
     }
 
-    /// The error message the client gets; the call was not made.
+    /// The error message the client gets: nothing was sent upstream for this request (for a held call, its first
+    /// round did run upstream, so the message says only that this retry went nowhere).
     pub(crate) fn message(&self) -> String {
         let why = match self {
             StateRefusal::Malformed => "the requestState is not one toolgate issued".to_owned(),
@@ -98,7 +99,11 @@ impl StateRefusal {
                 .to_owned(),
             StateRefusal::MalformedInput => "an answer in inputResponses is not an object".to_owned(),
         };
-        format!("invalid params: {why}; the call was not made")
+        let outcome = match self {
+            StateRefusal::NotHeld => "nothing was sent upstream for this retry",
+            _ => "the call was not made",
+        };
+        format!("invalid params: {why}; {outcome}")
     }
 }
 
