@@ -13,6 +13,7 @@ mod everything;
 mod http;
 mod inspector;
 mod lossless;
+mod modern_bridge;
 mod modern_sdk;
 mod progress_order;
 mod protocol;

@@ -22,11 +22,11 @@ use toolgate_test_support::{PeerCommand, Peers, modern_fixture};
 use crate::support::{HANG_GUARD, Via, run_guarded, temp_dir, toolgate_binary};
 
 /// The version a modern client and toolgate speak.
-const MODERN: &str = "2026-07-28";
+pub(crate) const MODERN: &str = "2026-07-28";
 
 /// Which upstream a run talks to, and so which tools the script uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Upstream {
+pub(crate) enum Upstream {
     /// server-everything (npm), a legacy server; its `get-sum` is the tool the config puts to a person.
     Everything,
     /// `fixtures/modern.py`, which answers both eras; its `erase_note` is put to a person.
@@ -51,7 +51,7 @@ impl Upstream {
 
 /// A toolgate configuration of one upstream and its state directory: `[policy]` confirms one tool and allows the
 /// rest, so the confirmations are the config's and not a side effect of inference.
-struct Gate {
+pub(crate) struct Gate {
     state: TempDir,
     config: PathBuf,
     /// The modern fixture's request log (`MODERN_LOG`), when the upstream is the fixture.
@@ -62,7 +62,7 @@ struct Gate {
 impl Gate {
     /// The config says how clients reach toolgate: `[listen.stdio]`, or `[listen.http]` on a loopback port it picks
     /// (`--listen` cannot be combined with `--config`).
-    fn new(upstream: Upstream, via: Via) -> Gate {
+    pub(crate) fn new(upstream: Upstream, via: Via) -> Gate {
         let peers = Peers::locate();
         let state = temp_dir();
         let (peer, era, upstream_log): (PeerCommand, &str, Option<PathBuf>) = match upstream {
@@ -103,7 +103,13 @@ impl Gate {
 
     /// Runs `modern_sdk.py` against this gate (over stdio the script starts `toolgate serve`; over HTTP the test
     /// does) and returns its findings and the toolgate serving it over HTTP, if any (kept alive for the audit).
-    fn run_client(&self, via: Via, mode: &str, upstream: Upstream, scenario: &str) -> (Value, Option<Serving>) {
+    pub(crate) fn run_client(
+        &self,
+        via: Via,
+        mode: &str,
+        upstream: Upstream,
+        scenario: &str,
+    ) -> (Value, Option<Serving>) {
         let peers = Peers::locate();
         let mut command = Command::new(peers.python());
         command.env("PYTHONDONTWRITEBYTECODE", "1").arg(clients_dir().join("modern_sdk.py")).args([
@@ -146,7 +152,7 @@ impl Gate {
 
     /// The `call` rows of toolgate's audit, oldest first, once there are `count` of them that are complete (rows are
     /// committed by a writer behind the call, so the last may trail the client's answer).
-    fn call_rows(&self, count: usize) -> Vec<Value> {
+    pub(crate) fn call_rows(&self, count: usize) -> Vec<Value> {
         let deadline = Instant::now() + HANG_GUARD;
         loop {
             let mut command = toolgate_test_support::toolgate::command();
@@ -176,7 +182,7 @@ fn clients_dir() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/relay_clients"))
 }
 
-fn texts(result: &Value) -> String {
+pub(crate) fn texts(result: &Value) -> String {
     result["texts"]
         .as_array()
         .map(|texts| texts.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" "))
