@@ -7,8 +7,6 @@
 //! The client's `protocolVersion` is the proof that the modern wire carried it: pinned, the SDK never falls back,
 //! and in auto mode it says what `server/discover` negotiated. Every wait is a hang guard.
 
-use serde_json::Value;
-
 use crate::modern_sdk::{Gate, MODERN, Upstream, texts};
 use crate::support::Via;
 
@@ -31,10 +29,7 @@ fn bridged(via: Via, mode: &str) {
     assert!(!answer.contains("Ada Lovelace"), "{answer}");
     // Both calls reached their end upstream: each has a completed row.
     let rows = gate.call_rows(2);
-    let done = rows
-        .iter()
-        .filter(|row| row["tool"] == "trigger-elicitation-request" && row["outcome"] == Value::from("ok"))
-        .count();
+    let done = rows.iter().filter(|row| row["tool"] == "trigger-elicitation-request" && row["outcome"] == "ok").count();
     assert_eq!(done, 2, "toolgate's call rows: {rows:#?}");
     drop(serving);
 }
