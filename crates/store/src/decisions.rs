@@ -128,12 +128,7 @@ impl Store {
         decided_by: &str,
         name: Option<&str>,
     ) -> Result<AuditReceipt, StoreError> {
-        let mut row = blank_row(crate::AuditKind::Confirmation.as_str(), decided_by);
-        row.session = Some(approval.session.clone());
-        row.upstream = Some(approval.upstream.clone());
-        row.tool = Some(approval.tool.clone());
-        row.approval_id = Some(approval.id.as_str().to_owned());
-        row.args_digest = Some(approval.args_digest.clone());
+        let mut row = approval_row(approval, decided_by);
         row.outcome = Some(approval_outcome(decision).to_owned());
         row.detail = Some(json!({
             "decision": approval_outcome(decision),
@@ -155,12 +150,7 @@ impl Store {
         decided_by: &str,
         reason: &str,
     ) -> Result<AuditReceipt, StoreError> {
-        let mut row = blank_row(crate::AuditKind::Confirmation.as_str(), decided_by);
-        row.session = Some(approval.session.clone());
-        row.upstream = Some(approval.upstream.clone());
-        row.tool = Some(approval.tool.clone());
-        row.approval_id = Some(approval.id.as_str().to_owned());
-        row.args_digest = Some(approval.args_digest.clone());
+        let mut row = approval_row(approval, decided_by);
         row.outcome = Some("refused".to_owned());
         row.detail = Some(json!({
             "attempted": approval_outcome(decision),
@@ -177,6 +167,17 @@ impl Store {
         let [prepared] = rows;
         Ok(AuditReceipt { seq: prepared.row.seq, hash: prepared.row.hash })
     }
+}
+
+/// A confirmation row about `approval` by `decided_by`: its session, upstream, tool, id and argument digest.
+fn approval_row(approval: &PendingApproval, decided_by: &str) -> AuditRow {
+    let mut row = blank_row(crate::AuditKind::Confirmation.as_str(), decided_by);
+    row.session = Some(approval.session.clone());
+    row.upstream = Some(approval.upstream.clone());
+    row.tool = Some(approval.tool.clone());
+    row.approval_id = Some(approval.id.as_str().to_owned());
+    row.args_digest = Some(approval.args_digest.clone());
+    row
 }
 
 #[cfg(test)]
