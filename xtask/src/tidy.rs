@@ -36,7 +36,7 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
         &["toolgate-core", "toolgate-spec", "toolgate-upstream", "toolgate-store", "toolgate-sandbox", "toolgate-auth"],
     ),
     ("toolgate-config", &["toolgate-core", "toolgate-spec"]),
-    ("toolgate-web", &["toolgate-core", "toolgate-store"]),
+    ("toolgate-web", &["toolgate-core", "toolgate-store", "toolgate-spec", "toolgate-auth"]),
     (
         "toolgate",
         &[

@@ -23,6 +23,12 @@ pub(crate) struct IssuerMetadata {
     pub(crate) issuer: String,
     pub(crate) jwks_uri: Option<String>,
     pub(crate) introspection_endpoint: Option<String>,
+    /// The endpoints of a browser login (OpenID Connect discovery), read by [`crate::OpenIdProvider`].
+    pub(crate) authorization_endpoint: Option<String>,
+    pub(crate) token_endpoint: Option<String>,
+    pub(crate) userinfo_endpoint: Option<String>,
+    /// RP-initiated logout (OpenID Connect RP-Initiated Logout 1.0), when the provider offers it.
+    pub(crate) end_session_endpoint: Option<String>,
 }
 
 #[derive(Debug, Default)]

@@ -12,16 +12,17 @@
 //! This crate never logs a token, never stores one, and never sends one anywhere but the configured issuer's
 //! introspection endpoint. It holds no secret: introspection's client credentials come from the environment.
 
+mod id_token;
+mod jws;
 mod keys;
-
-use std::str::FromStr;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use jsonwebtoken::{Algorithm, DecodingKey, Validation, errors::ErrorKind};
+use jsonwebtoken::Algorithm;
 use serde_json::{Value, json};
 use toolgate_spec::OAuthSpec;
 
+pub use self::id_token::{IdTokenError, IdTokenRules, LoginEndpoints, OpenIdProvider};
 use self::keys::KeyCache;
 
 /// The well-known path prefix of RFC 9728 protected-resource metadata.
@@ -136,18 +137,8 @@ impl Validator {
     pub fn new(spec: &OAuthSpec) -> Result<Validator, ConfigError> {
         checked_url(&spec.issuer)?;
         let resource = checked_url(&spec.resource)?;
-        let algorithms = spec
-            .algorithms
-            .iter()
-            .map(|name| Algorithm::from_str(name).map_err(|_| ConfigError::UnknownAlgorithm(name.clone())))
-            .collect::<Result<Vec<_>, _>>()?;
-        // reqwest is built without a default TLS provider; ring is installed once per process for https issuers.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        // No redirects: the keys must come from where the issuer's metadata says, not wherever a response points.
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|error| ConfigError::Client(error.to_string()))?;
+        let algorithms = jws::algorithms(&spec.algorithms)?;
+        let client = provider_client()?;
         let keys = KeyCache::new(client.clone(), spec.issuer.clone(), spec.jwks_refresh, spec.jwks_min_refetch);
         let path = resource.path().trim_end_matches('/');
         let metadata_url = format!("{}{METADATA_PREFIX}{path}", origin(&resource));
@@ -169,41 +160,14 @@ impl Validator {
                 None => Err(TokenError::Malformed),
             };
         }
-        let header = decode_part(parts[0])?;
-        let alg_name = header.get("alg").and_then(Value::as_str).ok_or(TokenError::Malformed)?;
-        let alg = Algorithm::from_str(alg_name)
-            .ok()
-            .filter(|alg| self.algorithms.contains(alg))
-            .ok_or_else(|| TokenError::AlgorithmNotAllowed(alg_name.to_owned()))?;
-        // The issuer is checked before any key is looked up: a token from elsewhere must not make toolgate fetch.
-        let unverified = decode_part(parts[1])?;
-        if unverified.get("iss").and_then(Value::as_str) != Some(self.spec.issuer.as_str()) {
-            return Err(TokenError::WrongIssuer);
-        }
-        let jwk = self.keys.key(header.get("kid").and_then(Value::as_str)).await?;
-        if jwk.common.key_algorithm.is_some_and(|key_alg| key_alg.to_string() != alg_name) {
-            // A published key says which algorithm it is for; a token claiming another is an algorithm confusion.
-            return Err(TokenError::BadSignature);
-        }
-        let key = DecodingKey::from_jwk(&jwk).map_err(|_| TokenError::UnknownKey)?;
-        let mut validation = Validation::new(alg);
-        validation.algorithms = vec![alg];
-        validation.leeway = self.spec.clock_skew.as_secs();
-        validation.validate_nbf = true;
-        validation.set_issuer(&[self.spec.issuer.as_str()]);
-        validation.set_audience(&[self.spec.resource.as_str()]);
-        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
-        let data = jsonwebtoken::decode::<Value>(token, &key, &validation).map_err(|error| match error.kind() {
-            ErrorKind::ExpiredSignature => TokenError::Expired,
-            ErrorKind::ImmatureSignature => TokenError::NotYetValid,
-            ErrorKind::InvalidIssuer => TokenError::WrongIssuer,
-            ErrorKind::InvalidAudience => TokenError::WrongAudience,
-            ErrorKind::InvalidSignature => TokenError::BadSignature,
-            ErrorKind::InvalidAlgorithm => TokenError::AlgorithmNotAllowed(alg_name.to_owned()),
-            ErrorKind::MissingRequiredClaim(claim) => TokenError::MissingClaim(claim.clone()),
-            _ => TokenError::Malformed,
-        })?;
-        self.identity(&data.claims)
+        let expected = jws::Expected {
+            issuer: &self.spec.issuer,
+            audience: &self.spec.resource,
+            algorithms: &self.algorithms,
+            skew: self.spec.clock_skew,
+        };
+        let claims = jws::verify(&self.keys, token, &expected).await?;
+        self.identity(&claims)
     }
 
     /// The scopes of [`OAuthSpec::required_scopes`] that `identity` lacks (empty: it may call).
@@ -351,6 +315,17 @@ fn decode_part(part: &str) -> Result<Value, TokenError> {
     let bytes = URL_SAFE_NO_PAD.decode(part.trim_end_matches('=')).map_err(|_| TokenError::Malformed)?;
     let value: Value = serde_json::from_slice(&bytes).map_err(|_| TokenError::Malformed)?;
     if value.is_object() { Ok(value) } else { Err(TokenError::Malformed) }
+}
+
+/// The HTTP client every request to the provider goes through.
+fn provider_client() -> Result<reqwest::Client, ConfigError> {
+    // reqwest is built without a default TLS provider; ring is installed once per process for https issuers.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    // No redirects: the keys must come from where the issuer's metadata says, not wherever a response points.
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|error| ConfigError::Client(error.to_string()))
 }
 
 fn checked_url(text: &str) -> Result<reqwest::Url, ConfigError> {

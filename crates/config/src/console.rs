@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use toml::Spanned;
-use toolgate_spec::CallerSpec;
+use toolgate_spec::{CallerSpec, DEFAULT_SSO_SCOPES, SsoSpec};
 
 use crate::guardrails::callers::{UniqueNames, lower_token};
 use crate::guardrails::raw::RawCaller;
@@ -59,37 +59,6 @@ pub struct ConsoleSpec {
     pub forbid_self_approval: bool,
     /// `[console.sso]`, when single sign-on is configured.
     pub sso: Option<SsoSpec>,
-}
-
-/// `[console.sso]`: the console's OpenID Connect client.
-#[derive(Clone, PartialEq, Eq)]
-pub struct SsoSpec {
-    /// The provider's issuer identifier (`https://`, or `http://` on loopback only).
-    pub issuer: String,
-    /// The console's client id at the provider.
-    pub client_id: String,
-    /// The client secret, read from `client_secret_env` at load; never in the file.
-    pub client_secret: Option<String>,
-    /// The console's `/console/sso/callback` URL as browsers reach it.
-    pub redirect_uri: String,
-    /// Scopes asked for (default `openid profile email`); `openid` is always among them.
-    pub scopes: Vec<String>,
-    /// The claim listing a person's groups (default `groups`).
-    pub groups_claim: String,
-    /// Only persons in this group may decide approvals.
-    pub approver_group: Option<String>,
-}
-
-// Hand-written so a debug print never shows the client secret.
-impl std::fmt::Debug for SsoSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SsoSpec")
-            .field("issuer", &self.issuer)
-            .field("client_id", &self.client_id)
-            .field("redirect_uri", &self.redirect_uri)
-            .field("approver_group", &self.approver_group)
-            .finish_non_exhaustive()
-    }
 }
 
 /// A console user.
@@ -202,7 +171,7 @@ fn lower_sso(raw: Spanned<RawSso>, cx: &mut Context<'_>) -> Option<SsoSpec> {
     });
     let mut scopes = match raw.scopes {
         Some(scopes) => scopes.into_inner(),
-        None => vec!["openid".into(), "profile".into(), "email".into()],
+        None => DEFAULT_SSO_SCOPES.iter().map(|scope| (*scope).to_owned()).collect(),
     };
     if !scopes.iter().any(|scope| scope == "openid") {
         scopes.insert(0, "openid".into());
@@ -210,14 +179,15 @@ fn lower_sso(raw: Spanned<RawSso>, cx: &mut Context<'_>) -> Option<SsoSpec> {
     if let Some(group) = raw.approver_group.as_ref().filter(|group| group.get_ref().trim().is_empty()) {
         cx.error(group.span().start, "[console.sso]: `approver_group` is empty");
     }
-    (cx.problem_count() == before).then(|| SsoSpec {
-        issuer: raw.issuer.into_inner(),
-        client_id: raw.client_id.into_inner(),
-        client_secret,
-        redirect_uri: raw.redirect_uri.into_inner(),
-        scopes,
-        groups_claim: raw.groups_claim.map_or_else(|| "groups".to_owned(), Spanned::into_inner),
-        approver_group: raw.approver_group.map(Spanned::into_inner),
+    (cx.problem_count() == before).then(|| {
+        let defaults = SsoSpec::new(raw.issuer.into_inner(), raw.client_id.into_inner(), raw.redirect_uri.into_inner());
+        SsoSpec {
+            client_secret,
+            scopes,
+            groups_claim: raw.groups_claim.map_or(defaults.groups_claim.clone(), Spanned::into_inner),
+            approver_group: raw.approver_group.map(Spanned::into_inner),
+            ..defaults
+        }
     })
 }
 

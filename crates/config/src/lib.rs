@@ -54,11 +54,12 @@ mod tests;
 
 use std::path::Path;
 
-pub use console::{ConsoleSpec, ConsoleUserSpec, SsoSpec};
+pub use console::{ConsoleSpec, ConsoleUserSpec};
 pub use error::{ConfigError, Problem};
 pub use store::{DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, PostgresSpec, StoreSpec};
 pub use summary::{CallerSummary, ConfigSummary, ListenerSummary, PolicySummary, Transport, UpstreamSummary};
 pub use toolgate_spec::GatewaySpec;
+pub use toolgate_spec::SsoSpec;
 
 use crate::error::{Locator, invalid};
 use crate::lower::{Context, Lowered};

@@ -48,6 +48,8 @@ use axum::Router;
 use axum::routing::{get, post};
 use toolgate_store::Store;
 
+pub use toolgate_spec::SsoSpec;
+
 pub use session::random_token;
 
 /// The console's settings.
@@ -63,44 +65,10 @@ pub struct ConsoleConfig {
     /// are the users at start; [`ConsoleHandle::replace_users`] changes them while the console serves.
     pub users: Vec<ConsoleUser>,
     /// Single sign-on with an OpenID provider (`/console/sso/login`), beside the link and the users.
-    pub sso: Option<SsoConfig>,
+    pub sso: Option<SsoSpec>,
     /// Refuse a person's approval of a call whose caller identity is their own (a configured user's name, a single
     /// sign-on person's subject).
     pub forbid_self_approval: bool,
-}
-
-/// The console's OpenID Connect client (authorization code with PKCE).
-#[derive(Clone, PartialEq, Eq)]
-pub struct SsoConfig {
-    /// The provider's issuer identifier, exactly as its discovery document and ID tokens state it.
-    pub issuer: String,
-    /// The console's client id at the provider (the ID token's audience).
-    pub client_id: String,
-    /// The client secret, when the provider gave the console one (from the environment, never the file).
-    pub client_secret: Option<String>,
-    /// Where the provider sends the browser back: the console's `/console/sso/callback` as the browser reaches it.
-    pub redirect_uri: String,
-    /// The scopes asked for (`openid` among them).
-    pub scopes: Vec<String>,
-    /// The claim (in the ID token or the userinfo) that lists a person's groups.
-    pub groups_claim: String,
-    /// When set, only persons with this value in their groups claim may approve or deny.
-    pub approver_group: Option<String>,
-}
-
-// Hand-written so a debug print never shows the client secret.
-impl std::fmt::Debug for SsoConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SsoConfig")
-            .field("issuer", &self.issuer)
-            .field("client_id", &self.client_id)
-            .field("client_secret", &self.client_secret.as_ref().map(|_| "<redacted>"))
-            .field("redirect_uri", &self.redirect_uri)
-            .field("scopes", &self.scopes)
-            .field("groups_claim", &self.groups_claim)
-            .field("approver_group", &self.approver_group)
-            .finish()
-    }
 }
 
 /// A person who may log in with a token of their own.
@@ -195,7 +163,7 @@ impl ConsoleHandle {
 
     /// Whether `sso` and `forbid_self_approval` differ from what this console serves with: they are not replaced
     /// while it serves (a config reload warns instead), unlike the users.
-    pub fn differs_in_sign_on(&self, sso: Option<&SsoConfig>, forbid_self_approval: bool) -> bool {
+    pub fn differs_in_sign_on(&self, sso: Option<&SsoSpec>, forbid_self_approval: bool) -> bool {
         self.console.config.sso.as_ref() != sso || self.console.config.forbid_self_approval != forbid_self_approval
     }
 

@@ -43,19 +43,6 @@ fn console_users(console: toolgate_config::ConsoleSpec) -> Vec<ConsoleUser> {
     console.users.into_iter().map(|user| ConsoleUser { name: user.name, token_sha256: user.token_sha256 }).collect()
 }
 
-/// `[console.sso]` as the console takes it.
-fn console_sso(sso: toolgate_config::SsoSpec) -> toolgate_web::SsoConfig {
-    toolgate_web::SsoConfig {
-        issuer: sso.issuer,
-        client_id: sso.client_id,
-        client_secret: sso.client_secret,
-        redirect_uri: sso.redirect_uri,
-        scopes: sso.scopes,
-        groups_claim: sso.groups_claim,
-        approver_group: sso.approver_group,
-    }
-}
-
 /// Checks the signed manifest of every `verified` upstream once, at start; the gateway then trusts a verified
 /// upstream's tool only when its fingerprint is in the manifest. A manifest that does not verify stops the start:
 /// the operator asked for verification, so running without it would be a silent downgrade.
@@ -148,7 +135,7 @@ pub(crate) async fn serve_spec(
     // The approval console on the HTTP listener, behind its own one-time login link (toolgate-web). Made before the
     // reload task, so a SIGHUP while the upstreams connect replaces its users too.
     let forbid_self_approval = console.forbid_self_approval;
-    let sso = console.sso.clone().map(console_sso);
+    let sso = console.sso.clone();
     let console_users = console_users(console);
     let console = match &spec.http {
         Some(http) => Some(ConsoleHandle::new(

@@ -12,7 +12,7 @@ use serde_json::json;
 use toolgate_store::{ApprovalState, PendingApproval, Store};
 use toolgate_test_support::oidc::{OidcProvider, ProviderConfig, Signer, generate_keys, public_keys, sign_jwt};
 use toolgate_test_support::oidc_login::log_in;
-use toolgate_web::{ConsoleConfig, SsoConfig};
+use toolgate_web::{ConsoleConfig, SsoSpec};
 
 use super::{Reply, TestResult, csrf_of, request, state};
 
@@ -24,18 +24,23 @@ struct Sso {
 /// A console with single sign-on at a fresh provider: `alice` is in `approvers`, `bob` is not; the console
 /// requires the group and forbids approving one's own call.
 async fn start_sso() -> Result<Sso, Box<dyn std::error::Error>> {
+    start_sso_signing(&["RS256"]).await
+}
+
+/// [`start_sso`] at a provider signing its ID tokens with the first of `algorithms`.
+async fn start_sso_signing(algorithms: &[&str]) -> Result<Sso, Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let store = Store::open(dir.path()).await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let address = listener.local_addr()?;
     let redirect = format!("http://{address}/console/sso/callback");
-    let config = ProviderConfig::new(generate_keys(&["RS256"]))
+    let config = ProviderConfig::new(tokio::task::block_in_place(|| generate_keys(algorithms)))
         .scopes(&["groups"])
         .console_client("toolgate-console", &redirect, "openid profile email groups")
         .account("alice", "Alice Example", "alice@example.test", &["approvers"])
         .account("bob", "Bob Example", "bob@example.test", &["staff"]);
     let provider = tokio::task::block_in_place(|| OidcProvider::start(&config));
-    let sso = SsoConfig {
+    let sso = SsoSpec {
         issuer: provider.issuer().to_owned(),
         client_id: "toolgate-console".into(),
         client_secret: None,
@@ -52,7 +57,7 @@ async fn serve(
     store: Store,
     dir: tempfile::TempDir,
     listener: tokio::net::TcpListener,
-    sso: SsoConfig,
+    sso: SsoSpec,
 ) -> Result<super::Console, Box<dyn std::error::Error>> {
     let address = listener.local_addr()?;
     let config = ConsoleConfig {
@@ -139,6 +144,18 @@ async fn a_person_logs_in_with_pkce_and_approves_as_themselves() -> TestResult {
     assert_eq!(row.caller, Some(json!({"identity": "alice"})));
     assert_eq!(row.outcome.as_deref(), Some("approved"));
     assert_eq!(row.detail.as_ref().and_then(|detail| detail.get("decided_by_name")), Some(&json!("Alice Example")));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_id_token_signed_with_eddsa_opens_a_session() -> TestResult {
+    // The ID token goes through toolgate-auth's allow-list (the access tokens' asymmetric list), not a shorter list
+    // of the console's own: a provider signing with EdDSA (oidc-provider's other default besides the RSA and P-256
+    // ones) logs people in as one signing with RS256 does.
+    let sso = start_sso_signing(&["EdDSA"]).await?;
+    let alice = sso_login(&sso, "alice").await?;
+    let page = request(sso.console.address, "GET", "/console", &[alice], "").await?;
+    assert_eq!(page.status, 200, "{}", page.body);
     Ok(())
 }
 
@@ -250,7 +267,7 @@ async fn an_id_token_for_another_audience_opens_nothing() -> TestResult {
     let store = Store::open(dir.path()).await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let redirect = format!("http://{}/console/sso/callback", listener.local_addr()?);
-    let sso = SsoConfig {
+    let sso = SsoSpec {
         issuer,
         client_id: "toolgate-console".into(),
         client_secret: None,

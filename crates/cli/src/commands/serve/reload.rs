@@ -110,8 +110,7 @@ fn restart_only_changes(running: &GatewaySpec, reloaded: &GatewaySpec) -> Vec<&'
 /// of the file's callers) have passed; the running callers are checked here too, because a reload does not replace
 /// them: a token that calls tools must not also approve them, whatever the file says now.
 fn reload_console_users(handle: &ConsoleHandle, console: toolgate_config::ConsoleSpec, callers: &[CallerSpec]) {
-    let sso = console.sso.clone().map(super::console_sso);
-    if handle.differs_in_sign_on(sso.as_ref(), console.forbid_self_approval) {
+    if handle.differs_in_sign_on(console.sso.as_ref(), console.forbid_self_approval) {
         tracing::warn!("[console.sso] and `forbid_self_approval` changed in the file; they apply after a restart");
     }
     let users = super::console_users(console);
