@@ -38,6 +38,25 @@ impl PinDecision {
     }
 }
 
+/// A pin decision about one definition, as its audit row records it.
+#[derive(Debug, Clone, Copy)]
+pub struct PinDecisionRecord<'a> {
+    /// The upstream that lists the definition.
+    pub upstream: &'a str,
+    /// Which kind of definition (a tool, a prompt, ...).
+    pub kind: crate::PinKind,
+    /// The definition's name (a tool's name, a resource's URI).
+    pub name: &'a str,
+    /// The fingerprint decided (or, for a refusal, the one the person tried to decide).
+    pub fingerprint: &'a str,
+    /// What was decided (or tried).
+    pub decision: PinDecision,
+    /// Who decided: the identity `caller.identity` and `detail.decided_by` name.
+    pub decided_by: &'a str,
+    /// The person's display name, when a console login gave one (`detail.decided_by_name`).
+    pub decided_by_name: Option<&'a str>,
+}
+
 /// The stable name of an approval decision, as stored in the row's `outcome` column.
 fn approval_outcome(decision: ApprovalDecision) -> &'static str {
     match decision {
@@ -96,16 +115,27 @@ impl Store {
         decision: PinDecision,
         decided_by: &str,
     ) -> Result<AuditReceipt, StoreError> {
-        let mut row = blank_row(PIN_DECISION_KIND, decided_by);
-        row.upstream = Some(upstream.to_owned());
-        row.tool = Some(name.to_owned());
-        row.outcome = Some(decision.as_str().to_owned());
-        let mut detail = json!({"fingerprint": fingerprint, "decision": decision.as_str(), "decided_by": decided_by});
-        if kind != crate::PinKind::Tool {
-            detail["kind"] = json!(kind.as_str());
-        }
-        row.detail = Some(detail);
+        let record =
+            PinDecisionRecord { upstream, kind, name, fingerprint, decision, decided_by, decided_by_name: None };
+        self.record_pin(&record).await
+    }
+
+    /// Appends (and commits) the row of a pin decision, with the person's display name (a console login's name or
+    /// email) as `detail.decided_by_name` when there is one.
+    pub async fn record_pin(&self, record: &PinDecisionRecord<'_>) -> Result<AuditReceipt, StoreError> {
+        let row = pin_row(record, record.decision.as_str(), &[("decision", json!(record.decision.as_str()))]);
         self.append_one(row).await
+    }
+
+    /// Appends the row of a pin decision the console refused to take (the person is not an approver): outcome
+    /// `refused`, the person as the caller, `detail.attempted` and `detail.reason`. The definition stays waiting.
+    pub async fn record_pin_refusal(
+        &self,
+        record: &PinDecisionRecord<'_>,
+        reason: &str,
+    ) -> Result<AuditReceipt, StoreError> {
+        let fields = [("attempted", json!(record.decision.as_str())), ("reason", json!(reason))];
+        self.append_one(pin_row(record, "refused", &fields)).await
     }
 
     /// Appends (and commits) the row of a decided approval: the approval's id, session, upstream, tool and argument
@@ -167,6 +197,28 @@ impl Store {
         let [prepared] = rows;
         Ok(AuditReceipt { seq: prepared.row.seq, hash: prepared.row.hash })
     }
+}
+
+/// A pin row about `record`'s definition by its decider with `outcome`: the upstream, the name, and in `detail` the
+/// fingerprint, `fields`, who decided (and their name) and the kind when it is not a tool.
+fn pin_row(record: &PinDecisionRecord<'_>, outcome: &str, fields: &[(&str, serde_json::Value)]) -> AuditRow {
+    let mut row = blank_row(PIN_DECISION_KIND, record.decided_by);
+    row.upstream = Some(record.upstream.to_owned());
+    row.tool = Some(record.name.to_owned());
+    row.outcome = Some(outcome.to_owned());
+    let mut detail = json!({"fingerprint": record.fingerprint});
+    for (name, value) in fields {
+        detail[*name] = value.clone();
+    }
+    detail["decided_by"] = json!(record.decided_by);
+    if let Some(name) = record.decided_by_name {
+        detail["decided_by_name"] = json!(name);
+    }
+    if record.kind != crate::PinKind::Tool {
+        detail["kind"] = json!(record.kind.as_str());
+    }
+    row.detail = Some(detail);
+    row
 }
 
 /// A confirmation row about `approval` by `decided_by`: its session, upstream, tool, id and argument digest.

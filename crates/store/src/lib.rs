@@ -90,7 +90,7 @@ pub use audit::{
     ChainBreak, ChainBreakKind, ChainReport, verdict_name,
 };
 pub use audit::{JournalBacklog, NOT_RECORDED_OUTCOME};
-pub use decisions::{PIN_DECISION_KIND, PinDecision};
+pub use decisions::{PIN_DECISION_KIND, PinDecision, PinDecisionRecord};
 pub use error::{AuditQueueError, StoreError};
 pub use feed::StoreChange;
 pub use heartbeat::{HEARTBEAT_INTERVAL, HEARTBEAT_STALE};

@@ -18,7 +18,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use serde_json::Value;
 use toolgate_core::{Hint, ToolDefinition, assess_tool};
-use toolgate_store::{InventoryTool, PendingPinChange, PinDecision, PinKind, PinnedTool, StoreError, ToolSnapshot};
+use toolgate_store::{
+    InventoryTool, PendingPinChange, PinDecision, PinDecisionRecord, PinKind, PinnedTool, StoreError, ToolSnapshot,
+};
 
 use crate::handlers::{checked_post, session, store_failure, unauthorized};
 use crate::html::{Page, escape, escape_form_value, layout, message};
@@ -262,9 +264,27 @@ pub(crate) async fn pin_upstream(
         let page = message("Bad request", "The form needs tool and fingerprint pairs.", true);
         return (StatusCode::BAD_REQUEST, Html(page)).into_response();
     }
+    let decided_by_name = post.session.display.as_deref();
+    let records: Vec<PinDecisionRecord<'_>> = tools
+        .iter()
+        .zip(&fingerprints)
+        .map(|(tool, fingerprint)| PinDecisionRecord {
+            upstream: &upstream,
+            kind: PinKind::Tool,
+            name: tool,
+            fingerprint,
+            decision: PinDecision::Approved,
+            decided_by,
+            decided_by_name,
+        })
+        .collect();
+    if let Some(refusal) = crate::tools::refuse_pin_decider(&console, &post.session, &records).await {
+        return refusal;
+    }
     let pins = console.store.pins();
     let mut changed = 0usize;
-    for (tool, fingerprint) in tools.into_iter().zip(fingerprints) {
+    for record in &records {
+        let (tool, fingerprint) = (record.name, record.fingerprint);
         match pins.pending(&upstream, tool).await {
             Ok(Some(current)) if current.proposed.fingerprint.whole == fingerprint => {}
             Ok(_) => {
@@ -282,9 +302,7 @@ pub(crate) async fn pin_upstream(
             Err(error) => return store_failure(&error),
         }
         tracing::info!(upstream, tool, fingerprint, decided_by, "tool definition pinned in the console");
-        if let Err(error) =
-            console.store.record_pin_decision(&upstream, tool, fingerprint, PinDecision::Approved, decided_by).await
-        {
+        if let Err(error) = console.store.record_pin(record).await {
             return store_failure(&error);
         }
     }

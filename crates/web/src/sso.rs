@@ -252,7 +252,8 @@ impl NotAllowed {
     }
 }
 
-/// Whether `session` may take `approve` (true) or deny (false) on a call made by `caller`.
+/// Whether `session` may take `approve` (true) or deny (false) on a call made by `caller`, or (with no caller) pin
+/// (true) or reject (false) a definition: the approver group applies to both, self-approval only to calls.
 pub(crate) fn may_decide(
     console: &Console,
     session: &Session,

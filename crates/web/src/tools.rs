@@ -14,11 +14,14 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use serde_json::Value;
 use toolgate_core::definition_diff::field_diff;
-use toolgate_store::{InventoryTool, PendingPinChange, PinDecision, PinKind, PinnedTool, StoreError};
+use toolgate_store::{
+    InventoryTool, PendingPinChange, PinDecision, PinDecisionRecord, PinKind, PinnedTool, StoreError,
+};
 
 use crate::handlers::{checked_post, see_other, session, store_failure, unauthorized};
 use crate::html::{Page, escape, escape_form_value, escape_markup, layout, message};
 use crate::inventory::inventory_table;
+use crate::session::Session;
 use crate::{Console, form};
 
 /// Most diff lines shown for one field before the rest is counted instead.
@@ -82,13 +85,28 @@ pub(crate) async fn decide_pin(
         let text = "The definition changed again after this page was shown; review the new diff.";
         return (StatusCode::CONFLICT, Html(message("Changed again", text, true))).into_response();
     }
-    let (result, recorded) = match decision.as_str() {
-        "approve" => {
-            let approved = pins.approve_pending_of(upstream, kind, tool, fingerprint, decided_by).await;
-            (approved.map(|_| ()), PinDecision::Approved)
-        }
-        "reject" => (pins.reject_pending_of(upstream, kind, tool).await.map(|_| ()), PinDecision::Rejected),
+    let recorded = match decision.as_str() {
+        "approve" => PinDecision::Approved,
+        "reject" => PinDecision::Rejected,
         _ => return StatusCode::NOT_FOUND.into_response(),
+    };
+    let record = PinDecisionRecord {
+        upstream,
+        kind,
+        name: tool,
+        fingerprint,
+        decision: recorded,
+        decided_by,
+        decided_by_name: post.session.display.as_deref(),
+    };
+    if let Some(refusal) = refuse_pin_decider(&console, &post.session, &[record]).await {
+        return refusal;
+    }
+    let result = match recorded {
+        PinDecision::Approved => {
+            pins.approve_pending_of(upstream, kind, tool, fingerprint, decided_by).await.map(|_| ())
+        }
+        PinDecision::Rejected => pins.reject_pending_of(upstream, kind, tool).await.map(|_| ()),
     };
     match result {
         Ok(()) => {
@@ -102,7 +120,7 @@ pub(crate) async fn decide_pin(
                 decided_by,
                 "definition decided in the console"
             );
-            match console.store.record_pin_decision_of(upstream, kind, tool, fingerprint, recorded, decided_by).await {
+            match console.store.record_pin(&record).await {
                 Ok(_) => see_other("/console/tools"),
                 Err(error) => store_failure(&error),
             }
@@ -113,6 +131,26 @@ pub(crate) async fn decide_pin(
         }
         Err(error) => store_failure(&error),
     }
+}
+
+/// A `403` page (after one audit row per definition, outcome `refused`) when the approver rules forbid this person
+/// the decisions in `records`; `None` when they may go on. A definition has no caller, so only the approver group
+/// applies, to pinning and rejecting alike.
+pub(crate) async fn refuse_pin_decider(
+    console: &Console,
+    session: &Session,
+    records: &[PinDecisionRecord<'_>],
+) -> Option<Response> {
+    let approve = records.iter().any(|record| record.decision == PinDecision::Approved);
+    let reason = crate::sso::may_decide(console, session, None, approve).err()?.reason();
+    tracing::warn!(decided_by = %session.identity, reason, "console: a pin decision was refused");
+    for record in records {
+        if let Err(error) = console.store.record_pin_refusal(record, &reason).await {
+            return Some(store_failure(&error));
+        }
+    }
+    let text = format!("Refused: {reason}. The definition still waits for someone else.");
+    Some((StatusCode::FORBIDDEN, Html(message("Not allowed", &text, true))).into_response())
 }
 
 /// The whole tools page.

@@ -289,3 +289,55 @@ async fn an_id_token_for_another_audience_opens_nothing() -> TestResult {
     assert!(cookie(&reply, "toolgate_console").is_none());
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_an_approver_pins_or_rejects_a_definition_and_the_audit_names_them() -> TestResult {
+    let sso = start_sso().await?;
+    let console = &sso.console;
+    let (_, changed) = crate::tools::rug_pull(&console.store).await?;
+    let fingerprint = changed.fingerprint.whole.clone();
+    let form = |csrf: &str| format!("csrf={csrf}&upstream=files&tool=delete_file&fingerprint={fingerprint}");
+    // Bob is not in the approver group: neither pinning nor rejecting, nor pinning from the onboarding page.
+    let bob = sso_login(&sso, "bob").await?;
+    let csrf = csrf_for_page(console, &bob).await?;
+    for decision in ["approve", "reject"] {
+        let target = format!("/console/pins/{decision}");
+        let reply = request(console.address, "POST", &target, std::slice::from_ref(&bob), &form(&csrf)).await?;
+        assert_eq!(reply.status, 403, "{decision}: {}", reply.body);
+        assert!(reply.body.contains("approver group"), "{}", reply.body);
+    }
+    let onboarding = format!("csrf={csrf}&tool=delete_file&fingerprint={fingerprint}");
+    let reply = request(console.address, "POST", "/console/upstreams/files/pin", &[bob], &onboarding).await?;
+    assert_eq!(reply.status, 403, "{}", reply.body);
+    let waiting = console.store.pins().pending("files", "delete_file").await?;
+    assert_eq!(waiting.map(|change| change.proposed.fingerprint.whole), Some(fingerprint.clone()), "still waits");
+    // Alice is: her pin goes through, and its row names her.
+    let alice = sso_login(&sso, "alice").await?;
+    let csrf = csrf_for_page(console, &alice).await?;
+    let reply = request(console.address, "POST", "/console/pins/approve", &[alice], &form(&csrf)).await?;
+    assert_eq!(reply.status, 303, "{}", reply.body);
+    assert!(console.store.pins().pending("files", "delete_file").await?.is_none(), "pinned");
+    let rows = console.store.query_audit(&toolgate_store::AuditFilter::default()).await?;
+    let pins: Vec<_> = rows
+        .iter()
+        .filter(|row| row.kind == "pin")
+        .map(|row| {
+            let detail = row.detail.clone().unwrap_or_default();
+            (row.outcome.clone(), row.caller.clone(), detail["decided_by_name"].clone(), detail["attempted"].clone())
+        })
+        .collect();
+    let bob_refused = |attempted: &str| {
+        (Some("refused".to_owned()), Some(json!({"identity": "bob"})), json!("Bob Example"), json!(attempted))
+    };
+    assert_eq!(
+        pins,
+        [
+            bob_refused("approved"),
+            bob_refused("rejected"),
+            bob_refused("approved"),
+            (Some("approved".to_owned()), Some(json!({"identity": "alice"})), json!("Alice Example"), json!(null)),
+        ]
+    );
+    assert!(console.store.verify_audit().await?.is_intact());
+    Ok(())
+}
