@@ -110,7 +110,7 @@ pub(crate) async fn send_upstream(
     if passes_rounds_on {
         match upstream_rounds::unwrap_retry(gateway, session, upstream, method, &mut params, confirmed).await {
             Ok(rounds) => rounds_before = rounds,
-            Err(why) => return Some(Ok(jsonrpc::error_response(id, codes::INVALID_PARAMS, &why))),
+            Err(refused) => return Some(Ok(refused.response(id))),
         }
     }
     let original = params.clone();
@@ -180,7 +180,7 @@ async fn bridged(
     if crate::bridge::names_held_call(&params) {
         return match crate::bridge::take(gateway, &caller, upstream, method, &params) {
             Ok(held) => crate::bridge::resume(gateway, held, &params, capabilities, cancel).await,
-            Err(refusal) => Some(Ok(jsonrpc::error_response(&Value::Null, codes::INVALID_PARAMS, &refusal.message()))),
+            Err(refusal) => Some(Ok(jsonrpc::error_response(&Value::Null, refusal.code(), &refusal.message()))),
         };
     }
     let binding = crate::bridge::binding_of(gateway, &caller, upstream, method, &params);

@@ -19,6 +19,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value, json};
 use toolgate_store::digest_arguments;
+use toolgate_upstream::jsonrpc::{self, codes};
 
 use crate::era::META_CAPABILITIES;
 use crate::guard::request_state::{
@@ -62,11 +63,39 @@ fn call_key(gateway: &Shared, session: &SessionShared, upstream: usize, method: 
     }
 }
 
+/// Why a retry was not sent upstream.
+pub(crate) enum RetryRefused {
+    /// The state or the responses are not this call's to send: -32602 with this message.
+    Invalid(String),
+    /// The store could not check the state: the client did nothing wrong, and is told no more than that (the store's
+    /// error, which names paths, hosts and schema, went to the log).
+    Unavailable,
+}
+
+impl RetryRefused {
+    /// The JSON-RPC error response the client gets for request `id`.
+    pub(crate) fn response(&self, id: &Value) -> Value {
+        match self {
+            RetryRefused::Invalid(message) => jsonrpc::error_response(id, codes::INVALID_PARAMS, message),
+            RetryRefused::Unavailable => jsonrpc::error_response(
+                id,
+                codes::INTERNAL_ERROR,
+                "toolgate cannot check the requestState right now; the request was not sent upstream; retry later",
+            ),
+        }
+    }
+}
+
+fn unavailable(upstream: &str, error: &dyn std::fmt::Display) -> RetryRefused {
+    tracing::error!(%upstream, %error, "a retry's wrapped requestState cannot be checked: the store is unavailable");
+    RetryRefused::Unavailable
+}
+
 /// Prepares a modern client's request for a modern upstream: without a state it is a first round (any
 /// `inputResponses` is dropped: an answer to a question never asked answers nothing); with toolgate's confirmation
 /// state (the call was `confirmed` by it) the same; with a wrapped state it is opened for this call, its nonce used,
 /// and the upstream's own state and the responses to the keys it asked put in its place. Returns the number of
-/// upstream rounds before this one, or the refusal (a -32602 message; nothing is sent).
+/// upstream rounds before this one, or the refusal (nothing is sent).
 pub(crate) async fn unwrap_retry(
     gateway: &Shared,
     session: &SessionShared,
@@ -74,7 +103,7 @@ pub(crate) async fn unwrap_retry(
     method: &str,
     params: &mut Value,
     confirmed: bool,
-) -> Result<usize, String> {
+) -> Result<usize, RetryRefused> {
     let Some(object) = params.as_object_mut() else { return Ok(0) };
     let state = object.remove("requestState");
     let responses = object.remove("inputResponses");
@@ -82,16 +111,17 @@ pub(crate) async fn unwrap_retry(
         None => return Ok(0),
         Some(state) if !is_wrapped(state) => {
             // toolgate's own confirmation state was checked and used by the guard before the call got here.
-            return if confirmed { Ok(0) } else { Err(refusal("the requestState is not one toolgate issued")) };
+            return if confirmed { Ok(0) } else { Err(invalid("the requestState is not one toolgate issued")) };
         }
         Some(state) => state.as_str().unwrap_or_default(),
     };
-    let store = gateway.store.as_ref().ok_or_else(|| refusal("toolgate has no store to check it against"))?;
-    let key = sealing_key(gateway, store).await.map_err(|error| refusal(&format!("it cannot be checked ({error})")))?;
+    let store = gateway.store.as_ref().ok_or_else(|| invalid("toolgate has no store to check it against"))?;
+    let name = gateway.upstreams.name(upstream);
+    let key = sealing_key(gateway, store).await.map_err(|error| unavailable(&name, &error))?;
     let round = match open_upstream_round(&key, sealed) {
         Ok(round) => round,
-        Err(RequestStateError::BadTag) => return Err(refusal("the requestState was altered or forged")),
-        Err(_) => return Err(refusal("the requestState is not one toolgate issued")),
+        Err(RequestStateError::BadTag) => return Err(invalid("the requestState was altered or forged")),
+        Err(_) => return Err(invalid("the requestState is not one toolgate issued")),
     };
     let call = call_key(gateway, session, upstream, method, params);
     let why = if unix_seconds(SystemTime::now()) >= round.expires_at {
@@ -108,20 +138,20 @@ pub(crate) async fn unwrap_retry(
         None
     };
     if let Some(why) = why {
-        return Err(refusal(why));
+        return Err(invalid(why));
     }
     let expires = UNIX_EPOCH + Duration::from_secs(round.expires_at) + NONCE_MARGIN;
     match store.request_states().use_nonce(&round.nonce, expires).await {
         Ok(true) => {}
-        Ok(false) => return Err(refusal("the requestState was used already")),
-        Err(error) => return Err(refusal(&format!("it cannot be checked ({error})"))),
+        Ok(false) => return Err(invalid("the requestState was used already")),
+        Err(error) => return Err(unavailable(&name, &error)),
     }
     let answered = match responses {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(responses)) => {
             responses.into_iter().filter(|(key, _)| round.asked.contains(key)).collect::<Map<String, Value>>()
         }
-        Some(_) => return Err(refusal("`inputResponses` is not an object")),
+        Some(_) => return Err(invalid("`inputResponses` is not an object")),
     };
     if let Some(object) = params.as_object_mut() {
         object.insert("inputResponses".to_owned(), Value::Object(answered));
@@ -132,8 +162,8 @@ pub(crate) async fn unwrap_retry(
     Ok(round.round)
 }
 
-fn refusal(why: &str) -> String {
-    format!("invalid params: {why}; the request was not sent upstream")
+fn invalid(why: &str) -> RetryRefused {
+    RetryRefused::Invalid(format!("invalid params: {why}; the request was not sent upstream"))
 }
 
 /// The `input_required` result a modern client gets for an upstream's: its input requests (elicitations labelled
@@ -211,7 +241,9 @@ pub(crate) async fn wrap_for_client(
         confirmed,
     };
     let key = sealing_key(gateway, store).await.map_err(|error| {
-        format!("upstream `{name}` asked for input, and its round's state cannot be sealed ({error})")
+        // The store's error is the operator's (the log); the client learns only that the round cannot go on.
+        tracing::error!(upstream = %name, %error, "an upstream round's state cannot be sealed: the store is unavailable");
+        format!("upstream `{name}` asked for input, and toolgate cannot seal the round's state right now; retry later")
     })?;
     let wrapped = seal_upstream_round(&key, &sealed);
     Ok(json!({"resultType": "input_required", "inputRequests": passed, "requestState": wrapped}))

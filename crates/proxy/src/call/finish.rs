@@ -139,7 +139,7 @@ pub(crate) fn finish(
             Some(jsonrpc::error_response(id, codes::INVALID_PARAMS, "tools/call needs a string `name`"))
         }
         CallExit::Refused(Refusal::BadState(refusal)) => {
-            Some(jsonrpc::error_response(id, codes::INVALID_PARAMS, &refusal.message()))
+            Some(jsonrpc::error_response(id, refusal.code(), &refusal.message()))
         }
         CallExit::InputRequired(result) => Some(jsonrpc::response(id, result)),
         CallExit::Refused(refusal) => Some(tool_error(id, &message(&trail, &refusal))),
@@ -278,6 +278,14 @@ fn log_refusal(session: &SessionShared, trail: &Trail, exit: &CallExit) {
                 "a call needing approval was refused: too many approvals already wait (raise [limits] {setting})"
             );
         }
+        // The store's error is the operator's: the client was told only that the state cannot be checked now.
+        CallExit::Refused(Refusal::BadState(StateRefusal::Unavailable(error))) => tracing::error!(
+            tool = %tool.exposed_name,
+            upstream = %tool.upstream_name,
+            caller = %session.caller.name,
+            %error,
+            "a retry's requestState cannot be checked: the store is unavailable; the call was not made"
+        ),
         _ => {}
     }
 }

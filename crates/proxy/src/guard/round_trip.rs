@@ -19,6 +19,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 use toolgate_store::{Store, digest_arguments};
+use toolgate_upstream::jsonrpc::codes;
 
 use crate::access::Lapse;
 use crate::call::context::CallContext;
@@ -51,7 +52,8 @@ pub(crate) enum StateRefusal {
     OtherTool,
     /// The answer to toolgate's question is not an elicitation result.
     MalformedAnswer,
-    /// The sealing secret or the used nonces could not be read or written.
+    /// The sealing secret or the used nonces could not be read or written. The store's error is for the operator
+    /// (the log and the audit row's detail): the client is told only that the state cannot be checked now.
     Unavailable(String),
     /// It names a held upstream call (`crate::bridge`) this process does not hold: expired, used already, or held
     /// by another toolgate process. Never replayed.
@@ -78,6 +80,15 @@ impl StateRefusal {
         }
     }
 
+    /// The JSON-RPC error code the client gets: invalid params for a state or answer the client got wrong, an
+    /// internal error when toolgate's store could not check it (the client did nothing wrong; a retry is safe).
+    pub(crate) fn code(&self) -> i64 {
+        match self {
+            StateRefusal::Unavailable(_) => codes::INTERNAL_ERROR,
+            _ => codes::INVALID_PARAMS,
+        }
+    }
+
     /// The error message the client gets: nothing was sent upstream for this request (for a held call, its first
     /// round did run upstream, so the message says only that this retry went nowhere).
     pub(crate) fn message(&self) -> String {
@@ -92,7 +103,11 @@ impl StateRefusal {
             StateRefusal::MalformedAnswer => {
                 format!("inputResponses[\"{CONFIRM_INPUT}\"] is not an elicitation result")
             }
-            StateRefusal::Unavailable(error) => format!("the confirmation state cannot be checked ({error})"),
+            // The store's error names paths, hosts and schema: never the client's to read.
+            StateRefusal::Unavailable(_) => {
+                return "toolgate cannot check the requestState right now; the call was not made; retry later"
+                    .to_owned();
+            }
             StateRefusal::NotHeld => "the requestState names an upstream call this toolgate process does not hold \
                                       (it expired, was answered already, or is held by another toolgate process); \
                                       call again without it"

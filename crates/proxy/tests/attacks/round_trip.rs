@@ -13,7 +13,7 @@ use toolgate_spec::ConfirmationSpec;
 use toolgate_store::{AuditFilter, AuditKind};
 
 use crate::harness::*;
-use crate::support::FixtureLog;
+use crate::support::{FixtureLog, STORE_SECRET, break_used_nonces};
 
 /// The input key of toolgate's own question.
 const CONFIRM: &str = "toolgate/confirm";
@@ -272,4 +272,35 @@ async fn issue_12_a_modern_request_without_elicitation_is_never_asked() {
             if message["method"] == "elicitation/create")
     });
     assert!(!asked, "a request that declared no elicitation is never asked: {}", client.everything());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_12_a_store_that_cannot_check_a_state_tells_the_client_nothing_of_its_error() {
+    let log = FixtureLog::new();
+    let harness = asking(&log, Duration::from_secs(300)).await;
+    let mut client = harness.client(Elicit::Hold).await;
+    let arguments = json!({"id": 1, "text": "new"});
+    let state = first_round(&mut client, "ask", &arguments).await;
+
+    // The used nonces cannot be written any more; the store's error names a disk and a host.
+    break_used_nonces(harness.state.path()).await;
+    let refused = retry(&mut client, "yes", &arguments, &state, accept()).await;
+    // Not the client's fault (so not invalid params), and nothing of the store's error in what it reads.
+    assert_eq!(refused["error"]["code"], json!(-32603), "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("cannot check the requestState"), "{refused}");
+    for secret in [STORE_SECRET, "secret-volume", "db-host", "used_request_states", "sqlite", "trigger"] {
+        assert!(!refused.to_string().to_lowercase().contains(&secret.to_lowercase()), "{secret} leaked: {refused}");
+    }
+    assert_eq!(fixture_called(&log, "update_record"), 0, "a state that could not be checked runs nothing");
+
+    // The operator's record keeps the detail.
+    let rows = call_rows(&harness).await;
+    let refusal = rows
+        .iter()
+        .find_map(|(outcome, detail)| (outcome.as_deref() == Some("state_refused")).then(|| detail.clone()))
+        .flatten()
+        .unwrap_or_else(|| panic!("a state_refused row: {rows:#?}"));
+    assert_eq!(refusal["reason"], "unavailable", "{refusal}");
+    assert!(refusal["error"].as_str().unwrap_or_default().contains(STORE_SECRET), "{refusal}");
 }

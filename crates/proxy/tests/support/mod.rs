@@ -55,6 +55,23 @@ pub(crate) async fn gateway_store(state: &Path) -> toolgate_store::Store {
     toolgate_store::Store::open_file(&database, toolgate_store::StoreOptions::gateway()).await.expect("the store opens")
 }
 
+/// What the store's failure says in [`break_used_nonces`]: text only the operator may read (the log, the audit).
+pub(crate) const STORE_SECRET: &str = "disk /srv/secret-volume-7 of db-host.internal is failing";
+
+/// Makes the store in `state` (a directory) fail every use of a request state's nonce from now on, as a broken
+/// database would, with an error naming [`STORE_SECRET`]: a raw connection adds a trigger that aborts the insert.
+pub(crate) async fn break_used_nonces(state: &Path) {
+    use sqlx::sqlite::{SqliteConnectOptions, SqlitePool};
+    let options = SqliteConnectOptions::new().filename(state.join(toolgate_store::DATABASE_FILE));
+    let pool = SqlitePool::connect_with(options).await.expect("a raw connection to the store");
+    let statement = format!(
+        "CREATE TRIGGER broken_nonces BEFORE INSERT ON used_request_states BEGIN SELECT RAISE(ABORT, '{STORE_SECRET}'); END"
+    );
+    // Audited: the text is this file's constant, no input.
+    sqlx::query(sqlx::AssertSqlSafe(statement)).execute(&pool).await.expect("the trigger is created");
+    pool.close().await;
+}
+
 /// Starts a gateway for `upstreams` (permissive policy, no store) and waits until every one of them is ready.
 pub(crate) async fn start(upstreams: Vec<UpstreamSpec>, limits: Limits) -> Gateway {
     let guardrails = GuardrailSpec { policy: toolgate_core::policy::PolicySpec::permissive(), ..Default::default() };
