@@ -33,6 +33,7 @@ const MAX_RELAYED_REQUESTS: u64 = 10_000;
 const MAX_CONNECTIONS: u64 = 1_000_000;
 const MAX_HEADER_READ_TIMEOUT_SECONDS: u64 = 3600;
 const MAX_PENDING_APPROVALS: u64 = 10_000;
+const MAX_HELD_CALL_TIMEOUT_SECONDS: u64 = 3600;
 
 /// Where problems and warnings accumulate while lowering, and what lowering may consult.
 pub(crate) struct Context<'a> {
@@ -331,6 +332,8 @@ fn lower_limits(raw: Option<Spanned<RawLimits>>, has_callers: bool, cx: &mut Con
         bounded(raw.max_relayed_requests_per_session, "max_relayed_requests_per_session", MAX_RELAYED_REQUESTS);
     let relayed_upstream =
         bounded(raw.max_relayed_requests_per_upstream, "max_relayed_requests_per_upstream", MAX_RELAYED_REQUESTS);
+    let held_seconds =
+        bounded(raw.held_call_timeout_seconds, "held_call_timeout_seconds", MAX_HELD_CALL_TIMEOUT_SECONDS);
     let max_sessions = count(max_sessions, defaults.max_sessions);
     Limits {
         max_message_bytes: max_message_mib
@@ -355,6 +358,7 @@ fn lower_limits(raw: Option<Spanned<RawLimits>>, has_callers: bool, cx: &mut Con
         max_client_queue_bytes: defaults.max_client_queue_bytes,
         max_relayed_requests_per_session: count(relayed_session, defaults.max_relayed_requests_per_session),
         max_relayed_requests_per_upstream: count(relayed_upstream, defaults.max_relayed_requests_per_upstream),
+        held_call_timeout: held_seconds.map(Duration::from_secs).unwrap_or(defaults.held_call_timeout),
     }
 }
 

@@ -150,4 +150,5 @@ pub(crate) struct RawLimits {
     pub(crate) max_pending_approvals_per_caller: Option<Spanned<u64>>,
     pub(crate) max_relayed_requests_per_session: Option<Spanned<u64>>,
     pub(crate) max_relayed_requests_per_upstream: Option<Spanned<u64>>,
+    pub(crate) held_call_timeout_seconds: Option<Spanned<u64>>,
 }

@@ -9,7 +9,7 @@
 //! see [`input_key`]) and a sealed `requestState` naming a **held call**: the upstream call stays open in this
 //! process, its pending request unanswered. The retry carries the answers: the held call is taken (once), the
 //! upstream's requests are answered, and the call goes on: its result, or another round when the upstream asks
-//! again (at most [`MAX_BRIDGED_ROUNDS`]). A held call expires after [`HELD_CALL_TTL`]: its pending requests get an
+//! again (at most [`MAX_BRIDGED_ROUNDS`]). A held call expires after `limits.held_call_timeout`: its pending requests get an
 //! error and the call is cancelled upstream. A state naming a call this process does not hold (expired, used,
 //! another process's) is refused, never replayed: re-sending the call could run a tool twice.
 //!
@@ -19,7 +19,7 @@
 //! permitted, and confirmed by a person when policy said so, before it went upstream) and writes no audit row.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
@@ -37,9 +37,6 @@ use crate::state::shared::Shared;
 
 /// Most `input_required` rounds one bridged call may take: an upstream that keeps asking is refused after this.
 pub(crate) const MAX_BRIDGED_ROUNDS: usize = 10;
-
-/// How long a held call waits for its retry before it is cancelled upstream.
-pub(crate) const HELD_CALL_TTL: Duration = Duration::from_secs(120);
 
 /// Most calls one process holds at once: past it, a call that asks is refused rather than held.
 const MAX_HELD_CALLS: usize = 1024;
@@ -291,19 +288,20 @@ pub(crate) async fn drive(
     Some(Ok(hold(gateway, held)))
 }
 
-/// Puts a call on hold: sealed under a fresh id, expiring after [`HELD_CALL_TTL`]; returns the `input_required`
+/// Puts a call on hold: sealed under a fresh id, expiring after `limits.held_call_timeout`; returns the `input_required`
 /// response that asks the client its pending requests.
 fn hold(gateway: &Arc<Shared>, mut held: HeldCall) -> Value {
     let id = uuid::Uuid::new_v4().to_string();
     held.binding.nonce = id.clone();
-    held.binding.expires_at = unix_seconds(SystemTime::now() + HELD_CALL_TTL);
+    let lifetime = gateway.spec.limits.held_call_timeout;
+    held.binding.expires_at = unix_seconds(SystemTime::now() + lifetime);
     let state = format!("{HELD_PREFIX}{}", request_state::seal(&gateway.held_calls.key, &held.binding));
     let requests: Map<String, Value> =
         held.asks.iter().map(|(key, ask)| (key.clone(), json!({"method": ask.method, "params": ask.params}))).collect();
     gateway.held_calls.insert(id.clone(), held);
     let expiring = Arc::clone(gateway);
     tokio::spawn(async move {
-        tokio::time::sleep(HELD_CALL_TTL).await;
+        tokio::time::sleep(lifetime).await;
         let expired = expiring.held_calls.remove(&id);
         if let Some(held) = expired {
             tracing::info!(upstream = %held.upstream, "a held call was not resumed in time; cancelled upstream");

@@ -138,6 +138,9 @@ pub struct Limits {
     pub max_relayed_requests_per_session: usize,
     /// Most requests from one upstream relayed to clients and not answered yet, over all sessions.
     pub max_relayed_requests_per_upstream: usize,
+    /// How long a 2026-07-28 call held for a legacy upstream's question waits for the client's retry before it is
+    /// cancelled upstream (and its `requestState` opens no more).
+    pub held_call_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -157,6 +160,7 @@ impl Default for Limits {
             max_client_queue_bytes: 16 * 1024 * 1024,
             max_relayed_requests_per_session: 16,
             max_relayed_requests_per_upstream: 64,
+            held_call_timeout: Duration::from_secs(120),
         }
     }
 }

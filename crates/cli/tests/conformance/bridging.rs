@@ -13,7 +13,19 @@ const MODERN: &str = "2026-07-28";
 
 /// POSTs a modern `tools/call` of `tool` declaring `capabilities`, with `extra` params (`requestState`,
 /// `inputResponses`); returns the HTTP status and the response.
-fn call(toolgate: &Serving, id: u64, tool: &str, capabilities: Value, extra: Value) -> (u16, Value) {
+pub(super) fn call(toolgate: &Serving, id: u64, tool: &str, capabilities: Value, extra: Value) -> (u16, Value) {
+    call_as(toolgate, None, id, tool, capabilities, extra)
+}
+
+/// [`call`] with `Authorization: Bearer TOKEN` when a token is given.
+pub(super) fn call_as(
+    toolgate: &Serving,
+    token: Option<&str>,
+    id: u64,
+    tool: &str,
+    capabilities: Value,
+    extra: Value,
+) -> (u16, Value) {
     let mut params = json!({
         "name": tool,
         "arguments": {},
@@ -26,14 +38,18 @@ fn call(toolgate: &Serving, id: u64, tool: &str, capabilities: Value, extra: Val
         params[key] = value;
     }
     let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
-    let headers = [("MCP-Protocol-Version", MODERN), ("Mcp-Method", "tools/call"), ("Mcp-Name", tool)];
+    let bearer = token.map(|token| format!("Bearer {token}"));
+    let mut headers = vec![("MCP-Protocol-Version", MODERN), ("Mcp-Method", "tools/call"), ("Mcp-Name", tool)];
+    if let Some(bearer) = &bearer {
+        headers.push(("Authorization", bearer));
+    }
     let reply = raw_http::post(&toolgate.authority, &headers, &body).expect("toolgate answers");
     let response = reply.response(&json!(id)).unwrap_or_else(|| panic!("no response to {id}: {reply:?}"));
     (reply.status, response)
 }
 
 /// The one input request of an `input_required` answer: its key, the request, and the state.
-fn asked(response: &Value) -> (String, Value, String) {
+pub(super) fn asked(response: &Value) -> (String, Value, String) {
     let result = &response["result"];
     assert_eq!(result["resultType"], "input_required", "{response}");
     let requests = result["inputRequests"].as_object().unwrap_or_else(|| panic!("inputRequests: {response}"));
@@ -42,7 +58,7 @@ fn asked(response: &Value) -> (String, Value, String) {
     (key.clone(), request.clone(), result["requestState"].as_str().expect("a state").to_owned())
 }
 
-fn text(response: &Value) -> &str {
+pub(super) fn text(response: &Value) -> &str {
     response["result"]["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text: {response}"))
 }
 
@@ -63,9 +79,17 @@ fn a_capability_the_request_did_not_declare_is_32021_and_the_client_is_never_ask
     assert_eq!(response["error"]["code"], -32021, "{response}");
     assert_eq!(response["error"]["data"]["requiredCapabilities"], json!({"sampling": {}}), "{response}");
     assert!(response.get("result").is_none(), "{response}");
+    // The same for an elicitation: a request that declared none, or only URL mode, is not asked a form question.
+    let tool = "test_input_required_result_elicitation";
+    for (id, declared) in [(3, json!({"sampling": {}})), (4, json!({"elicitation": {"url": {}}}))] {
+        let (status, response) = call(&toolgate, id, tool, declared.clone(), json!({}));
+        assert_eq!(status, 400, "{declared}: {response}");
+        assert_eq!(response["error"]["code"], -32021, "{declared}: {response}");
+        assert_eq!(response["error"]["data"]["requiredCapabilities"], json!({"elicitation": {"form": {}}}));
+    }
     // Undeclared roots are no roots, as for a legacy session (a server's own roots/list over stdio is attributed
     // to the call in flight by elimination, and must not fail it).
-    let (status, response) = call(&toolgate, 2, "test_input_required_result_list_roots", json!({}), json!({}));
+    let (status, response) = call(&toolgate, 5, "test_input_required_result_list_roots", json!({}), json!({}));
     assert_eq!((status, text(&response)), (200, "Roots: "), "{response}");
 }
 

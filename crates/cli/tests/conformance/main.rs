@@ -11,6 +11,7 @@
 
 mod bridging;
 mod fleet;
+mod held_calls;
 mod modern;
 mod modern_upstream;
 

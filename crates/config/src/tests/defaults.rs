@@ -83,7 +83,7 @@ fn listeners_and_limits_are_lowered() {
         "{ONE}[listen.stdio]\n[listen.http]\nbind = \"localhost:9000\"\npath = \"/gw\"\n\
          allowed_origins = [\"https://app.example.com\"]\nallowed_hosts = [\"gw.internal:9000\"]\n\
          [limits]\nmax_message_mib = 4\nmax_sessions = 8\nsession_idle_minutes = 5\nmax_tools_per_upstream = 50\n\
-         max_list_items_per_upstream = 70\nmax_listing_mib_per_upstream = 2\n"
+         max_list_items_per_upstream = 70\nmax_listing_mib_per_upstream = 2\nheld_call_timeout_seconds = 7\n"
     ));
     let http = spec.http.unwrap();
     assert_eq!(http.bind.to_string(), "127.0.0.1:9000");
@@ -101,6 +101,7 @@ fn listeners_and_limits_are_lowered() {
             max_list_items_per_upstream: 70,
             max_listing_bytes_per_upstream: 2 * 1024 * 1024,
             max_sessions_per_caller: 8,
+            held_call_timeout: Duration::from_secs(7),
             ..Limits::default()
         }
     );

@@ -67,7 +67,7 @@ fn unknown_keys_are_errors() {
          session_idle_minutes, max_tools_per_upstream, max_list_items_per_upstream, max_listing_mib_per_upstream, \
          max_sessions_per_caller, max_connections, \
          header_read_timeout_seconds, max_pending_approvals_per_session, max_pending_approvals_per_caller, \
-         max_relayed_requests_per_session, max_relayed_requests_per_upstream)",
+         max_relayed_requests_per_session, max_relayed_requests_per_upstream, held_call_timeout_seconds)",
     );
 }
 
