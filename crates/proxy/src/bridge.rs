@@ -71,8 +71,9 @@ fn required_capability(method: &str, params: &Value) -> Value {
 }
 
 /// Whether a modern request's own `clientCapabilities` declare what `method` needs (form elicitation: an empty
-/// `elicitation` object or one with `form`).
-fn declares(capabilities: &Value, method: &str, params: &Value) -> bool {
+/// `elicitation` object or one with `form`; URL mode: `elicitation.url`). `crate::upstream_rounds` asks the same
+/// of a modern upstream's input requests.
+pub(crate) fn declares(capabilities: &Value, method: &str, params: &Value) -> bool {
     let elicitation = capabilities.get("elicitation").and_then(Value::as_object);
     match method {
         "elicitation/create" if params.get("mode").and_then(Value::as_str) == Some("url") => {

@@ -197,16 +197,14 @@ pub(crate) async fn wrap_for_client(
             return Err(format!("upstream `{name}` asked for input under `{key}`, a key toolgate keeps for itself"));
         }
         let kind = request.get("method").and_then(Value::as_str).unwrap_or_default().to_owned();
-        let capability = match kind.as_str() {
-            "elicitation/create" => "elicitation",
-            "sampling/createMessage" => "sampling",
-            "roots/list" => "roots",
-            _ => return Err(format!("upstream `{name}` asked for input of an unknown kind `{kind}`")),
-        };
-        if declared.get(capability).is_none() {
-            return Err(format!("upstream `{name}` asked for {kind}, which the client did not declare"));
+        if !["elicitation/create", "sampling/createMessage", "roots/list"].contains(&kind.as_str()) {
+            return Err(format!("upstream `{name}` asked for input of an unknown kind `{kind}`"));
         }
         let mut question = request.get("params").cloned().unwrap_or_else(|| json!({}));
+        // The mode counts, not only the kind: a client that declared URL elicitation alone cannot answer a form.
+        if !crate::bridge::declares(&declared, &kind, &question) {
+            return Err(format!("upstream `{name}` asked for {kind}, which the client did not declare"));
+        }
         crate::guard::results::remove_foreign_result_meta(&mut question);
         if kind == "elicitation/create" {
             // Labelled with the upstream that asks, so it cannot pass for toolgate's own question.

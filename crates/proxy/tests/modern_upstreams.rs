@@ -4,7 +4,10 @@
 //! `input_required` bridged into a real `elicitation/create` to the client and retried with the answer), and a
 //! legacy upstream that never sees the 2026-07-28 envelope a modern client sent toolgate, and a modern client's
 //! call to a modern upstream that asks for input (the round passed on with the upstream's state wrapped in
-//! toolgate's: accepted, echoed exactly, tampered and replayed states refused, toolgate's own confirmation first).
+//! toolgate's: accepted, echoed exactly, tampered and replayed states refused, toolgate's own confirmation first), and
+//! attacked: an upstream that asks forever is stopped after ten rounds, the upstream's state altered inside
+//! toolgate's wrapper is refused, an answer to a question the upstream never asked is not sent to it, a client is
+//! never asked what it did not declare on the request, and a store that cannot check a state says nothing of why.
 //!
 //! The modern upstream is `fixtures/modern.py` on PyPI `mcp` 2.3 (the peers' venv; `TOOLGATE_PEERS_DIR`); the
 //! server that exits is `misbehave.py --mode initialize-first`. Waits are hang guards; nothing asserts durations.
@@ -21,7 +24,10 @@ use toolgate_spec::{Prefix, UpstreamEra, UpstreamSpec};
 use toolgate_test_support::{PeerCommand, Peers};
 use toolgate_upstream::Endpoint;
 
-use support::{Client, Elicit, FixtureLog, gateway_store, start, start_guarded, status_of, text_of, upstream};
+use support::{
+    Client, Elicit, FixtureLog, STORE_SECRET, break_used_nonces, gateway_store, start, start_guarded, status_of,
+    text_of, upstream,
+};
 
 /// An upstream that runs `command`, unprefixed, spoken to in `era`.
 fn upstream_of(name: &str, command: PeerCommand, era: UpstreamEra) -> UpstreamSpec {
@@ -160,9 +166,14 @@ async fn modern_to_modern(state: &std::path::Path, policy: Value) -> toolgate_pr
 
 /// A 2026-07-28 `tools/call` of `tool` declaring form elicitation, with `extra` (a retry's state and responses).
 fn modern_call(tool: &str, extra: Value) -> Value {
-    let mut params = json!({"name": tool, "arguments": {}, "_meta": {
+    modern_call_with(tool, json!({}), json!({"elicitation": {}}), extra)
+}
+
+/// A 2026-07-28 `tools/call` of `tool` with `arguments`, declaring `capabilities`, with `extra` merged in.
+fn modern_call_with(tool: &str, arguments: Value, capabilities: Value, extra: Value) -> Value {
+    let mut params = json!({"name": tool, "arguments": arguments, "_meta": {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
     }});
     for (key, value) in extra.as_object().cloned().unwrap_or_default() {
         params[key] = value;
@@ -269,5 +280,139 @@ async fn an_upstreams_missing_capability_error_reaches_a_modern_client_that_lack
     // A legacy client has no such error code: it gets toolgate's internal error that names the hop.
     let legacy = client.call(json!(3), "test_missing_capability", json!({})).await;
     assert_eq!(legacy["error"]["code"], -32603, "{legacy}");
+    gateway.shutdown().await;
+}
+
+const ALLOW_ALL: &str = r#"{"rule": [{"id": "all", "effect": "allow"}]}"#;
+
+fn allow_all() -> Value {
+    serde_json::from_str(ALLOW_ALL).unwrap()
+}
+
+/// Asserts an invalid-params refusal saying `why` and that nothing went upstream.
+fn assert_not_sent(response: &Value, why: &str) {
+    assert_eq!(response["error"]["code"], -32602, "{response}");
+    let message = response["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(why) && message.ends_with("the request was not sent upstream"), "{why}: {response}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modern_upstream_that_keeps_asking_is_stopped_after_ten_rounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let gateway = modern_to_modern(dir.path(), allow_all()).await;
+    let mut client = Client::connect(&gateway).await;
+    let mut response = client.request(json!(0), "tools/call", modern_call("test_keeps_asking", json!({}))).await;
+    let mut rounds = 0;
+    while response["result"]["resultType"] == "input_required" {
+        rounds += 1;
+        assert!(rounds <= 10, "more than ten rounds: {response}");
+        let state = asked_under(&response, "again");
+        let answer = json!({"again": {"action": "accept", "content": {"name": "again"}}});
+        let retry = json!({"requestState": state, "inputResponses": answer});
+        response = client.request(json!(rounds), "tools/call", modern_call("test_keeps_asking", retry)).await;
+    }
+    assert_eq!(rounds, 10, "{response}");
+    assert!(response["error"]["message"].as_str().unwrap_or_default().contains("more than 10 times"), "{response}");
+    gateway.shutdown().await;
+}
+
+fn unhex(text: &str) -> Vec<u8> {
+    (0..text.len()).step_by(2).map(|at| u8::from_str_radix(&text[at..at + 2], 16).unwrap()).collect()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_upstreams_state_altered_inside_toolgates_wrapper_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let gateway = modern_to_modern(dir.path(), allow_all()).await;
+    let mut client = Client::connect(&gateway).await;
+    let asked = client.request(json!(1), "tools/call", modern_call(STATE_TOOL, json!({}))).await;
+    let wrapped = asked_under(&asked, "confirm");
+    // The wrapper is sealed, not encrypted: the client reads the upstream's state inside it, swaps it for one of
+    // its own choosing (another round's, say) and keeps toolgate's tag.
+    let (payload, tag) = wrapped.trim_start_matches("tgu1.").split_once('.').expect("payload.tag");
+    let mut round: Value = serde_json::from_slice(&unhex(payload)).unwrap();
+    let inner = round["upstream_round"]["state"].as_str().expect("the upstream's state inside").to_owned();
+    round["upstream_round"]["state"] = json!(format!("{inner}x"));
+    let swapped = format!("tgu1.{}.{tag}", hex(&serde_json::to_vec(&round).unwrap()));
+    let answer = json!({"confirm": {"action": "accept", "content": {"ok": true}}});
+    let retry = json!({"requestState": swapped, "inputResponses": answer.clone()});
+    let refused = client.request(json!(2), "tools/call", modern_call(STATE_TOOL, retry)).await;
+    assert_not_sent(&refused, "altered or forged");
+    // The untouched wrapper still works, once.
+    let retry = json!({"requestState": wrapped, "inputResponses": answer});
+    let done = client.request(json!(3), "tools/call", modern_call(STATE_TOOL, retry)).await;
+    assert!(text_of(&done).contains("state-ok"), "{done}");
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_to_a_question_the_upstream_never_asked_is_not_sent_to_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let gateway = modern_to_modern(dir.path(), allow_all()).await;
+    let mut client = Client::connect(&gateway).await;
+    let tool = "test_echo_input_responses";
+    let asked = client.request(json!(1), "tools/call", modern_call(tool, json!({}))).await;
+    let state = asked_under(&asked, "user_name");
+    let answers = json!({
+        "user_name": {"action": "accept", "content": {"name": "Ada"}},
+        "smuggled": {"action": "accept", "content": {"approve": true}},
+        "toolgate/confirm": {"action": "accept", "content": {"approve": true}},
+    });
+    let retry = json!({"requestState": state, "inputResponses": answers});
+    let done = client.request(json!(2), "tools/call", modern_call(tool, retry)).await;
+    // The fixture names every response key it received: only the one it asked.
+    assert_eq!(text_of(&done), r#"received: ["user_name"]"#, "{done}");
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modern_client_is_never_asked_what_it_did_not_declare_on_the_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let gateway = modern_to_modern(dir.path(), allow_all()).await;
+    // The session declared everything at `initialize`; only what each request declares counts.
+    let everything = json!({"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}});
+    let mut client = Client::connect_declaring(&gateway, Elicit::Manual, everything).await;
+    let cases = [
+        ("elicitation", json!({})),
+        ("elicitation", json!({"elicitation": {"url": {}}})),
+        ("url_elicitation", json!({"elicitation": {}})),
+        ("sampling", json!({"elicitation": {}, "roots": {}})),
+        ("roots", json!({"elicitation": {}, "sampling": {}})),
+    ];
+    for (id, (kind, declared)) in cases.into_iter().enumerate() {
+        let params = modern_call_with("test_asks_regardless", json!({"kind": kind}), declared.clone(), json!({}));
+        let response = client.request(json!(id), "tools/call", params).await;
+        assert!(response.get("result").is_none(), "{kind} asked of a request declaring {declared}: {response}");
+        assert!(response["error"]["message"].as_str().unwrap_or_default().contains("did not declare"), "{response}");
+    }
+    assert!(client.elicitations.is_empty(), "nothing was pushed to the session either");
+    // Declared, the same question is passed on.
+    let declared = json!({"elicitation": {"url": {}}});
+    let params = modern_call_with("test_asks_regardless", json!({"kind": "url_elicitation"}), declared, json!({}));
+    let asked = client.request(json!("url"), "tools/call", params).await;
+    assert_eq!(asked["result"]["inputRequests"]["url_elicitation"]["params"]["mode"], "url", "{asked}");
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_cannot_check_a_wrapped_state_tells_the_client_nothing_of_its_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let gateway = modern_to_modern(dir.path(), allow_all()).await;
+    let mut client = Client::connect(&gateway).await;
+    let asked = client.request(json!(1), "tools/call", modern_call(STATE_TOOL, json!({}))).await;
+    let state = asked_under(&asked, "confirm");
+    break_used_nonces(dir.path()).await;
+    let answer = json!({"confirm": {"action": "accept", "content": {"ok": true}}});
+    let retry = json!({"requestState": state, "inputResponses": answer});
+    let refused = client.request(json!(2), "tools/call", modern_call(STATE_TOOL, retry)).await;
+    assert_eq!(refused["error"]["code"], -32603, "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap_or_default().contains("cannot check"), "{refused}");
+    for secret in [STORE_SECRET, "secret-volume", "db-host", "used_request_states"] {
+        assert!(!refused.to_string().contains(secret), "{secret} leaked: {refused}");
+    }
     gateway.shutdown().await;
 }
