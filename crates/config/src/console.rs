@@ -8,6 +8,7 @@
 //! serve` hands it to the console.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde::Deserialize;
 use toml::Spanned;
@@ -39,6 +40,8 @@ pub(crate) struct RawSso {
     pub(crate) scopes: Option<Spanned<Vec<String>>>,
     pub(crate) groups_claim: Option<Spanned<String>>,
     pub(crate) approver_group: Option<Spanned<String>>,
+    pub(crate) max_session_seconds: Option<Spanned<u64>>,
+    pub(crate) post_logout_redirect_uri: Option<Spanned<String>>,
 }
 
 /// One `[[console.user]]`.
@@ -135,7 +138,10 @@ pub(crate) fn lower_console(
 fn lower_sso(raw: Spanned<RawSso>, cx: &mut Context<'_>) -> Option<SsoSpec> {
     let raw = raw.into_inner();
     let before = cx.problem_count();
-    for (key, url) in [("issuer", &raw.issuer), ("redirect_uri", &raw.redirect_uri)] {
+    let urls = [("issuer", Some(&raw.issuer)), ("redirect_uri", Some(&raw.redirect_uri))]
+        .into_iter()
+        .chain([("post_logout_redirect_uri", raw.post_logout_redirect_uri.as_ref())]);
+    for (key, url) in urls.filter_map(|(key, url)| url.map(|url| (key, url))) {
         if let Err(problem) = check_url(url.get_ref()) {
             cx.error(url.span().start, format!("[console.sso]: `{key}` {problem}"));
         }
@@ -179,6 +185,9 @@ fn lower_sso(raw: Spanned<RawSso>, cx: &mut Context<'_>) -> Option<SsoSpec> {
     if let Some(group) = raw.approver_group.as_ref().filter(|group| group.get_ref().trim().is_empty()) {
         cx.error(group.span().start, "[console.sso]: `approver_group` is empty");
     }
+    if let Some(seconds) = raw.max_session_seconds.as_ref().filter(|seconds| *seconds.get_ref() == 0) {
+        cx.error(seconds.span().start, "[console.sso]: `max_session_seconds` must be at least 1");
+    }
     (cx.problem_count() == before).then(|| {
         let defaults = SsoSpec::new(raw.issuer.into_inner(), raw.client_id.into_inner(), raw.redirect_uri.into_inner());
         SsoSpec {
@@ -186,6 +195,10 @@ fn lower_sso(raw: Spanned<RawSso>, cx: &mut Context<'_>) -> Option<SsoSpec> {
             scopes,
             groups_claim: raw.groups_claim.map_or(defaults.groups_claim.clone(), Spanned::into_inner),
             approver_group: raw.approver_group.map(Spanned::into_inner),
+            max_session: raw
+                .max_session_seconds
+                .map_or(defaults.max_session, |seconds| Duration::from_secs(seconds.into_inner())),
+            post_logout_redirect_uri: raw.post_logout_redirect_uri.map(Spanned::into_inner),
             ..defaults
         }
     })

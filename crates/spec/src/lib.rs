@@ -46,7 +46,7 @@ pub use sandbox::{
     DEFAULT_SANDBOX_MAX_OPEN_FILES, DEFAULT_SANDBOX_MAX_PROCESSES, DEFAULT_SANDBOX_MEMORY_MIB,
     DEFAULT_SANDBOX_PASS_ENV, MIN_SANDBOX_MAX_PROCESSES, SandboxEnvironment, SandboxMode, SandboxSpec,
 };
-pub use sso::{DEFAULT_SSO_GROUPS_CLAIM, DEFAULT_SSO_SCOPES, SsoSpec};
+pub use sso::{DEFAULT_SSO_GROUPS_CLAIM, DEFAULT_SSO_MAX_SESSION, DEFAULT_SSO_SCOPES, SsoSpec};
 pub use upstream::{ManifestSpec, Prefix, UpstreamEra, UpstreamSpec, UpstreamTrust};
 
 /// Time an upstream is allowed for `initialize` unless configured otherwise.

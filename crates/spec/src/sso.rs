@@ -5,6 +5,12 @@
 //! lives in `toolgate-web`, ID-token validation in `toolgate-auth`. The client secret is read from the environment
 //! at load and never formatted by `Debug`.
 
+use std::time::Duration;
+
+/// Longest a console session opened by single sign-on lasts unless configured shorter; the ID token's own lifetime
+/// bounds it further, so a session never outlives the identity assertion that opened it.
+pub const DEFAULT_SSO_MAX_SESSION: Duration = Duration::from_secs(12 * 60 * 60);
+
 /// The scopes asked for unless configured otherwise.
 pub const DEFAULT_SSO_SCOPES: &[&str] = &["openid", "profile", "email"];
 
@@ -31,6 +37,11 @@ pub struct SsoSpec {
     /// When set, only persons with this value in their groups claim may approve or deny calls and pin or reject
     /// definitions.
     pub approver_group: Option<String>,
+    /// Longest a console session opened by a login lasts; it ends sooner when the ID token expires.
+    pub max_session: Duration,
+    /// Where the provider sends the browser after a logout that ended the person's session there (RP-initiated
+    /// logout); registered at the provider. `None`: the provider shows its own page.
+    pub post_logout_redirect_uri: Option<String>,
 }
 
 impl SsoSpec {
@@ -44,6 +55,8 @@ impl SsoSpec {
             scopes: DEFAULT_SSO_SCOPES.iter().map(|scope| (*scope).to_owned()).collect(),
             groups_claim: DEFAULT_SSO_GROUPS_CLAIM.to_owned(),
             approver_group: None,
+            max_session: DEFAULT_SSO_MAX_SESSION,
+            post_logout_redirect_uri: None,
         }
     }
 }
@@ -59,6 +72,8 @@ impl std::fmt::Debug for SsoSpec {
             .field("scopes", &self.scopes)
             .field("groups_claim", &self.groups_claim)
             .field("approver_group", &self.approver_group)
+            .field("max_session", &self.max_session)
+            .field("post_logout_redirect_uri", &self.post_logout_redirect_uri)
             .finish()
     }
 }

@@ -2,7 +2,9 @@
 //! provider's development login (`prompt=login` with the account's subject and any password) and its consent
 //! (`prompt=consent`), keeping the provider's cookies, until the provider redirects to a URL outside itself (the
 //! client's redirect URI with `code` and `state`), which it returns unvisited. The console tests use it to drive
-//! the authorization code flow; the browser test logs in through the same pages in Chromium.
+//! the authorization code flow; the browser test logs in through the same pages in Chromium. A [`ProviderBrowser`]
+//! keeps its cookies across calls, so a test can see the person's session at the provider outlive a login and end
+//! with an RP-initiated logout (whose confirmation page it answers).
 //!
 //! Plain HTTP/1.1 to the provider on loopback only; test code, never shipped.
 
@@ -15,46 +17,126 @@ use std::time::Duration;
 const MAX_STEPS: usize = 20;
 
 /// Logs `account` in at the provider on `port`, starting at `authorize_url`; returns the URL the provider sends
-/// the browser to once done (the redirect URI with its query), or why the login did not get there.
+/// the browser to once done (the redirect URI with its query), or why the login did not get there. Each call is a
+/// fresh browser: no session at the provider carries over (see [`ProviderBrowser`] for one that does).
 pub fn log_in(port: u16, authorize_url: &str, account: &str) -> Result<String, String> {
-    let origin = format!("http://127.0.0.1:{port}");
-    let mut jar: BTreeMap<String, String> = BTreeMap::new();
-    let mut next = ("GET", authorize_url.strip_prefix(&origin).ok_or("not the provider's URL")?.to_owned(), None);
-    for _ in 0..MAX_STEPS {
-        let (method, path, body) = next;
-        let answer = request(port, method, &path, &jar, body.as_deref())
+    ProviderBrowser::new(port).log_in(authorize_url, account).map(|login| login.redirect)
+}
+
+/// Where a login at the provider ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderLogin {
+    /// The URL the provider sent the browser to (the client's redirect URI with `code` and `state`).
+    pub redirect: String,
+    /// Whether the provider showed its login form: false when the person's session there was still open.
+    pub asked_to_log_in: bool,
+}
+
+/// One browser's cookies at the provider, kept across requests, so the person's session there (opened by a login,
+/// ended by an RP-initiated logout) carries over from one call to the next.
+#[derive(Debug, Clone)]
+pub struct ProviderBrowser {
+    port: u16,
+    jar: BTreeMap<String, String>,
+}
+
+impl ProviderBrowser {
+    /// A browser with no cookies at the provider on `port`.
+    pub fn new(port: u16) -> ProviderBrowser {
+        ProviderBrowser { port, jar: BTreeMap::new() }
+    }
+
+    fn origin(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Follows `authorize_url` through the login (as `account`, any password) and consent pages the provider shows,
+    /// until it redirects outside itself.
+    pub fn log_in(&mut self, authorize_url: &str, account: &str) -> Result<ProviderLogin, String> {
+        let origin = self.origin();
+        let mut asked_to_log_in = false;
+        let mut next = ("GET", authorize_url.strip_prefix(&origin).ok_or("not the provider's URL")?.to_owned(), None);
+        for _ in 0..MAX_STEPS {
+            let (method, path, body) = next;
+            let answer = self.send(method, &path, body.as_deref())?;
+            if let Some(location) = answer.location {
+                if location.starts_with("http") && !location.starts_with(&origin) {
+                    return Ok(ProviderLogin { redirect: location, asked_to_log_in });
+                }
+                next = ("GET", location.strip_prefix(&origin).unwrap_or(&location).to_owned(), None);
+                continue;
+            }
+            if answer.status != 200 {
+                return Err(format!("the provider answered {} on {path}: {}", answer.status, answer.body));
+            }
+            let login = answer.body.contains("name=\"login\"");
+            asked_to_log_in |= login;
+            let form =
+                if login { format!("prompt=login&login={account}&password=any") } else { "prompt=consent".into() };
+            next = ("POST", form_action(&answer.body, &path)?, Some(form));
+        }
+        Err("the login took too many steps".into())
+    }
+
+    /// Follows the provider's logout URL (its `end_session_endpoint` with the client's parameters), confirms the
+    /// logout on the page it shows, and returns where the provider then sends the browser: a URL outside it (the
+    /// client's post-logout redirect URI), or the body of its own page when it has none.
+    pub fn log_out(&mut self, logout_url: &str) -> Result<String, String> {
+        let origin = self.origin();
+        let mut next = ("GET", logout_url.strip_prefix(&origin).ok_or("not the provider's URL")?.to_owned(), None);
+        for _ in 0..MAX_STEPS {
+            let (method, path, body) = next;
+            let answer = self.send(method, &path, body.as_deref())?;
+            if let Some(location) = answer.location {
+                if location.starts_with("http") && !location.starts_with(&origin) {
+                    return Ok(location);
+                }
+                next = ("GET", location.strip_prefix(&origin).unwrap_or(&location).to_owned(), None);
+                continue;
+            }
+            if answer.status != 200 {
+                return Err(format!("the provider answered {} on {path}: {}", answer.status, answer.body));
+            }
+            // The confirmation page: a form with the provider's `xsrf` field, and a button that sends `logout=yes`.
+            if !answer.body.contains("name=\"xsrf\"") {
+                return Ok(answer.body);
+            }
+            let xsrf = answer
+                .body
+                .split("name=\"xsrf\" value=\"")
+                .nth(1)
+                .and_then(|rest| rest.split('"').next())
+                .ok_or("no xsrf value on the provider's logout page")?
+                .to_owned();
+            next = ("POST", form_action(&answer.body, &path)?, Some(format!("xsrf={xsrf}&logout=yes")));
+        }
+        Err("the logout took too many steps".into())
+    }
+
+    fn send(&mut self, method: &str, path: &str, body: Option<&str>) -> Result<Answer, String> {
+        let answer = request(self.port, method, path, &self.jar, body)
             .map_err(|error| format!("{method} {path} at the provider: {error}"))?;
         for cookie in &answer.set_cookies {
             if let Some((name, value)) = cookie.split(';').next().and_then(|pair| pair.split_once('=')) {
-                jar.insert(name.trim().to_owned(), value.to_owned());
+                // An expired cookie (the provider ending a session) leaves the jar, as a browser drops it.
+                if value.is_empty() || cookie.to_ascii_lowercase().contains("expires=thu, 01 jan 1970") {
+                    self.jar.remove(name.trim());
+                } else {
+                    self.jar.insert(name.trim().to_owned(), value.to_owned());
+                }
             }
         }
-        if let Some(location) = answer.location {
-            if location.starts_with("http") && !location.starts_with(&origin) {
-                return Ok(location);
-            }
-            next = ("GET", location.strip_prefix(&origin).unwrap_or(&location).to_owned(), None);
-            continue;
-        }
-        if answer.status != 200 {
-            return Err(format!("the provider answered {} on {path}: {}", answer.status, answer.body));
-        }
-        let prompt = if answer.body.contains("name=\"login\"") { "login" } else { "consent" };
-        let form = if prompt == "login" {
-            format!("prompt=login&login={account}&password=any")
-        } else {
-            "prompt=consent".to_owned()
-        };
-        let action = answer
-            .body
-            .split("action=\"")
-            .nth(1)
-            .and_then(|rest| rest.split('"').next())
-            .map(|action| action.replace("&#x2F;", "/"))
-            .ok_or_else(|| format!("no form on the provider's page {path}"))?;
-        next = ("POST", action, Some(form));
+        Ok(answer)
     }
-    Err("the login took too many steps".into())
+}
+
+/// The `action` of the first form on a provider page.
+fn form_action(page: &str, path: &str) -> Result<String, String> {
+    page.split("action=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .map(|action| action.replace("&#x2F;", "/"))
+        .ok_or_else(|| format!("no form on the provider's page {path}"))
 }
 
 struct Answer {

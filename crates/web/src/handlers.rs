@@ -271,7 +271,10 @@ pub(crate) async fn logout(State(console): State<Console>, headers: HeaderMap, b
             if let Err(error) = console.sessions.remove(&post.session).await {
                 return store_failure(&error);
             }
-            let mut response = Html(html::message("Logged out", "The console session ended.", false)).into_response();
+            let mut response = match console.provider.as_ref().filter(|_| post.session.single_sign_on) {
+                Some(provider) => provider_logout(provider).await,
+                None => Html(html::message("Logged out", "The console session ended.", false)).into_response(),
+            };
             let expired = format!("{COOKIE_NAME}=; Path=/console; HttpOnly; SameSite=Strict; Max-Age=0");
             if let Ok(value) = HeaderValue::from_str(&expired) {
                 response.headers_mut().insert(SET_COOKIE, value);
@@ -280,6 +283,23 @@ pub(crate) async fn logout(State(console): State<Console>, headers: HeaderMap, b
         }
         Err(refusal) => refusal.into_response(),
     }
+}
+
+/// After a single sign-on session ended here: a page that goes on to the provider to end the person's session there
+/// too (RP-initiated logout), or one saying why that is left to them (no `end_session_endpoint`, or the provider
+/// cannot be reached); either way the console session has already ended.
+async fn provider_logout(provider: &crate::oidc::Provider) -> Response {
+    let text = match provider.end_session_url().await {
+        Ok(Some(url)) => return Html(html::provider_logout_page(&url)).into_response(),
+        Ok(None) => "The console session ended. The identity provider offers no logout endpoint: log out there \
+                     yourself to end your session with it."
+            .to_owned(),
+        Err(error) => {
+            tracing::error!(%error, "console: cannot reach the identity provider to log out there");
+            format!("The console session ended, but the identity provider could not be asked to end yours ({error}).")
+        }
+    };
+    Html(html::message("Logged out", &text, false)).into_response()
 }
 
 /// Pending approvals that can still be decided, oldest first.

@@ -109,6 +109,19 @@ pub(crate) fn continue_page(display: &str) -> String {
     )
 }
 
+/// The page after a single sign-on logout: on to the provider's logout (`url`, escaped for the attribute), by a
+/// refresh and a link. Not a redirect of the logout form's POST: the console's `form-action 'self'` would stop a
+/// browser following a form's redirect to the provider's origin.
+pub(crate) fn provider_logout_page(url: &str) -> String {
+    let url = escape_form_value(url);
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta http-equiv=\"refresh\" content=\"0;url={url}\"><title>Logged out</title></head><body>\
+         <p>The console session ended. <a id=\"provider-logout\" href=\"{url}\">Log out at the identity provider \
+         too</a>.</p></body></html>"
+    )
+}
+
 /// The identity of the pending list: changes when an approval appears or goes.
 pub(crate) fn pending_version(pending: &[ApprovalRecord]) -> String {
     pending.iter().map(|record| record.approval.id.as_str()).collect::<Vec<_>>().join(",")

@@ -9,7 +9,7 @@
 //! login tries again).
 
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -54,6 +54,15 @@ impl From<TokenError> for OidcError {
             other => OidcError::IdToken(other.to_string()),
         }
     }
+}
+
+/// A completed login: who, and until when the provider vouches for it (the ID token's `exp`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Login {
+    /// The person.
+    pub(crate) person: Person,
+    /// When the ID token expires: the console session ends then at the latest.
+    pub(crate) expires: SystemTime,
 }
 
 /// A person as the provider vouches for them.
@@ -134,8 +143,21 @@ impl Provider {
         Ok(format!("{}{separator}{query}", endpoints.authorization))
     }
 
+    /// Where to send the browser to end the person's session at the provider (RP-initiated logout), or `None`
+    /// when the provider offers no `end_session_endpoint`. Without an ID token to hint with (the console keeps
+    /// none), the request names the client, so the provider knows whom the logout is for.
+    pub(crate) async fn end_session_url(&self) -> Result<Option<String>, OidcError> {
+        let Some(endpoint) = self.endpoints().await?.end_session else { return Ok(None) };
+        let mut pairs = vec![("client_id", self.config.client_id.as_str())];
+        if let Some(uri) = &self.config.post_logout_redirect_uri {
+            pairs.push(("post_logout_redirect_uri", uri));
+        }
+        let separator = if endpoint.contains('?') { '&' } else { '?' };
+        Ok(Some(format!("{endpoint}{separator}{}", encode_pairs(&pairs))))
+    }
+
     /// Exchanges `code` (with its PKCE verifier), validates the ID token against `nonce`, and reads the userinfo.
-    pub(crate) async fn complete(&self, code: &str, verifier: &str, nonce: &str) -> Result<Person, OidcError> {
+    pub(crate) async fn complete(&self, code: &str, verifier: &str, nonce: &str) -> Result<Login, OidcError> {
         let endpoints = self.endpoints().await?;
         let mut pairs = vec![
             ("grant_type", "authorization_code"),
@@ -171,6 +193,8 @@ impl Provider {
             .ok_or_else(|| OidcError::IdToken("none was issued".into()))?;
         let rules = IdTokenRules { client_id: &self.config.client_id, nonce };
         let claims = self.openid()?.validate_id_token(id_token, &rules).await?;
+        // `exp` is present and in the future: the validation requires it.
+        let expires = UNIX_EPOCH + Duration::from_secs(claims.get("exp").and_then(Value::as_u64).unwrap_or_default());
         let mut person = person_of(&claims, &self.config.groups_claim)?;
         if let (Some(endpoint), Some(access)) = (endpoints.userinfo, answer.get("access_token").and_then(Value::as_str))
         {
@@ -181,7 +205,7 @@ impl Provider {
             let merged = merge(claims, info);
             person = person_of(&merged, &self.config.groups_claim)?;
         }
-        Ok(person)
+        Ok(Login { person, expires })
     }
 }
 

@@ -94,6 +94,8 @@ pub(crate) struct Session {
     pub(crate) own_caller: Option<String>,
     /// A single sign-on person's groups (for the approver group rule); `None` for the link and configured users.
     pub(crate) groups: Option<Vec<String>>,
+    /// Whether a single sign-on login opened it (its logout also ends the person's session at the provider).
+    pub(crate) single_sign_on: bool,
     /// The random session id (what logout revokes).
     id: String,
     expires: SystemTime,
@@ -151,15 +153,20 @@ impl Sessions {
         self.key().await
     }
 
-    /// Opens a session for a person the provider vouched for; returns the cookie's value. The cookie carries the
-    /// issuer, subject, display name and groups (sealed), so every process on the store accepts it while it has
-    /// the same provider configured.
-    pub(crate) async fn login_person(&self, person: &crate::oidc::Person) -> Result<String, LoginError> {
+    /// Opens a session for a person the provider vouched for, ending at `expires` (the caller bounds it by the ID
+    /// token's expiry and the configured maximum); returns the cookie's value. The cookie carries the issuer,
+    /// subject, display name and groups (sealed), so every process on the store accepts it while it has the same
+    /// provider configured.
+    pub(crate) async fn login_person(
+        &self,
+        person: &crate::oidc::Person,
+        expires: SystemTime,
+    ) -> Result<String, LoginError> {
         let issuer = self.sso_issuer.clone().unwrap_or_default();
         let claims = serde_json::json!({
             "iss": issuer, "sub": person.subject, "name": person.display, "groups": person.groups,
         });
-        self.open_sealed(None, hex(claims.to_string().as_bytes()), SSO_ENTRY.to_owned()).await
+        self.open_sealed(None, hex(claims.to_string().as_bytes()), SSO_ENTRY.to_owned(), expires).await
     }
 
     /// Whether users are configured (the login form is offered).
@@ -248,14 +255,20 @@ impl Sessions {
             Some(user) => (hex(user.name.as_bytes()), entry_digest(&key, user)),
             None => (String::new(), "-".to_owned()),
         };
-        self.open_sealed(user, name, entry).await
+        self.open_sealed(user, name, entry, SystemTime::now() + SESSION_LIFETIME).await
     }
 
-    /// Seals a new session whose cookie carries `name` and `entry`; `user` is remembered for `replace_users`.
-    async fn open_sealed(&self, user: Option<&ConsoleUser>, name: String, entry: String) -> Result<String, LoginError> {
+    /// Seals a new session until `expires` whose cookie carries `name` and `entry`; `user` is remembered for
+    /// `replace_users`.
+    async fn open_sealed(
+        &self,
+        user: Option<&ConsoleUser>,
+        name: String,
+        entry: String,
+        expires: SystemTime,
+    ) -> Result<String, LoginError> {
         let key = self.key().await.map_err(LoginError::Store)?;
         let id = random_token().map_err(LoginError::Random)?;
-        let expires = SystemTime::now() + SESSION_LIFETIME;
         let expires_s = expires.duration_since(UNIX_EPOCH).map_or(0, |since| since.as_secs());
         let body = format!("{VERSION}.{id}.{expires_s}.{name}.{entry}");
         let cookie = format!("{body}.{}", seal(&key, "cookie", &body));
@@ -301,6 +314,7 @@ impl Sessions {
             display: None,
             own_caller: None,
             groups: None,
+            single_sign_on: false,
             id: sealed.id.to_owned(),
             expires,
         };
@@ -310,6 +324,7 @@ impl Sessions {
             session.own_caller = Some(person.subject);
             session.display = Some(person.display);
             session.groups = Some(person.groups);
+            session.single_sign_on = true;
         } else if !sealed.name.is_empty() {
             let Some(name) = unhex(sealed.name).and_then(|bytes| String::from_utf8(bytes).ok()) else {
                 return Ok(None);

@@ -7,8 +7,10 @@
 //! the store can finish the login. `GET /console/sso/callback` accepts the code only when the `state` matches the
 //! cookie's (sealed, unexpired), marks the state used in the store (a replayed callback is refused before the code
 //! is sent anywhere), then exchanges the code with the verifier and validates the ID token (`oidc`). The person's
-//! session is the ordinary sealed cookie, naming their subject, display name and groups. Failed callbacks count
-//! against the login limit. Nothing here logs a code, a token or a secret.
+//! session is the ordinary sealed cookie, naming their subject, display name and groups, and it ends when the ID
+//! token expires (or after `max_session`, if sooner): a console session never outlives the identity's. Logging out
+//! of such a session also sends the browser to the provider's `end_session_endpoint` (`end_session_url`, in the
+//! logout handler). Failed callbacks count against the login limit. Nothing here logs a code, a token or a secret.
 
 use axum::extract::State;
 use axum::http::header::{COOKIE, LOCATION, SET_COOKIE};
@@ -18,7 +20,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::handlers::{LoginClient, store_failure};
 use crate::oidc::OidcError;
-use crate::session::{COOKIE as SESSION_COOKIE, LoginError, SESSION_LIFETIME, Session, same_secret, seal};
+use crate::session::{COOKIE as SESSION_COOKIE, LoginError, Session, same_secret, seal};
 use crate::{Console, form, html};
 
 /// The login-state cookie's name.
@@ -174,9 +176,9 @@ pub(crate) async fn callback(
             return refused(StatusCode::BAD_REQUEST, &bad.text());
         }
     };
-    let person = provider.complete(&code, &verifier(&key, &state), &seal(&key, "sso-nonce", &state)).await;
-    let person = match person {
-        Ok(person) => person,
+    let login = provider.complete(&code, &verifier(&key, &state), &seal(&key, "sso-nonce", &state)).await;
+    let login = match login {
+        Ok(login) => login,
         Err(error @ OidcError::Provider(_)) => {
             console.login_limiter.refund(attempt);
             return provider_failure(&error);
@@ -188,10 +190,13 @@ pub(crate) async fn callback(
         }
     };
     console.login_limiter.refund(attempt);
-    match console.sessions.login_person(&person).await {
+    // The session never outlives the provider's assertion of who this is, nor the configured maximum.
+    let expires = login.expires.min(SystemTime::now() + provider.config().max_session);
+    let person = &login.person;
+    match console.sessions.login_person(person, expires).await {
         Ok(cookie) => {
             tracing::info!(subject = %person.subject, "console: a person logged in through single sign-on");
-            logged_in(&cookie, &person.display)
+            logged_in(&cookie, &person.display, expires)
         }
         Err(LoginError::Store(error)) => store_failure(&error),
         Err(LoginError::Random(_) | LoginError::Refused) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
@@ -201,11 +206,9 @@ pub(crate) async fn callback(
 /// The session cookie, the login state's cookie cleared, and a page that goes on to the console. Not a redirect:
 /// the callback is the end of a navigation that started at the provider's site, and a browser does not send a
 /// `SameSite=Strict` cookie along a redirect chain that crossed sites; the page's own refresh is same-site.
-fn logged_in(cookie: &str, display: &str) -> Response {
-    let session = format!(
-        "{SESSION_COOKIE}={cookie}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={}",
-        SESSION_LIFETIME.as_secs()
-    );
+fn logged_in(cookie: &str, display: &str, expires: SystemTime) -> Response {
+    let max_age = expires.duration_since(SystemTime::now()).unwrap_or_default().as_secs();
+    let session = format!("{SESSION_COOKIE}={cookie}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={max_age}");
     let cleared = format!("{STATE_COOKIE}=; Path=/console/sso; HttpOnly; SameSite=Lax; Max-Age=0");
     let page = html::continue_page(display);
     let mut response = Html(page).into_response();

@@ -301,7 +301,21 @@ fn console_sso_errors_name_their_line() {
     check_error(
         &sso("https://idp.example", callback, "approver = \"x\"\n"),
         "gateway.toml:8:1: [console]: unknown key `approver` (expected one of issuer, client_id, client_secret_env, \
-         redirect_uri, scopes, groups_claim, approver_group)",
+         redirect_uri, scopes, groups_claim, approver_group, max_session_seconds, post_logout_redirect_uri)",
+    );
+    check_error(
+        &sso(
+            "https://idp.example",
+            callback,
+            "max_session_seconds = 0
+",
+        ),
+        "gateway.toml:8:23: [console.sso]: `max_session_seconds` must be at least 1",
+    );
+    check_error(
+        &sso("https://idp.example", callback, "post_logout_redirect_uri = \"http://gw.example/console/login\"\n"),
+        "gateway.toml:8:28: [console.sso]: `post_logout_redirect_uri` must use https:// (http:// only on loopback: \
+         the ID token and code would travel in the clear)",
     );
 }
 
@@ -311,7 +325,8 @@ fn console_sso_is_lowered_with_its_secret_from_the_environment() {
         "{ONE}[console]\nforbid_self_approval = true\n[console.sso]\nissuer = \"http://127.0.0.1:9000\"\n\
          client_id = \"console\"\nclient_secret_env = \"SSO_SECRET\"\n\
          redirect_uri = \"http://localhost:8765/console/sso/callback\"\nscopes = [\"groups\"]\n\
-         approver_group = \"approvers\"\n"
+         approver_group = \"approvers\"\nmax_session_seconds = 3600\n\
+         post_logout_redirect_uri = \"http://localhost:8765/console/login\"\n"
     );
     let env = |name: &str| (name == "SSO_SECRET").then(|| "s3cret".to_owned());
     let (_, console) =
@@ -321,6 +336,8 @@ fn console_sso_is_lowered_with_its_secret_from_the_environment() {
     assert_eq!(sso.client_secret.as_deref(), Some("s3cret"));
     assert_eq!(sso.scopes, ["openid", "groups"], "openid is always asked for");
     assert_eq!((sso.groups_claim.as_str(), sso.approver_group.as_deref()), ("groups", Some("approvers")));
+    assert_eq!(sso.max_session, std::time::Duration::from_secs(3600));
+    assert_eq!(sso.post_logout_redirect_uri.as_deref(), Some("http://localhost:8765/console/login"));
     assert!(!format!("{console:?}").contains("s3cret"), "no secret in debug output: {console:?}");
 }
 

@@ -5,11 +5,13 @@
 //! - [`tools`]: the tools page: quarantined definitions, pin decisions, and the inventory of every tool.
 //! - [`logins`]: the failed-login limit per address, and users replaced while the console serves.
 //! - [`sso`]: single sign-on at a real OpenID provider, approver rules, and the callback's attacks.
+//! - [`sso_sessions`]: how long a single sign-on session lasts, and its logout at the provider.
 
 mod audit;
 mod logins;
 mod onboarding;
 mod sso;
+mod sso_sessions;
 mod tools;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};

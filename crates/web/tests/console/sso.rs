@@ -11,14 +11,14 @@ use std::time::Duration;
 use serde_json::json;
 use toolgate_store::{ApprovalState, PendingApproval, Store};
 use toolgate_test_support::oidc::{OidcProvider, ProviderConfig, Signer, generate_keys, public_keys, sign_jwt};
-use toolgate_test_support::oidc_login::log_in;
+use toolgate_test_support::oidc_login::{ProviderBrowser, log_in};
 use toolgate_web::{ConsoleConfig, SsoSpec};
 
 use super::{Reply, TestResult, csrf_of, request, state};
 
-struct Sso {
-    console: super::Console,
-    provider: OidcProvider,
+pub(super) struct Sso {
+    pub(super) console: super::Console,
+    pub(super) provider: OidcProvider,
 }
 
 /// A console with single sign-on at a fresh provider: `alice` is in `approvers`, `bob` is not; the console
@@ -29,27 +29,38 @@ async fn start_sso() -> Result<Sso, Box<dyn std::error::Error>> {
 
 /// [`start_sso`] at a provider signing its ID tokens with the first of `algorithms`.
 async fn start_sso_signing(algorithms: &[&str]) -> Result<Sso, Box<dyn std::error::Error>> {
+    let keys = tokio::task::block_in_place(|| generate_keys(algorithms));
+    start_sso_at(
+        |redirect| {
+            ProviderConfig::new(keys).console_client("toolgate-console", redirect, "openid profile email groups")
+        },
+        |sso| sso,
+    )
+    .await
+}
+
+/// A console with single sign-on at the provider `provider` configures (given the console's redirect URI; the
+/// scopes and accounts of [`start_sso`] are added), with the console's settings as `sso` changes them.
+pub(super) async fn start_sso_at(
+    provider: impl FnOnce(&str) -> ProviderConfig,
+    sso: impl FnOnce(SsoSpec) -> SsoSpec,
+) -> Result<Sso, Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let store = Store::open(dir.path()).await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let address = listener.local_addr()?;
     let redirect = format!("http://{address}/console/sso/callback");
-    let config = ProviderConfig::new(tokio::task::block_in_place(|| generate_keys(algorithms)))
+    let config = provider(&redirect)
         .scopes(&["groups"])
-        .console_client("toolgate-console", &redirect, "openid profile email groups")
         .account("alice", "Alice Example", "alice@example.test", &["approvers"])
         .account("bob", "Bob Example", "bob@example.test", &["staff"]);
     let provider = tokio::task::block_in_place(|| OidcProvider::start(&config));
-    let sso = SsoSpec {
-        issuer: provider.issuer().to_owned(),
-        client_id: "toolgate-console".into(),
-        client_secret: None,
-        redirect_uri: redirect,
+    let spec = SsoSpec {
         scopes: vec!["openid".into(), "profile".into(), "email".into(), "groups".into()],
-        groups_claim: "groups".into(),
         approver_group: Some("approvers".into()),
+        ..SsoSpec::new(provider.issuer(), "toolgate-console", redirect)
     };
-    let console = serve(store, dir, listener, sso).await?;
+    let console = serve(store, dir, listener, sso(spec)).await?;
     Ok(Sso { console, provider })
 }
 
@@ -77,7 +88,7 @@ async fn serve(
 }
 
 /// The `Cookie:` line for the first `Set-Cookie` of `reply` named `name`.
-fn cookie(reply: &Reply, name: &str) -> Option<String> {
+pub(super) fn cookie(reply: &Reply, name: &str) -> Option<String> {
     reply
         .headers
         .iter()
@@ -88,7 +99,7 @@ fn cookie(reply: &Reply, name: &str) -> Option<String> {
 }
 
 /// Starts a login at the console: the provider's authorization URL and the browser's login-state cookie.
-async fn start_login(sso: &Sso) -> Result<(String, String), Box<dyn std::error::Error>> {
+pub(super) async fn start_login(sso: &Sso) -> Result<(String, String), Box<dyn std::error::Error>> {
     let reply = request(sso.console.address, "GET", "/console/sso/login", &[], "").await?;
     assert_eq!(reply.status, 303, "{}", reply.body);
     let location = reply.header("location").ok_or("no location")?.to_owned();
@@ -97,20 +108,31 @@ async fn start_login(sso: &Sso) -> Result<(String, String), Box<dyn std::error::
 }
 
 /// The path and query of the callback URL the provider sent the browser to.
-fn callback_target(url: &str, sso: &Sso) -> Result<String, Box<dyn std::error::Error>> {
+pub(super) fn callback_target(url: &str, sso: &Sso) -> Result<String, Box<dyn std::error::Error>> {
     Ok(url.strip_prefix(&format!("http://{}", sso.console.address)).ok_or("callback elsewhere")?.to_owned())
 }
 
 /// Logs `account` in through the provider; the session's `Cookie:` line.
 async fn sso_login(sso: &Sso, account: &str) -> Result<String, Box<dyn std::error::Error>> {
-    let (location, state_cookie) = start_login(sso).await.map_err(|e| format!("start: {e}"))?;
-    let url = tokio::task::block_in_place(|| log_in(sso.provider.port(), &location, account))
-        .map_err(|e| format!("log_in at {location}: {e}"))?;
-    let reply = request(sso.console.address, "GET", &callback_target(&url, sso)?, &[state_cookie], "")
-        .await
-        .map_err(|e| format!("callback {url}: {e}"))?;
-    assert_eq!(reply.status, 200, "{}", reply.body);
+    let mut browser = ProviderBrowser::new(sso.provider.port());
+    let reply = sso_login_with(sso, &mut browser, account).await?;
     cookie(&reply, "toolgate_console").ok_or_else(|| "no session cookie".into())
+}
+
+/// Logs `account` in through the provider with `browser`'s cookies there; the console's answer to the callback.
+pub(super) async fn sso_login_with(
+    sso: &Sso,
+    browser: &mut ProviderBrowser,
+    account: &str,
+) -> Result<Reply, Box<dyn std::error::Error>> {
+    let (location, state_cookie) = start_login(sso).await.map_err(|e| format!("start: {e}"))?;
+    let login = tokio::task::block_in_place(|| browser.log_in(&location, account))
+        .map_err(|e| format!("log_in at {location}: {e}"))?;
+    let reply = request(sso.console.address, "GET", &callback_target(&login.redirect, sso)?, &[state_cookie], "")
+        .await
+        .map_err(|e| format!("callback {}: {e}", login.redirect))?;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    Ok(reply)
 }
 
 async fn queue(store: &Store, caller: &str) -> Result<toolgate_store::ApprovalId, Box<dyn std::error::Error>> {
@@ -195,7 +217,10 @@ async fn a_person_outside_the_approver_group_and_self_approval_are_refused_and_a
     Ok(())
 }
 
-async fn csrf_for_page(console: &super::Console, cookie: &str) -> Result<String, Box<dyn std::error::Error>> {
+pub(super) async fn csrf_for_page(
+    console: &super::Console,
+    cookie: &str,
+) -> Result<String, Box<dyn std::error::Error>> {
     let page = request(console.address, "GET", "/console", &[cookie.to_owned()], "").await?;
     csrf_of(&page.body)
 }
@@ -267,15 +292,7 @@ async fn an_id_token_for_another_audience_opens_nothing() -> TestResult {
     let store = Store::open(dir.path()).await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let redirect = format!("http://{}/console/sso/callback", listener.local_addr()?);
-    let sso = SsoSpec {
-        issuer,
-        client_id: "toolgate-console".into(),
-        client_secret: None,
-        redirect_uri: redirect,
-        scopes: vec!["openid".into()],
-        groups_claim: "groups".into(),
-        approver_group: None,
-    };
+    let sso = SsoSpec { scopes: vec!["openid".into()], ..SsoSpec::new(issuer, "toolgate-console", redirect) };
     let console = serve(store, dir, listener, sso).await?;
     let reply = request(console.address, "GET", "/console/sso/login", &[], "").await?;
     assert_eq!(reply.status, 303, "{}", reply.body);
