@@ -119,6 +119,7 @@ pub(crate) fn lower(raw: RawConfig, origin: &Path, cx: &mut Context<'_>) -> Opti
                        get `[listen.stdio]` `scopes`";
         cx.warn(first_caller_offset, message);
     }
+    check_token_exchange(&lowered, http.as_ref(), stdio.is_some(), !guardrails.callers.is_empty(), cx);
     let authenticated = !guardrails.callers.is_empty() || http.as_ref().is_some_and(|http| http.oauth.is_some());
     let limits = lower_limits(raw.limits, authenticated, cx);
     if !cx.problems.is_empty() {
@@ -163,6 +164,46 @@ fn check_passthrough(upstreams: &[LoweredUpstream], upstream_tables: usize, cx: 
             upstream.spec.name
         );
         cx.error(upstream.prefix_offset, message);
+    }
+}
+
+/// A token exchange upstream acts with each caller's own OAuth access token: without `[listen.http.oauth]` no
+/// caller has one, so every call would fail; callers that present none beside OAuth ones (stdio, `[[caller]]`
+/// tokens) are warned about, since their calls to it fail closed.
+fn check_token_exchange(
+    upstreams: &[LoweredUpstream],
+    http: Option<&HttpListenerSpec>,
+    has_stdio: bool,
+    has_static_callers: bool,
+    cx: &mut Context<'_>,
+) {
+    let oauth = http.is_some_and(|http| http.oauth.is_some());
+    for upstream in upstreams {
+        let Some(offset) = upstream.token_exchange_offset else { continue };
+        let name = &upstream.spec.name;
+        if !oauth {
+            let message = format!(
+                "upstream \"{name}\": credentials kind `token_exchange` trades each caller's OAuth access token, but \
+                 the HTTP listener does not authenticate callers by OAuth: add `[listen.http.oauth]`, or use kind = \
+                 \"client_credentials\" for toolgate's own token"
+            );
+            cx.error(offset, message);
+            continue;
+        }
+        if has_stdio {
+            let message = format!(
+                "upstream \"{name}\": stdio clients present no OAuth access token, so their calls to this token \
+                 exchange upstream fail"
+            );
+            cx.warn(offset, message);
+        }
+        if has_static_callers {
+            let message = format!(
+                "upstream \"{name}\": `[[caller]]` tokens are not OAuth access tokens, so those callers' calls to \
+                 this token exchange upstream fail"
+            );
+            cx.warn(offset, message);
+        }
     }
 }
 

@@ -36,6 +36,8 @@ pub(crate) struct LoweredUpstream {
     pub(crate) bearer_token_env: Option<String>,
     /// Where the prefix was decided (the `prefix` key, else the `name`), for collision messages.
     pub(crate) prefix_offset: usize,
+    /// Where `kind = "token_exchange"` is, for the rule that needs OAuth callers (`crate::lower`).
+    pub(crate) token_exchange_offset: Option<usize>,
 }
 
 /// Lowers one upstream; `None` when it had problems (already recorded in `cx`).
@@ -61,6 +63,12 @@ pub(crate) fn lower_upstream(
     let max_in_flight = lower_max_in_flight(raw.max_in_flight.as_ref(), DEFAULT_MAX_IN_FLIGHT, &label, cx);
     let trust = crate::trust::lower_trust(&raw, &label, cx);
     let credentials = lower_upstream_credentials(&raw, &label, cx);
+    let token_exchange_offset = raw
+        .credentials
+        .as_ref()
+        .map(|credentials| &credentials.get_ref().kind)
+        .filter(|kind| kind.get_ref() == "token_exchange")
+        .map(|kind| kind.span().start);
     if let (Some(sandbox), Some(_)) = (&raw.sandbox, &raw.url) {
         cx.error(sandbox.span().start, format!("{label}: `[upstream.sandbox]` applies only to `command` upstreams"));
     }
@@ -84,7 +92,7 @@ pub(crate) fn lower_upstream(
         era,
         credentials,
     };
-    Some(LoweredUpstream { spec, bearer_token_env, prefix_offset })
+    Some(LoweredUpstream { spec, bearer_token_env, prefix_offset, token_exchange_offset })
 }
 
 /// `[upstream.credentials]`, for a `url` upstream that sends no other `Authorization`.

@@ -29,7 +29,9 @@ mod upstream;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use credentials::{ClientCredentialsSpec, Secret, UpstreamCredentials};
+pub use credentials::{
+    ACCESS_TOKEN_TYPE, ClientCredentialsSpec, JWT_TOKEN_TYPE, Secret, TokenExchangeSpec, UpstreamCredentials,
+};
 pub use endpoint::Endpoint;
 pub use guardrails::{
     AuditSpec, CallerSpec, ConfirmVia, ConfirmationSpec, GuardrailSpec, PinSpec, Quarantine, ResultSpec, RetrySpec,

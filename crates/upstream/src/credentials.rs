@@ -33,7 +33,6 @@ pub struct TokenSource {
     state: tokio::sync::Mutex<State>,
 }
 
-#[derive(Default)]
 struct State {
     /// The token endpoint, once discovered.
     token_endpoint: Option<reqwest::Url>,
@@ -57,18 +56,19 @@ impl fmt::Debug for TokenSource {
 }
 
 impl TokenSource {
-    /// A source for `credentials`; nothing is fetched until the first request needs a token.
+    /// A source for `credentials` (for a token exchange upstream: toolgate's own client-credentials token from the
+    /// same client, for what it sends on no caller's behalf); nothing is fetched until the first request needs one.
     pub fn new(credentials: &UpstreamCredentials) -> Result<TokenSource, UpstreamError> {
-        let UpstreamCredentials::ClientCredentials(spec) = credentials;
-        // reqwest is built without a default TLS provider; ring is installed once per process for https issuers.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        // Redirects are not followed: the client secret goes only to the configured issuer's token endpoint.
-        let client = reqwest::Client::builder()
-            .timeout(ISSUER_TIMEOUT)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|error| failure(&spec.issuer, error.to_string()))?;
-        Ok(TokenSource { spec: spec.clone(), client, state: tokio::sync::Mutex::new(State::default()) })
+        let (spec, token_endpoint) = match credentials {
+            UpstreamCredentials::ClientCredentials(spec) => (spec.clone(), None),
+            UpstreamCredentials::TokenExchange(exchange) => {
+                (exchange.own_credentials(), exchange.token_endpoint.as_deref())
+            }
+        };
+        let client = issuer_client(&spec.issuer)?;
+        let token_endpoint = token_endpoint.map(|endpoint| configured_endpoint(&spec.issuer, endpoint)).transpose()?;
+        let state = State { token_endpoint, token: None };
+        Ok(TokenSource { spec, client, state: tokio::sync::Mutex::new(state) })
     }
 
     /// The issuer, for messages.
@@ -202,7 +202,24 @@ impl TokenSource {
     }
 }
 
-fn failure(issuer: &str, reason: String) -> UpstreamError {
+/// The HTTP client for one issuer's discovery and token requests.
+pub(crate) fn issuer_client(issuer: &str) -> Result<reqwest::Client, UpstreamError> {
+    // reqwest is built without a default TLS provider; ring is installed once per process for https issuers.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    // Redirects are not followed: the client secret goes only to the configured issuer's token endpoint.
+    reqwest::Client::builder()
+        .timeout(ISSUER_TIMEOUT)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|error| failure(issuer, error.to_string()))
+}
+
+/// A configured token endpoint, used without discovery.
+pub(crate) fn configured_endpoint(issuer: &str, endpoint: &str) -> Result<reqwest::Url, UpstreamError> {
+    reqwest::Url::parse(endpoint).map_err(|error| failure(issuer, format!("token_endpoint is not a URL: {error}")))
+}
+
+pub(crate) fn failure(issuer: &str, reason: String) -> UpstreamError {
     UpstreamError::Credentials { issuer: issuer.to_owned(), reason }
 }
 
