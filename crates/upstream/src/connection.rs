@@ -29,7 +29,10 @@ use crate::events::{EventSink, Responder};
 use crate::http::DirectPoster;
 use crate::jsonrpc::{self, MessageKind, classify, codes};
 use crate::modern;
-use crate::transport::{Closer, Diagnostics, Inbound, InboundStream, PendingResponses, ResponseSender, Transport};
+use crate::token_exchange::OnBehalf;
+use crate::transport::{
+    Behalves, Closer, Diagnostics, Inbound, InboundStream, PendingResponses, ResponseSender, Transport,
+};
 use crate::{http, stdio};
 use toolgate_spec::UpstreamEra;
 
@@ -102,6 +105,8 @@ impl ListKind {
 
 struct Shared {
     pending: Arc<PendingResponses>,
+    /// The callers of requests not yet posted (a token exchange upstream over HTTP only).
+    behalves: Arc<Behalves>,
     ended: Mutex<Option<UpstreamError>>,
     diagnostics: Arc<Diagnostics>,
     /// One permit per request that may wait for its answer ([`ConnectOptions::max_in_flight`]).
@@ -140,6 +145,7 @@ impl Drop for Registration<'_> {
     fn drop(&mut self) {
         if self.armed {
             self.shared.take_pending(self.id);
+            self.shared.behalves.take(self.id);
         }
     }
 }
@@ -204,14 +210,16 @@ impl Connection {
         opening: Opening,
     ) -> Result<Connection, UpstreamError> {
         let pending = Arc::new(PendingResponses::default());
+        let behalves = Arc::new(Behalves::default());
         let transport = match endpoint {
             Endpoint::Stdio { .. } => stdio::start(endpoint, &options)?,
-            Endpoint::Http { .. } => http::start(endpoint, &options, Arc::clone(&pending))?,
+            Endpoint::Http { .. } => http::start(endpoint, &options, Arc::clone(&pending), Arc::clone(&behalves))?,
         };
         let Transport { outbound, inbound, diagnostics, negotiated_version, shutdown, closer, direct } = transport;
         let max_in_flight = options.max_in_flight.max(1);
         let shared = Arc::new(Shared {
             pending,
+            behalves,
             ended: Mutex::new(None),
             diagnostics: Arc::clone(&diagnostics),
             in_flight: Arc::new(Semaphore::new(max_in_flight)),
@@ -345,12 +353,33 @@ impl Connection {
         within: Duration,
         register: impl FnOnce(u64),
     ) -> Result<PendingRequest, UpstreamError> {
+        self.begin_request_on_behalf(method, params, within, register, None).await
+    }
+
+    /// [`Connection::begin_request_registered`] on behalf of `caller` (`None`: on toolgate's own behalf).
+    ///
+    /// A token exchange upstream ([`ConnectOptions::exchange`]) gets the caller's exchanged token on this request
+    /// alone, so callers sharing the upstream session never share a token; a caller without an OAuth access token
+    /// is refused here with [`UpstreamError::NoCallerToken`] and nothing is sent. Any other upstream ignores the
+    /// caller: its requests carry only its own credentials, and never the caller's token.
+    pub async fn begin_request_on_behalf(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        within: Duration,
+        register: impl FnOnce(u64),
+        caller: Option<&OnBehalf>,
+    ) -> Result<PendingRequest, UpstreamError> {
+        let caller = caller.filter(|_| self.options.exchange.is_some());
+        if let Some(caller) = caller.filter(|caller| caller.token.is_none()) {
+            return Err(UpstreamError::NoCallerToken { caller: caller.subject.clone() });
+        }
         let params = if self.initialize.modern {
             Some(modern::with_modern_envelope(params, &self.options.client_info, &self.options.capabilities))
         } else {
             modern::without_modern_envelope(params)
         };
-        self.begin_raw_request(method, params, within, register).await
+        self.begin_raw_request(method, params, within, register, caller).await
     }
 
     /// Sends a request with its params exactly as given (see [`Connection::begin_request_registered`]).
@@ -360,6 +389,7 @@ impl Connection {
         params: Option<Value>,
         within: Duration,
         register: impl FnOnce(u64),
+        caller: Option<&OnBehalf>,
     ) -> Result<PendingRequest, UpstreamError> {
         if let Some(error) = self.shared.ended() {
             return Err(error);
@@ -368,6 +398,9 @@ impl Connection {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (sender, receiver) = oneshot::channel();
         self.shared.pending.insert(id, sender);
+        if let Some(caller) = caller {
+            self.shared.behalves.insert(id, caller.clone());
+        }
         let mut registration = Registration { shared: &self.shared, id, armed: true };
         // The router may have ended the connection (and failed every pending request) since the check above: this
         // request would then wait for its timeout, so it is taken back (by the registration) and refused.

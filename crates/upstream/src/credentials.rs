@@ -39,10 +39,18 @@ struct State {
     token: Option<CachedToken>,
 }
 
-struct CachedToken {
-    value: Secret,
+/// A token and when to stop using it.
+pub(crate) struct CachedToken {
+    pub(crate) value: Secret,
     /// When it is renewed (before it expires).
-    renew_at: Instant,
+    pub(crate) renew_at: Instant,
+}
+
+impl CachedToken {
+    /// Whether it may still be sent.
+    pub(crate) fn is_fresh(&self) -> bool {
+        Instant::now() < self.renew_at
+    }
 }
 
 impl fmt::Debug for TokenSource {
@@ -79,19 +87,27 @@ impl TokenSource {
     /// A token that is not about to expire: the cached one, else a new one from the issuer.
     pub(crate) async fn token(&self) -> Result<Secret, UpstreamError> {
         let mut state = self.state.lock().await;
-        if let Some(token) = state.token.as_ref().filter(|token| Instant::now() < token.renew_at) {
+        if let Some(token) = state.token.as_ref().filter(|token| token.is_fresh()) {
             return Ok(token.value.clone());
         }
         state.token = None;
         let endpoint = match state.token_endpoint.clone() {
             Some(endpoint) => endpoint,
             None => {
-                let endpoint = self.discover().await?;
+                let endpoint = discover(&self.client, &self.spec.issuer).await?;
                 state.token_endpoint = Some(endpoint.clone());
                 endpoint
             }
         };
-        let token = self.request_token(endpoint).await?;
+        let mut form = vec![("grant_type", "client_credentials")];
+        if let Some(scope) = &self.spec.scope {
+            form.push(("scope", scope));
+        }
+        if let Some(resource) = &self.spec.resource {
+            form.push(("resource", resource));
+        }
+        let client = ClientAuth { id: &self.spec.client_id, secret: &self.spec.client_secret };
+        let token = request_token(&self.client, &self.spec.issuer, endpoint, client, &form).await?;
         let value = token.value.clone();
         state.token = Some(token);
         Ok(value)
@@ -105,101 +121,104 @@ impl TokenSource {
             state.token = None;
         }
     }
+}
 
-    /// The token endpoint from the issuer's OpenID configuration, else its RFC 8414 metadata.
-    async fn discover(&self) -> Result<reqwest::Url, UpstreamError> {
-        let issuer = self.spec.issuer.trim_end_matches('/');
-        let base = reqwest::Url::parse(issuer).map_err(|error| self.failure(format!("not a URL: {error}")))?;
-        let openid = format!("{issuer}/.well-known/openid-configuration");
-        // RFC 8414 §3.1: the well-known segment goes between the host and the issuer's path.
-        let rfc8414 =
-            format!("{}/.well-known/oauth-authorization-server{}", origin(&base), base.path().trim_end_matches('/'));
-        let mut last = String::new();
-        for url in [openid, rfc8414] {
-            match self.metadata(&url).await {
-                Ok(metadata) => return self.token_endpoint(&metadata),
-                Err(reason) => last = reason,
-            }
-        }
-        Err(self.failure(format!("discovery failed: {last}")))
-    }
+/// toolgate's client at the issuer, as a token request authenticates it.
+#[derive(Clone, Copy)]
+pub(crate) struct ClientAuth<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) secret: &'a Secret,
+}
 
-    async fn metadata(&self, url: &str) -> Result<Value, String> {
-        let response = self.client.get(url).send().await.map_err(|error| format!("{url}: {}", root_cause(&error)))?;
-        let status = response.status();
-        if !status.is_success() {
-            return Err(format!("{url} answered HTTP {}", status.as_u16()));
+/// The token endpoint from the issuer's OpenID configuration, else its RFC 8414 metadata.
+pub(crate) async fn discover(client: &reqwest::Client, issuer: &str) -> Result<reqwest::Url, UpstreamError> {
+    let configured = issuer;
+    let issuer = issuer.trim_end_matches('/');
+    let base = reqwest::Url::parse(issuer).map_err(|error| failure(configured, format!("not a URL: {error}")))?;
+    let openid = format!("{issuer}/.well-known/openid-configuration");
+    // RFC 8414 §3.1: the well-known segment goes between the host and the issuer's path.
+    let rfc8414 =
+        format!("{}/.well-known/oauth-authorization-server{}", origin(&base), base.path().trim_end_matches('/'));
+    let mut last = String::new();
+    for url in [openid, rfc8414] {
+        match metadata(client, &url).await {
+            Ok(metadata) => return token_endpoint(configured, &metadata),
+            Err(reason) => last = reason,
         }
-        let body = response.bytes().await.map_err(|error| format!("{url}: {}", root_cause(&error)))?;
-        serde_json::from_slice(&body).map_err(|error| format!("{url}: not JSON: {error}"))
     }
+    Err(failure(configured, format!("discovery failed: {last}")))
+}
 
-    /// The metadata's `token_endpoint`, after checking it describes the configured issuer (RFC 8414 §3.3: a
-    /// document for another issuer must not be used).
-    fn token_endpoint(&self, metadata: &Value) -> Result<reqwest::Url, UpstreamError> {
-        let named = metadata.get("issuer").and_then(Value::as_str).unwrap_or_default();
-        if named.trim_end_matches('/') != self.spec.issuer.trim_end_matches('/') {
-            return Err(self.failure(format!("the discovery document names another issuer (`{named}`)")));
-        }
-        let endpoint = metadata
-            .get("token_endpoint")
-            .and_then(Value::as_str)
-            .ok_or_else(|| self.failure("the discovery document has no token_endpoint".to_owned()))?;
-        reqwest::Url::parse(endpoint).map_err(|error| self.failure(format!("token_endpoint is not a URL: {error}")))
+async fn metadata(client: &reqwest::Client, url: &str) -> Result<Value, String> {
+    let response = client.get(url).send().await.map_err(|error| format!("{url}: {}", root_cause(&error)))?;
+    let status = response.status();
+    if !status.is_success() {
+        return Err(format!("{url} answered HTTP {}", status.as_u16()));
     }
+    let body = response.bytes().await.map_err(|error| format!("{url}: {}", root_cause(&error)))?;
+    serde_json::from_slice(&body).map_err(|error| format!("{url}: not JSON: {error}"))
+}
 
-    async fn request_token(&self, endpoint: reqwest::Url) -> Result<CachedToken, UpstreamError> {
-        let mut form = vec![("grant_type", "client_credentials")];
-        if let Some(scope) = &self.spec.scope {
-            form.push(("scope", scope));
-        }
-        if let Some(resource) = &self.spec.resource {
-            form.push(("resource", resource));
-        }
-        // RFC 6749 §2.3.1: the id and secret are form-encoded before they are joined for Basic authentication.
-        let basic = format!("{}:{}", form_encode(&self.spec.client_id), form_encode(self.spec.client_secret.expose()));
-        let authorization = format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(basic));
-        let body =
-            form.iter().map(|(key, value)| format!("{key}={}", form_encode(value))).collect::<Vec<_>>().join("&");
-        let sent = Instant::now();
-        let response = self
-            .client
-            .post(endpoint)
-            .header(reqwest::header::AUTHORIZATION, authorization)
-            .header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
-            .header(reqwest::header::ACCEPT, "application/json")
-            .body(body)
-            .send()
-            .await
-            .map_err(|error| self.failure(format!("the token endpoint: {}", root_cause(&error))))?;
-        let status = response.status();
-        let body = response.bytes().await.unwrap_or_default();
-        let answer: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-        if !status.is_success() {
-            // Only the standard error fields are quoted: an issuer's body is not echoed whole.
-            let error = answer.get("error").and_then(Value::as_str).unwrap_or("no error code");
-            let description = answer.get("error_description").and_then(Value::as_str).unwrap_or_default();
-            let sample: String = format!("{error} {description}").trim().chars().take(ERROR_SAMPLE_CHARS).collect();
-            return Err(self.failure(format!("the token endpoint answered HTTP {}: {sample}", status.as_u16())));
-        }
-        let value = answer
-            .get("access_token")
-            .and_then(Value::as_str)
-            .filter(|token| !token.is_empty() && crate::credentials::is_header_safe(token))
-            .ok_or_else(|| self.failure("the token response has no usable access_token".to_owned()))?;
-        let token_type = answer.get("token_type").and_then(Value::as_str).unwrap_or_default();
-        if !token_type.eq_ignore_ascii_case("bearer") {
-            return Err(self.failure(format!("the token type is `{token_type}`, not Bearer")));
-        }
-        let lifetime = answer.get("expires_in").and_then(Value::as_u64).map_or(ASSUMED_LIFETIME, Duration::from_secs);
-        let margin = RENEW_BEFORE_EXPIRY.min(lifetime / 5);
-        // Counted from when the request was sent: the issuer's clock started no later.
-        Ok(CachedToken { value: Secret::new(value), renew_at: sent + lifetime.saturating_sub(margin) })
+/// The metadata's `token_endpoint`, after checking it describes the configured issuer (RFC 8414 §3.3: a document
+/// for another issuer must not be used).
+fn token_endpoint(issuer: &str, metadata: &Value) -> Result<reqwest::Url, UpstreamError> {
+    let named = metadata.get("issuer").and_then(Value::as_str).unwrap_or_default();
+    if named.trim_end_matches('/') != issuer.trim_end_matches('/') {
+        return Err(failure(issuer, format!("the discovery document names another issuer (`{named}`)")));
     }
+    let endpoint = metadata
+        .get("token_endpoint")
+        .and_then(Value::as_str)
+        .ok_or_else(|| failure(issuer, "the discovery document has no token_endpoint".to_owned()))?;
+    reqwest::Url::parse(endpoint).map_err(|error| failure(issuer, format!("token_endpoint is not a URL: {error}")))
+}
 
-    fn failure(&self, reason: String) -> UpstreamError {
-        failure(&self.spec.issuer, reason)
+/// POSTs `form` to the token endpoint as `client` (HTTP Basic) and takes a Bearer access token from the answer,
+/// to be renewed a fifth of its lifetime (at most [`RENEW_BEFORE_EXPIRY`]) early.
+pub(crate) async fn request_token(
+    http: &reqwest::Client,
+    issuer: &str,
+    endpoint: reqwest::Url,
+    client: ClientAuth<'_>,
+    form: &[(&str, &str)],
+) -> Result<CachedToken, UpstreamError> {
+    // RFC 6749 §2.3.1: the id and secret are form-encoded before they are joined for Basic authentication.
+    let basic = format!("{}:{}", form_encode(client.id), form_encode(client.secret.expose()));
+    let authorization = format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(basic));
+    let body = form.iter().map(|(key, value)| format!("{key}={}", form_encode(value))).collect::<Vec<_>>().join("&");
+    let sent = Instant::now();
+    let response = http
+        .post(endpoint)
+        .header(reqwest::header::AUTHORIZATION, authorization)
+        .header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .header(reqwest::header::ACCEPT, "application/json")
+        .body(body)
+        .send()
+        .await
+        .map_err(|error| failure(issuer, format!("the token endpoint: {}", root_cause(&error))))?;
+    let status = response.status();
+    let body = response.bytes().await.unwrap_or_default();
+    let answer: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    if !status.is_success() {
+        // Only the standard error fields are quoted: an issuer's body is not echoed whole.
+        let error = answer.get("error").and_then(Value::as_str).unwrap_or("no error code");
+        let description = answer.get("error_description").and_then(Value::as_str).unwrap_or_default();
+        let sample: String = format!("{error} {description}").trim().chars().take(ERROR_SAMPLE_CHARS).collect();
+        return Err(failure(issuer, format!("the token endpoint answered HTTP {}: {sample}", status.as_u16())));
     }
+    let value = answer
+        .get("access_token")
+        .and_then(Value::as_str)
+        .filter(|token| !token.is_empty() && is_header_safe(token))
+        .ok_or_else(|| failure(issuer, "the token response has no usable access_token".to_owned()))?;
+    let token_type = answer.get("token_type").and_then(Value::as_str).unwrap_or_default();
+    if !token_type.eq_ignore_ascii_case("bearer") {
+        return Err(failure(issuer, format!("the token type is `{token_type}`, not Bearer")));
+    }
+    let lifetime = answer.get("expires_in").and_then(Value::as_u64).map_or(ASSUMED_LIFETIME, Duration::from_secs);
+    let margin = RENEW_BEFORE_EXPIRY.min(lifetime / 5);
+    // Counted from when the request was sent: the issuer's clock started no later.
+    Ok(CachedToken { value: Secret::new(value), renew_at: sent + lifetime.saturating_sub(margin) })
 }
 
 /// The HTTP client for one issuer's discovery and token requests.

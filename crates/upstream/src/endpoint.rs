@@ -11,6 +11,7 @@ use toolgate_spec::{
 
 use crate::credentials::TokenSource;
 use crate::events::EventSink;
+use crate::token_exchange::TokenExchanger;
 
 /// Protocol versions toolgate speaks with upstreams, newest first (legacy, initialize-based era).
 pub const SUPPORTED_PROTOCOL_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
@@ -44,6 +45,9 @@ pub struct ConnectOptions {
     /// toolgate's own OAuth token for an HTTP upstream, sent as `Authorization: Bearer` on every request; shared
     /// by the upstream's connections so a reconnect reuses the cached token.
     pub credentials: Option<Arc<TokenSource>>,
+    /// For a token exchange upstream: exchanges the caller's token for each request sent on a caller's behalf
+    /// ([`crate::Connection::begin_request_on_behalf`]), sent on that request instead of `credentials`' token.
+    pub exchange: Option<Arc<TokenExchanger>>,
 }
 
 impl Default for ConnectOptions {
@@ -61,6 +65,7 @@ impl Default for ConnectOptions {
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             era: UpstreamEra::default(),
             credentials: None,
+            exchange: None,
         }
     }
 }
@@ -78,6 +83,7 @@ impl std::fmt::Debug for ConnectOptions {
             .field("max_in_flight", &self.max_in_flight)
             .field("era", &self.era)
             .field("credentials", &self.credentials)
+            .field("exchange", &self.exchange)
             .finish_non_exhaustive()
     }
 }

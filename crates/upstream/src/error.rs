@@ -118,6 +118,17 @@ pub enum UpstreamError {
         /// Why (never a token or a secret).
         reason: String,
     },
+    /// The upstream takes each caller's own identity by token exchange, and this request's caller presented no
+    /// OAuth access token to exchange (a static `[[caller]]` token, a stdio client): nothing was sent, since
+    /// anyone else's credentials would misname the caller.
+    #[error(
+        "this upstream acts on each caller's behalf by token exchange, and caller `{caller}` presented no OAuth \
+         access token to exchange (a static token or stdio); nothing was sent"
+    )]
+    NoCallerToken {
+        /// The caller's name.
+        caller: String,
+    },
 }
 
 impl UpstreamError {
@@ -128,9 +139,10 @@ impl UpstreamError {
             | UpstreamError::Connect { .. }
             | UpstreamError::HttpStatus { .. }
             | UpstreamError::Credentials { .. } => FaultSide::Transport,
-            UpstreamError::InvalidEndpoint(_) | UpstreamError::Cancelled | UpstreamError::Withdrawn(_) => {
-                FaultSide::Local
-            }
+            UpstreamError::InvalidEndpoint(_)
+            | UpstreamError::Cancelled
+            | UpstreamError::Withdrawn(_)
+            | UpstreamError::NoCallerToken { .. } => FaultSide::Local,
             UpstreamError::Closed { .. }
             | UpstreamError::Timeout { .. }
             | UpstreamError::Saturated { .. }

@@ -33,7 +33,10 @@ use crate::credentials::TokenSource;
 use crate::endpoint::ConnectOptions;
 use crate::error::UpstreamError;
 use crate::jsonrpc::{MessageKind, classify};
-use crate::transport::{Closer, Diagnostics, Inbound, PendingResponses, Transport, channel_stream, split_batch};
+use crate::token_exchange::{OnBehalf, TokenExchanger};
+use crate::transport::{
+    Behalves, Closer, Diagnostics, Inbound, PendingResponses, Transport, channel_stream, split_batch,
+};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -76,6 +79,35 @@ struct Shared {
     last_event_id: Mutex<Option<String>>,
     /// toolgate's own token for this upstream, when it has OAuth credentials.
     credentials: Option<Arc<TokenSource>>,
+    /// A token exchange upstream's exchanger: a request sent on a caller's behalf carries that caller's token.
+    exchange: Option<Arc<TokenExchanger>>,
+    /// The callers of requests about to be posted, by id (filled only when `exchange` is set).
+    behalves: Arc<Behalves>,
+}
+
+/// The credential one POST carries.
+enum Credential<'a> {
+    /// toolgate's own token (client credentials).
+    Own(&'a TokenSource),
+    /// The caller's exchanged token (token exchange).
+    Caller(&'a TokenExchanger, &'a OnBehalf),
+}
+
+impl Credential<'_> {
+    async fn token(&self) -> Result<Secret, UpstreamError> {
+        match self {
+            Credential::Own(source) => source.token().await,
+            Credential::Caller(exchanger, caller) => exchanger.token_for(caller).await,
+        }
+    }
+
+    /// The upstream refused `token` (HTTP 401): the next [`Credential::token`] asks the issuer.
+    async fn reject(&self, token: &Secret) {
+        match self {
+            Credential::Own(source) => source.reject(token).await,
+            Credential::Caller(exchanger, caller) => exchanger.reject(caller, token).await,
+        }
+    }
 }
 
 /// Posts a request from the caller's task (one spawned POST) instead of queueing it for the dispatcher, once the
@@ -105,6 +137,7 @@ pub(crate) fn start(
     endpoint: &Endpoint,
     options: &ConnectOptions,
     pending: Arc<PendingResponses>,
+    behalves: Arc<Behalves>,
 ) -> Result<Transport, UpstreamError> {
     let Endpoint::Http { url, headers } = endpoint else {
         return Err(UpstreamError::InvalidEndpoint("not an HTTP endpoint".into()));
@@ -149,6 +182,8 @@ pub(crate) fn start(
         stopped: shutdown.child_token(),
         last_event_id: Mutex::new(None),
         credentials: options.credentials.clone(),
+        exchange: options.exchange.clone(),
+        behalves,
     });
     let ready = Arc::new(AtomicBool::new(false));
     let dispatcher_shared = Arc::clone(&shared);
@@ -323,18 +358,28 @@ fn request_builder_versioned(
 }
 
 async fn exchange(shared: &Shared, message: &Value, related: Option<&Value>) -> Result<(), PostFailure> {
-    let (response, carries_session) = match &shared.credentials {
+    // A request made on a caller's behalf carries that caller's exchanged token; everything else toolgate's own.
+    let caller = shared
+        .exchange
+        .as_ref()
+        .zip(related.and_then(Value::as_u64))
+        .and_then(|(exchanger, id)| shared.behalves.take(id).map(|caller| (exchanger, caller)));
+    let credential = match &caller {
+        Some((exchanger, caller)) => Some(Credential::Caller(exchanger, caller)),
+        None => shared.credentials.as_deref().map(Credential::Own),
+    };
+    let (response, carries_session) = match credential {
         None => post_once(shared, message, None).await?,
-        Some(source) => {
+        Some(credential) => {
             // No token, no request: the message fails closed rather than going out without credentials.
-            let token = source.token().await?;
+            let token = credential.token().await?;
             let (response, carries_session) = post_once(shared, message, Some(&token)).await?;
             if response.status() != reqwest::StatusCode::UNAUTHORIZED {
                 (response, carries_session)
             } else {
                 // The upstream refused the token (revoked, or expired early): one fresh token, one more try.
-                source.reject(&token).await;
-                let token = source.token().await?;
+                credential.reject(&token).await;
+                let token = credential.token().await?;
                 post_once(shared, message, Some(&token)).await?
             }
         }

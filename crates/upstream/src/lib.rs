@@ -29,6 +29,7 @@ mod http;
 pub mod jsonrpc;
 mod modern;
 mod stdio;
+mod token_exchange;
 mod transport;
 
 pub use connection::{Connection, InitializeOutcome, ListKind, Listed, PendingRequest, into_result};
@@ -37,4 +38,5 @@ pub use endpoint::{ConnectOptions, SUPPORTED_PROTOCOL_VERSIONS};
 pub use error::{FaultSide, UpstreamError};
 pub use events::{EventSink, Responder};
 pub use modern::{MODERN_PROTOCOL_VERSION, MODERN_REQUEST_META_KEYS, without_modern_result_envelope};
+pub use token_exchange::{MAX_CACHED_CALLERS, OnBehalf, TokenExchanger};
 pub use toolgate_spec::Endpoint;

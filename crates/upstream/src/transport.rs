@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::UpstreamError;
 use crate::http::{DirectPoster, HttpCloser};
 use crate::stdio::StdioCloser;
+use crate::token_exchange::OnBehalf;
 
 /// Where a request's response (or its failure) goes.
 pub(crate) type ResponseSender = oneshot::Sender<Result<Value, UpstreamError>>;
@@ -39,6 +40,27 @@ impl PendingResponses {
 
     pub(crate) fn take_all(&self) -> HashMap<u64, ResponseSender> {
         self.map.lock().map(|mut map| std::mem::take(&mut *map)).unwrap_or_default()
+    }
+}
+
+/// The callers on whose behalf requests are about to be posted, by toolgate's id: set by the connection before it
+/// hands a request to the transport, taken by the HTTP POST that carries it, which sends that caller's exchanged
+/// token on it alone. Only a token exchange upstream's connection fills it. A message leaves the queue as plain
+/// JSON (as every transport's does), so the caller travels beside it, by id, instead of in it.
+#[derive(Debug, Default)]
+pub(crate) struct Behalves {
+    map: Mutex<HashMap<u64, OnBehalf>>,
+}
+
+impl Behalves {
+    pub(crate) fn insert(&self, id: u64, caller: OnBehalf) {
+        if let Ok(mut map) = self.map.lock() {
+            map.insert(id, caller);
+        }
+    }
+
+    pub(crate) fn take(&self, id: u64) -> Option<OnBehalf> {
+        self.map.lock().ok().and_then(|mut map| map.remove(&id))
     }
 }
 

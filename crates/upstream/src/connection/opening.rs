@@ -43,7 +43,7 @@ impl Connection {
         let timeout = self.options.initialize_timeout;
         let deadline = Instant::now() + timeout;
         let params = modern::with_modern_envelope(None, &self.options.client_info, &self.options.capabilities);
-        let pending = self.begin_raw_request("server/discover", Some(params), timeout, |_| {}).await?;
+        let pending = self.begin_raw_request("server/discover", Some(params), timeout, |_| {}, None).await?;
         self.wait_until(pending, deadline, timeout).await
     }
 
