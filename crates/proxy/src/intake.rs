@@ -48,6 +48,10 @@ impl ClientSession for GatewaySession {
         self.shared.held_bytes()
     }
 
+    fn present_token(&self, token: &toolgate_spec::SubjectToken) {
+        self.shared.present_token(token);
+    }
+
     fn close(&self) {
         self.shared.close();
         self.gateway.forget_session(&self.shared.id);

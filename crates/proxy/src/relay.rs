@@ -270,9 +270,13 @@ async fn send_upstream_once(
             CallRoute { session: Arc::clone(session), client_request_id: id.clone(), open_world },
         );
     };
+    // On the session's caller's behalf: a token exchange upstream gets that caller's own token on this request.
+    let on_behalf = session.on_behalf();
     let begun = tokio::select! {
         () = cancel.cancelled() => None,
-        begun = connection.begin_request_registered(method, Some(params), within, register) => Some(begun),
+        begun = connection.begin_request_on_behalf(method, Some(params), within, register, Some(&on_behalf)) => {
+            Some(begun)
+        }
     };
     let pending = match begun? {
         Ok(pending) => pending,

@@ -69,6 +69,13 @@ pub trait ClientSession: Send + Sync {
     /// Ends the session: in-flight requests are cancelled upstream, nothing more is sent.
     fn close(&self);
 
+    /// A later request of the session's own caller presented this OAuth access token (perhaps a refreshed one):
+    /// the session exchanges it from now on for a token exchange upstream. A transport without tokens never calls
+    /// it; a fake session may ignore it.
+    fn present_token(&self, token: &toolgate_spec::SubjectToken) {
+        let _ = token;
+    }
+
     /// The count of bytes the transport holds for this client after taking messages from the session's receiver
     /// (per-request streams, a GET stream, a backlog): the gateway counts them against the same budget as its own
     /// queue, so one client's bytes are bounded however the transport stores them. A session with no budget (a

@@ -15,8 +15,8 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use toolgate_sandbox::HintNeeds;
-use toolgate_spec::{Limits, SandboxEnvironment, UpstreamSpec};
-use toolgate_upstream::{ConnectOptions, Connection, EventSink, ListKind, TokenSource, UpstreamError};
+use toolgate_spec::{Limits, SandboxEnvironment, UpstreamCredentials, UpstreamSpec};
+use toolgate_upstream::{ConnectOptions, Connection, EventSink, ListKind, TokenExchanger, TokenSource, UpstreamError};
 
 use crate::catalog::{CheckedListing, UpstreamListing};
 use crate::sandboxing::{self, Confinement, SupersedableSink};
@@ -79,6 +79,9 @@ pub struct UpstreamRuntime {
     /// toolgate's own OAuth token source for it, kept across reconnects so its cached token is reused; the error
     /// when one could not be made (every connect then fails with it).
     credentials: Option<Result<Arc<TokenSource>, UpstreamError>>,
+    /// A token exchange upstream's exchanger (its per-caller tokens cached across reconnects), or why none could be
+    /// made.
+    exchange: Option<Result<Arc<TokenExchanger>, UpstreamError>>,
 }
 
 struct SandboxState {
@@ -103,9 +106,14 @@ impl UpstreamRuntime {
     /// A runtime that has not connected yet, stopped also when `parent` is cancelled (the gateway stops).
     pub(crate) fn under(index: usize, spec: UpstreamSpec, parent: &CancellationToken) -> UpstreamRuntime {
         let credentials = spec.credentials.as_ref().map(|credentials| TokenSource::new(credentials).map(Arc::new));
+        let exchange = match &spec.credentials {
+            Some(UpstreamCredentials::TokenExchange(exchange)) => Some(TokenExchanger::new(exchange).map(Arc::new)),
+            _ => None,
+        };
         UpstreamRuntime {
             index,
             credentials,
+            exchange,
             spec,
             state: RwLock::new(State {
                 connection: None,
@@ -267,6 +275,11 @@ impl UpstreamRuntime {
             Some(Err(error)) => return Err(error.clone()),
             None => None,
         };
+        let exchange = match &self.exchange {
+            Some(Ok(exchanger)) => Some(Arc::clone(exchanger)),
+            Some(Err(error)) => return Err(error.clone()),
+            None => None,
+        };
         let options = ConnectOptions {
             name: self.spec.name.clone(),
             initialize_timeout: self.spec.initialize_timeout,
@@ -277,6 +290,7 @@ impl UpstreamRuntime {
             events: Some(Arc::clone(&events)),
             era: self.spec.era,
             credentials,
+            exchange,
             ..ConnectOptions::default()
         };
         let needs = self.sandbox.lock().map(|state| state.needs).unwrap_or(sandboxing::BEFORE_LISTING);

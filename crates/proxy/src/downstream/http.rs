@@ -241,7 +241,12 @@ async fn post(
         let init = InitGuard::new(&endpoint.sessions, &session);
         (session, Some(init))
     } else {
-        (find_session(endpoint, parts, &caller)?, None)
+        let session = find_session(endpoint, parts, &caller)?;
+        // Same caller (find_session checked): a refreshed OAuth token is the one to exchange from now on.
+        if let Some(token) = &caller.token {
+            session.present_token(token);
+        }
+        (session, None)
     };
     let Incoming::Request { id, method } = incoming else {
         session.deliver(message);

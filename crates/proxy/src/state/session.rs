@@ -19,6 +19,8 @@ use crate::era::{ListenFilter, RequestEnvelope};
 use crate::outbox::{Outbox, Undelivered};
 use crate::session::{Caller, ClientBound};
 use crate::state::caller_taint::CallerTaint;
+use toolgate_spec::SubjectToken;
+use toolgate_upstream::OnBehalf;
 
 /// A client request in flight: how to cancel it, where it went upstream, and (a 2026-07-28 request) what it
 /// declared for itself.
@@ -60,6 +62,9 @@ pub(crate) struct SessionShared {
     pub(crate) closed: CancellationToken,
     /// Who the transport authenticated.
     pub(crate) caller: Caller,
+    /// The OAuth access token the caller presented last (the one it opened the session with, until a later
+    /// request of the same caller presents a newer one), exchanged for a token exchange upstream's calls.
+    subject_token: Mutex<Option<SubjectToken>>,
     /// An open-world tool's output has entered this session (possible exfiltration path for later writes).
     tainted: AtomicBool,
     /// The session of one 2026-07-28 request: its caller's taint, which outlives the session (see
@@ -86,6 +91,7 @@ pub(crate) fn id_key(id: &Value) -> String {
 impl SessionShared {
     pub(crate) fn new(id: String, outbox: Outbox, caller: Caller) -> SessionShared {
         SessionShared {
+            subject_token: Mutex::new(caller.token.clone()),
             caller,
             tainted: AtomicBool::new(false),
             caller_taint: None,
@@ -103,6 +109,20 @@ impl SessionShared {
             listens: Mutex::new(Vec::new()),
             closed: CancellationToken::new(),
         }
+    }
+
+    /// A later request of this session's caller (the transport checked it is the same one) presented `token`: the
+    /// newest token is the one exchanged, since the one the session opened with may have expired since.
+    pub(crate) fn present_token(&self, token: &SubjectToken) {
+        if let Ok(mut current) = self.subject_token.lock() {
+            *current = Some(token.clone());
+        }
+    }
+
+    /// On whose behalf this session's requests go upstream: its caller and the token it presented last.
+    pub(crate) fn on_behalf(&self) -> OnBehalf {
+        let token = self.subject_token.lock().ok().and_then(|token| token.clone());
+        OnBehalf { subject: self.caller.name.clone(), token }
     }
 
     /// Makes this the session of one request of a caller whose taint is `cell`: taint reaching it taints the

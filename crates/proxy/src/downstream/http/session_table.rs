@@ -356,6 +356,11 @@ impl HttpSession {
         self.inner.deliver(message);
     }
 
+    /// A request of the session's own caller presented `token` (see `ClientSession::present_token`).
+    pub(super) fn present_token(&self, token: &toolgate_spec::SubjectToken) {
+        self.inner.present_token(token);
+    }
+
     pub(super) fn deliver_with_param_headers(&self, message: Value, param_headers: Vec<(String, String)>) {
         self.inner.deliver_with_param_headers(message, param_headers);
     }
