@@ -4,9 +4,12 @@
 //!
 //! The upstream (`fixtures/oauth_upstream.py`, PyPI `mcp` 2.3) checks every bearer against the provider's keys and
 //! records every `Authorization` header it saw, so each test asserts from the record which tokens reached it: one
-//! token for many calls, a new one after expiry or a 401, never the client's own. Real processes on loopback only.
+//! token for many calls, a new one after expiry or a 401, never the client's own. `exchange` does the same for RFC
+//! 8693 token exchange on each caller's behalf. Real processes on loopback only.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod exchange;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
