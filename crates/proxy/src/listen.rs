@@ -20,7 +20,9 @@
 //! (a gap it can see beats a stream it wrongly trusts). The listen also ends when the client cancels it (closing
 //! the HTTP stream, or `notifications/cancelled` on stdio), when its session closes, or, with a result, when the
 //! gateway stops. This module never sends a request to the client and never subscribes a URI upstream that no
-//! listen or session wants; whether a URI is subscribed upstream is decided by the registry alone.
+//! listen or session wants; whether a URI is subscribed upstream is decided by the registry alone, except after an
+//! upstream (re)connects: its subscriptions died with its last process (or connection), so [`resubscribe`] sends
+//! again every URI it serves that a listen or a legacy session still wants.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -160,6 +162,35 @@ fn converge(gateway: &Arc<Shared>, uris: Vec<String>) {
                 gateway.listens.step_done(&uri, subscribe);
             }
         });
+    }
+}
+
+/// Subscribes `upstream`, just connected (at start, after a crash or a reload), to every resource URI it serves
+/// that an open listen or a legacy session's `resources/subscribe` still wants. A new process holds no
+/// subscription, and nobody else asks again: a client subscribed once, and a listen's converger believes its
+/// subscribe still holds. A subscribe that races a client's own is harmless (subscribing twice is subscribing).
+pub(crate) async fn resubscribe(gateway: &Shared, upstream: usize) {
+    let Some(connection) = gateway.upstreams.get(upstream).and_then(|runtime| runtime.connection()) else {
+        return;
+    };
+    if !declares_subscribe(&connection.initialize_outcome().capabilities) {
+        return;
+    }
+    let catalog = gateway.catalog();
+    let mut uris = BTreeSet::new();
+    for session in gateway.sessions() {
+        let subscribed: Vec<String> =
+            session.subscriptions.lock().map(|uris| uris.iter().cloned().collect()).unwrap_or_default();
+        uris.extend(subscribed.into_iter().filter(|uri| catalog.resource_owner(uri) == Some(upstream)));
+    }
+    let listened = gateway.listens.wanted_uris();
+    uris.extend(listened.into_iter().filter(|uri| catalog.subscription_owner(uri) == Some(upstream)));
+    uris.retain(|uri| catalog.held_resource(uri).is_none());
+    let upstream_name = gateway.upstreams.name(upstream);
+    for uri in uris {
+        if let Err(error) = connection.request("resources/subscribe", Some(json!({"uri": uri}))).await {
+            tracing::warn!(upstream = %upstream_name, %uri, %error, "a resource subscription could not be sent again");
+        }
     }
 }
 

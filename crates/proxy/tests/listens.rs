@@ -202,3 +202,57 @@ async fn the_upstream_subscription_follows_listens_opening_and_closing_at_once_o
         wait_upstream_holds(&mut toucher, &[]).await;
     }
 }
+
+/// Waits until the `watch` upstream is down (its supervisor noticed the crash) and then ready again.
+async fn wait_restarted(gateway: &toolgate_proxy::Gateway) {
+    use toolgate_proxy::upstreams::UpstreamStatus;
+    let deadline = tokio::time::Instant::now() + GUARD;
+    let mut seen_down = false;
+    loop {
+        match support::status_of(gateway, "watch") {
+            UpstreamStatus::Down { .. } | UpstreamStatus::Starting => seen_down = true,
+            UpstreamStatus::Ready { .. } if seen_down => return,
+            UpstreamStatus::Ready { .. } => {}
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the upstream was not restarted");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscriptions_are_sent_again_to_an_upstream_the_supervisor_restarted() {
+    let gateway = start(vec![upstream("watch", "subscriptions", GUARD, None)], Limits::default()).await;
+    // A legacy session's subscription and a listen's.
+    let mut legacy = Client::connect(&gateway).await;
+    let subscribed = legacy.request(json!("sub"), "resources/subscribe", json!({"uri": "notes://watched/1"})).await;
+    assert!(subscribed.get("error").is_none(), "{subscribed}");
+    let mut listener = Client::connect(&gateway).await;
+    let asked = json!({"resourceSubscriptions": ["notes://watched/2"]});
+    listener.send(json!("listen"), "subscriptions/listen", listen_params(asked));
+    listener.wait_for("the acknowledgement", acknowledged_for(&json!("listen"))).await;
+    let mut other = Client::connect(&gateway).await;
+    wait_upstream_holds(&mut other, &["notes://watched/1", "notes://watched/2"]).await;
+
+    // The upstream dies; its supervisor starts a new process, which holds no subscription of its own.
+    other.send(json!("crash"), "tools/call", json!({"name": "watch_crash", "arguments": {}}));
+    wait_restarted(&gateway).await;
+    wait_upstream_holds(&mut other, &["notes://watched/1", "notes://watched/2"]).await;
+
+    // Both subscribers hear the new process's updates again.
+    for (id, uri) in [("touch-1", "notes://watched/1"), ("touch-2", "notes://watched/2")] {
+        let touched = other.call(json!(id), "watch_touch", json!({"uri": uri})).await;
+        assert_eq!(touched["result"]["content"][0]["text"], "announced 1", "{touched}");
+    }
+    legacy
+        .wait_for("the legacy session's update", |message| {
+            message["method"] == "notifications/resources/updated" && message["params"]["uri"] == "notes://watched/1"
+        })
+        .await;
+    listener
+        .wait_for("the listen's update", |message| {
+            message["method"] == "notifications/resources/updated"
+                && message["params"]["uri"] == "notes://watched/2"
+                && message["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "listen"
+        })
+        .await;
+}

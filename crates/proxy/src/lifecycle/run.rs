@@ -1,5 +1,6 @@
 //! One task per upstream: connect, check and publish the listing, serve re-listing requests, reconnect with
-//! backoff when the connection ends.
+//! backoff when the connection ends; on each connection, the resource subscriptions clients still hold are sent again
+//! (`crate::listen::resubscribe`).
 //!
 //! The task is the only writer of its upstream's connection and listing. A `list_changed` from the upstream (and a
 //! re-check after a person's pin decision) is a request to it ([`crate::upstreams::ListingRequests`]), served one at
@@ -8,7 +9,7 @@
 //! the re-listing in flight and one more. A re-listing that fails while the connection lives (the upstream was
 //! saturated, a page timed out) is asked again after a backoff (1 s doubling to 30 s, counted in
 //! `toolgate_upstream_relist_failures_total`), so a change is never lost until the next `list_changed`. It must not decide calls or touch sessions beyond telling them a list
-//! changed.
+//! changed (and reading which URIs they subscribed).
 
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -94,6 +95,10 @@ pub(crate) async fn run_upstream(gateway: Arc<Shared>, runtime: Arc<UpstreamRunt
                 runtime.mark_ready();
                 tracing::info!(upstream = %runtime.spec.name, status = ?runtime.status(), "upstream ready");
                 gateway.notify_list_changed(&[ListKind::Tools, ListKind::Prompts, ListKind::Resources]);
+                // A new connection holds none of the subscriptions clients made through toolgate: send them again
+                // (in a task of its own, so re-listing requests are not held up behind them).
+                let resubscribing = Arc::clone(&gateway);
+                tokio::spawn(async move { crate::listen::resubscribe(&resubscribing, index).await });
                 if !std::mem::replace(&mut settled, true) {
                     gateway.mark_settled();
                 }

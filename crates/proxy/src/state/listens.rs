@@ -127,6 +127,11 @@ impl ListenRegistry {
         self.lock().uris.get(uri).is_some_and(|entry| entry.listens > 0)
     }
 
+    /// Every URI an open listen wants (to subscribe again upstream after a reconnect).
+    pub(crate) fn wanted_uris(&self) -> Vec<String> {
+        self.lock().uris.iter().filter(|(_, entry)| entry.listens > 0).map(|(uri, _)| uri.clone()).collect()
+    }
+
     /// The converger's next step for `uri`: `Some(true)` to subscribe, `Some(false)` to unsubscribe; `None` when
     /// the upstream already agrees with the count (the converger then ends, under the same lock that a new
     /// listen would start another one under).
