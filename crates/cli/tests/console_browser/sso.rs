@@ -2,7 +2,9 @@
 //! provider's login and consent pages (authorization code with PKCE), see the queue, and decide. A person outside
 //! the approver group is refused, a person approving their own call is refused (the HTTP listener has no
 //! `[[caller]]`s, so the waiting client's identity is `anonymous`, and the provider has a person with that subject),
-//! and an approver's approval lets the waiting client's call through, its audit row naming them.
+//! and an approver's approval lets the waiting client's call through, its audit row naming them. Her logout then
+//! ends her session at the provider too (RP-initiated logout, confirmed on the provider's page), so the next login
+//! shows the provider's login form again.
 
 use fantoccini::Locator;
 use serde_json::Value;
@@ -27,6 +29,13 @@ async fn sso_login(browser: &Browser, console: &str, account: &str) {
     browser.client.find(Locator::Css("button[type=submit]")).await.expect("Continue").click().await.expect("consent");
     browser.wait_for_text("No approvals are waiting.").await;
     assert!(browser.url().await.ends_with("/console"), "back at the console");
+}
+
+/// On the provider's logout confirmation page (reached from the console's logout page), signs out there.
+async fn browser_confirms_provider_logout(browser: &Browser) {
+    let confirm = browser.wait_for("button[name=logout][value=yes]", "the provider's logout confirmation").await;
+    confirm.click().await.expect("confirm the logout");
+    browser.wait_for_text("Sign-out Success").await;
 }
 
 /// Clicks Approve on the one waiting call; returns the page's text after the answer.
@@ -97,6 +106,23 @@ async fn people_log_in_through_the_provider_and_only_an_approver_approves_anothe
     let approved = block_in_place(|| client_findings(client, "the approved client"));
     assert_eq!(approved["delete"]["isError"], false, "{approved}");
     assert!(texts(&approved["delete"]).contains("deleted note 3"), "{approved}");
+
+    // Alice logs out: the console's page goes on to the provider's logout (not a redirect of the form's POST, which
+    // the console's `form-action 'self'` would stop), she confirms there, and her session at the provider ends: the
+    // next login asks who she is instead of going straight back to the console.
+    alice
+        .client
+        .find(Locator::Css("form[action='/console/logout'] button"))
+        .await
+        .expect("Log out")
+        .click()
+        .await
+        .expect("click");
+    browser_confirms_provider_logout(&alice).await;
+    alice.goto(&format!("{console}/console")).await;
+    assert_eq!(alice.status().await, 401, "the console session ended");
+    alice.goto(&format!("{console}/console/sso/login")).await;
+    alice.wait_for("input[name=login]", "the provider's login form again").await;
     alice.close().await;
 
     // The audit rows name each person: two refusals, then Alice's approval.
