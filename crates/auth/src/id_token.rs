@@ -69,15 +69,13 @@ pub struct OpenIdProvider {
 }
 
 impl OpenIdProvider {
-    /// The provider at `issuer`, accepting ID tokens signed with `algorithms` (the access tokens' default
-    /// asymmetric list when empty); nothing is fetched yet.
-    pub fn new(issuer: &str, algorithms: &[String]) -> Result<OpenIdProvider, ConfigError> {
+    /// The provider at `issuer`, accepting ID tokens signed with an algorithm of the access tokens' default
+    /// asymmetric list (never `none`, never HMAC: the console verifies against the provider's published keys
+    /// only); nothing is fetched yet.
+    pub fn new(issuer: &str) -> Result<OpenIdProvider, ConfigError> {
         checked_url(issuer)?;
-        let algorithms = if algorithms.is_empty() {
-            jws::algorithms(&DEFAULT_OAUTH_ALGORITHMS.iter().map(|alg| (*alg).to_owned()).collect::<Vec<_>>())?
-        } else {
-            jws::algorithms(algorithms)?
-        };
+        let names: Vec<String> = DEFAULT_OAUTH_ALGORITHMS.iter().map(|alg| (*alg).to_owned()).collect();
+        let algorithms = jws::algorithms(&names)?;
         let client = provider_client()?;
         let keys = KeyCache::new(client.clone(), issuer.to_owned(), DEFAULT_JWKS_REFRESH, DEFAULT_JWKS_MIN_REFETCH);
         Ok(OpenIdProvider { issuer: issuer.to_owned(), algorithms, skew: DEFAULT_OAUTH_CLOCK_SKEW, keys, client })

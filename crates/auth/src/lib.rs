@@ -2,6 +2,8 @@
 //! locally with the issuer's discovered keys, or an opaque token asked about by RFC 7662 introspection) and mapped
 //! to an [`Identity`]: the subject, a display name, and the scopes the policy sees (`scope` plus configured group
 //! claims). Also the RFC 9728 protected-resource metadata and the `WWW-Authenticate` challenges that point to it.
+//! The console's OpenID logins use the same stack: [`OpenIdProvider`] gives the provider's login endpoints from the
+//! same discovery and validates ID tokens with the same signature and claim checks (`jws`), plus [`IdTokenRules`].
 //!
 //! What a token must pass: its `alg` on the allow-list (asymmetric only by default: never `none`, HMAC only when
 //! configured), `iss` exactly the configured issuer, a key the issuer publishes (cached, see `keys`), a valid

@@ -93,7 +93,7 @@ impl Provider {
             return Ok(openid);
         }
         let openid =
-            OpenIdProvider::new(&self.config.issuer, &[]).map_err(|error| OidcError::Provider(error.to_string()))?;
+            OpenIdProvider::new(&self.config.issuer).map_err(|error| OidcError::Provider(error.to_string()))?;
         Ok(self.openid.get_or_init(|| openid))
     }
 
