@@ -245,6 +245,7 @@ async fn a_caller_without_an_oauth_token_fails_closed_audited_and_nothing_is_sen
     });
     assert_eq!(row["tool"], json!("whoami"));
     assert_eq!(row["outcome"], json!("is_error"), "the refused call is audited as failed: {row}");
+    assert_eq!(row["detail"]["unsent"], json!("no_caller_token"), "the row says why it went nowhere: {row}");
     scene.assert_tokens_contained();
 }
 
@@ -264,6 +265,16 @@ async fn the_issuer_down_fails_exchanges_closed_with_a_clear_error_and_they_resu
         "the failure names the issuer and the caller whose exchange failed: {failure}"
     );
     assert_eq!(scene.tokens_of("alice").len(), before, "nothing was sent for alice without an exchanged token");
+    let state = scene.setup.state_arg();
+    tokio::task::block_in_place(|| {
+        poll("the failed call's audit row", || {
+            let audit = run(&["audit", "--json", "--kind", "call", "--state-dir", &state]);
+            audit.stdout.lines().filter_map(|line| serde_json::from_str::<Value>(line).ok()).find(|row| {
+                row["caller"]["identity"] == json!("alice")
+                    && row["detail"]["unsent"] == json!("no_upstream_credentials")
+            })
+        })
+    });
 
     let config = scene.config.clone();
     scene.provider.restart(&config);

@@ -57,7 +57,8 @@ pub(crate) enum Refusal {
 /// How a call ended.
 pub(crate) enum CallExit {
     /// The upstream was asked: its answer (or the failure to get one, `from_upstream` false), as the client gets it.
-    Answered { response: Value, from_upstream: bool },
+    /// `unsent`: toolgate's reason for sending it nowhere (no credentials), recorded in the audit row.
+    Answered { response: Value, from_upstream: bool, unsent: Option<&'static str> },
     /// It was not made yet: a 2026-07-28 request asked for a person's answer with this `input_required` result.
     InputRequired(Value),
     /// It was not made.
@@ -127,7 +128,7 @@ pub(crate) fn finish(
         "tools/call"
     );
     match exit {
-        CallExit::Answered { response, from_upstream } => {
+        CallExit::Answered { response, from_upstream, .. } => {
             if let Some((tool, _)) = &trail.tool
                 && taints_session(&tool.hints, from_upstream)
             {
@@ -164,8 +165,14 @@ fn record_exit(
             let (outcome, detail) = not_forwarded(gateway, session, trail, exit, outcome);
             row.finish_with(outcome, micros, detail);
         } else {
-            // A forwarded call has one row, completed with the outcome (ok, is_error, jsonrpc_error, cancelled).
-            row.finish(outcome.label(), micros);
+            // A forwarded call has one row, completed with the outcome (ok, is_error, jsonrpc_error, cancelled), and
+            // why it went nowhere when toolgate had no credentials to send it with.
+            match exit {
+                CallExit::Answered { unsent: Some(reason), .. } => {
+                    row.finish_with(outcome.label(), micros, Some(json!({ "unsent": reason })));
+                }
+                _ => row.finish(outcome.label(), micros),
+            }
         }
         return;
     }

@@ -72,8 +72,9 @@ pub(crate) struct Permitted {
 pub(crate) enum Forwarded {
     /// A response message (result or JSON-RPC error).
     Response(Value),
-    /// The upstream could not be reached or failed; the text says which and how.
-    Failed(String),
+    /// The upstream could not be reached or failed; the text says which and how. `unsent` names toolgate's own
+    /// reason for not sending the call at all, for its audit row (see [`unsent_reason`]).
+    Failed { message: String, unsent: Option<&'static str> },
 }
 
 /// A name phase 1 did not find in the catalog, with the client's `params` given back.
@@ -172,8 +173,23 @@ pub(crate) async fn forward(
                 backoff = backoff.saturating_mul(2).min(Duration::from_secs(10));
                 attempt += 1;
             }
-            Err(error) => return Some(Forwarded::Failed(upstream_failure(&tool.upstream_name, &error))),
+            Err(error) => {
+                let message = upstream_failure(&tool.upstream_name, &error);
+                return Some(Forwarded::Failed { message, unsent: unsent_reason(&error) });
+            }
         }
+    }
+}
+
+/// Why toolgate sent a permitted call nowhere, as a stable word for its audit row (`detail.unsent`): it had no
+/// credentials to send it with, the caller's own token to exchange (`no_caller_token`) or an upstream token from
+/// the issuer (`no_upstream_credentials`). Other failures reached the upstream or the network, and their text (which
+/// may quote the upstream) stays out of the audit log.
+fn unsent_reason(error: &UpstreamError) -> Option<&'static str> {
+    match error {
+        UpstreamError::NoCallerToken { .. } => Some("no_caller_token"),
+        UpstreamError::Credentials { .. } => Some("no_upstream_credentials"),
+        _ => None,
     }
 }
 
@@ -204,7 +220,7 @@ pub(crate) fn post_process(gateway: &Shared, tool: &ExposedTool, id: &Value, for
             }
             response
         }
-        Forwarded::Failed(message) => tool_error(id, &format!("toolgate: {message}")),
+        Forwarded::Failed { message, .. } => tool_error(id, &format!("toolgate: {message}")),
     }
 }
 
@@ -300,8 +316,12 @@ async fn run_phases(context: &CallContext<'_>, params: Value, trail: &mut Trail)
         return CallExit::InputRequired(result.clone());
     }
     let from_upstream = matches!(forwarded, Forwarded::Response(_));
+    let unsent = match &forwarded {
+        Forwarded::Failed { unsent, .. } => *unsent,
+        Forwarded::Response(_) => None,
+    };
     let response = post_process(gateway, &permitted.call.tool, id, forwarded);
-    CallExit::Answered { response, from_upstream }
+    CallExit::Answered { response, from_upstream, unsent }
 }
 
 /// Phase 2 for a call that needs a person: the question (which journals the call's one row into `row` as the
