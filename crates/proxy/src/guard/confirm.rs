@@ -34,7 +34,7 @@ use toolgate_core::decision::Decision;
 use toolgate_core::display::{bounded, escape, json_text, quoted};
 use toolgate_core::policy::approval::{ApprovalScope, BoundTool, bind_approval};
 use toolgate_spec::ConfirmVia;
-use toolgate_store::{ApprovalId, ApprovalWait, PendingApproval, PendingCall, digest_arguments};
+use toolgate_store::{ApprovalId, ApprovalWait, PendingApproval, PendingCall, StoreError, digest_arguments};
 
 use crate::access::{Lapse, current_tool};
 use crate::call::context::CallContext;
@@ -102,10 +102,11 @@ pub(crate) enum NotApproved {
     NoQueue,
     /// The session or caller already has as many approvals waiting as it may.
     QueueFull(QuotaExceeded),
-    /// The approval could not be queued.
+    /// The approval could not be queued (the store's error: for the log and the row, never the model).
     CannotQueue(String),
-    /// A person approved it, but the approval could not be used.
-    Unusable { by: String, error: String },
+    /// A person approved it, but the approval could not be used: the store refused it (`store_failed` false: its
+    /// reason is the model's to read) or failed (true: its error is for the log and the row only).
+    Unusable { by: String, error: String, store_failed: bool },
     /// A person denied it.
     DeniedBy(String),
     /// Nobody decided within this many seconds.
@@ -114,7 +115,7 @@ pub(crate) enum NotApproved {
     AlreadyUsed,
     /// The approval lapsed before anyone decided.
     LapsedUndecided,
-    /// Waiting for the decision failed.
+    /// Waiting for the decision failed (the store's error: for the log and the row, never the model).
     WaitFailed(String),
 }
 
@@ -147,7 +148,7 @@ impl NotApproved {
                 Some(json!({"scope": scope, "limit": limit, "setting": setting}))
             }
             NotApproved::CannotQueue(error) | NotApproved::WaitFailed(error) => Some(json!({"error": error})),
-            NotApproved::Unusable { by, error } => Some(json!({"by": by, "error": error})),
+            NotApproved::Unusable { by, error, .. } => Some(json!({"by": by, "error": error})),
             NotApproved::DeniedBy(by) => Some(json!({"by": by})),
             NotApproved::TimedOut(seconds) => Some(json!({"reason": format!("nobody decided within {seconds} s")})),
             NotApproved::NobodyAnswered
@@ -179,10 +180,15 @@ impl NotApproved {
                      asking again."
                 )
             }
-            NotApproved::CannotQueue(error) => {
-                format!("toolgate: cannot queue the approval ({error}); the call was not made")
+            // A store's error names paths, hosts and schema: the model reads only what happened.
+            NotApproved::CannotQueue(_) => {
+                "toolgate: cannot queue the approval (the approval store is unavailable); the call was not made".into()
             }
-            NotApproved::Unusable { by, error } => {
+            NotApproved::Unusable { by, store_failed: true, .. } => format!(
+                "toolgate: the approval by {by} could not be used (the approval store is unavailable); the call was \
+                 not made"
+            ),
+            NotApproved::Unusable { by, error, store_failed: false } => {
                 format!("toolgate: the approval by {by} could not be used ({error})")
             }
             NotApproved::DeniedBy(by) => format!("toolgate: {by} denied this call to {tool}; it was not made"),
@@ -193,7 +199,10 @@ impl NotApproved {
             NotApproved::LapsedUndecided => {
                 "toolgate: the approval lapsed before anyone decided; the call was not made".into()
             }
-            NotApproved::WaitFailed(error) => format!("toolgate: waiting for approval failed ({error})"),
+            NotApproved::WaitFailed(_) => {
+                "toolgate: waiting for approval failed (the approval store is unavailable); the call was not made"
+                    .into()
+            }
         }
     }
 }
@@ -527,7 +536,11 @@ async fn by_queue(
                 }
                 Err(error) => {
                     waiting.lapse("the approval could not be used").await;
-                    Confirmation::Refused(NotApproved::Unusable { by, error: error.to_string() })
+                    let store_failed = !matches!(error, StoreError::ApprovalRefused { .. });
+                    if store_failed {
+                        tracing::error!(%error, approval = %pending.id, "an approved call's approval cannot be used");
+                    }
+                    Confirmation::Refused(NotApproved::Unusable { by, error: error.to_string(), store_failed })
                 }
             },
         },
@@ -555,6 +568,7 @@ async fn by_queue(
             Confirmation::Refused(NotApproved::TimedOut(timeout))
         }
         Err(error) => {
+            tracing::error!(%error, approval = %pending.id, "waiting for an approval's decision failed");
             waiting.lapse("waiting for the decision failed").await;
             Confirmation::Refused(NotApproved::WaitFailed(error.to_string()))
         }

@@ -22,4 +22,5 @@ mod pinned_content;
 mod pins;
 mod queue_flood;
 mod round_trip;
+mod store_errors;
 mod visibility;

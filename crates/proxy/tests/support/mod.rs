@@ -59,15 +59,20 @@ pub(crate) async fn gateway_store(state: &Path) -> toolgate_store::Store {
 pub(crate) const STORE_SECRET: &str = "disk /srv/secret-volume-7 of db-host.internal is failing";
 
 /// Makes the store in `state` (a directory) fail every use of a request state's nonce from now on, as a broken
-/// database would, with an error naming [`STORE_SECRET`]: a raw connection adds a trigger that aborts the insert.
+/// database would, with an error naming [`STORE_SECRET`].
 pub(crate) async fn break_used_nonces(state: &Path) {
+    break_store(state, "broken_nonces", "INSERT ON used_request_states").await;
+}
+
+/// Makes the store in `state` fail every statement `event` names (`INSERT ON approvals`, say, with a `WHEN` clause
+/// if need be) from now on, as a broken database would, with an error naming [`STORE_SECRET`]: a raw connection adds
+/// the trigger `name` that aborts it.
+pub(crate) async fn break_store(state: &Path, name: &str, event: &str) {
     use sqlx::sqlite::{SqliteConnectOptions, SqlitePool};
     let options = SqliteConnectOptions::new().filename(state.join(toolgate_store::DATABASE_FILE));
     let pool = SqlitePool::connect_with(options).await.expect("a raw connection to the store");
-    let statement = format!(
-        "CREATE TRIGGER broken_nonces BEFORE INSERT ON used_request_states BEGIN SELECT RAISE(ABORT, '{STORE_SECRET}'); END"
-    );
-    // Audited: the text is this file's constant, no input.
+    let statement = format!("CREATE TRIGGER {name} BEFORE {event} BEGIN SELECT RAISE(ABORT, '{STORE_SECRET}'); END");
+    // Audited: the text is the tests' own constants, no input.
     sqlx::query(sqlx::AssertSqlSafe(statement)).execute(&pool).await.expect("the trigger is created");
     pool.close().await;
 }
