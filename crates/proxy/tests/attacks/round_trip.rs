@@ -253,19 +253,23 @@ async fn issue_12_a_modern_request_without_elicitation_is_never_asked() {
     let harness = asking(&log, Duration::from_secs(300)).await;
     // The session itself could be asked (its `initialize` declared elicitation); the modern request did not.
     let mut client = harness.client(Elicit::Accept).await;
-    let arguments = json!({"id": 1, "text": "new"});
-    client.send(json!("quiet"), "tools/call", modern_call(arguments.clone(), json!({"sampling": {}}), json!({})));
-    let pending = wait_pending(&harness.store, "rug_update_record", &arguments).await;
-    harness
-        .other_handle()
-        .await
-        .approvals()
-        .decide(&pending.approval.id, toolgate_store::ApprovalDecision::Approve, "tester")
-        .await
-        .unwrap();
-    let answer = client.response(&json!("quiet")).await;
-    assert_eq!(answer["result"]["resultType"], "complete", "{answer}");
-    assert_eq!(text(&answer), "called update_record", "{answer}");
+    // No elicitation at all, and URL mode only (toolgate's question is a form): both wait in the queue.
+    for (n, declared) in [json!({"sampling": {}}), json!({"elicitation": {"url": {}}})].into_iter().enumerate() {
+        let arguments = json!({"id": n, "text": "new"});
+        let id = json!(format!("quiet-{n}"));
+        client.send(id.clone(), "tools/call", modern_call(arguments.clone(), declared.clone(), json!({})));
+        let pending = wait_pending(&harness.store, "rug_update_record", &arguments).await;
+        harness
+            .other_handle()
+            .await
+            .approvals()
+            .decide(&pending.approval.id, toolgate_store::ApprovalDecision::Approve, "tester")
+            .await
+            .unwrap();
+        let answer = client.response(&id).await;
+        assert_eq!(answer["result"]["resultType"], "complete", "{declared}: {answer}");
+        assert_eq!(text(&answer), "called update_record", "{declared}: {answer}");
+    }
     assert!(client.elicitations.is_empty(), "no pushed question");
     let asked = client.all.iter().any(|bound| {
         matches!(bound, ClientBound::Related { message, .. } | ClientBound::Unsolicited(message)
