@@ -5,13 +5,14 @@
 //! that call comes here (`upstream_events::on_request` hands it over, [`hand_over`]) instead of to the client. A
 //! kind the request did not declare in its own `clientCapabilities` is never asked: the upstream's request gets an
 //! error, the upstream call is cancelled, and the client gets -32021 with `data.requiredCapabilities`. A declared
-//! kind makes the answer `input_required`: the upstream's request as the input request (under a key of toolgate's,
-//! see [`input_key`]) and a sealed `requestState` naming a **held call**: the upstream call stays open in this
-//! process, its pending request unanswered. The retry carries the answers: the held call is taken (once), the
-//! upstream's requests are answered, and the call goes on: its result, or another round when the upstream asks
-//! again (at most [`MAX_BRIDGED_ROUNDS`]). A held call expires after `limits.held_call_timeout`: its pending requests get an
-//! error and the call is cancelled upstream. A state naming a call this process does not hold (expired, used,
-//! another process's) is refused, never replayed: re-sending the call could run a tool twice.
+//! kind makes the answer `input_required`: the upstream's requests sent at once as the input requests (under the key
+//! the upstream named, or one of toolgate's, see [`input_key`]) and a sealed `requestState` naming a **held call**:
+//! the upstream call stays open in this process, its pending requests unanswered. The retry carries the answers: the
+//! held call is taken (once), the upstream's requests are answered, and the call goes on: its result, or another
+//! round when the upstream asks again (at most [`MAX_BRIDGED_ROUNDS`]). A held call expires after
+//! `limits.held_call_timeout`: its pending requests get an error and the call is cancelled upstream. A state naming a
+//! call this process does not hold (expired, used, another process's) is refused, never replayed: re-sending the
+//! call could run a tool twice.
 //!
 //! The state is sealed (`guard::request_state`) with a key of this process alone (a held call cannot be resumed
 //! anywhere else, so no other process needs to open it), binding the caller, the call's target and tool
@@ -19,7 +20,7 @@
 //! permitted, and confirmed by a person when policy said so, before it went upstream) and writes no audit row.
 
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
@@ -49,6 +50,21 @@ pub(crate) const BRIDGED_METHODS: [&str; 3] = ["tools/call", "prompts/get", "res
 
 /// -32021, MissingRequiredClientCapability (2026-07-28).
 pub(crate) const MISSING_CAPABILITY: i64 = -32021;
+
+/// The `_meta` key in which a legacy upstream may name the input key of a request it sends during a call (an
+/// extension of toolgate's: a legacy request has no key of its own). Removed before the request reaches the client,
+/// as every `toolgate/` key an upstream sets is.
+pub(crate) const INPUT_KEY_META: &str = "toolgate/inputKey";
+
+/// The longest input key an upstream may name; a longer one is ignored and toolgate names the request.
+const MAX_KEY_HINT_CHARS: usize = 64;
+
+/// How long the bridge waits, after an upstream's request, for more requests sent with it: a legacy server that
+/// asks several things at once sends them one after another, and nothing on the wire says they belong together.
+const GATHER_QUIET: Duration = Duration::from_millis(100);
+
+/// The longest the bridge gathers one round's requests, however many keep coming.
+const GATHER_AT_MOST: Duration = Duration::from_secs(1);
 
 /// Gives the upstream's request to the bridged call it belongs to; a call that ended meanwhile refuses it.
 pub(crate) async fn hand_over(bridge: mpsc::UnboundedSender<UpstreamAsk>, ask: UpstreamAsk) {
@@ -86,17 +102,31 @@ pub(crate) fn declares(capabilities: &Value, method: &str, params: &Value) -> bo
     }
 }
 
-/// The input key of an upstream's request in `inputRequests`: `<upstream>/<kind>` (a second of the same kind in
-/// one round gets `#2`, ...). Namespaced by the upstream's name, as toolgate's own key is `toolgate/confirm`, so
-/// a client can tell who asks and no upstream's key can pass for toolgate's.
-fn input_key(upstream: &str, method: &str, taken: &Map<String, Value>) -> String {
+/// The input key an upstream named in an upstream request's `_meta` ([`INPUT_KEY_META`]), when it is one toolgate
+/// honours: at most [`MAX_KEY_HINT_CHARS`] ASCII letters, digits, `_`, `-`, `.` or `/`, and not under `toolgate/`
+/// (toolgate's own questions' keys, which no upstream's may pass for).
+pub(crate) fn key_hint(message: &Value) -> Option<String> {
+    let hint = message.pointer("/params/_meta")?.get(INPUT_KEY_META)?.as_str()?;
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '/');
+    let honoured = !hint.is_empty()
+        && hint.len() <= MAX_KEY_HINT_CHARS
+        && hint.chars().all(allowed)
+        && !hint.starts_with("toolgate/");
+    honoured.then(|| hint.to_owned())
+}
+
+/// The input key of an upstream's request in `inputRequests`: the key the upstream named for it ([`key_hint`]),
+/// as a modern upstream's keys reach the client unchanged (a call has one upstream, so two servers' keys never meet
+/// in a round); else `<upstream>/<kind>`, namespaced by the upstream's name as toolgate's own key is
+/// `toolgate/confirm`. A key taken already in the round gets `#2`, `#3`, ...
+fn input_key(upstream: &str, method: &str, hint: Option<&str>, taken: &Map<String, Value>) -> String {
     let kind = match method {
         "elicitation/create" => "elicitation",
         "sampling/createMessage" => "sampling",
         "roots/list" => "roots",
         other => other,
     };
-    let base = format!("{upstream}/{kind}");
+    let base = hint.map_or_else(|| format!("{upstream}/{kind}"), str::to_owned);
     let mut key = base.clone();
     let mut n = 1;
     while taken.contains_key(&key) {
@@ -243,9 +273,7 @@ pub(crate) async fn drive(
         };
         // Requests the upstream sent at once are asked in one round.
         asks.push(first);
-        while let Ok(ask) = running.asks.try_recv() {
-            asks.push(ask);
-        }
+        gather(&mut running.asks, &mut asks).await;
         // Undeclared roots are no roots, as for a legacy session: over stdio a server's own roots/list (after its
         // handshake, say) is attributed to the only call in flight by elimination, and must not fail that call.
         let mut kept = Vec::new();
@@ -281,12 +309,26 @@ pub(crate) async fn drive(
     let mut keyed = Vec::new();
     let mut requests = Map::new();
     for ask in asks {
-        let key = input_key(&upstream_name, &ask.method, &requests);
+        let key = input_key(&upstream_name, &ask.method, ask.key_hint.as_deref(), &requests);
         requests.insert(key.clone(), json!({"method": ask.method, "params": ask.params}));
         keyed.push((key, ask));
     }
     let held = HeldCall { binding, rounds: rounds + 1, asks: keyed, running, upstream: upstream_name };
     Some(Ok(hold(gateway, held)))
+}
+
+/// Adds to `asks` the upstream's requests that follow the first within [`GATHER_QUIET`] of each other (at most
+/// [`GATHER_AT_MOST`] in all), so that what a server sends at once is asked in one round.
+async fn gather(incoming: &mut mpsc::UnboundedReceiver<UpstreamAsk>, asks: &mut Vec<UpstreamAsk>) {
+    let until = tokio::time::Instant::now() + GATHER_AT_MOST;
+    loop {
+        let quiet = (tokio::time::Instant::now() + GATHER_QUIET).min(until);
+        match tokio::time::timeout_at(quiet, incoming.recv()).await {
+            Ok(Some(ask)) => asks.push(ask),
+            // Quiet for long enough, the round's time is up, or the call ended (its outcome is on its way).
+            Ok(None) | Err(_) => return,
+        }
+    }
 }
 
 /// Puts a call on hold: sealed under a fresh id, expiring after `limits.held_call_timeout`; returns the `input_required`
@@ -413,9 +455,23 @@ mod tests {
     #[test]
     fn input_keys_name_the_upstream_and_never_collide() {
         let mut taken = Map::new();
-        let first = input_key("files", "elicitation/create", &taken);
+        let first = input_key("files", "elicitation/create", None, &taken);
         assert_eq!(first, "files/elicitation");
         taken.insert(first, json!({}));
-        assert_eq!(input_key("files", "elicitation/create", &taken), "files/elicitation#2");
+        assert_eq!(input_key("files", "elicitation/create", None, &taken), "files/elicitation#2");
+        assert_eq!(input_key("files", "elicitation/create", Some("user_name"), &taken), "user_name");
+        taken.insert("user_name".into(), json!({}));
+        assert_eq!(input_key("files", "roots/list", Some("user_name"), &taken), "user_name#2");
+    }
+
+    #[test]
+    fn an_upstreams_key_is_honoured_only_when_plain_short_and_not_toolgates() {
+        let hinted = |hint: Value| key_hint(&json!({"params": {"_meta": {INPUT_KEY_META: hint}}}));
+        assert_eq!(hinted(json!("user_name")), Some("user_name".to_owned()));
+        assert_eq!(hinted(json!("files/step.2-b")), Some("files/step.2-b".to_owned()));
+        for refused in [json!("toolgate/confirm"), json!(""), json!("a b"), json!("x".repeat(65)), json!(7)] {
+            assert_eq!(hinted(refused.clone()), None, "{refused}");
+        }
+        assert_eq!(key_hint(&json!({"params": {}})), None);
     }
 }

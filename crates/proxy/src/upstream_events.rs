@@ -168,6 +168,8 @@ pub(crate) fn on_request(
 ) -> impl Future<Output = ()> + Send + 'static {
     let method = message.get("method").and_then(Value::as_str).unwrap_or_default().to_owned();
     let mut message = message;
+    // The upstream's name for this request's input key, if it gave one: read before its `toolgate/` keys go.
+    let key_hint = crate::bridge::key_hint(&message);
     // Before the label below adds toolgate's own key to an elicitation.
     strip_foreign_meta(&mut message);
     let mut params = message.get("params").cloned().map(|params| limit_sampling_context(&method, params));
@@ -252,7 +254,8 @@ pub(crate) fn on_request(
             Err(Reply::Result(result)) => return responder.respond(result).await,
             Err(Reply::Error(code, text)) => return responder.respond_error(code, &text).await,
             Err(Reply::Bridge(bridge)) => {
-                let ask = crate::bridge::UpstreamAsk { method, params: params.unwrap_or_default(), responder };
+                let ask =
+                    crate::bridge::UpstreamAsk { method, params: params.unwrap_or_default(), key_hint, responder };
                 return crate::bridge::hand_over(bridge, ask).await;
             }
         };

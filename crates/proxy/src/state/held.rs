@@ -17,6 +17,8 @@ pub(crate) struct UpstreamAsk {
     pub(crate) method: String,
     /// As toolgate would relay it (labelled, sampling context limited, foreign `_meta` removed).
     pub(crate) params: Value,
+    /// The input key the upstream named for this request in its `_meta` (`bridge::INPUT_KEY_META`), unchecked.
+    pub(crate) key_hint: Option<String>,
     pub(crate) responder: Responder,
 }
 
