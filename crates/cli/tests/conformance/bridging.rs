@@ -1,9 +1,10 @@
 //! Issue 12, bridging: a 2026-07-28 client through the real `toolgate serve` (HTTP) in front of the legacy fixture,
 //! whose tools ask the client during the call (`crates/fixture/src/mid_call.rs`). A capability the request did not
 //! declare is -32021 (HTTP 400) and the client is never asked; a declared one is asked by `input_required` and the
-//! held upstream call resumes on the retry: elicitation accepted and declined, sampling, roots, two rounds, the
-//! rounds cap; a retry naming a call this process does not hold (used already, or held by another toolgate
-//! process) is refused and never replayed.
+//! held upstream call resumes on the retry: elicitation accepted and declined, sampling, roots, two rounds, three
+//! requests sent at once asked in one round, a `prompts/get`, the rounds cap; a request's input key is the one the
+//! upstream named (`toolgate/inputKey` in its `_meta`), else toolgate's `<upstream>/<kind>`; a retry naming a call
+//! this process does not hold (used already, or held by another toolgate process) is refused and never replayed.
 
 use serde_json::{Value, json};
 use toolgate_test_support::toolgate::{Serving, raw_http};
@@ -101,7 +102,8 @@ fn a_bridged_elicitation_is_asked_by_input_required_and_the_held_call_resumes_ac
     let (status, first) = call(&toolgate, 1, tool, eliciting.clone(), json!({}));
     assert_eq!(status, 200, "{first}");
     let (key, request, state) = asked(&first);
-    assert!(key.ends_with("/elicitation"), "namespaced by the upstream: {key}");
+    assert_eq!(key, "user_name", "the key the upstream named in its request's _meta: {first}");
+    assert!(request["params"]["_meta"].get("toolgate/inputKey").is_none(), "the hint is toolgate's: {first}");
     assert_eq!(request["method"], "elicitation/create", "{first}");
     assert!(request["params"]["message"].as_str().unwrap_or_default().contains("What is your name?"), "{first}");
     let accept = json!({key.clone(): {"action": "accept", "content": {"name": "Alice"}}});
@@ -173,6 +175,8 @@ fn an_upstream_that_keeps_asking_is_stopped_after_ten_rounds() {
         rounds += 1;
         assert!(rounds <= 10, "more than ten rounds: {response}");
         let (key, _, state) = asked(&response);
+        // This tool names no key (as a server that knows no gateway): toolgate names it by upstream and kind.
+        assert!(key.ends_with("/elicitation") && key != "toolgate/elicitation", "{key}");
         let answer = json!({key: {"action": "accept", "content": {"name": "again"}}});
         response = retry(&toolgate, 1 + rounds, "test_keeps_asking", eliciting.clone(), &state, answer).1;
     }
@@ -199,4 +203,63 @@ fn a_retry_that_reaches_another_toolgate_process_is_refused_not_replayed() {
     // The process that holds the call still resumes it.
     let (_, done) = retry(&one, 4, tool, eliciting, &state, accept);
     assert_eq!(text(&done), "Hello, Alice!", "{done}");
+}
+
+#[test]
+fn requests_an_upstream_sends_at_once_are_asked_in_one_round_under_its_keys() {
+    let toolgate = toolgate();
+    let everything = json!({"elicitation": {}, "sampling": {}, "roots": {}});
+    let tool = "test_input_required_result_multiple_inputs";
+    let (status, first) = call(&toolgate, 1, tool, everything.clone(), json!({}));
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    let requests = first["result"]["inputRequests"].as_object().unwrap_or_else(|| panic!("{first}"));
+    let mut methods: Vec<(&str, &str)> =
+        requests.iter().map(|(key, request)| (key.as_str(), request["method"].as_str().unwrap_or_default())).collect();
+    methods.sort_unstable();
+    assert_eq!(
+        methods,
+        [("client_roots", "roots/list"), ("greeting", "sampling/createMessage"), ("user_name", "elicitation/create")],
+        "all three in the first round: {first}"
+    );
+    let state = first["result"]["requestState"].as_str().expect("a state");
+    let answers = json!({
+        "user_name": {"action": "accept", "content": {"name": "Alice"}},
+        "greeting": {"role": "assistant", "content": {"type": "text", "text": "Hi"}, "model": "m"},
+        "client_roots": {"roots": [{"uri": "file:///test/root", "name": "Test Root"}]},
+    });
+    let (_, done) = retry(&toolgate, 2, tool, everything, state, answers);
+    assert_eq!(text(&done), "name=Alice; LLM response: Hi; roots=file:///test/root", "{done}");
+}
+
+#[test]
+fn a_prompt_that_asks_during_prompts_get_is_bridged_and_resumes() {
+    let toolgate = toolgate();
+    let get = |id: u64, extra: Value| {
+        let mut params = json!({
+            "name": "test_input_required_result_prompt",
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": MODERN,
+                "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+            },
+        });
+        for (key, value) in extra.as_object().cloned().unwrap_or_default() {
+            params[key] = value;
+        }
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "prompts/get", "params": params});
+        let headers = [
+            ("MCP-Protocol-Version", MODERN),
+            ("Mcp-Method", "prompts/get"),
+            ("Mcp-Name", "test_input_required_result_prompt"),
+        ];
+        let reply = raw_http::post(&toolgate.authority, &headers, &body).expect("toolgate answers");
+        reply.response(&json!(id)).unwrap_or_else(|| panic!("no response to {id}: {reply:?}"))
+    };
+    let first = get(1, json!({}));
+    let (key, request, state) = asked(&first);
+    assert_eq!((key.as_str(), request["method"].as_str()), ("user_context", Some("elicitation/create")), "{first}");
+    let answer = json!({key: {"action": "accept", "content": {"context": "tests"}}});
+    let done = get(2, json!({"requestState": state, "inputResponses": answer}));
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert_eq!(done["result"]["messages"][0]["content"]["text"], "Use this context: tests", "{done}");
 }

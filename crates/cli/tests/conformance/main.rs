@@ -39,6 +39,20 @@ fn toolgate_in_front_of(upstream: &PeerCommand, peers: &Peers) -> Serving {
     start_toolgate(&arguments, upstream, peers)
 }
 
+/// Starts the fixture serving Streamable HTTP on a free port and `toolgate serve --upstream-url` in front of it;
+/// the guard stops the fixture. Over HTTP each request the fixture sends during a call comes on that call's own
+/// response stream (SEP-2260), so toolgate knows exactly which call it belongs to however many run at once.
+fn toolgate_in_front_of_the_http_fixture(peers: &Peers) -> (Guard, Serving) {
+    let port = free_port();
+    let fixture = fixture_http(port);
+    let mut command = fixture.command();
+    command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+    let guard = Guard(command.spawn().expect("the fixture starts"));
+    wait_for_port(port);
+    let upstream_url = format!("http://127.0.0.1:{port}/mcp");
+    (guard, start_toolgate(&["--upstream-url".to_owned(), upstream_url], &fixture, peers))
+}
+
 /// Starts `toolgate serve --listen 127.0.0.1:0 <arguments>`; it knows its MCP URL.
 fn start_toolgate(arguments: &[String], upstream: &PeerCommand, peers: &Peers) -> Serving {
     Serving::start(toolgate_command(arguments, upstream, peers))
@@ -151,14 +165,7 @@ fn every_active_scenario_passes(peers: &Peers, url: &str) {
 #[test]
 fn every_active_scenario_passes_through_toolgate_in_front_of_the_fixture_over_http() {
     let peers = Peers::locate();
-    let port = free_port();
-    let fixture = fixture_http(port);
-    let mut command = fixture.command();
-    command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
-    let _fixture = Guard(command.spawn().expect("the fixture starts"));
-    wait_for_port(port);
-    let upstream_url = format!("http://127.0.0.1:{port}/mcp");
-    let toolgate = start_toolgate(&["--upstream-url".to_owned(), upstream_url], &fixture, &peers);
+    let (_fixture, toolgate) = toolgate_in_front_of_the_http_fixture(&peers);
     let url = toolgate.url.clone();
     let (success, scenarios, text) = run_suite(&peers, &url);
     assert!(success, "the suite failed through toolgate with a Streamable HTTP upstream:\n{text}");
