@@ -57,7 +57,10 @@ use std::path::Path;
 pub use console::{ConsoleSpec, ConsoleUserSpec};
 pub use error::{ConfigError, Problem};
 pub use store::{DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, PostgresSpec, StoreSpec};
-pub use summary::{CallerSummary, ConfigSummary, ListenerSummary, PolicySummary, Transport, UpstreamSummary};
+pub use summary::{
+    CallerSummary, ConfigSummary, CredentialsKind, CredentialsSummary, ListenerSummary, PolicySummary, Transport,
+    UpstreamSummary,
+};
 pub use toolgate_spec::GatewaySpec;
 pub use toolgate_spec::SsoSpec;
 

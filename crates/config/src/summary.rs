@@ -13,7 +13,7 @@ use std::time::Duration;
 use toolgate_core::policy::{DefaultProfile, Mode};
 use toolgate_core::trust::{DEFAULT_MIN_CONFIDENCE, TrustLevel};
 use toolgate_spec::Endpoint;
-use toolgate_spec::{GatewaySpec, Limits, ManifestSpec, Prefix};
+use toolgate_spec::{GatewaySpec, Limits, ManifestSpec, Prefix, UpstreamCredentials};
 
 use crate::error::Problem;
 
@@ -78,6 +78,9 @@ pub struct UpstreamSummary {
     pub header_names: Vec<String>,
     /// The environment variable the bearer token is read from.
     pub bearer_token_env: Option<String>,
+    /// How toolgate authenticates to an HTTP upstream: a static bearer token or the `[upstream.credentials]` it
+    /// obtains; `None` when it sends only its configured headers.
+    pub credentials: Option<CredentialsSummary>,
     /// Time allowed for each request.
     pub request_timeout: Duration,
     /// Time allowed for `initialize`.
@@ -90,6 +93,63 @@ pub struct UpstreamSummary {
     pub manifest: Option<ManifestSpec>,
     /// Its sandbox mode (off for HTTP upstreams).
     pub sandbox: toolgate_spec::SandboxMode,
+}
+
+/// How toolgate authenticates to one HTTP upstream: where the token comes from, never the token or a secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CredentialsSummary {
+    /// static, client_credentials or token_exchange.
+    pub kind: CredentialsKind,
+    /// Where toolgate asks for tokens (the issuer, or the token endpoint when only that is configured); `None` for
+    /// a static token.
+    pub issuer: Option<String>,
+    /// The RFC 8693 `audience` a token exchange asks for, when configured.
+    pub audience: Option<String>,
+}
+
+/// Where an HTTP upstream's bearer token comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CredentialsKind {
+    /// Read once from `bearer_token_env`.
+    Static,
+    /// toolgate's own, from the client credentials grant.
+    ClientCredentials,
+    /// Each caller's, exchanged for its own access token (RFC 8693).
+    TokenExchange,
+}
+
+impl CredentialsKind {
+    /// The word the config file uses (`static` is `bearer_token_env`'s kind in the docs).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CredentialsKind::Static => "static",
+            CredentialsKind::ClientCredentials => "client_credentials",
+            CredentialsKind::TokenExchange => "token_exchange",
+        }
+    }
+}
+
+/// The summary of `credentials`, or a static token's when only `bearer_token_env` is set.
+fn credentials_summary(
+    credentials: Option<&UpstreamCredentials>,
+    bearer_token_env: Option<&String>,
+) -> Option<CredentialsSummary> {
+    Some(match credentials {
+        Some(UpstreamCredentials::ClientCredentials(grant)) => CredentialsSummary {
+            kind: CredentialsKind::ClientCredentials,
+            issuer: Some(grant.issuer.clone()),
+            audience: None,
+        },
+        Some(UpstreamCredentials::TokenExchange(exchange)) => CredentialsSummary {
+            kind: CredentialsKind::TokenExchange,
+            issuer: Some(exchange.issuer.clone()),
+            audience: exchange.audience.clone(),
+        },
+        None if bearer_token_env.is_some() => {
+            CredentialsSummary { kind: CredentialsKind::Static, issuer: None, audience: None }
+        }
+        None => return None,
+    })
 }
 
 /// An upstream's transport.
@@ -163,6 +223,7 @@ pub(crate) fn summarize(
                 name: upstream.name.clone(),
                 transport,
                 target,
+                credentials: credentials_summary(upstream.credentials.as_ref(), bearer_token_env.as_ref()),
                 exposed_prefix: match &upstream.prefix {
                     Prefix::None | Prefix::Passthrough => None,
                     Prefix::With(prefix) => Some(format!("{prefix}_")),
@@ -272,8 +333,18 @@ impl fmt::Display for ConfigSummary {
             if upstream.overrides > 0 {
                 notes.push(plural(upstream.overrides, "override", "overrides"));
             }
-            if let Some(variable) = &upstream.bearer_token_env {
-                notes.push(format!("bearer token from ${variable}"));
+            if let Some(credentials) = &upstream.credentials {
+                let mut note = format!("credentials {}", credentials.kind.as_str());
+                if let Some(variable) = &upstream.bearer_token_env {
+                    note.push_str(&format!(", bearer token from ${variable}"));
+                }
+                if let Some(issuer) = &credentials.issuer {
+                    note.push_str(&format!(" from {issuer}"));
+                }
+                if let Some(audience) = &credentials.audience {
+                    note.push_str(&format!(" for audience {audience}"));
+                }
+                notes.push(note);
             }
             if !upstream.env_names.is_empty() {
                 notes.push(format!("env: {}", upstream.env_names.join(", ")));

@@ -1,13 +1,13 @@
 //! `[upstream.credentials]`: what a valid table lowers to (secret resolved, resource defaulting to the URL; a token
 //! exchange with its audience and token type) and each mistake with the position a user sees, the listener without
-//! OAuth callers included; the secret never appears in a message or the summary.
+//! OAuth callers included; the summary names the kind, issuer and audience, never the secret.
 
 use std::path::Path;
 
 use toolgate_spec::{ACCESS_TOKEN_TYPE, ClientCredentialsSpec, Secret, TokenExchangeSpec, UpstreamCredentials};
 
 use super::errors::{check_error, test_env};
-use crate::{check_config_text, parse_config_with_env};
+use crate::{CredentialsKind, CredentialsSummary, check_config_text, parse_config_with_env};
 
 const HEAD: &str = "[[upstream]]\nname = \"s\"\nurl = \"https://s.example/mcp\"\n";
 const TABLE: &str = "[upstream.credentials]\nkind = \"client_credentials\"\nissuer = \"https://login.example\"\n\
@@ -154,4 +154,53 @@ fn callers_without_oauth_tokens_beside_a_token_exchange_are_warned_about() {
         warnings.iter().any(|warning| warning.contains("`[[caller]]` tokens are not OAuth access tokens")),
         "{warnings:?}"
     );
+}
+
+#[test]
+fn the_summary_names_each_upstreams_credentials_kind_issuer_and_audience_never_the_secret() {
+    let summarize = |text: &str| check_config_text(text, Path::new("gateway.toml"), &test_env).unwrap();
+    let line = |text: &str| {
+        let shown = summarize(text).to_string();
+        shown.lines().find(|line| line.contains("https://s.example/mcp")).unwrap_or_default().to_owned()
+    };
+
+    let grant = format!("{HEAD}{TABLE}");
+    assert_eq!(
+        summarize(&grant).upstreams[0].credentials,
+        Some(CredentialsSummary {
+            kind: CredentialsKind::ClientCredentials,
+            issuer: Some("https://login.example".into()),
+            audience: None,
+        })
+    );
+    assert!(line(&grant).ends_with("; credentials client_credentials from https://login.example)"), "{}", line(&grant));
+
+    let exchange = format!("{HEAD}{}audience = \"search\"\n{OAUTH}", exchange_table());
+    let summary = summarize(&exchange);
+    assert_eq!(
+        summary.upstreams[0].credentials,
+        Some(CredentialsSummary {
+            kind: CredentialsKind::TokenExchange,
+            issuer: Some("https://login.example".into()),
+            audience: Some("search".into()),
+        })
+    );
+    assert!(
+        line(&exchange).ends_with("; credentials token_exchange from https://login.example for audience search)"),
+        "{}",
+        line(&exchange)
+    );
+    assert!(!format!("{summary} {summary:?}").contains("cl13nt-s3cret"));
+
+    let bearer = format!("{HEAD}bearer_token_env = \"SEARCH_TOKEN\"\n");
+    let summary = summarize(&bearer);
+    assert_eq!(
+        summary.upstreams[0].credentials.as_ref().map(|credentials| credentials.kind),
+        Some(CredentialsKind::Static)
+    );
+    assert!(line(&bearer).ends_with("; credentials static, bearer token from $SEARCH_TOKEN)"), "{}", line(&bearer));
+    assert!(!format!("{summary} {summary:?}").contains("s3cret-token"));
+
+    // Headers alone are not credentials toolgate obtains.
+    assert_eq!(summarize(HEAD).upstreams[0].credentials, None);
 }

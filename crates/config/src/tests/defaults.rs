@@ -229,7 +229,7 @@ fn summary_reads_well() {
         "gateway.toml: 2 upstreams, 2 listeners\n\
          upstreams:\n  \
            git     stdio  uvx  (trust untrusted; tools exposed as git_*)\n  \
-           search  http   https://s.example/mcp  (trust untrusted; tools exposed as search_*; 1 override; bearer token from $SEARCH_TOKEN)\n\
+           search  http   https://s.example/mcp  (trust untrusted; tools exposed as search_*; 1 override; credentials static, bearer token from $SEARCH_TOKEN)\n\
          listeners:\n  \
            http   http://127.0.0.1:8765/mcp  (this machine only)\n  \
            stdio  identity \"stdio\" (no scopes)\n\
