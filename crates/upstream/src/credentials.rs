@@ -4,7 +4,8 @@
 //! One [`TokenSource`] belongs to one configured upstream and outlives its connections, so reconnecting does not
 //! cost a token request. Concurrent callers wait for one fetch rather than each asking the issuer. A token is never
 //! logged, put in an error or shown by `Debug`; a failure names the issuer and the reason only. When no token can be
-//! had, the request fails closed ([`UpstreamError::Credentials`]) and is not sent without one.
+//! had, the request fails closed ([`UpstreamError::Credentials`]) and is not sent without one. Discovery and the
+//! token request itself are shared with `crate::token_exchange` (a caller's token exchanged at the same issuer).
 
 use std::fmt;
 use std::time::{Duration, Instant};

@@ -122,16 +122,6 @@ impl TokenExchanger {
         })
     }
 
-    /// The issuer, for messages.
-    pub fn issuer(&self) -> &str {
-        &self.spec.issuer
-    }
-
-    /// Callers with a cached slot now (at most [`MAX_CACHED_CALLERS`]).
-    pub fn cached_callers(&self) -> usize {
-        self.cache.lock().unwrap_or_else(PoisonError::into_inner).entries.len()
-    }
-
     /// The token to send upstream on `caller`'s behalf: its cached exchanged token while fresh, else a new one
     /// from the issuer. A caller without an access token gets [`UpstreamError::NoCallerToken`]: nothing may be
     /// sent for it with anyone else's credentials.
