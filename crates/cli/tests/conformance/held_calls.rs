@@ -3,12 +3,13 @@
 //! during the call, so toolgate holds the upstream call and answers `input_required` with a sealed state naming it.
 //! Another caller's retry with that state, a state kept past `limits.held_call_timeout_seconds`, a state replayed
 //! after its call finished and answers under keys toolgate never asked resume nothing; the caller who was asked
-//! still can, once. Waits are hang guards, and the one sleep waits out a one-second expiry.
+//! still can, once; each refused retry has its `state_refused` audit row with the reason. Waits are hang guards,
+//! and the one sleep waits out a one-second expiry.
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use toolgate_test_support::toolgate::{Serving, Setup, start_serve};
+use toolgate_test_support::toolgate::{Serving, Setup, poll, run, start_serve};
 
 use super::bridging::{asked, call_as, text};
 
@@ -49,6 +50,23 @@ fn retry(toolgate: &Serving, token: &str, id: u64, state: &str, answers: Value) 
     call_as(toolgate, Some(token), id, TOOL, eliciting(), extra)
 }
 
+/// The reasons of the `state_refused` call rows of `TOOL` in the store of `setup`, sorted, once there are `count`.
+fn refusal_reasons(setup: &Setup, count: usize) -> Vec<String> {
+    let state = setup.state_arg();
+    poll("the refused retries' audit rows", || {
+        let rows = run(&["audit", "--json", "--kind", "call", "--state-dir", &state]);
+        let mut reasons: Vec<String> = rows
+            .stdout
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|row| row["tool"] == TOOL && row["outcome"] == "state_refused")
+            .filter_map(|row| row["detail"]["reason"].as_str().map(str::to_owned))
+            .collect();
+        reasons.sort();
+        (reasons.len() >= count).then_some(reasons)
+    })
+}
+
 /// Asserts an invalid-params refusal (HTTP 400) whose message says `why`.
 fn assert_refused(status: u16, response: &Value, why: &str) {
     assert_eq!(status, 400, "{response}");
@@ -59,7 +77,7 @@ fn assert_refused(status: u16, response: &Value, why: &str) {
 
 #[test]
 fn another_callers_retry_a_replay_and_answers_to_no_question_resume_nothing() {
-    let (_setup, toolgate) = toolgate(120);
+    let (setup, toolgate) = toolgate(120);
     let (_, first) = call_as(&toolgate, Some(ALICE), 1, TOOL, eliciting(), json!({}));
     let (key, _, state) = asked(&first);
 
@@ -91,17 +109,21 @@ fn another_callers_retry_a_replay_and_answers_to_no_question_resume_nothing() {
     );
     let (status, replayed) = retry(&toolgate, BOB, 7, &again_state, named(&key, "Alice"));
     assert_refused(status, &replayed, "another caller");
+
+    // Each refused retry is audited with its reason.
+    assert_eq!(refusal_reasons(&setup, 4), ["not_held", "not_held", "other_caller", "other_caller"]);
 }
 
 #[test]
 fn a_held_call_not_resumed_in_time_is_cancelled_and_its_state_refused() {
-    let (_setup, toolgate) = toolgate(1);
+    let (setup, toolgate) = toolgate(1);
     let (_, first) = call_as(&toolgate, Some(ALICE), 1, TOOL, eliciting(), json!({}));
     let (key, _, state) = asked(&first);
     // Past the one-second hold (the state's expiry is whole seconds): waited out, not timed.
     std::thread::sleep(Duration::from_millis(2_500));
     let (status, late) = retry(&toolgate, ALICE, 2, &state, named(&key, "Alice"));
     assert_refused(status, &late, "expired");
+    assert_eq!(refusal_reasons(&setup, 1), ["expired"]);
     // The gateway goes on: a new call is asked afresh and resumes.
     let (_, fresh) = call_as(&toolgate, Some(ALICE), 3, TOOL, eliciting(), json!({}));
     let (_, _, fresh_state) = asked(&fresh);
