@@ -37,6 +37,11 @@ pub struct ConfirmationSpec {
     pub approval_ttl: Duration,
     /// Offer "remember for this session" (same tool and argument shape).
     pub remember_for_session: bool,
+    /// How a 2026-07-28 request that may be asked is asked: a form, or a link to the console's approval page.
+    pub modern: ModernConfirm,
+    /// The console's base URL as a person's browser reaches it (`https://host/console`, no trailing slash): the
+    /// listen address is not always what a browser sees (a proxy, a name), so it is configured, never guessed.
+    pub console_url: Option<String>,
 }
 
 impl Default for ConfirmationSpec {
@@ -46,6 +51,34 @@ impl Default for ConfirmationSpec {
             timeout: Duration::from_secs(120),
             approval_ttl: Duration::from_secs(300),
             remember_for_session: true,
+            modern: ModernConfirm::Auto,
+            console_url: None,
+        }
+    }
+}
+
+/// How toolgate asks the person behind a 2026-07-28 request (MRTR `input_required`) to confirm a call. Whatever the
+/// choice, a request is only asked in a mode it declared in its own `_meta`; one that declared no usable mode waits
+/// in the approval queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModernConfirm {
+    /// Toolgate's form (`approve` box) when the request declared form elicitation; the console link when it
+    /// declared only URL mode and a console URL is configured.
+    Auto,
+    /// The form only, as before URL mode existed: a request that declared only URL mode waits in the queue.
+    Form,
+    /// The console link whenever the request declared URL mode (a person decides in the console, signed in, under
+    /// its approver rules), else the form. Needs `console_url`.
+    Console,
+}
+
+impl ModernConfirm {
+    /// The config file's word for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModernConfirm::Auto => "auto",
+            ModernConfirm::Form => "form",
+            ModernConfirm::Console => "console",
         }
     }
 }

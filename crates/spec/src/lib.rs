@@ -34,8 +34,8 @@ pub use credentials::{
 };
 pub use endpoint::Endpoint;
 pub use guardrails::{
-    AuditSpec, CallerSpec, ConfirmVia, ConfirmationSpec, GuardrailSpec, PinSpec, Quarantine, ResultSpec, RetrySpec,
-    SelectionSpec,
+    AuditSpec, CallerSpec, ConfirmVia, ConfirmationSpec, GuardrailSpec, ModernConfirm, PinSpec, Quarantine, ResultSpec,
+    RetrySpec, SelectionSpec,
 };
 pub use listen::{
     Caller, DEFAULT_BIND, DEFAULT_HTTP_PATH, DEFAULT_STDIO_IDENTITY, HttpListenerSpec, Limits, StdioListenerSpec,

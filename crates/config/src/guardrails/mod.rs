@@ -15,13 +15,14 @@ use std::time::Duration;
 use toml::Spanned;
 use toolgate_core::policy::glob::Glob;
 use toolgate_spec::{
-    AuditSpec, ConfirmVia, ConfirmationSpec, GuardrailSpec, PinSpec, Quarantine, ResultSpec, RetrySpec, SelectionSpec,
+    AuditSpec, ConfirmVia, ConfirmationSpec, GuardrailSpec, ModernConfirm, PinSpec, Quarantine, ResultSpec, RetrySpec,
+    SelectionSpec,
 };
 
 use crate::lower::Context;
 use raw::{
-    RawAudit, RawAuditArguments, RawCaller, RawConfirmVia, RawConfirmation, RawPins, RawQuarantine, RawResults,
-    RawRetries, RawSelection,
+    RawAudit, RawAuditArguments, RawCaller, RawConfirmVia, RawConfirmation, RawModernConfirm, RawPins, RawQuarantine,
+    RawResults, RawRetries, RawSelection,
 };
 
 /// Longest confirmation wait and approval lifetime (a day).
@@ -95,6 +96,13 @@ fn lower_confirmation(raw: Option<Spanned<RawConfirmation>>, cx: &mut Context<'_
     };
     let timeout = seconds(raw.timeout_seconds, "timeout_seconds", cx).unwrap_or(defaults.timeout);
     let approval_ttl = seconds(raw.approval_ttl_seconds, "approval_ttl_seconds", cx).unwrap_or(defaults.approval_ttl);
+    let console_url = lower_console_url(raw.console_url, raw.modern.as_ref(), cx);
+    let modern = match raw.modern.map(Spanned::into_inner) {
+        None => defaults.modern,
+        Some(RawModernConfirm::Auto) => ModernConfirm::Auto,
+        Some(RawModernConfirm::Form) => ModernConfirm::Form,
+        Some(RawModernConfirm::Console) => ModernConfirm::Console,
+    };
     ConfirmationSpec {
         via: match raw.via.map(Spanned::into_inner) {
             None => defaults.via,
@@ -104,7 +112,43 @@ fn lower_confirmation(raw: Option<Spanned<RawConfirmation>>, cx: &mut Context<'_
         timeout,
         approval_ttl,
         remember_for_session: raw.remember_for_session.unwrap_or(defaults.remember_for_session),
+        modern,
+        console_url,
     }
+}
+
+/// The console's base URL for URL-mode confirmations: `https://` (or `http://` on loopback), no query or fragment,
+/// nothing a client could not open as it is; a trailing `/` is dropped so pages are `{url}/approvals/{id}`.
+/// `modern = "console"` without it is an error: toolgate would have nowhere to send the person.
+fn lower_console_url(
+    url: Option<Spanned<String>>,
+    modern: Option<&Spanned<RawModernConfirm>>,
+    cx: &mut Context<'_>,
+) -> Option<String> {
+    let Some(url) = url else {
+        if let Some(modern) = modern.filter(|modern| *modern.get_ref() == RawModernConfirm::Console) {
+            let message = "[confirmation]: `modern = \"console\"` needs `console_url`, the console's address as a \
+                           person's browser reaches it (e.g. \"https://toolgate.example.com/console\"); the listen \
+                           address is not always what a browser sees";
+            cx.error(modern.span().start, message);
+        }
+        return None;
+    };
+    let text = url.get_ref().trim();
+    let problem = if text.chars().any(|character| character.is_whitespace() || character.is_control()) {
+        Some("holds a space or a control character")
+    } else if text.contains(['?', '#']) {
+        Some("must not have a query or a fragment (pages are found under it)")
+    } else if crate::console::check_url(text).is_err() {
+        Some("must be an https:// URL (http:// only on loopback: a person's console session would travel in the clear)")
+    } else {
+        None
+    };
+    if let Some(problem) = problem {
+        cx.error(url.span().start, format!("[confirmation]: `console_url` {problem}"));
+        return None;
+    }
+    Some(text.trim_end_matches('/').to_owned())
 }
 
 fn lower_results(raw: Option<Spanned<RawResults>>, cx: &mut Context<'_>) -> ResultSpec {

@@ -16,6 +16,17 @@ pub(crate) struct RawConfirmation {
     pub(crate) timeout_seconds: Option<Spanned<u64>>,
     pub(crate) approval_ttl_seconds: Option<Spanned<u64>>,
     pub(crate) remember_for_session: Option<bool>,
+    pub(crate) modern: Option<Spanned<RawModernConfirm>>,
+    pub(crate) console_url: Option<Spanned<String>>,
+}
+
+/// `modern = "auto" | "form" | "console"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum RawModernConfirm {
+    Auto,
+    Form,
+    Console,
 }
 
 /// `via = "elicitation" | "queue"`.

@@ -8,8 +8,8 @@ use toolgate_core::fingerprint::digest_bytes;
 use toolgate_core::policy::{DefaultProfile, Mode, PolicySpec, Verdict};
 use toolgate_core::trust::TrustLevel;
 use toolgate_spec::{
-    AuditSpec, CallerSpec, ConfirmVia, ConfirmationSpec, GatewaySpec, ManifestSpec, PinSpec, Quarantine, ResultSpec,
-    RetrySpec, SelectionSpec, UpstreamTrust,
+    AuditSpec, CallerSpec, ConfirmVia, ConfirmationSpec, GatewaySpec, ManifestSpec, ModernConfirm, PinSpec, Quarantine,
+    ResultSpec, RetrySpec, SelectionSpec, UpstreamTrust,
 };
 
 use super::errors::test_env;
@@ -45,6 +45,8 @@ fn without_guardrail_sections_the_defaults_apply() {
             timeout: Duration::from_secs(120),
             approval_ttl: Duration::from_secs(300),
             remember_for_session: true,
+            modern: ModernConfirm::Auto,
+            console_url: None,
         }
     );
     assert_eq!(guardrails.pins, PinSpec { quarantine: Quarantine::Hide });
@@ -115,7 +117,7 @@ fn policy_is_deserialized_through_the_core_types() {
 fn confirmation_pins_results_retries_audit_and_selection_are_lowered() {
     let spec = parse(&format!(
         "{ONE}[confirmation]\nvia = \"queue\"\ntimeout_seconds = 60\napproval_ttl_seconds = 900\n\
-         remember_for_session = false\n[pins]\nquarantine = \"confirm\"\n\
+         remember_for_session = false\nmodern = \"console\"\nconsole_url = \"https://gate.example.com/console/\"\n[pins]\nquarantine = \"confirm\"\n\
          [results]\nmax_text_chars = 4000\nstrip_undeclared_structured = true\n\
          [retries]\nmax_attempts = 1\ninitial_backoff_ms = 50\n[audit]\narguments = \"digest\"\n\
          [selection]\nmax_tools = 40\nexclude_destructive = true\nalways_include = [\"git_status\", \"search_*\"]\n"
@@ -128,6 +130,8 @@ fn confirmation_pins_results_retries_audit_and_selection_are_lowered() {
             timeout: Duration::from_secs(60),
             approval_ttl: Duration::from_secs(900),
             remember_for_session: false,
+            modern: ModernConfirm::Console,
+            console_url: Some("https://gate.example.com/console".to_owned()),
         }
     );
     assert_eq!(guardrails.pins.quarantine, Quarantine::ConfirmOnly);

@@ -131,7 +131,28 @@ fn guardrail_section_errors() {
     check_error(
         &format!("{ONE}[confirmation]\ntimeout_seconds = 0\napproval_ttl_seconds = 100000\nremember = true\n"),
         "gateway.toml:7:1: [confirmation]: unknown key `remember` (expected one of via, timeout_seconds, \
-         approval_ttl_seconds, remember_for_session)",
+         approval_ttl_seconds, remember_for_session, modern, console_url)",
+    );
+    // URL-mode confirmations need the console's address as a browser reaches it, never a guess.
+    check_error(
+        &format!("{ONE}[confirmation]\nmodern = \"console\"\n"),
+        "gateway.toml:5:10: [confirmation]: `modern = \"console\"` needs `console_url`, the console's address as a \
+         person's browser reaches it (e.g. \"https://toolgate.example.com/console\"); the listen address is not always \
+         what a browser sees",
+    );
+    check_error(
+        &format!("{ONE}[confirmation]\nmodern = \"link\"\n"),
+        "gateway.toml:5:10: [confirmation]: unknown value `link` (expected one of auto, form, console)",
+    );
+    check_error(
+        &format!("{ONE}[confirmation]\nconsole_url = \"http://gate.example.com/console\"\n"),
+        "gateway.toml:5:15: [confirmation]: `console_url` must be an https:// URL (http:// only on loopback: a \
+         person's console session would travel in the clear)",
+    );
+    check_error(
+        &format!("{ONE}[confirmation]\nconsole_url = \"https://gate.example.com/console?x=1\"\n"),
+        "gateway.toml:5:15: [confirmation]: `console_url` must not have a query or a fragment (pages are found under \
+         it)",
     );
     check_error(
         &format!("{ONE}[confirmation]\ntimeout_seconds = 0\napproval_ttl_seconds = 100000\n"),
