@@ -160,6 +160,9 @@ pub struct ApprovalRecord {
     pub decided_by: Option<String>,
     /// Why its call stopped waiting, when it lapsed ([`ApprovalState::Lapsed`]).
     pub lapsed_why: Option<String>,
+    /// No call waits on it: its client was answered at once and retries the call itself once a person decided
+    /// ([`ApprovalStore::create_detached`]).
+    pub detached: bool,
 }
 
 /// How [`ApprovalStore::wait`] ended.
@@ -233,7 +236,7 @@ const RESTARTED: &str = "the gateway process that held its call restarted";
 macro_rules! approval_columns {
     () => {
         "id, session, upstream, tool, title, action, args_summary, tool_fingerprint, args_digest, \
-     created_us, expires_us, state, decided_by, risk_level, risk_category, lapsed_why, caller"
+     created_us, expires_us, state, decided_by, risk_level, risk_category, lapsed_why, caller, detached"
     };
 }
 
@@ -258,7 +261,7 @@ impl ApprovalStore {
             sqlx::query(
                 "UPDATE approvals SET expires_us = CASE WHEN expires_us < $1 THEN expires_us ELSE $1 END, \
                  lapsed_why = $2 WHERE instance = $3 AND state IN ('pending', 'approved') AND lapsed_why IS NULL \
-                 AND expires_us > $1",
+                 AND expires_us > $1 AND NOT detached",
             )
             .bind(to_micros(SystemTime::now()))
             .bind(RESTARTED)
@@ -337,13 +340,26 @@ impl ApprovalStore {
         })
     }
 
-    /// Records a new pending approval.
+    /// Records a new pending approval, which a call of this process waits on.
     pub async fn create(&self, pending: &PendingApproval) -> Result<(), StoreError> {
+        self.insert(pending, false).await
+    }
+
+    /// Records a new pending approval that no call waits on: a 2026-07-28 client confirmed in URL mode was answered
+    /// at once and retries the call once a person decided, on whichever process its retry reaches. Neither a
+    /// restart of this process ([`Self::lapse_orphaned`]) nor its heartbeat going stale lapses it: it lapses at its
+    /// expiry, or when a retry finds the tool changed.
+    pub async fn create_detached(&self, pending: &PendingApproval) -> Result<(), StoreError> {
+        self.insert(pending, true).await
+    }
+
+    async fn insert(&self, pending: &PendingApproval, detached: bool) -> Result<(), StoreError> {
         on_backend!(&self.backend, |pool| {
             sqlx::query(concat!(
                 "INSERT INTO approvals (",
                 approval_columns!(),
-                ", instance) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', NULL, $12, $13, NULL, $14, $15)"
+                ", instance) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', NULL, $12, $13, NULL, $14, \
+                 $15, $16)"
             ))
             .bind(pending.id.as_str())
             .bind(&pending.session)
@@ -359,11 +375,29 @@ impl ApprovalStore {
             .bind(pending.risk.as_ref().map(|risk| i64::from(risk.level)))
             .bind(pending.risk.as_ref().map(|risk| risk.category.as_str()))
             .bind(pending.caller.as_deref())
+            .bind(detached)
             .bind(self.instance.as_deref())
             .execute(pool)
             .await?;
             self.erase_after_write().await;
             Ok(())
+        })
+    }
+
+    /// How many detached approvals of `caller` a person could still decide or a retry still use (pending or
+    /// approved, not lapsed, not expired): what caps a caller's URL-mode confirmations, which hold no place in any
+    /// process's queue count because no call waits on them.
+    pub async fn count_detached_open(&self, caller: &str) -> Result<u64, StoreError> {
+        on_backend!(&self.backend, |pool| {
+            let count: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM approvals WHERE detached AND caller = $1 AND state IN ('pending', 'approved') \
+                 AND lapsed_why IS NULL AND expires_us > $2",
+            )
+            .bind(caller)
+            .bind(to_micros(SystemTime::now()))
+            .fetch_one(pool)
+            .await?;
+            Ok(u64::try_from(count).unwrap_or_default())
         })
     }
 
@@ -553,5 +587,6 @@ fn decode(row: &impl Columns) -> Result<ApprovalRecord, StoreError> {
         state,
         decided_by: row.column("decided_by")?,
         lapsed_why,
+        detached: row.column("detached")?,
     })
 }

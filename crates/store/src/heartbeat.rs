@@ -98,7 +98,7 @@ async fn lapse_gone(
             "SELECT a.id, a.upstream, a.tool, a.instance FROM approvals a \
              JOIN instance_heartbeats h ON h.instance = a.instance \
              WHERE h.seen_us < $1 AND a.instance <> $2 AND a.state IN ('pending', 'approved') \
-             AND a.lapsed_why IS NULL AND a.expires_us > $3",
+             AND a.lapsed_why IS NULL AND a.expires_us > $3 AND NOT a.detached",
         )
         .bind(cutoff)
         .bind(own)

@@ -32,6 +32,7 @@ const SQLITE: &[(i64, &str, &str)] = &[
     (13, "inventory instance", include_str!("../migrations/sqlite/0013_inventory_instance.sql")),
     (14, "instance heartbeat", include_str!("../migrations/sqlite/0014_instance_heartbeat.sql")),
     (16, "approval caller", include_str!("../migrations/sqlite/0016_approval_caller.sql")),
+    (17, "approval detached", include_str!("../migrations/sqlite/0017_approval_detached.sql")),
 ];
 
 const POSTGRES: &[(i64, &str, &str)] = &[
@@ -40,6 +41,7 @@ const POSTGRES: &[(i64, &str, &str)] = &[
     (3, "request states", include_str!("../migrations/postgres/0003_request_states.sql")),
     (4, "instance heartbeat", include_str!("../migrations/postgres/0004_instance_heartbeat.sql")),
     (6, "approval caller", include_str!("../migrations/postgres/0006_approval_caller.sql")),
+    (7, "approval detached", include_str!("../migrations/postgres/0007_approval_detached.sql")),
 ];
 
 /// The newest SQLite migration this build applies.

@@ -127,6 +127,10 @@ async fn list(store: &Store, json: bool) -> Result<Outcome> {
                 bounded(&risk, NAME_CHARS)
             );
             let _ = writeln!(text, "  arguments: {}", pretty_summary(&approval.args_summary));
+            if record.detached {
+                // No call waits in any process: the client was sent the console's page and retries once decided.
+                let _ = writeln!(text, "  no call waits: the client retries the call once this is decided");
+            }
             let _ = writeln!(
                 text,
                 "  asked {}, expires {} ({})",

@@ -189,3 +189,53 @@ async fn heartbeats_are_stamped_and_judged_on_the_databases_clock() {
     assert_eq!(ahead.lapse_gone_instances(HEARTBEAT_STALE).await.expect("sweep"), 1, "judged on the database's clock");
     assert!(names(&ahead).await.is_empty(), "a stale peer leaves the merged view");
 }
+
+matrix! {
+/// A detached approval (a 2026-07-28 URL-mode confirmation: no call waits on it, the client retries on any process)
+/// survives its process restarting and its heartbeat going stale, while a waiting one beside it lapses; another
+/// process decides and uses it; it counts against its caller until then.
+#[tokio::test]
+async fn a_detached_approval_is_lapsed_by_no_restart_and_no_sweep(kind) {
+    let fresh = Fresh::new(kind);
+    let gateway = || StoreOptions { journal: true, instance_id: Some("first".into()), ..StoreOptions::default() };
+    let first = fresh.open(gateway()).await;
+    let live = fresh.open(as_instance("live")).await;
+    let arguments = json!({"path": "/tmp/a"});
+    let detached = pending_approval(&arguments, Duration::from_secs(300));
+    let waiting = pending_approval(&arguments, Duration::from_secs(300));
+    first.approvals().create_detached(&detached).await.expect("create");
+    first.approvals().create(&waiting).await.expect("create");
+    first.heartbeat().await.expect("beat");
+    first.close().await.expect("close");
+    // Another process queues one and stops without restarting.
+    let gone = fresh.open(as_instance("gone")).await;
+    let stranded = pending_approval(&arguments, Duration::from_secs(300));
+    gone.approvals().create_detached(&stranded).await.expect("create");
+    gone.heartbeat().await.expect("beat");
+
+    // The process restarts: the call that waited is gone; the detached approval's client may still retry.
+    let restarted = fresh.open(gateway()).await;
+    let state = |store: &Store, id| {
+        let (store, id): (Store, toolgate_store::ApprovalId) = (store.clone(), id);
+        async move { store.approvals().get(&id).await.expect("get").expect("kept") }
+    };
+    assert_eq!(state(&restarted, waiting.id.clone()).await.state, ApprovalState::Lapsed);
+    let record = state(&restarted, detached.id.clone()).await;
+    assert_eq!((record.state, record.detached), (ApprovalState::Pending, true), "{record:?}");
+    restarted.close().await.expect("close");
+
+    // It stops for good: another process sweeps its stale heartbeat and leaves the detached approval alone.
+    tamper(&fresh.raw().await, "UPDATE instance_heartbeats SET seen_us = 0 WHERE instance IN ('first', 'gone')").await;
+    live.heartbeat().await.expect("beat");
+    assert_eq!(live.lapse_gone_instances(HEARTBEAT_STALE).await.expect("sweep"), 0, "nothing of theirs waits there");
+    let record = state(&live, stranded.id.clone()).await;
+    assert_eq!(record.state, ApprovalState::Pending, "{record:?}");
+    live.approvals().lapse(&stranded.id, "test: out of the count").await.expect("lapse");
+    assert_eq!(live.approvals().count_detached_open("agent").await.expect("count"), 1);
+    assert_eq!(live.approvals().count_detached_open("someone else").await.expect("count"), 0);
+    live.approvals().decide(&detached.id, ApprovalDecision::Approve, "alice").await.expect("approve");
+    let digest = toolgate_store::digest_arguments(&arguments);
+    live.approvals().consume(&detached.id, "sha256:tool", &digest).await.expect("used on another process");
+    assert_eq!(live.approvals().count_detached_open("agent").await.expect("count"), 0, "used: no longer open");
+}
+}
