@@ -177,7 +177,8 @@ pub(crate) fn on_request(
         && let Some(asker) = gateway.upstreams.get(upstream)
     {
         // Labelled with the upstream that asks, so it cannot pass for toolgate's own question.
-        params = params.map(|question| crate::guard::confirm::label_relayed_question(question, &asker.spec.name));
+        params =
+            params.map(|question| crate::guard::relayed_question::label_relayed_question(question, &asker.spec.name));
     }
     let relay = match method.as_str() {
         "ping" => Err(Reply::Result(json!({}))),

@@ -114,7 +114,7 @@ pub(crate) async fn ask_client(
         crate::guard::results::remove_foreign_result_meta(&mut question);
         let question = match kind {
             // Labelled with the upstream that asks, so it cannot pass for toolgate's own question.
-            "elicitation/create" => crate::guard::confirm::label_relayed_question(question, &name),
+            "elicitation/create" => crate::guard::relayed_question::label_relayed_question(question, &name),
             _ => limit_sampling_context(kind, question),
         };
         if !supports(session, kind, Some(&question)) {

@@ -208,7 +208,7 @@ pub(crate) async fn wrap_for_client(
         crate::guard::results::remove_foreign_result_meta(&mut question);
         if kind == "elicitation/create" {
             // Labelled with the upstream that asks, so it cannot pass for toolgate's own question.
-            question = crate::guard::confirm::label_relayed_question(question, &name);
+            question = crate::guard::relayed_question::label_relayed_question(question, &name);
         }
         passed.insert(key, json!({"method": kind, "params": question}));
     }

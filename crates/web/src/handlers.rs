@@ -384,6 +384,13 @@ pub(crate) async fn decide(
                 Err(error) => Err(error),
             };
             match recorded {
+                // From the approval's own page (a URL-mode confirmation's link): back there, to see it decided.
+                Ok(()) if form::field(&post.fields, crate::approval::RETURN_FIELD) == Some("approval") => {
+                    match HeaderValue::from_str(&format!("/console/approvals/{id}")) {
+                        Ok(location) => (StatusCode::SEE_OTHER, [(LOCATION, location)]).into_response(),
+                        Err(_) => see_other("/console"),
+                    }
+                }
                 Ok(()) => see_other("/console"),
                 Err(error) => store_failure(&error),
             }

@@ -129,7 +129,7 @@ pub(crate) fn pending_version(pending: &[ApprovalRecord]) -> String {
 
 /// Arguments as indented JSON when they parse (`display::json_safe`: its line breaks are layout, every control or
 /// bidi character inside a key or value an escape), else as stored, escaped; either way safe text, markup aside.
-fn pretty_arguments(summary: &str) -> String {
+pub(crate) fn pretty_arguments(summary: &str) -> String {
     serde_json::from_str::<serde_json::Value>(summary)
         .ok()
         .and_then(|value| serde_json::to_string_pretty(&value).ok())
@@ -169,7 +169,7 @@ pub(crate) fn pending_list(pending: &[ApprovalRecord], csrf: &str) -> String {
             out,
             "<article class=\"card\" aria-labelledby=\"{heading}\"><h2 id=\"{heading}\">{title} {badge}</h2>\
              <p class=\"meta\">Upstream <strong>{upstream}</strong> · tool <code>{tool}</code> · {action} · expires in \
-             {remaining} s</p><pre aria-label=\"Arguments\">{arguments}</pre><div class=\"actions\">\
+             {remaining} s{retry} · <a href=\"/console/approvals/{id}\">page</a></p><pre aria-label=\"Arguments\">{arguments}</pre><div class=\"actions\">\
              <form method=\"post\" action=\"/console/approvals/{id}/approve\"><input type=\"hidden\" name=\"csrf\" \
              value=\"{csrf}\"><button type=\"submit\" class=\"approve\">Approve</button></form>\
              <form method=\"post\" action=\"/console/approvals/{id}/deny\"><input type=\"hidden\" name=\"csrf\" \
@@ -179,6 +179,7 @@ pub(crate) fn pending_list(pending: &[ApprovalRecord], csrf: &str) -> String {
             upstream = escape(&approval.upstream),
             tool = escape(&approval.tool),
             action = escape(&approval.action),
+            retry = if record.detached { " · no call waits: the client retries it once you decide" } else { "" },
             arguments = escape_markup(&pretty_arguments(&approval.args_summary)),
             csrf = escape(csrf),
         );

@@ -4,6 +4,8 @@
 //! - `/console`: pending approvals (title, risk badge, upstream, action, arguments) with approve / deny buttons
 //!   (POST forms); a script polls `/console/api/pending` and swaps in `/console/fragment/pending` when the list
 //!   changed.
+//! - `/console/approvals/{id}`: one approval (where a 2026-07-28 client's URL-mode confirmation points), with the
+//!   same forms while it can be decided and what became of it afterwards.
 //! - `/console/tools`: changed definitions in quarantine with a field-by-field diff and pin / reject buttons bound
 //!   to the fingerprint shown; every tool the gateway last listed (hints with sources, risk, lint findings, pin
 //!   state), from the store's inventory; pinned tools with their effective hints.
@@ -29,6 +31,7 @@
 //! it never talks to the proxy (approvals are decided in the store, where the waiting call polls for them).
 
 mod activity;
+mod approval;
 mod audit;
 mod checks;
 mod form;
@@ -154,6 +157,7 @@ impl ConsoleHandle {
             .route("/console/activity", get(activity::activity_page))
             .route("/console/api/pending", get(handlers::pending_json))
             .route("/console/fragment/pending", get(handlers::pending_fragment))
+            .route("/console/approvals/{id}", get(approval::approval_page))
             .route("/console/approvals/{id}/{decision}", post(handlers::decide))
             .route("/console/assets/console.css", get(handlers::stylesheet))
             .route("/console/assets/console.js", get(handlers::script))

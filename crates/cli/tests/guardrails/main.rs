@@ -35,6 +35,8 @@
 //!   PostgreSQL, not in the state directory.
 //! - [`verification`]: records `toolgate verify` stored tighten a trusted liar's hints and let an untrusted server's
 //!   quietly verified closed-world claim count, named in `_meta`.
+//! - [`url_mode`]: a 2026-07-28 client that declared URL elicitation is sent the console's page of its approval;
+//!   a person approves (the retry runs once) or denies it there, and the page escapes the call.
 //! - [`python`]: a destructive call confirmed by elicitation, declined by elicitation, and approved through
 //!   `toolgate approvals approve` while a client without elicitation waits.
 //!
@@ -59,4 +61,5 @@ mod reload_upstreams;
 mod retention;
 mod start;
 mod support;
+mod url_mode;
 mod verification;

@@ -31,9 +31,9 @@ use std::time::SystemTime;
 
 use serde_json::{Value, json};
 use toolgate_core::decision::Decision;
-use toolgate_core::display::{bounded, escape, json_text, quoted};
+use toolgate_core::display::{json_text, quoted};
 use toolgate_core::policy::approval::{ApprovalScope, BoundTool, bind_approval};
-use toolgate_spec::ConfirmVia;
+use toolgate_spec::{ConfirmVia, ConfirmationSpec, ModernConfirm};
 use toolgate_store::{ApprovalId, ApprovalWait, PendingApproval, PendingCall, StoreError, digest_arguments};
 
 use crate::access::{Lapse, current_tool};
@@ -41,6 +41,7 @@ use crate::call::context::CallContext;
 use crate::catalog::ExposedTool;
 use crate::guard::approval_quota::QuotaExceeded;
 use crate::guard::audit;
+use crate::guard::console_round::{self, ConsoleRound, UrlQuestion};
 use crate::guard::round_trip::{self, RoundTrip, StateRefusal};
 use crate::guard::waiting::{QueuedCall, tell_where_it_waits};
 use crate::state::session::SessionShared;
@@ -76,6 +77,8 @@ pub(crate) enum ApprovedVia {
     Queue,
     /// The client's user answered toolgate's question in a 2026-07-28 `input_required` round trip.
     RoundTrip,
+    /// A person approved it in the console's page that a 2026-07-28 URL-mode question pointed to.
+    Console,
 }
 
 impl ApprovedVia {
@@ -87,6 +90,7 @@ impl ApprovedVia {
             ApprovedVia::ElicitationRemember => "elicitation-remember",
             ApprovedVia::Queue => "queue",
             ApprovedVia::RoundTrip => "input-required",
+            ApprovedVia::Console => "console-url",
         }
     }
 }
@@ -217,80 +221,6 @@ const NAME_CHARS: usize = 80;
 /// carry it (`upstream_events` strips every `toolgate/` key an upstream sets), so a client can tell the two apart.
 pub(crate) const QUESTION_META: &str = "toolgate/question";
 
-/// An upstream's own `elicitation/create`, made to look like what it is before it is relayed: its message (escaped,
-/// so it cannot draw lines of its own) follows a label naming the upstream that asks, the texts of its
-/// `requestedSchema` are escaped and labelled too ([`label_requested_schema`]), every `toolgate/` key it set
-/// in `_meta` (toolgate's question marker above all) is removed, and `_meta["toolgate/upstream"]` names the asker.
-pub(crate) fn label_relayed_question(mut params: Value, upstream: &str) -> Value {
-    let Value::Object(object) = &mut params else {
-        return params;
-    };
-    let message = object.get("message").and_then(Value::as_str).unwrap_or_default();
-    let labelled = format!("[upstream {} asks] {}", quoted(upstream, NAME_CHARS), escape(message));
-    object.insert("message".into(), Value::String(labelled));
-    if let Some(Value::Object(schema)) = object.get_mut("requestedSchema") {
-        label_requested_schema(schema, upstream);
-    }
-    let meta = object.entry("_meta").or_insert_with(|| json!({}));
-    if !meta.is_object() {
-        *meta = json!({});
-    }
-    if let Value::Object(meta) = meta {
-        meta.retain(|key, _| !key.starts_with("toolgate/"));
-        meta.insert("toolgate/upstream".into(), Value::String(upstream.to_owned()));
-    }
-    params
-}
-
-/// A relayed question's form, made to look like what it is: a client renders each property's title and
-/// description (and enum names, `oneOf`/`anyOf` titles) as text of the question, so an upstream could leave the
-/// message empty and put toolgate's words there. Every such text is escaped and bounded, and each property's title
-/// starts with the asker's label (a property without a title gets its name, escaped, as one). Enum values, `const`
-/// and property names stay exact: they are what the client sends back.
-fn label_requested_schema(schema: &mut serde_json::Map<String, Value>, upstream: &str) {
-    escape_schema_texts(schema);
-    let Some(Value::Object(properties)) = schema.get_mut("properties") else { return };
-    for (name, property) in properties.iter_mut() {
-        let Value::Object(property) = property else { continue };
-        escape_schema_texts(property);
-        let shown = match property.get("title") {
-            Some(Value::String(title)) => title.clone(),
-            _ => bounded(name, NAME_CHARS),
-        };
-        let title = format!("[upstream {}] {shown}", quoted(upstream, NAME_CHARS));
-        property.insert("title".into(), Value::String(title));
-    }
-}
-
-/// Escapes and bounds the texts a client shows for one schema (the object, a property, an option or an array's
-/// items); the values it sends back are left alone.
-fn escape_schema_texts(schema: &mut serde_json::Map<String, Value>) {
-    for (key, max_chars) in [("title", NAME_CHARS), ("description", SUMMARY_CHARS)] {
-        if let Some(Value::String(text)) = schema.get_mut(key) {
-            *text = bounded(text, max_chars);
-        }
-    }
-    if let Some(Value::Array(names)) = schema.get_mut("enumNames") {
-        for name in names.iter_mut() {
-            if let Value::String(text) = name {
-                *text = bounded(text, NAME_CHARS);
-            }
-        }
-    }
-    for key in ["oneOf", "anyOf"] {
-        if let Some(Value::Array(options)) = schema.get_mut(key) {
-            for option in options.iter_mut() {
-                if let Value::Object(option) = option {
-                    escape_schema_texts(option);
-                }
-            }
-        }
-    }
-    if let Some(Value::Object(items)) = schema.get_mut("items") {
-        escape_schema_texts(items);
-    }
-}
-
 /// The confirmation a person reads, in a fixed structure: every part an upstream or the model chose (tool name,
 /// upstream name, title, action phrase, arguments, a rule's text) is quoted or JSON, escaped and bounded, each on
 /// the line its label starts, so no title can end a quote, start a line or push the real facts out of sight.
@@ -352,7 +282,19 @@ pub(crate) async fn confirm(
     // declared form elicitation in its own `_meta` is asked by an `input_required` round trip; any other waits in
     // the approval queue, like a legacy client without elicitation, whatever its stdio session once declared.
     let modern = crate::era::is_modern(Some(params));
-    if modern && spec.via == ConfirmVia::ElicitationWhenAvailable && round_trip::declares_form_elicitation(params) {
+    let mode =
+        if modern && spec.via == ConfirmVia::ElicitationWhenAvailable { modern_mode(spec, params) } else { None };
+    if let Some(console_url) = mode.and_then(|mode| mode.console_url) {
+        let message = format!(
+            "{}\nOpen the link to approve or deny this call in toolgate's console, then let the call be retried.",
+            question_text(tool, &summary, &reasons)
+        );
+        let question = json!({"message": message, "_meta": {QUESTION_META: {"kind": "confirmation"}}});
+        let asked = UrlQuestion { tool, params, console_url, question, summary: &summary };
+        let round = console_round::confirm(context, &asked).await;
+        return by_console(gateway, tool, question_row(session, tool, decision, arguments), round, row).await;
+    }
+    if mode.is_some() {
         // No "remember" box: a modern client has no session to remember it in.
         let asked = confirmation_params(&question_text(tool, &summary, &reasons), false);
         let confirmation = match round_trip::confirm(context, tool, params, &asked).await {
@@ -391,6 +333,100 @@ pub(crate) async fn confirm(
         remembered.insert(key);
     }
     Some(confirmation)
+}
+
+/// How a modern request is asked, when it is: the console's base URL for URL mode, `None` for the form.
+#[derive(Clone, Copy)]
+struct ModernMode<'a> {
+    console_url: Option<&'a str>,
+}
+
+/// How `[confirmation] modern` asks a 2026-07-28 request, given the modes it declared in its own `_meta`; `None`:
+/// it cannot be asked (it waits in the queue).
+fn modern_mode<'a>(spec: &'a ConfirmationSpec, params: &Value) -> Option<ModernMode<'a>> {
+    let form = round_trip::declares_form_elicitation(params);
+    let url = round_trip::declares_url_elicitation(params).then_some(spec.console_url.as_deref()).flatten();
+    let (form, url) =
+        (form.then_some(ModernMode { console_url: None }), url.map(|url| ModernMode { console_url: Some(url) }));
+    match spec.modern {
+        ModernConfirm::Form => form,
+        ModernConfirm::Auto => form.or(url),
+        ModernConfirm::Console => url.or(form),
+    }
+}
+
+/// The `call` row of a URL-mode round, naming its approval.
+fn question_row<'a>(
+    session: &'a SessionShared,
+    tool: &'a ExposedTool,
+    decision: &'a Decision,
+    arguments: &'a Value,
+) -> impl FnOnce(&ApprovalId) -> toolgate_store::AuditEntry + 'a {
+    move |approval| audit::call_row(session, tool, decision, arguments, Some(approval.as_str().to_owned()))
+}
+
+/// A URL-mode round's end as a [`Confirmation`]. A round that names its approval journals the call's row with it
+/// into `row` first (completed by the end phase with the outcome, or forwarded with), as the queue does.
+async fn by_console(
+    gateway: &Shared,
+    tool: &Arc<ExposedTool>,
+    call_row: impl FnOnce(&ApprovalId) -> toolgate_store::AuditEntry,
+    round: ConsoleRound,
+    row: &mut Option<PendingCall>,
+) -> Option<Confirmation> {
+    let approval = match &round {
+        ConsoleRound::Ask { approval, .. }
+        | ConsoleRound::Approved { approval }
+        | ConsoleRound::Denied { approval, .. }
+        | ConsoleRound::Declined { approval, .. }
+        | ConsoleRound::Expired { approval, .. }
+        | ConsoleRound::AlreadyUsed { approval }
+        | ConsoleRound::LapsedUndecided { approval }
+        | ConsoleRound::ToolChanged { approval, .. }
+        | ConsoleRound::Unusable { approval, .. }
+        | ConsoleRound::Withdrawn { approval } => Some(approval.clone()),
+        _ => None,
+    };
+    if let Some(approval) = &approval {
+        match audit::record_waiting(gateway, call_row(approval)).await {
+            Ok(journaled) => *row = journaled,
+            Err(error) => {
+                if let (ConsoleRound::Ask { .. }, Some(store)) = (&round, &gateway.store) {
+                    // Nobody may decide a call that has no row.
+                    let _ = store.approvals().lapse(approval, "the audit log cannot be written").await;
+                }
+                return Some(Confirmation::Unrecorded(error));
+            }
+        }
+    }
+    let id = approval.map(|approval| approval.as_str().to_owned());
+    let refused = |not_approved| Some(Confirmation::Refused(not_approved));
+    // Approved: the tool as this retry resolved it from the current catalog and policy, the definition the state
+    // and the store's approval were checked against.
+    let tool = Arc::clone(tool);
+    match round {
+        ConsoleRound::Ask { result, .. } => Some(Confirmation::InputRequired(result)),
+        ConsoleRound::ConfirmedEarlier => {
+            Some(Confirmation::Approved { approval_id: None, via: ApprovedVia::RoundTrip, tool })
+        }
+        ConsoleRound::Approved { .. } => {
+            Some(Confirmation::Approved { approval_id: id, via: ApprovedVia::Console, tool })
+        }
+        ConsoleRound::Denied { by, .. } => refused(NotApproved::DeniedBy(by)),
+        ConsoleRound::Declined { cancelled, .. } => refused(NotApproved::Declined { cancelled }),
+        ConsoleRound::Expired { after, .. } => refused(NotApproved::TimedOut(after.as_secs())),
+        ConsoleRound::AlreadyUsed { .. } => refused(NotApproved::AlreadyUsed),
+        ConsoleRound::LapsedUndecided { .. } => refused(NotApproved::LapsedUndecided),
+        ConsoleRound::ToolChanged { lapse, .. } => Some(Confirmation::Lapsed { lapse, approval_id: id }),
+        ConsoleRound::Unusable { by, error, store_failed, .. } => {
+            refused(NotApproved::Unusable { by, error, store_failed })
+        }
+        ConsoleRound::Withdrawn { .. } => None,
+        ConsoleRound::Refused(refusal) => Some(Confirmation::StateRefused(refusal)),
+        ConsoleRound::QueueFull(exceeded) => refused(NotApproved::QueueFull(exceeded)),
+        ConsoleRound::CannotQueue(error) => refused(NotApproved::CannotQueue(error)),
+        ConsoleRound::NoStore => refused(NotApproved::NoQueue),
+    }
 }
 
 /// Asks the client's user with `elicitation/create` (the confirmation settings' timeout, and "remember" when
@@ -620,15 +656,5 @@ mod tests {
         assert!(!summary.contains("rm -rf"), "the cut part is not shown, but its size is: {summary}");
         let hostile = json!({"path\r\u{1b}[2K": "~/.ssh/id_rsa\u{202e}"});
         assert_eq!(summarize(&hostile), r#"{"path\r\u001b[2K":"~/.ssh/id_rsa\u202e"}"#);
-    }
-
-    #[test]
-    fn a_relayed_question_names_its_upstream_and_loses_toolgates_marker() {
-        let params = json!({"message": "Approve?\nToken:", "_meta": {QUESTION_META: {}, "toolgate/x": 1, "k": 2},
-            "requestedSchema": {"type": "object"}});
-        let labelled = label_relayed_question(params, "notes");
-        assert_eq!(labelled["message"], "[upstream \"notes\" asks] Approve?\\nToken:");
-        assert_eq!(labelled["_meta"], json!({"k": 2, "toolgate/upstream": "notes"}));
-        assert_eq!(labelled["requestedSchema"], json!({"type": "object"}));
     }
 }

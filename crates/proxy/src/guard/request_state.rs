@@ -98,6 +98,16 @@ pub fn open(
     now: u64,
 ) -> Result<ConfirmationBinding, RequestStateError> {
     let binding: ConfirmationBinding = open_payload(key, sealed)?;
+    check_binding(binding, expected, now)
+}
+
+/// The checks of [`open`] on a binding whose seal verified (`expected`: the call as the retry made it; its expiry and
+/// nonce are not compared).
+pub(crate) fn check_binding(
+    binding: ConfirmationBinding,
+    expected: &ConfirmationBinding,
+    now: u64,
+) -> Result<ConfirmationBinding, RequestStateError> {
     if now >= binding.expires_at {
         return Err(RequestStateError::Expired);
     }
@@ -161,6 +171,38 @@ pub(crate) fn open_upstream_round(key: &[u8], state: &str) -> Result<UpstreamRou
     open_payload::<WrappedRound>(key, sealed).map(|wrapped| wrapped.upstream_round)
 }
 
+/// How a URL-mode confirmation's state starts (`guard::console_round`): it names an approval in the store, and is
+/// told apart from a form confirmation's state and a wrapped upstream round before either is opened.
+pub(crate) const APPROVAL_PREFIX: &str = "tga1.";
+
+/// The sealed payload of a URL-mode round: the call's binding and the approval it waits on. Its one top-level field
+/// keeps it from reading as a [`ConfirmationBinding`] or a wrapped round (all three share the key).
+#[derive(Serialize, Deserialize)]
+struct ApprovalRound {
+    approval_round: ApprovalRoundBinding,
+}
+
+#[derive(Serialize, Deserialize)]
+struct ApprovalRoundBinding {
+    call: ConfirmationBinding,
+    approval: String,
+}
+
+/// Seals a URL-mode round: [`APPROVAL_PREFIX`] and the sealed call binding with the approval id.
+pub(crate) fn seal_approval_round(key: &[u8], call: &ConfirmationBinding, approval: &str) -> String {
+    let round =
+        ApprovalRound { approval_round: ApprovalRoundBinding { call: call.clone(), approval: approval.to_owned() } };
+    format!("{APPROVAL_PREFIX}{}", seal_payload(key, &round))
+}
+
+/// Opens a URL-mode round's seal and returns the sealed call binding (to check with [`check_binding`] before its
+/// nonce is consumed) and the approval id it names.
+pub(crate) fn open_approval_round(key: &[u8], state: &str) -> Result<(ConfirmationBinding, String), RequestStateError> {
+    let sealed = state.strip_prefix(APPROVAL_PREFIX).ok_or(RequestStateError::Malformed)?;
+    let round = open_payload::<ApprovalRound>(key, sealed)?.approval_round;
+    Ok((round.call, round.approval))
+}
+
 fn mac(key: &[u8]) -> Hmac<Sha256> {
     // HMAC accepts keys of any length; this cannot fail.
     <Hmac<Sha256> as KeyInit>::new_from_slice(key)
@@ -221,6 +263,21 @@ mod tests {
         let changed = ConfirmationBinding { tool_fingerprint: "sha256:dd".into(), ..binding() };
         let asked = Err(RequestStateError::ToolChanged { asked: "sha256:aa".into() });
         assert_eq!(open(b"key", &sealed, &changed, 999), asked);
+    }
+
+    #[test]
+    fn an_approval_round_names_its_approval_and_reads_as_no_other_state() {
+        let sealed = seal_approval_round(b"key", &binding(), "a1");
+        assert!(sealed.starts_with(APPROVAL_PREFIX));
+        assert_eq!(open_approval_round(b"key", &sealed), Ok((binding(), "a1".to_owned())));
+        assert_eq!(open_approval_round(b"other key", &sealed), Err(RequestStateError::BadTag));
+        let other = ConfirmationBinding { caller: "mallory".into(), ..binding() };
+        assert_eq!(check_binding(binding(), &other, 999), Err(RequestStateError::OtherCaller));
+        // Without its prefix it is no form confirmation's state, and a form state is no approval round.
+        let bare = sealed.trim_start_matches(APPROVAL_PREFIX);
+        assert_eq!(open(b"key", bare, &binding(), 999), Err(RequestStateError::Malformed));
+        let form = format!("{APPROVAL_PREFIX}{}", seal(b"key", &binding()));
+        assert_eq!(open_approval_round(b"key", &form), Err(RequestStateError::Malformed));
     }
 
     #[test]

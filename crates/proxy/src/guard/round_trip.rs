@@ -123,7 +123,7 @@ impl StateRefusal {
 }
 
 /// How long a used nonce outlives its state's expiry: more than any clock skew between processes sharing a store.
-const NONCE_MARGIN: Duration = Duration::from_secs(10 * 60);
+pub(crate) const NONCE_MARGIN: Duration = Duration::from_secs(10 * 60);
 
 /// How one round of a confirmation round trip ended.
 pub(crate) enum RoundTrip {
@@ -182,18 +182,7 @@ pub(crate) async fn confirm(
     // approval holds for the call's later rounds (the relay checks the state fully and uses its nonce). A wrapped
     // state that does not show that gets toolgate's question first, and the call starts over.
     if let Some(state) = params.get("requestState").filter(|state| request_state::is_wrapped(state)) {
-        let confirmed = state
-            .as_str()
-            .and_then(|state| request_state::open_upstream_round(&key, state).ok())
-            .is_some_and(|round| {
-                round.confirmed
-                    && round.caller == call.caller
-                    && round.method == "tools/call"
-                    && round.target == tool.original_name
-                    && round.tool_fingerprint.as_deref() == Some(tool.fingerprint.as_str())
-                    && round.args_digest == call.args_digest
-                    && unix_seconds(SystemTime::now()) < round.expires_at
-            });
+        let confirmed = confirmed_upstream_round(&key, state, &call, tool);
         return if confirmed { RoundTrip::Approved } else { ask(gateway, &key, call, question) };
     }
     // Without a state this is a first round, whatever `inputResponses` it carries: an answer to a question toolgate
@@ -233,6 +222,36 @@ pub(crate) async fn confirm(
     read_answer(answer)
 }
 
+/// Whether `state`, a wrapped upstream round's (`crate::upstream_rounds`), shows that a person confirmed this very
+/// call (`call`: its caller and argument digest; `tool`: as resolved now) and has not expired. Only a hint that
+/// toolgate's question need not be asked again: the relay checks the state fully and uses its nonce.
+pub(crate) fn confirmed_upstream_round(
+    key: &[u8],
+    state: &Value,
+    call: &ConfirmationBinding,
+    tool: &ExposedTool,
+) -> bool {
+    state.as_str().and_then(|state| request_state::open_upstream_round(key, state).ok()).is_some_and(|round| {
+        round.confirmed
+            && round.caller == call.caller
+            && round.method == "tools/call"
+            && round.target == tool.original_name
+            && round.tool_fingerprint.as_deref() == Some(tool.fingerprint.as_str())
+            && round.args_digest == call.args_digest
+            && unix_seconds(SystemTime::now()) < round.expires_at
+    })
+}
+
+/// True when a modern request declared URL-mode elicitation in its own `_meta` (`elicitation.url`).
+pub(crate) fn declares_url_elicitation(params: &Value) -> bool {
+    params
+        .get("_meta")
+        .and_then(|meta| meta.get(META_CAPABILITIES))
+        .and_then(|capabilities| capabilities.get("elicitation"))
+        .and_then(Value::as_object)
+        .is_some_and(|modes| modes.contains_key("url"))
+}
+
 /// The person's answer to toolgate's question (an elicitation result); keys other than `approve` are ignored.
 fn read_answer(answer: &Value) -> RoundTrip {
     match answer.get("action").and_then(Value::as_str) {
@@ -258,7 +277,7 @@ fn ask(gateway: &Shared, key: &[u8], mut call: ConfirmationBinding, question: &V
     }))
 }
 
-fn refusal_of(error: &RequestStateError) -> StateRefusal {
+pub(crate) fn refusal_of(error: &RequestStateError) -> StateRefusal {
     match error {
         RequestStateError::Malformed => StateRefusal::Malformed,
         RequestStateError::BadTag => StateRefusal::Forged,
@@ -295,5 +314,9 @@ mod tests {
         assert!(!declares_form_elicitation(&with(json!({"elicitation": {"url": {}}}))));
         assert!(!declares_form_elicitation(&with(json!({"sampling": {}}))));
         assert!(!declares_form_elicitation(&json!({})));
+        assert!(declares_url_elicitation(&with(json!({"elicitation": {"url": {}}}))));
+        assert!(declares_url_elicitation(&with(json!({"elicitation": {"form": {}, "url": {}}}))));
+        assert!(!declares_url_elicitation(&with(json!({"elicitation": {}}))), "empty means form only");
+        assert!(!declares_url_elicitation(&json!({})));
     }
 }

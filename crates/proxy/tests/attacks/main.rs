@@ -23,4 +23,5 @@ mod pins;
 mod queue_flood;
 mod round_trip;
 mod store_errors;
+mod url_mode;
 mod visibility;
