@@ -36,7 +36,8 @@
 //! - [`verification`]: records `toolgate verify` stored tighten a trusted liar's hints and let an untrusted server's
 //!   quietly verified closed-world claim count, named in `_meta`.
 //! - [`url_mode`]: a 2026-07-28 client that declared URL elicitation is sent the console's page of its approval;
-//!   a person approves (the retry runs once) or denies it there, and the page escapes the call.
+//!   a person approves (the retry runs once, on this process or another one sharing the store) or denies it
+//!   there, and the page escapes the call.
 //! - [`python`]: a destructive call confirmed by elicitation, declined by elicitation, and approved through
 //!   `toolgate approvals approve` while a client without elicitation waits.
 //!

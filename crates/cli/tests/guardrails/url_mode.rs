@@ -1,8 +1,8 @@
 //! Issue 12, URL mode, end to end through `toolgate serve`: a raw 2026-07-28 HTTP client that declared only URL
 //! elicitation is answered `input_required` with the console's page of a detached approval (the URL built from
 //! `[confirmation] console_url`); a person logged in to the console reads the call there (escaped) and approves or
-//! denies it with the page's forms; the client's retry is forwarded once, or refused, and `toolgate approvals list`
-//! says the approval waits for the client's retry.
+//! denies it with the page's forms; the client's retry is forwarded once, or refused, also when it reaches another
+//! process on the same store, and `toolgate approvals list` says the approval waits for the client's retry.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -12,6 +12,20 @@ use toolgate_test_support::HANG_GUARD;
 use toolgate_test_support::toolgate::raw_http;
 
 use crate::support::{Serve, Setup, start_serve, toolgate};
+
+/// A second `toolgate serve` on the same state directory (so the same store) and another port: another process a
+/// balancer could send the client's retry to. Its console URL still names the first process's console.
+fn second_process(setup: &Setup) -> Serve {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|free| free.local_addr()).expect("a port").port();
+    let text = std::fs::read_to_string(&setup.config).expect("the config");
+    let bind = text.split("bind = \"").nth(1).and_then(|rest| rest.split('"').next()).expect("a bind").to_owned();
+    let config = setup.dir.path().join("gateway-b.toml");
+    std::fs::write(&config, text.replace(&format!("bind = \"{bind}\""), &format!("bind = \"127.0.0.1:{port}\"")))
+        .expect("write it");
+    let mut command = toolgate_test_support::toolgate::command();
+    command.args(["serve", "--config"]).arg(&config).arg("--state-dir").arg(setup.state()).env("TOOLGATE_LOG", "info");
+    Serve::start(command)
+}
 
 const MODERN: &str = "2026-07-28";
 const REVIEWER: &str = "reviewer-url-mode-4f1d2c9e8a7b6c5d";
@@ -204,4 +218,26 @@ fn issue_12_a_url_mode_confirmation_denied_on_the_consoles_page_is_refused_and_i
     let refused = retry(&serve, "no", &arguments, &state);
     assert_eq!(refused["result"]["isError"], true, "{refused}");
     assert!(text(&refused).contains("console:reviewer denied this call"), "{refused}");
+}
+
+#[test]
+fn issue_12_a_url_mode_retry_may_land_on_another_process_sharing_the_store() {
+    let (first, setup, console_url) = serve();
+    let second = second_process(&setup);
+    let arguments = json!({"id": 1});
+    let (page_path, state) = url_round(&call(&first, "ask", &arguments, json!({})), &console_url);
+
+    // Undecided, retried on the other process: the same approval, read from the store.
+    let (again, state) = url_round(&retry(&second, "early", &arguments, &state), &console_url);
+    assert_eq!(again, page_path, "the same approval, not a second one");
+
+    let console = Console::login(&first.authority);
+    let page = console.request("GET", &page_path, "");
+    assert_eq!(status_of(&console.submit(&page, &format!("{page_path}/approve"))), 303);
+    let done = retry(&second, "yes", &arguments, &state);
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert!(text(&done).starts_with("deleted note 1"), "{done}");
+    // Used once, whichever process is asked next.
+    let replayed = retry(&first, "again", &arguments, &state);
+    assert_eq!(replayed["error"]["code"], -32602, "{replayed}");
 }
