@@ -37,7 +37,7 @@
 //!   quietly verified closed-world claim count, named in `_meta`.
 //! - [`url_mode`]: a 2026-07-28 client that declared URL elicitation is sent the console's page of its approval;
 //!   a person approves (the retry runs once, on this process or another one sharing the store) or denies it
-//!   there, and the page escapes the call.
+//!   there, and the page escapes the call; the Python SDK 2.3 client's URL callback approves on that page.
 //! - [`python`]: a destructive call confirmed by elicitation, declined by elicitation, and approved through
 //!   `toolgate approvals approve` while a client without elicitation waits.
 //!

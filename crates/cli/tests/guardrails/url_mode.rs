@@ -2,7 +2,9 @@
 //! elicitation is answered `input_required` with the console's page of a detached approval (the URL built from
 //! `[confirmation] console_url`); a person logged in to the console reads the call there (escaped) and approves or
 //! denies it with the page's forms; the client's retry is forwarded once, or refused, also when it reaches another
-//! process on the same store, and `toolgate approvals list` says the approval waits for the client's retry.
+//! process on the same store, and `toolgate approvals list` says the approval waits for the client's retry. The
+//! Python SDK 2.3 `Client` (`guardrail_clients/url_approver.py`) does the same with a URL-mode elicitation callback
+//! that approves on the console's page over HTTP.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -11,7 +13,7 @@ use serde_json::{Value, json};
 use toolgate_test_support::HANG_GUARD;
 use toolgate_test_support::toolgate::raw_http;
 
-use crate::support::{Serve, Setup, start_serve, toolgate};
+use crate::support::{Serve, Setup, clients_dir, run_guarded, start_serve, toolgate};
 
 /// A second `toolgate serve` on the same state directory (so the same store) and another port: another process a
 /// balancer could send the client's retry to. Its console URL still names the first process's console.
@@ -240,4 +242,33 @@ fn issue_12_a_url_mode_retry_may_land_on_another_process_sharing_the_store() {
     // Used once, whichever process is asked next.
     let replayed = retry(&first, "again", &arguments, &state);
     assert_eq!(replayed["error"]["code"], -32602, "{replayed}");
+}
+
+#[test]
+fn issue_12_the_python_sdk_client_approves_through_the_console_page_it_is_sent_to() {
+    let peers = toolgate_test_support::Peers::locate();
+    let (serve, _setup, console_url) = serve();
+    let mut command = std::process::Command::new(peers.python());
+    command.env("PYTHONDONTWRITEBYTECODE", "1").arg(clients_dir().join("url_approver.py")).args([
+        "--url",
+        &format!("http://{}/mcp", serve.authority),
+        "--console-token",
+        REVIEWER,
+        "--note",
+        "3",
+    ]);
+    let run = run_guarded(command, "the SDK client");
+    let line = run.stdout.lines().rev().find(|line| !line.trim().is_empty()).unwrap_or_default();
+    let findings: Value = serde_json::from_str(line).unwrap_or_else(|_| panic!("the client failed: {run:?}"));
+    let asked = findings["asked"].as_array().cloned().unwrap_or_default();
+    assert!(!asked.is_empty(), "{findings}");
+    assert_eq!(asked[0]["mode"], "url", "{findings}");
+    assert!(
+        asked[0]["url"].as_str().unwrap_or_default().starts_with(&format!("{console_url}/approvals/")),
+        "{findings}"
+    );
+    assert_eq!(asked[0]["decided"], 303, "approved on the page: {findings}");
+    assert_eq!(findings["isError"], false, "{findings}");
+    let texts = findings["texts"].as_array().cloned().unwrap_or_default();
+    assert!(texts.iter().any(|text| text.as_str().unwrap_or_default().starts_with("deleted note 3")), "{findings}");
 }
