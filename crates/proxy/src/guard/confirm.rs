@@ -9,8 +9,9 @@
 //! model relays can approve anything. "Remember for this session" covers the same tool and argument shape. A
 //! 2026-07-28 request that declared form elicitation in its own `_meta` gets the same question as an
 //! `input_required` round trip (`guard::round_trip`: a sealed request state bound to the caller, fingerprint,
-//! argument digest, expiry and a single-use nonce); one that did not waits in the approval queue, as a legacy
-//! client without elicitation does, and is never asked.
+//! argument digest, expiry and a single-use nonce), or in URL mode a link to the console's page of a detached
+//! approval (`guard::console_round`, `[confirmation] modern`); one that declared neither waits in the approval
+//! queue, as a legacy client without elicitation does, and is never asked.
 //!
 //! A person answers about the definition they were shown, and the catalog can change while they think (a rug pull
 //! through `list_changed`, a quarantine, a policy reload). So after a yes the tool is resolved again from the
@@ -279,8 +280,10 @@ pub(crate) async fn confirm(
     let summary = summarize(arguments);
     let reasons: Vec<&str> = decision.reasons.iter().take(2).map(|reason| reason.detail.as_str()).collect();
     // A modern (2026-07-28) request never accepts a request from the server (no pushed elicitation): one that
-    // declared form elicitation in its own `_meta` is asked by an `input_required` round trip; any other waits in
-    // the approval queue, like a legacy client without elicitation, whatever its stdio session once declared.
+    // declared form elicitation in its own `_meta` is asked by an `input_required` round trip, or, as
+    // `[confirmation] modern` says, one that declared URL mode is sent to the console's page of a detached approval
+    // (`guard::console_round`); any other waits in the approval queue, like a legacy client without elicitation,
+    // whatever its stdio session once declared.
     let modern = crate::era::is_modern(Some(params));
     let mode =
         if modern && spec.via == ConfirmVia::ElicitationWhenAvailable { modern_mode(spec, params) } else { None };
