@@ -112,6 +112,7 @@ impl OpenIdProvider {
             audience: rules.client_id,
             algorithms: &self.algorithms,
             skew: self.skew,
+            access_token: false,
         };
         let claims = jws::verify(&self.keys, token, &expected).await?;
         check_id_token_claims(&claims, rules, now_s(), self.skew)?;

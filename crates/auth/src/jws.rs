@@ -1,7 +1,7 @@
 //! The one place a signed JWT from the configured issuer is verified, for access tokens ([`crate::Validator`]) and
-//! for the console's ID tokens ([`crate::OpenIdProvider`]): `alg` on the allow-list, `iss` the issuer before any key
-//! is looked up, a key the issuer publishes (from [`KeyCache`]) whose own `alg` (when it names one) is the token's,
-//! the signature, `aud` naming the expected audience, `exp` / `nbf` within the skew, and `exp`, `iss`, `aud`, `sub`
+//! for the console's ID tokens ([`crate::OpenIdProvider`]): `alg` on the allow-list, `typ: at+jwt` when an access
+//! token is expected (RFC 9068: an ID token is not one), `iss` the issuer before any key is looked up, a key the
+//! issuer publishes (from [`KeyCache`]) whose own `alg` (when it names one) is the token's, the signature, `aud` naming the expected audience, `exp` / `nbf` within the skew, and `exp`, `iss`, `aud`, `sub`
 //! present. It returns the claims and decides nothing about them beyond that: what a token means (a caller's
 //! scopes, a login's nonce) is its caller's business. Nothing here logs or keeps a token.
 
@@ -32,6 +32,8 @@ pub(crate) struct Expected<'a> {
     pub(crate) algorithms: &'a [Algorithm],
     /// Tolerance on `exp` and `nbf`.
     pub(crate) skew: Duration,
+    /// An access token typed `at+jwt` is expected (RFC 9068); false for an ID token, or when configured off.
+    pub(crate) access_token: bool,
 }
 
 /// The claims of `token` (a compact JWS) once it passed everything [`Expected`] says.
@@ -46,6 +48,9 @@ pub(crate) async fn verify(keys: &KeyCache, token: &str, expected: &Expected<'_>
         .ok()
         .filter(|alg| expected.algorithms.contains(alg))
         .ok_or_else(|| TokenError::AlgorithmNotAllowed(alg_name.to_owned()))?;
+    if expected.access_token && !is_access_token_type(header.get("typ")) {
+        return Err(TokenError::NotAnAccessToken);
+    }
     // The issuer is checked before any key is looked up: a token from elsewhere must not make toolgate fetch.
     let unverified = decode_part(payload)?;
     if unverified.get("iss").and_then(Value::as_str) != Some(expected.issuer) {
@@ -75,4 +80,10 @@ pub(crate) async fn verify(keys: &KeyCache, token: &str, expected: &Expected<'_>
         _ => TokenError::Malformed,
     })?;
     Ok(data.claims)
+}
+
+/// RFC 9068 §4: `at+jwt`, or its full media type, compared without case.
+pub(crate) fn is_access_token_type(typ: Option<&Value>) -> bool {
+    typ.and_then(Value::as_str)
+        .is_some_and(|typ| typ.eq_ignore_ascii_case("at+jwt") || typ.eq_ignore_ascii_case("application/at+jwt"))
 }

@@ -6,17 +6,22 @@
 //! same discovery and validates ID tokens with the same signature and claim checks (`jws`), plus [`IdTokenRules`].
 //!
 //! What a token must pass: its `alg` on the allow-list (asymmetric only by default: never `none`, HMAC only when
-//! configured), `iss` exactly the configured issuer, a key the issuer publishes (cached, see `keys`), a valid
-//! signature, `aud` naming this gateway's resource identifier (RFC 8707), `exp` / `nbf` within the clock skew, and
-//! a `sub`. Every refusal is a [`TokenError`] with a stable [`TokenError::reason`] for the audit log. The provider
-//! being unreachable fails closed ([`TokenError::ProviderUnavailable`]) and recovers when it returns.
+//! configured), `typ: at+jwt` (RFC 9068, unless configured off: an ID token is not an access token), `iss` exactly
+//! the configured issuer, a key the issuer publishes (cached, see `keys`), a valid signature, `aud` naming this
+//! gateway's resource identifier (RFC 8707), `exp` / `nbf` within the clock skew, and a `sub`. Every refusal is a [`TokenError`] with a stable [`TokenError::reason`] for the audit log. The provider
+//! being unreachable fails closed ([`TokenError::ProviderUnavailable`]) and recovers when it returns. The keys are
+//! fetched again on a timer whose task ends with the [`Validator`]; introspection answers are reused briefly (see
+//! `introspection`: that reuse bounds how long a revoked opaque token is still accepted).
 //!
 //! This crate never logs a token, never stores one, and never sends one anywhere but the configured issuer's
 //! introspection endpoint. It holds no secret: introspection's client credentials come from the environment.
 
 mod id_token;
+mod introspection;
 mod jws;
 mod keys;
+
+use std::sync::Arc;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -25,6 +30,7 @@ use serde_json::{Value, json};
 use toolgate_spec::OAuthSpec;
 
 pub use self::id_token::{IdTokenError, IdTokenRules, LoginEndpoints, OpenIdProvider};
+use self::introspection::AnswerCache;
 use self::keys::KeyCache;
 
 /// The well-known path prefix of RFC 9728 protected-resource metadata.
@@ -53,6 +59,9 @@ pub enum TokenError {
     /// `alg` not on the allow-list (`none`, HMAC, or one not configured).
     #[error("the token's algorithm {0:?} is not accepted")]
     AlgorithmNotAllowed(String),
+    /// A JWT whose `typ` is not `at+jwt` (RFC 9068): an ID token, or another kind of token of the issuer.
+    #[error("the token is not typed as an access token (`typ: at+jwt`)")]
+    NotAnAccessToken,
     /// `iss` is not the configured issuer.
     #[error("the token was issued by another issuer")]
     WrongIssuer,
@@ -89,6 +98,7 @@ impl TokenError {
             TokenError::Malformed => "malformed",
             TokenError::Opaque => "opaque_token",
             TokenError::AlgorithmNotAllowed(_) => "algorithm_not_allowed",
+            TokenError::NotAnAccessToken => "not_an_access_token",
             TokenError::WrongIssuer => "wrong_issuer",
             TokenError::WrongAudience => "wrong_audience",
             TokenError::Expired => "expired",
@@ -124,14 +134,18 @@ pub enum ConfigError {
     Client(String),
 }
 
-/// Validates access tokens for one issuer and resource. Cheap to share behind an `Arc`.
+/// Validates access tokens for one issuer and resource. Cheap to share behind an `Arc`. Made inside a Tokio
+/// runtime, it keeps the issuer's keys fresh on a timer until it is dropped.
 #[derive(Debug)]
 pub struct Validator {
     spec: OAuthSpec,
     algorithms: Vec<Algorithm>,
-    keys: KeyCache,
+    keys: Arc<KeyCache>,
+    answers: AnswerCache,
     client: reqwest::Client,
     metadata_url: String,
+    /// Dropped with the validator, which ends the key timer's task.
+    _refresher: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl Validator {
@@ -141,10 +155,20 @@ impl Validator {
         let resource = checked_url(&spec.resource)?;
         let algorithms = jws::algorithms(&spec.algorithms)?;
         let client = provider_client()?;
-        let keys = KeyCache::new(client.clone(), spec.issuer.clone(), spec.jwks_refresh, spec.jwks_min_refetch);
+        let keys =
+            Arc::new(KeyCache::new(client.clone(), spec.issuer.clone(), spec.jwks_refresh, spec.jwks_min_refetch));
+        let refresher = keys::spawn_refresher(&keys);
         let path = resource.path().trim_end_matches('/');
         let metadata_url = format!("{}{METADATA_PREFIX}{path}", origin(&resource));
-        Ok(Validator { spec: spec.clone(), algorithms, keys, client, metadata_url })
+        Ok(Validator {
+            spec: spec.clone(),
+            algorithms,
+            keys,
+            answers: AnswerCache::default(),
+            client,
+            metadata_url,
+            _refresher: refresher,
+        })
     }
 
     /// The configuration.
@@ -167,6 +191,7 @@ impl Validator {
             audience: &self.spec.resource,
             algorithms: &self.algorithms,
             skew: self.spec.clock_skew,
+            access_token: self.spec.require_at_jwt,
         };
         let claims = jws::verify(&self.keys, token, &expected).await?;
         self.identity(&claims)
@@ -268,36 +293,24 @@ impl Validator {
         Ok(Identity { subject, display, scopes })
     }
 
-    /// RFC 7662: asks the issuer's introspection endpoint, authenticating with the client named in the environment.
+    /// RFC 7662: the issuer's introspection endpoint asked (as the client named in the environment), or its recent
+    /// answer reused; an active token must also be for this issuer and resource.
     async fn introspect(&self, token: &str) -> Result<Identity, TokenError> {
         let Some(spec) = &self.spec.introspection else { return Err(TokenError::Opaque) };
-        let unavailable = |reason: String| TokenError::ProviderUnavailable(reason);
-        let client_id = std::env::var(&spec.client_id_env)
-            .map_err(|_| unavailable(format!("introspection client id: ${} is not set", spec.client_id_env)))?;
-        let secret = std::env::var(&spec.client_secret_env)
-            .map_err(|_| unavailable(format!("introspection secret: ${} is not set", spec.client_secret_env)))?;
-        let endpoint = self
-            .keys
-            .metadata()
-            .await?
-            .introspection_endpoint
-            .ok_or_else(|| unavailable("the issuer's metadata names no introspection_endpoint".into()))?;
-        let response = self
-            .client
-            .post(&endpoint)
-            .basic_auth(client_id, Some(secret))
-            .form(&[("token", token), ("token_type_hint", "access_token")])
-            .timeout(std::time::Duration::from_secs(10))
-            .send()
-            .await
-            .map_err(|_| unavailable(format!("{endpoint}: cannot connect")))?;
-        if !response.status().is_success() {
-            return Err(unavailable(format!("{endpoint} answered {}", response.status())));
+        if let Some(answer) = self.answers.get(token) {
+            return answer;
         }
-        let claims: Value = response.json().await.map_err(|_| unavailable(format!("{endpoint}: not JSON")))?;
-        if claims.get("active") != Some(&Value::Bool(true)) {
-            return Err(TokenError::Inactive);
-        }
+        let endpoint = self.keys.metadata().await?.introspection_endpoint.ok_or_else(|| {
+            TokenError::ProviderUnavailable("the issuer's metadata names no introspection_endpoint".into())
+        })?;
+        let claims = introspection::ask(&self.client, spec, &endpoint, token).await;
+        let exp = claims.as_ref().ok().and_then(|claims| claims.get("exp")).and_then(Value::as_u64);
+        let answer = claims.and_then(|claims| self.introspected_identity(&claims));
+        self.answers.put(token, &answer, exp, spec.cache);
+        answer
+    }
+
+    fn introspected_identity(&self, claims: &Value) -> Result<Identity, TokenError> {
         if claims.get("iss").and_then(Value::as_str).is_some_and(|iss| iss != self.spec.issuer) {
             return Err(TokenError::WrongIssuer);
         }
@@ -309,7 +322,7 @@ impl Validator {
         if !audience_ok {
             return Err(TokenError::WrongAudience);
         }
-        self.identity(&claims)
+        self.identity(claims)
     }
 }
 

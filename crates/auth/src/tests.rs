@@ -58,3 +58,36 @@ async fn malformed_and_forbidden_algorithms_are_refused_before_any_fetch() {
         format!("{}.{}.c2ln", URL_SAFE_NO_PAD.encode(br#"{"alg":"HS256"}"#), URL_SAFE_NO_PAD.encode(br#"{"sub":"x"}"#));
     assert_eq!(validator.validate(&hs).await, Err(TokenError::AlgorithmNotAllowed("HS256".into())));
 }
+
+#[tokio::test]
+async fn a_jwt_not_typed_as_an_access_token_is_refused_unless_typing_is_off() {
+    let validator = Validator::new(&spec()).unwrap_or_else(|error| unreachable!("{error}"));
+    let claims = URL_SAFE_NO_PAD.encode(br#"{"iss":"http://127.0.0.1:9","sub":"x"}"#);
+    for header in [&br#"{"alg":"RS256","typ":"JWT"}"#[..], br#"{"alg":"RS256"}"#] {
+        let token = format!("{}.{claims}.c2ln", URL_SAFE_NO_PAD.encode(header));
+        assert_eq!(validator.validate(&token).await, Err(TokenError::NotAnAccessToken));
+    }
+    assert!(jws::is_access_token_type(Some(&json!("application/AT+JWT"))));
+    let mut untyped = spec();
+    untyped.require_at_jwt = false;
+    let validator = Validator::new(&untyped).unwrap_or_else(|error| unreachable!("{error}"));
+    let token = format!("{}.{claims}.c2ln", URL_SAFE_NO_PAD.encode(br#"{"alg":"RS256","typ":"JWT"}"#));
+    // Past the type check, the next one refuses it (nothing answers at the issuer).
+    assert_ne!(validator.validate(&token).await, Err(TokenError::NotAnAccessToken));
+}
+
+#[tokio::test]
+async fn the_key_timer_ends_with_the_validator() {
+    let validator = Validator::new(&spec()).unwrap_or_else(|error| unreachable!("{error}"));
+    assert!(validator._refresher.is_some(), "made in a runtime, the validator keeps its keys fresh");
+    let keys = Arc::downgrade(&validator.keys);
+    drop(validator);
+    // The task held the key cache; once it has ended nothing does. A bounded wait, not a timing assertion.
+    for _ in 0..500 {
+        if keys.upgrade().is_none() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    unreachable!("the key timer's task outlived its validator");
+}

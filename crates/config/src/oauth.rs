@@ -1,8 +1,9 @@
 //! `[listen.http.oauth]`: the HTTP listener as an OAuth 2.1 resource server. Lowers the table into
 //! `toolgate_spec::OAuthSpec`: issuer and resource identifier (`https://`, or `http://` on loopback only), required
 //! and advertised scopes, the algorithm allow-list (asymmetric by default; `none` never; an HMAC algorithm only when
-//! listed, with a warning), clock skew, group and display claims, key refresh intervals, and introspection's
-//! client named by environment variables (checked to be set now, read when used: never a secret in the file).
+//! listed, with a warning), whether a JWT must be typed `at+jwt`, clock skew, group and display claims, key refresh
+//! intervals, and introspection's client named by environment variables (checked to be set now, read when used:
+//! never a secret in the file) with how long its answers are reused.
 
 use std::time::Duration;
 
@@ -14,6 +15,8 @@ use crate::lower::Context;
 
 /// Longest accepted clock skew: more would make `exp` meaningless.
 const MAX_CLOCK_SKEW_SECONDS: u64 = 300;
+/// Longest accepted reuse of an introspection answer: it bounds how long a revoked token is still accepted.
+const MAX_INTROSPECTION_CACHE_SECONDS: u64 = 300;
 
 /// `[listen.http.oauth]`.
 #[derive(Debug, Deserialize)]
@@ -31,6 +34,8 @@ pub(crate) struct RawOAuth {
     pub(crate) jwks_min_refetch_seconds: Option<Spanned<u64>>,
     pub(crate) introspection_client_id_env: Option<Spanned<String>>,
     pub(crate) introspection_client_secret_env: Option<Spanned<String>>,
+    pub(crate) introspection_cache_seconds: Option<Spanned<u64>>,
+    pub(crate) require_at_jwt: Option<bool>,
 }
 
 /// Lowers the table; problems go to `cx` (the returned spec is then discarded with the rest).
@@ -93,8 +98,30 @@ pub(crate) fn lower_oauth(raw: Spanned<RawOAuth>, cx: &mut Context<'_>) -> Optio
     if let Some(seconds) = raw.jwks_min_refetch_seconds {
         spec.jwks_min_refetch = Duration::from_secs(seconds.into_inner());
     }
+    if let Some(required) = raw.require_at_jwt {
+        spec.require_at_jwt = required;
+    }
+    let cache = raw.introspection_cache_seconds.map(|seconds| {
+        if *seconds.get_ref() > MAX_INTROSPECTION_CACHE_SECONDS {
+            cx.error(
+                seconds.span().start,
+                format!(
+                    "[listen.http.oauth]: `introspection_cache_seconds` is at most {MAX_INTROSPECTION_CACHE_SECONDS} \
+                     (a revoked token stays accepted that long)"
+                ),
+            );
+        }
+        Duration::from_secs(seconds.into_inner())
+    });
     match (raw.introspection_client_id_env, raw.introspection_client_secret_env) {
-        (None, None) => {}
+        (None, None) => {
+            if cache.is_some() {
+                cx.warn(
+                    table_offset,
+                    "[listen.http.oauth]: `introspection_cache_seconds` has no effect without an introspection client",
+                );
+            }
+        }
         (Some(id), Some(secret)) => {
             for variable in [&id, &secret] {
                 if (cx.env)(variable.get_ref()).is_none() {
@@ -103,8 +130,11 @@ pub(crate) fn lower_oauth(raw: Spanned<RawOAuth>, cx: &mut Context<'_>) -> Optio
                     cx.error(variable.span().start, message);
                 }
             }
-            spec.introspection =
-                Some(IntrospectionSpec { client_id_env: id.into_inner(), client_secret_env: secret.into_inner() });
+            spec.introspection = Some(IntrospectionSpec {
+                client_id_env: id.into_inner(),
+                client_secret_env: secret.into_inner(),
+                cache: cache.unwrap_or(toolgate_spec::DEFAULT_INTROSPECTION_CACHE),
+            });
         }
         _ => cx.error(
             table_offset,

@@ -20,6 +20,9 @@ pub const DEFAULT_JWKS_REFRESH: Duration = Duration::from_secs(300);
 /// Default shortest interval between two fetches of the issuer's metadata or keys (an unknown `kid` in a flood of
 /// forged tokens must not turn into a flood of requests to the provider).
 pub const DEFAULT_JWKS_MIN_REFETCH: Duration = Duration::from_secs(10);
+/// Default longest time an introspection answer is reused (never past the token's `exp`): the window in which a
+/// revoked opaque token is still accepted.
+pub const DEFAULT_INTROSPECTION_CACHE: Duration = Duration::from_secs(30);
 
 /// `[oauth]`: access tokens from one issuer, for this gateway's resource identifier.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +49,9 @@ pub struct OAuthSpec {
     pub jwks_refresh: Duration,
     /// Shortest interval between fetches (unknown `kid`, provider down).
     pub jwks_min_refetch: Duration,
+    /// A JWT must say `typ: at+jwt` (RFC 9068), so an ID token or another JWT of the issuer is not taken for an
+    /// access token.
+    pub require_at_jwt: bool,
     /// RFC 7662 introspection for tokens that are not JWTs; `None`: opaque tokens are refused.
     pub introspection: Option<IntrospectionSpec>,
 }
@@ -64,6 +70,7 @@ impl OAuthSpec {
             display_claims: vec!["email".to_owned(), "name".to_owned()],
             jwks_refresh: DEFAULT_JWKS_REFRESH,
             jwks_min_refetch: DEFAULT_JWKS_MIN_REFETCH,
+            require_at_jwt: true,
             introspection: None,
         }
     }
@@ -77,6 +84,8 @@ pub struct IntrospectionSpec {
     pub client_id_env: String,
     /// Environment variable holding the client secret.
     pub client_secret_env: String,
+    /// Longest time an answer is reused (also never past the token's `exp`); zero asks the issuer every time.
+    pub cache: Duration,
 }
 
 /// The bearer token a request presented, for the upstream side's token exchange (RFC 8693). Its `Debug` and

@@ -11,8 +11,8 @@
 //!   same issuer, possibly with a new key set (key rotation while toolgate serves).
 //! - [`OidcProvider::client_credentials`] / [`OidcProvider::service_token`] get a token, and
 //!   [`OidcProvider::token_exchange`] trades one for another resource's (RFC 8693, the script's own grant, for a
-//!   [`ProviderConfig::exchange_client`]); [`sign_jwt`] signs any header and payload with a JWK, an HMAC secret or
-//!   `alg: none`, for tokens the provider would never issue.
+//!   [`ProviderConfig::exchange_client`]); [`OidcProvider::revoke`] revokes one (RFC 7009); [`sign_jwt`] signs
+//!   any header and payload with a JWK, an HMAC secret or `alg: none`, for tokens the provider would never issue.
 //!
 //! Node 22 or the package missing is a test failure with the install command, never a skip. This module talks plain
 //! HTTP/1.1 to loopback only; it must never reach the network or be used by shipped code.
@@ -325,6 +325,17 @@ impl OidcProvider {
             .unwrap_or_else(|error| panic!("token exchange request to {} failed: {error}", self.issuer));
         let json = serde_json::from_str(&text).unwrap_or_else(|_| json!({ "raw": text }));
         (status, json)
+    }
+
+    /// Revokes `token` at the provider's RFC 7009 endpoint as the client it was issued to; returns the HTTP status
+    /// (200 whether or not the provider knew the token, as the RFC says).
+    pub fn revoke(&self, client_id: &str, secret: &str, token: &str) -> u16 {
+        let body = form_encode(&[("token", token), ("token_type_hint", "access_token")]);
+        let basic = base64_encode(format!("{}:{}", form_encode_value(client_id), form_encode_value(secret)).as_bytes());
+        let (status, _) = self
+            .request("POST", "/token/revocation", &[("Authorization", &format!("Basic {basic}"))], Some(&body))
+            .unwrap_or_else(|error| panic!("revocation request to {} failed: {error}", self.issuer));
+        status
     }
 
     /// A client-credentials access token for `resource`, panicking with the provider's answer when refused.

@@ -23,6 +23,17 @@ fn an_oauth_table_lowers_onto_the_http_listener() {
     assert_eq!(oauth.group_claims, vec!["groups"]);
     assert_eq!(oauth.clock_skew, Duration::from_secs(5));
     assert!(oauth.algorithms.iter().all(|alg| !alg.starts_with("HS")));
+    assert!(oauth.require_at_jwt, "RFC 9068 typing is required unless turned off");
+    assert_eq!(oauth.introspection, None);
+    let introspected = format!(
+        "{HEAD}issuer = \"https://login.example\"\nresource = \"https://gw.example/mcp\"\nrequire_at_jwt = false\n\
+         introspection_client_id_env = \"CLIENT_ID\"\nintrospection_client_secret_env = \"CLIENT_SECRET\"\n\
+         introspection_cache_seconds = 7\n"
+    );
+    let oauth = parse_config_with_env(&introspected, Path::new("gateway.toml"), &test_env).unwrap().http.unwrap().oauth;
+    let oauth = oauth.unwrap();
+    assert!(!oauth.require_at_jwt);
+    assert_eq!(oauth.introspection.map(|introspection| introspection.cache), Some(Duration::from_secs(7)));
     let loopback = format!("{HEAD}issuer = \"http://127.0.0.1:9000\"\nresource = \"http://localhost:8765/mcp\"\n");
     assert!(parse_config_with_env(&loopback, Path::new("gateway.toml"), &test_env).is_ok());
 }

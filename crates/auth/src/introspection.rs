@@ -1,0 +1,167 @@
+//! RFC 7662 introspection of opaque access tokens: the question to the issuer's endpoint, and a small cache of its
+//! answers so that a client's every request does not become a request to the provider.
+//!
+//! The cache keeps an accepted token's identity until the earlier of its `exp` and the configured reuse time
+//! (`IntrospectionSpec::cache`), and an inactive token's refusal for the reuse time; it never keeps an unreachable
+//! provider's failure (the next request asks again). That reuse time is the window in which a token revoked at the
+//! provider is still accepted: nothing shorter than asking every time closes it, and zero does that. Entries are
+//! keyed by the SHA-256 of the token, never the token, and bounded in number (the soonest to lapse goes first).
+//! This module sends a token only to the issuer's introspection endpoint and never logs one.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use toolgate_spec::IntrospectionSpec;
+
+use crate::{Identity, TokenError};
+
+/// How many answers are kept at most (enough for every live token of a busy gateway; a flood of made-up tokens
+/// evicts only answers that would lapse soonest).
+const MAX_ANSWERS: usize = 4096;
+/// How long one request to the introspection endpoint may take.
+const INTROSPECTION_TIMEOUT: Duration = Duration::from_secs(10);
+
+type TokenKey = [u8; 32];
+/// What the provider said of a token, and until when it may be reused.
+type Answer = (Instant, Result<Identity, TokenError>);
+
+/// The introspection answers reused until they lapse.
+#[derive(Debug, Default)]
+pub(crate) struct AnswerCache {
+    answers: Mutex<HashMap<TokenKey, Answer>>,
+}
+
+impl AnswerCache {
+    /// The answer kept for `token`, when it has not lapsed.
+    pub(crate) fn get(&self, token: &str) -> Option<Result<Identity, TokenError>> {
+        let key = token_key(token);
+        let mut answers = self.answers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match answers.get(&key) {
+            Some((until, answer)) if Instant::now() < *until => Some(answer.clone()),
+            Some(_) => {
+                answers.remove(&key);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Keeps `answer` for `token` for `reuse`, and an accepted one no later than `exp` (seconds since the epoch).
+    /// A provider failure is never kept.
+    pub(crate) fn put(&self, token: &str, answer: &Result<Identity, TokenError>, exp: Option<u64>, reuse: Duration) {
+        if reuse.is_zero() || matches!(answer, Err(error) if error.is_unavailable()) {
+            return;
+        }
+        let mut keep = reuse;
+        if let (Ok(_), Some(exp)) = (answer, exp) {
+            let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|now| now.as_secs()).unwrap_or(u64::MAX);
+            keep = keep.min(Duration::from_secs(exp.saturating_sub(now)));
+        }
+        if keep.is_zero() {
+            return;
+        }
+        let now = Instant::now();
+        let mut answers = self.answers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if answers.len() >= MAX_ANSWERS {
+            answers.retain(|_, (until, _)| now < *until);
+        }
+        if answers.len() >= MAX_ANSWERS
+            && let Some(soonest) = answers.iter().min_by_key(|(_, (until, _))| *until).map(|(key, _)| *key)
+        {
+            answers.remove(&soonest);
+        }
+        answers.insert(token_key(token), (now + keep, answer.clone()));
+    }
+
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.answers.lock().map(|answers| answers.len()).unwrap_or_default()
+    }
+}
+
+/// Asks `endpoint` about `token` as the client named in the environment; the answer's claims when it is active,
+/// [`TokenError::Inactive`] when not, [`TokenError::ProviderUnavailable`] when there is no usable answer.
+pub(crate) async fn ask(
+    client: &reqwest::Client,
+    spec: &IntrospectionSpec,
+    endpoint: &str,
+    token: &str,
+) -> Result<Value, TokenError> {
+    let unavailable = |reason: String| TokenError::ProviderUnavailable(reason);
+    let client_id = std::env::var(&spec.client_id_env)
+        .map_err(|_| unavailable(format!("introspection client id: ${} is not set", spec.client_id_env)))?;
+    let secret = std::env::var(&spec.client_secret_env)
+        .map_err(|_| unavailable(format!("introspection secret: ${} is not set", spec.client_secret_env)))?;
+    let response = client
+        .post(endpoint)
+        .basic_auth(client_id, Some(secret))
+        .form(&[("token", token), ("token_type_hint", "access_token")])
+        .timeout(INTROSPECTION_TIMEOUT)
+        .send()
+        .await
+        .map_err(|_| unavailable(format!("{endpoint}: cannot connect")))?;
+    if !response.status().is_success() {
+        return Err(unavailable(format!("{endpoint} answered {}", response.status())));
+    }
+    let mut claims: Value = response.json().await.map_err(|_| unavailable(format!("{endpoint}: not JSON")))?;
+    if claims.get("active") != Some(&Value::Bool(true)) {
+        return Err(TokenError::Inactive);
+    }
+    // RFC 7662 makes `sub` optional; a client-credentials token has no person behind it and is its client, as
+    // RFC 9068 says of a JWT access token's `sub` (node-oidc-provider's answer for one has no `sub`).
+    if claims.get("sub").is_none()
+        && let Some(client) = claims.get("client_id").cloned()
+        && let Some(object) = claims.as_object_mut()
+    {
+        object.insert("sub".to_owned(), client);
+    }
+    Ok(claims)
+}
+
+fn token_key(token: &str) -> TokenKey {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn identity() -> Identity {
+        Identity { subject: "svc".into(), display: None, scopes: vec!["tools:call".into()] }
+    }
+
+    fn now() -> u64 {
+        SystemTime::now().duration_since(UNIX_EPOCH).map(|now| now.as_secs()).unwrap_or_default()
+    }
+
+    #[test]
+    fn answers_are_kept_until_the_earlier_of_exp_and_the_reuse_time() {
+        let cache = AnswerCache::default();
+        let reuse = Duration::from_secs(30);
+        cache.put("a", &Ok(identity()), Some(now() + 600), reuse);
+        assert_eq!(cache.get("a"), Some(Ok(identity())));
+        // Already past its exp: never reused, however long the reuse time.
+        cache.put("expired", &Ok(identity()), Some(now().saturating_sub(1)), reuse);
+        assert_eq!(cache.get("expired"), None);
+        cache.put("inactive", &Err(TokenError::Inactive), None, reuse);
+        assert_eq!(cache.get("inactive"), Some(Err(TokenError::Inactive)));
+        // The provider down is never an answer to keep, and zero keeps nothing.
+        cache.put("down", &Err(TokenError::ProviderUnavailable("x".into())), None, reuse);
+        assert_eq!(cache.get("down"), None);
+        cache.put("b", &Ok(identity()), None, Duration::ZERO);
+        assert_eq!(cache.get("b"), None);
+    }
+
+    #[test]
+    fn the_cache_is_bounded() {
+        let cache = AnswerCache::default();
+        for index in 0..MAX_ANSWERS + 10 {
+            cache.put(&format!("token-{index}"), &Err(TokenError::Inactive), None, Duration::from_secs(30));
+        }
+        assert_eq!(cache.len(), MAX_ANSWERS);
+        assert!(cache.get(&format!("token-{}", MAX_ANSWERS + 9)).is_some(), "the newest answer is kept");
+    }
+}
