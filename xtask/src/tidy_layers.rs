@@ -45,7 +45,7 @@ const PROXY_FLOORS: Floors = &[
             "downstream",
         ],
     ),
-    ("rules", &["access", "inventory", "guard/approval_quota"]),
+    ("rules", &["access", "inventory", "guard/approval_quota", "guard/refusal_rows"]),
     ("state", &["state"]),
     (
         "behaviour",

@@ -214,9 +214,13 @@ impl SessionFactory for Gateway {
         self.shared.metrics.count_refusal(refusal);
     }
 
-    fn record_authentication_refusal(&self, caller: Option<&Caller>, reason: &'static str) {
-        self.shared.metrics.count_authentication_refusal(reason);
-        crate::guard::audit::record_authentication_refusal(&self.shared, caller, reason);
+    fn record_authentication_refusal(
+        &self,
+        caller: Option<&Caller>,
+        reason: &'static str,
+        remote: Option<std::net::IpAddr>,
+    ) {
+        crate::guard::audit::record_authentication_refusal(&self.shared, caller, reason, remote);
     }
 }
 

@@ -167,8 +167,14 @@ pub trait SessionFactory: Send + Sync + 'static {
     }
 
     /// Records a request refused at authentication: `caller` when the token named a valid identity (one lacking
-    /// scopes), and `reason` (a stable name such as `expired`), and counts it by reason. A fake factory may ignore it.
-    fn record_authentication_refusal(&self, caller: Option<&Caller>, reason: &'static str) {
-        let _ = (caller, reason);
+    /// scopes), `reason` (a stable name such as `expired`) and the peer's address (`remote`, which bounds how many
+    /// rows a flood writes), and counts it by reason. A fake factory may ignore it.
+    fn record_authentication_refusal(
+        &self,
+        caller: Option<&Caller>,
+        reason: &'static str,
+        remote: Option<std::net::IpAddr>,
+    ) {
+        let _ = (caller, reason, remote);
     }
 }

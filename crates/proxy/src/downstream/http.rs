@@ -188,8 +188,11 @@ async fn dispatch(
     if !matches!(parts.method, Method::POST | Method::GET | Method::DELETE) {
         return Err(Rejection::method_not_allowed());
     }
+    // The peer's address only bounds how many audit rows a flood of refusals writes (`guard::refusal_rows`).
+    let remote = parts.extensions.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|info| info.0.ip());
     let caller =
-        auth::authenticate(&parts.headers, &endpoint.callers, &endpoint.oauth, endpoint.factory.as_ref()).await?;
+        auth::authenticate(&parts.headers, remote, &endpoint.callers, &endpoint.oauth, endpoint.factory.as_ref())
+            .await?;
     match parts.method {
         // A POST's era is known only from its body: its version header is checked there.
         Method::POST => post(endpoint, &parts, body, shutdown, caller).await,

@@ -12,6 +12,7 @@ use toolgate_core::decision::Decision;
 use toolgate_store::{AuditEntry, AuditKind, Caller, PendingCall};
 
 use crate::catalog::ExposedTool;
+use crate::guard::refusal_rows::RefusalRow;
 use crate::state::session::SessionShared;
 use crate::state::shared::Shared;
 
@@ -46,16 +47,30 @@ pub(crate) fn decision_entry(
     entry
 }
 
-/// Queues the row of a request refused at authentication. Through the bounded queue: a flood of bad tokens can
-/// fill it (logged and counted like any full queue) but never block the listener or grow memory.
+/// Queues the row of a request refused at authentication, unless a row of the same reason and remote address was
+/// queued less than a second ago (`refusal_rows`): a flood of bad tokens then writes one row a second per address,
+/// each saying how many it stands for, and never crowds other rows out of the bounded queue. Every refusal is
+/// counted in the metrics, written or not.
 pub(crate) fn record_authentication_refusal(
     gateway: &Shared,
     caller: Option<&toolgate_spec::Caller>,
     reason: &'static str,
+    remote: Option<std::net::IpAddr>,
 ) {
+    gateway.metrics.count_authentication_refusal(reason);
+    let suppressed_before = match gateway.refusal_rows.admit(reason, remote, std::time::Instant::now()) {
+        RefusalRow::Write { suppressed_before } => suppressed_before,
+        RefusalRow::Suppress => {
+            gateway.metrics.count_authentication_row_suppressed(reason);
+            return;
+        }
+    };
     let mut entry = AuditEntry::new(AuditKind::Authentication);
     entry.caller = caller.map(audit_caller);
-    entry.outcome = Some(format!("refused: {reason}"));
+    entry.outcome = Some(match suppressed_before {
+        0 => format!("refused: {reason}"),
+        more => format!("refused: {reason} (and {more} more from this address without a row)"),
+    });
     record(gateway, entry);
 }
 

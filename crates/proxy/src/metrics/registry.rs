@@ -62,6 +62,9 @@ pub const SESSIONS_REFUSED: &str = "toolgate_sessions_refused_total";
 /// HTTP requests refused at OAuth authentication, by `reason` (`toolgate_auth::TokenError::reason`, or
 /// `insufficient_scope`): a fixed set, never the caller (subjects are unbounded).
 pub const AUTHENTICATION_REFUSED: &str = "toolgate_authentication_refused_total";
+/// Of those, the ones that wrote no audit row because a row of the same reason and remote address was written less
+/// than a second before, by `reason`.
+pub const AUTHENTICATION_ROWS_SUPPRESSED: &str = "toolgate_authentication_rows_suppressed_total";
 /// HTTP connections refused, by `reason` (`connection_limit`, `fd_limit`).
 pub const CONNECTIONS_REFUSED: &str = "toolgate_connections_refused_total";
 /// Notifications dropped because their client was not reading (its queue was full).
@@ -242,6 +245,12 @@ impl GatewayMetrics {
         self.recorder.register_counter(&key, &METADATA).increment(1);
     }
 
+    /// Counts a refusal at authentication that wrote no audit row (`guard::refusal_rows`).
+    pub(crate) fn count_authentication_row_suppressed(&self, reason: &'static str) {
+        let key = Key::from_parts(AUTHENTICATION_ROWS_SUPPRESSED, vec![Label::from_static_parts("reason", reason)]);
+        self.recorder.register_counter(&key, &METADATA).increment(1);
+    }
+
     /// Records how long upstream `index` took to answer a relayed call.
     pub(crate) fn observe_relay(&self, index: usize, elapsed: Duration) {
         self.with_upstream(index, |handles| handles.latency.record(elapsed.as_secs_f64()));
@@ -275,7 +284,7 @@ impl GatewayMetrics {
 }
 
 fn describe(recorder: &PrometheusRecorder) {
-    let help: [(&'static str, &'static str); 28] = [
+    let help: [(&'static str, &'static str); 29] = [
         (TOOL_CALLS, "Tool calls by upstream, tool, verdict and outcome."),
         (CALL_DURATION, "Seconds from forwarding a permitted call upstream to its answer, by upstream."),
         (UPSTREAM_UP, "1 when the upstream is connected and listed, 0 otherwise."),
@@ -299,6 +308,10 @@ fn describe(recorder: &PrometheusRecorder) {
         (SESSIONS_REFUSED, "HTTP sessions refused at a session limit, by reason (per_caller, total)."),
         (CONNECTIONS_REFUSED, "HTTP connections refused, by reason (connection_limit, fd_limit)."),
         (AUTHENTICATION_REFUSED, "HTTP requests refused at OAuth authentication, by reason (expired, ...)."),
+        (
+            AUTHENTICATION_ROWS_SUPPRESSED,
+            "Refusals at authentication without an audit row (one row per reason and address per second), by reason.",
+        ),
         (CLIENT_MESSAGES_DROPPED, "Notifications dropped because their client was not reading."),
         (CLIENT_SESSIONS_STALLED, "Sessions closed because their client read nothing while a response waited."),
         (CLIENT_QUEUED_BYTES, "Bytes (estimated) queued toward clients, all sessions, wherever they wait."),

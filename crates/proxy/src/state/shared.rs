@@ -54,6 +54,8 @@ pub(crate) struct Shared {
     pub(crate) inventory: InventoryPublisher,
     /// Prometheus counters and histograms (`GET /metrics`).
     pub(crate) metrics: GatewayMetrics,
+    /// Which authentication refusals get an audit row (one per reason and address per second).
+    pub(crate) refusal_rows: crate::guard::refusal_rows::RefusalRows,
     /// Each upstream's last listed tools, so a call during its reconnect is told so (`call::call_tool`).
     pub(crate) known_tools: KnownTools,
     /// Places in the approval queue per session and per caller.
@@ -108,6 +110,7 @@ impl Shared {
             store,
             inventory: InventoryPublisher::default(),
             metrics,
+            refusal_rows: crate::guard::refusal_rows::RefusalRows::default(),
             known_tools: KnownTools::default(),
             approval_quota,
             waiting_approvals: WaitingApprovals::default(),

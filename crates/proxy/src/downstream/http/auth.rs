@@ -12,6 +12,7 @@
 //! closed, never a guess. The accepted token rides in the caller as a `SubjectToken` (redacted when formatted) for
 //! a token exchange upstream; it is never forwarded as is.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use axum::http::{HeaderMap, StatusCode, header};
@@ -62,6 +63,7 @@ impl OAuth {
 /// unknown or invalid, 403 when a valid OAuth token lacks a required scope, 503 when the provider is unreachable.
 pub(super) async fn authenticate(
     headers: &HeaderMap,
+    remote: Option<IpAddr>,
     callers: &[CallerSpec],
     oauth: &OAuth,
     factory: &dyn SessionFactory,
@@ -105,7 +107,7 @@ pub(super) async fn authenticate(
             if missing.is_empty() {
                 return Ok(caller);
             }
-            factory.record_authentication_refusal(Some(&caller), "insufficient_scope");
+            factory.record_authentication_refusal(Some(&caller), "insufficient_scope", remote);
             let mut rejection = Rejection::new(
                 StatusCode::FORBIDDEN,
                 TRANSPORT_ERROR,
@@ -115,7 +117,7 @@ pub(super) async fn authenticate(
             Err(rejection)
         }
         Err(error) => {
-            factory.record_authentication_refusal(None, error.reason());
+            factory.record_authentication_refusal(None, error.reason(), remote);
             if error.is_unavailable() {
                 let mut rejection = Rejection::new(
                     StatusCode::SERVICE_UNAVAILABLE,
@@ -209,7 +211,7 @@ mod tests {
     }
 
     async fn check(headers: &HeaderMap, callers: &[CallerSpec]) -> Result<Caller, Rejection> {
-        authenticate(headers, callers, &OAuth::Off, &NoFactory).await
+        authenticate(headers, None, callers, &OAuth::Off, &NoFactory).await
     }
 
     #[tokio::test]
