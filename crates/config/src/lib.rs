@@ -58,8 +58,8 @@ pub use console::{ConsoleSpec, ConsoleUserSpec};
 pub use error::{ConfigError, Problem};
 pub use store::{DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, PostgresSpec, StoreSpec};
 pub use summary::{
-    CallerSummary, ConfigSummary, CredentialsKind, CredentialsSummary, ListenerSummary, PolicySummary, Transport,
-    UpstreamSummary,
+    CallerSummary, ConfigSummary, CredentialsKind, CredentialsSummary, ListenerSummary, OAuthSummary, PolicySummary,
+    Transport, UpstreamSummary,
 };
 pub use toolgate_spec::GatewaySpec;
 pub use toolgate_spec::SsoSpec;

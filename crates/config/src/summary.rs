@@ -32,6 +32,8 @@ pub struct ConfigSummary {
     pub policy: PolicySummary,
     /// HTTP callers, in file order (names and scopes only).
     pub callers: Vec<CallerSummary>,
+    /// The OAuth access tokens the HTTP listener accepts besides the callers (`[listen.http.oauth]`).
+    pub oauth: Option<OAuthSummary>,
     /// Things that are allowed but deserve a second look (a public bind without callers, credentials over plain
     /// http, arguments in clear in the audit log, a verified upstream's keys).
     pub warnings: Vec<Problem>,
@@ -48,6 +50,19 @@ pub struct PolicySummary {
     pub rules: usize,
     /// Whether open-world writes need confirmation in a tainted session.
     pub session_taint: bool,
+}
+
+/// Which OAuth access tokens authenticate HTTP callers: with them, no request is anonymous.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OAuthSummary {
+    /// The issuer.
+    pub issuer: String,
+    /// The audience every token must name.
+    pub resource: String,
+    /// Scopes every token must carry.
+    pub required_scopes: Vec<String>,
+    /// Whether opaque tokens are introspected (else refused).
+    pub introspection: bool,
 }
 
 /// One HTTP caller, without its token digest.
@@ -270,6 +285,12 @@ pub(crate) fn summarize(
             .iter()
             .map(|caller| CallerSummary { name: caller.name.clone(), scopes: caller.scopes.clone() })
             .collect(),
+        oauth: spec.http.as_ref().and_then(|http| http.oauth.as_ref()).map(|oauth| OAuthSummary {
+            issuer: oauth.issuer.clone(),
+            resource: oauth.resource.clone(),
+            required_scopes: oauth.required_scopes.clone(),
+            introspection: oauth.introspection.is_some(),
+        }),
         warnings,
     }
 }
@@ -384,12 +405,25 @@ impl fmt::Display for ConfigSummary {
             plural(self.policy.rules, "rule", "rules"),
             if self.policy.session_taint { "on" } else { "off" }
         )?;
-        if self.callers.is_empty() {
+        if self.callers.is_empty() && self.oauth.is_none() {
             write!(formatter, "\ncallers: none")?;
         } else {
             write!(formatter, "\ncallers:")?;
             for caller in &self.callers {
                 write!(formatter, "\n  {}{}", caller.name, scope_list(&caller.scopes))?;
+            }
+            // With OAuth every HTTP caller is a token's subject: nobody calls as `anonymous`.
+            if let Some(oauth) = &self.oauth {
+                let opaque = if oauth.introspection { "introspected" } else { "refused" };
+                let required = match oauth.required_scopes.as_slice() {
+                    [] => "no required scope".to_owned(),
+                    scopes => format!("required scopes: {}", scopes.join(", ")),
+                };
+                write!(
+                    formatter,
+                    "\n  OAuth access tokens from {} for {} ({required}; opaque tokens {opaque})",
+                    oauth.issuer, oauth.resource
+                )?;
             }
         }
         for warning in &self.warnings {

@@ -83,6 +83,10 @@ pub struct GatewaySpec {
     pub sandbox: SandboxEnvironment,
 }
 
+/// How [`GatewaySpec::identities`] names the callers OAuth tokens bring (their subjects are not known before
+/// they call): what the policy does for a token with only the required scopes.
+pub const OAUTH_CALLER: &str = "any OAuth caller";
+
 impl GatewaySpec {
     /// These upstreams with no listener, the default limits and guardrails, and no source file.
     pub fn new(upstreams: Vec<UpstreamSpec>) -> GatewaySpec {
@@ -97,17 +101,48 @@ impl GatewaySpec {
         }
     }
 
-    /// Every identity a session can have: the stdio listener's, then each configured HTTP caller, or `anonymous`
-    /// for an HTTP listener without callers (or when no listener is configured at all).
+    /// Every identity a session can have: the stdio listener's, then each configured HTTP caller, then, with
+    /// `[listen.http.oauth]`, [`OAUTH_CALLER`] (a token's subject carrying only the required scopes: the least an
+    /// accepted token holds), or `anonymous` for an HTTP listener with neither callers nor OAuth (or when no listener
+    /// is configured at all). With OAuth nobody is anonymous: a request without a token is refused.
     pub fn identities(&self) -> Vec<Caller> {
         let mut identities: Vec<Caller> = self.stdio.iter().map(StdioListenerSpec::caller).collect();
         identities.extend(
             self.guardrails.callers.iter().map(|caller| Caller::named(caller.name.clone(), caller.scopes.clone())),
         );
-        let anonymous_http = self.http.is_some() && self.guardrails.callers.is_empty();
+        let oauth = self.http.as_ref().and_then(|http| http.oauth.as_ref());
+        if let Some(oauth) = oauth {
+            identities.push(Caller::named(OAUTH_CALLER, oauth.required_scopes.clone()));
+        }
+        let anonymous_http = self.http.is_some() && self.guardrails.callers.is_empty() && oauth.is_none();
         if anonymous_http || identities.is_empty() {
             identities.push(Caller::anonymous());
         }
         identities
+    }
+
+    /// True when HTTP requests authenticate (configured callers or OAuth tokens): many callers share the listener.
+    pub fn authenticates_http(&self) -> bool {
+        !self.guardrails.callers.is_empty() || self.http.as_ref().is_some_and(|http| http.oauth.is_some())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn with_oauth_nobody_is_anonymous_and_the_token_holder_has_the_required_scopes() {
+        let mut spec = GatewaySpec::new(Vec::new());
+        spec.http = Some(HttpListenerSpec::new(DEFAULT_BIND));
+        assert_eq!(spec.identities(), vec![Caller::anonymous()]);
+        assert!(!spec.authenticates_http());
+        let mut oauth = OAuthSpec::new("https://id.example", "https://gw.example/mcp");
+        oauth.required_scopes = vec!["tools:call".into()];
+        if let Some(http) = spec.http.as_mut() {
+            http.oauth = Some(oauth);
+        }
+        assert_eq!(spec.identities(), vec![Caller::named(OAUTH_CALLER, vec!["tools:call".into()])]);
+        assert!(spec.authenticates_http());
     }
 }

@@ -165,10 +165,18 @@ impl ConsoleHandle {
             .with_state(console)
     }
 
-    /// Whether `sso` and `forbid_self_approval` differ from what this console serves with: they are not replaced
-    /// while it serves (a config reload warns instead), unlike the users.
-    pub fn differs_in_sign_on(&self, sso: Option<&SsoSpec>, forbid_self_approval: bool) -> bool {
-        self.console.config.sso.as_ref() != sso || self.console.config.forbid_self_approval != forbid_self_approval
+    /// Which of `sso` and `forbid_self_approval` differ from what this console serves with, as the config file
+    /// names them: they are not replaced while it serves (a config reload names them as needing a restart), unlike
+    /// the users.
+    pub fn sign_on_changes(&self, sso: Option<&SsoSpec>, forbid_self_approval: bool) -> Vec<&'static str> {
+        let mut changed = Vec::new();
+        if self.console.config.sso.as_ref() != sso {
+            changed.push("[console.sso]");
+        }
+        if self.console.config.forbid_self_approval != forbid_self_approval {
+            changed.push("[console] forbid_self_approval");
+        }
+        changed
     }
 
     /// The path (with query) of the one-time login link; see [`ConsoleConfig::login_path`].

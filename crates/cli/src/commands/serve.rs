@@ -203,12 +203,9 @@ pub(crate) async fn serve_spec(
 fn size_from_descriptors(spec: &mut GatewaySpec) {
     let Some(descriptors) = crate::descriptors::raise_soft_limit() else { return };
     let configured = spec.limits.clone();
-    let lowered = crate::descriptors::fit_limits(
-        &mut spec.limits,
-        descriptors.now,
-        spec.upstreams.len(),
-        !spec.guardrails.callers.is_empty(),
-    );
+    // OAuth tokens, like configured callers, mean many callers share the sessions.
+    let shared = spec.authenticates_http();
+    let lowered = crate::descriptors::fit_limits(&mut spec.limits, descriptors.now, spec.upstreams.len(), shared);
     let limits = &spec.limits;
     if lowered {
         tracing::warn!(

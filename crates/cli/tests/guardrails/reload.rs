@@ -2,7 +2,8 @@
 //! the listing and calling it looks unknown), and a broken file keeps the running policy. The console's users are
 //! replaced too: an added user logs in, a removed user cannot and their session ends; a user whose token is a
 //! running caller's is refused, and a broken file keeps the running users. Each upstream added, removed or changed
-//! in the file is named as applied (`reload_upstreams` checks what applying does).
+//! in the file is named as applied (`reload_upstreams` checks what applying does); a changed `[listen.http.oauth]`
+//! or `[console.sso]` is named as needing a restart.
 
 use std::io::{Read as _, Write as _};
 use std::time::Duration;
@@ -171,4 +172,26 @@ fn sighup_names_each_upstream_change_it_applies() {
     assert!(stderr.contains("upstream `extra` was removed: applied"), "{stderr}");
     assert!(stderr.contains("upstream `demo` changed (prefix, tool overrides, trust): applied"), "{stderr}");
     assert!(!stderr.contains("restart toolgate"), "nothing needs a restart: {stderr}");
+}
+
+#[test]
+fn sighup_names_an_oauth_or_console_sign_on_change_as_needing_a_restart() {
+    // Nothing answers at the issuer: these settings are read, never used, by this test.
+    let oauth = "[listen.http.oauth]\nissuer = \"http://127.0.0.1:9\"\nresource = \"http://127.0.0.1:9/mcp\"\n";
+    let sso = "[console.sso]\nissuer = \"http://127.0.0.1:9\"\nclient_id = \"console\"\n\
+               redirect_uri = \"http://127.0.0.1:9/console/sso/callback\"\n";
+    let setup = Setup::demo(&format!("{oauth}\n{sso}"));
+    let serve = start_serve(&setup, &[]);
+    let text = std::fs::read_to_string(&setup.config).unwrap();
+    let changed = text
+        .replace(
+            "resource = \"http://127.0.0.1:9/mcp\"\n",
+            "resource = \"http://127.0.0.1:9/mcp\"\nrequired_scopes = [\"x\"]\n",
+        )
+        .replace("client_id = \"console\"", "client_id = \"another-console\"");
+    assert_ne!(changed, text);
+    reload(&serve, &setup, &changed, "[console.sso] changed; restart toolgate to apply it", 1);
+    let stderr = serve.stderr_text();
+    assert!(stderr.contains("[listen.http.oauth] changed; restart toolgate to apply it"), "{stderr}");
+    assert!(!stderr.contains("[listen.http] changed"), "only the OAuth table changed: {stderr}");
 }

@@ -63,4 +63,35 @@ fn oauth_mistakes_are_errors_at_their_line() {
         "gateway.toml:5:1: [listen.http.oauth]: set both `introspection_client_id_env` and \
          `introspection_client_secret_env`, or neither",
     );
+    check_error(
+        &format!(
+            "{HEAD}issuer = \"https://login.example\"\nresource = \"https://gw.example/mcp\"\n\
+             introspection_client_id_env = \"CLIENT_ID\"\nintrospection_client_secret_env = \"CLIENT_SECRET\"\n\
+             introspection_cache_seconds = 3600\n"
+        ),
+        "gateway.toml:10:31: [listen.http.oauth]: `introspection_cache_seconds` is at most 300 (a revoked token stays \
+         accepted that long)",
+    );
+}
+
+#[test]
+fn check_config_names_the_oauth_tokens_as_the_callers_and_nobody_anonymous() {
+    let text = format!(
+        "{HEAD}issuer = \"https://login.example\"\nresource = \"https://gw.example/mcp\"\n\
+         required_scopes = [\"tools:call\"]\n"
+    );
+    let summary = crate::summary::summarize(
+        &parse_config_with_env(&text, Path::new("gateway.toml"), &test_env).unwrap(),
+        &[None],
+        Vec::new(),
+    );
+    let shown = summary.to_string();
+    assert!(
+        shown.ends_with(
+            "callers:\n  OAuth access tokens from https://login.example for https://gw.example/mcp (required scopes: \
+             tools:call; opaque tokens refused)"
+        ),
+        "{shown}"
+    );
+    assert!(!shown.contains("anonymous") && !shown.contains("callers: none"), "{shown}");
 }

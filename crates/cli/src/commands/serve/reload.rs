@@ -1,8 +1,9 @@
 //! `serve`'s SIGHUP: the config file is read again and applied to the running gateway. The policy is replaced first
 //! (so a new upstream's tools are never decided by the old rules), then the upstreams the file adds, removes or
 //! changes are started, stopped or restarted (`Gateway::reload_upstreams`), then the console's users are replaced.
-//! What cannot change while serving (listeners, limits, callers, confirmation, pins, results, retries, audit,
-//! selection) is named in a warning as needing a restart, and the rest is applied.
+//! What cannot change while serving (listeners, `[listen.http.oauth]` named on its own, limits, callers,
+//! confirmation, pins, results, retries, audit, selection, and the console's `[console.sso]`) is named in a warning
+//! as needing a restart, and the rest is applied.
 //!
 //! A file that does not load (syntax, validation, a `verified` upstream's manifest that does not verify) changes
 //! nothing and says why, with file and line where there is one. Every change is logged with the upstream's name
@@ -12,7 +13,7 @@
 use std::path::{Path, PathBuf};
 
 use toolgate_proxy::Gateway;
-use toolgate_spec::{CallerSpec, GatewaySpec, GuardrailSpec};
+use toolgate_spec::{CallerSpec, GatewaySpec, GuardrailSpec, HttpListenerSpec};
 use toolgate_web::{ConsoleHandle, ConsoleUser};
 
 /// What a SIGHUP replaces, and what it compares the file with.
@@ -61,7 +62,11 @@ async fn apply(reload: &Reload, path: &Path) {
         tracing::error!("config reload failed; nothing was changed: {error:#}");
         return;
     }
-    for setting in restart_only_changes(&reload.started, &spec) {
+    let console_changes = reload
+        .console
+        .as_ref()
+        .map_or_else(Vec::new, |handle| handle.sign_on_changes(console.sso.as_ref(), console.forbid_self_approval));
+    for setting in restart_only_changes(&reload.started, &spec).into_iter().chain(console_changes) {
         tracing::warn!(config = %path.display(), "{setting} changed; restart toolgate to apply it");
     }
     match reload.gateway.reload_policy(&spec.guardrails.policy) {
@@ -89,9 +94,15 @@ fn restart_only_changes(running: &GatewaySpec, reloaded: &GatewaySpec) -> Vec<&'
     let GatewaySpec { upstreams: _, stdio, http, limits, guardrails, source: _, sandbox: _ } = running;
     let GuardrailSpec { policy: _, confirmation, pins, results, retries, audit, callers, selection } = guardrails;
     let new = &reloaded.guardrails;
+    // `[listen.http.oauth]` is named on its own: who may call, and with which tokens, changing is worth saying
+    // exactly (the validator, its keys and its introspection client are the running listener's).
+    let oauth = |http: &Option<HttpListenerSpec>| http.as_ref().and_then(|http| http.oauth.clone());
+    let without_oauth =
+        |http: &Option<HttpListenerSpec>| http.clone().map(|http| HttpListenerSpec { oauth: None, ..http });
     [
         ("[listen.stdio]", *stdio != reloaded.stdio),
-        ("[listen.http]", *http != reloaded.http),
+        ("[listen.http]", without_oauth(http) != without_oauth(&reloaded.http)),
+        ("[listen.http.oauth]", oauth(http) != oauth(&reloaded.http)),
         ("[limits]", *limits != reloaded.limits),
         ("[confirmation]", *confirmation != new.confirmation),
         ("[pins]", *pins != new.pins),
@@ -106,13 +117,11 @@ fn restart_only_changes(running: &GatewaySpec, reloaded: &GatewaySpec) -> Vec<&'
     .collect()
 }
 
-/// Replaces the console's users with the reloaded ones. The config's own checks (unique names and tokens, no token
-/// of the file's callers) have passed; the running callers are checked here too, because a reload does not replace
-/// them: a token that calls tools must not also approve them, whatever the file says now.
+/// Replaces the console's users with the reloaded ones (its sign-on settings need a restart: `apply` names them).
+/// The config's own checks (unique names and tokens, no token of the file's callers) have passed; the running
+/// callers are checked here too, because a reload does not replace them: a token that calls tools must not also
+/// approve them, whatever the file says now.
 fn reload_console_users(handle: &ConsoleHandle, console: toolgate_config::ConsoleSpec, callers: &[CallerSpec]) {
-    if handle.differs_in_sign_on(console.sso.as_ref(), console.forbid_self_approval) {
-        tracing::warn!("[console.sso] and `forbid_self_approval` changed in the file; they apply after a restart");
-    }
     let users = super::console_users(console);
     if let Err(problem) = check_against_callers(&users, callers) {
         tracing::error!("{problem}; keeping the running console users");
@@ -155,5 +164,23 @@ mod tests {
         reloaded.guardrails.audit.arguments_in_clear = !reloaded.guardrails.audit.arguments_in_clear;
         reloaded.guardrails.policy = toolgate_core::policy::PolicySpec::permissive();
         assert_eq!(restart_only_changes(&running, &reloaded), ["[limits]", "[audit]"]);
+    }
+
+    #[test]
+    fn an_oauth_change_is_named_apart_from_the_rest_of_the_http_listener() {
+        let mut running = GatewaySpec::new(Vec::new());
+        let mut http = HttpListenerSpec::new(toolgate_spec::DEFAULT_BIND);
+        http.oauth = Some(toolgate_spec::OAuthSpec::new("https://id.example", "https://gw.example/mcp"));
+        running.http = Some(http);
+        let mut reloaded = running.clone();
+        if let Some(oauth) = reloaded.http.as_mut().and_then(|http| http.oauth.as_mut()) {
+            oauth.required_scopes = vec!["tools:call".into()];
+        }
+        assert_eq!(restart_only_changes(&running, &reloaded), ["[listen.http.oauth]"]);
+        if let Some(http) = reloaded.http.as_mut() {
+            http.path = "/other".into();
+            http.oauth = None;
+        }
+        assert_eq!(restart_only_changes(&running, &reloaded), ["[listen.http]", "[listen.http.oauth]"]);
     }
 }
