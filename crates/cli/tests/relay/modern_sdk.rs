@@ -10,8 +10,7 @@
 //! so a silent fallback fails the test even where the client's output looks the same. Every wait is a hang guard;
 //! nothing asserts how long anything took.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -19,7 +18,7 @@ use tempfile::TempDir;
 use toolgate_test_support::toolgate::Serving;
 use toolgate_test_support::{PeerCommand, Peers, modern_fixture};
 
-use crate::support::{HANG_GUARD, Via, run_guarded, temp_dir, toolgate_binary};
+use crate::support::{HANG_GUARD, PythonReach, Via, run_guarded, run_python_client, temp_dir};
 
 /// The version a modern client and toolgate speak.
 pub(crate) const MODERN: &str = "2026-07-28";
@@ -110,43 +109,20 @@ impl Gate {
         upstream: Upstream,
         scenario: &str,
     ) -> (Value, Option<Serving>) {
-        let peers = Peers::locate();
-        let mut command = Command::new(peers.python());
-        command.env("PYTHONDONTWRITEBYTECODE", "1").arg(clients_dir().join("modern_sdk.py")).args([
-            "--mode",
-            mode,
-            "--profile",
-            upstream.profile(),
-            "--scenario",
-            scenario,
-        ]);
-        let mut serving = None;
+        let args = ["--mode", mode, "--profile", upstream.profile(), "--scenario", scenario];
+        let what = format!("modern_sdk.py {mode} {scenario} to {upstream:?} over {via:?}");
         match via {
             Via::Stdio => {
-                let env: serde_json::Map<String, Value> =
-                    self.peer_env.iter().map(|(key, value)| (key.clone(), json!(value))).collect();
-                command
-                    .arg("--toolgate")
-                    .arg(toolgate_binary())
-                    .arg("--env-json")
-                    .arg(Value::Object(env).to_string())
-                    .arg("--serve-args-json")
-                    .arg(json!(self.serve_args()).to_string());
+                let reach = PythonReach::Spawn { env: &self.peer_env, serve_args: self.serve_args(), server: None };
+                (run_python_client("modern_sdk.py", &args, reach, &what), None)
             }
             Via::Http => {
                 let mut serve = toolgate_test_support::toolgate::command();
                 serve.arg("serve").args(self.serve_args());
-                let started = Serving::start(serve);
-                command.arg("--url").arg(&started.url);
-                serving = Some(started);
+                let serving = Serving::start(serve);
+                let found = run_python_client("modern_sdk.py", &args, PythonReach::Url(&serving.url), &what);
+                (found, Some(serving))
             }
-        }
-        let what = format!("modern_sdk.py {mode} {scenario} to {upstream:?} over {via:?}");
-        let run = run_guarded(command, &what);
-        let line = run.stdout.lines().rev().find(|line| !line.trim().is_empty()).unwrap_or_default();
-        match (run.code, serde_json::from_str::<Value>(line)) {
-            (Some(0), Ok(value)) => (value, serving),
-            _ => panic!("{what} failed (exit {:?})\nstdout:\n{}\nstderr:\n{}", run.code, run.stdout, run.stderr),
         }
     }
 
@@ -176,10 +152,6 @@ impl Gate {
             .filter_map(|line| serde_json::from_str(line).ok())
             .collect()
     }
-}
-
-fn clients_dir() -> &'static Path {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/relay_clients"))
 }
 
 pub(crate) fn texts(result: &Value) -> String {

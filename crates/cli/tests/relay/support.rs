@@ -55,42 +55,71 @@ fn clients_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("relay_clients")
 }
 
-/// Runs `relay_clients/<script>` with the SDK's Python, connected to toolgate relaying `peer`, and returns the one
-/// JSON object it printed. `extra` comes before the transport arguments (e.g. `--scenario echo`).
-pub(crate) fn python_via(script: &str, extra: &[&str], peer: &PeerCommand, via: Via) -> Value {
-    let peers = Peers::locate();
-    let mut command = Command::new(peers.python());
+/// How a Python client script reaches the toolgate under test.
+pub(crate) enum PythonReach<'a> {
+    /// Over stdio: the script spawns `toolgate serve SERVE_ARGS [-- SERVER]` with `env` added to its environment.
+    Spawn {
+        /// Extra environment for toolgate (and so for the upstream it spawns).
+        env: &'a [(String, String)],
+        /// The `serve` options.
+        serve_args: Vec<String>,
+        /// The upstream's argv after `--`, or `None` when toolgate's config names the upstream.
+        server: Option<Vec<String>>,
+    },
+    /// Over Streamable HTTP, to a toolgate the test started at this URL.
+    Url(&'a str),
+}
+
+/// Runs `relay_clients/<script> ARGS` with the SDK's Python, reaching toolgate as `reach` says, and returns the one
+/// JSON object it printed last; fails the test with its output when it exits non-zero or prints none. `what` names
+/// the run in that failure.
+pub(crate) fn run_python_client(script: &str, args: &[&str], reach: PythonReach<'_>, what: &str) -> Value {
+    let mut command = Command::new(Peers::locate().python());
     // No __pycache__ next to the scripts in the source tree.
-    command.env("PYTHONDONTWRITEBYTECODE", "1").arg(clients_dir().join(script)).args(extra);
-    // Kept alive until the client is done.
-    let state = temp_dir();
-    let mut _server = None;
-    match via {
-        Via::Stdio => {
+    command.env("PYTHONDONTWRITEBYTECODE", "1").arg(clients_dir().join(script)).args(args);
+    match reach {
+        PythonReach::Spawn { env, serve_args, server } => {
             let env: serde_json::Map<String, Value> =
-                peer.env.iter().map(|(key, value)| (key.clone(), Value::String(value.clone()))).collect();
+                env.iter().map(|(key, value)| (key.clone(), Value::String(value.clone()))).collect();
             command
                 .arg("--toolgate")
                 .arg(toolgate_binary())
                 .arg("--env-json")
                 .arg(Value::Object(env).to_string())
                 .arg("--serve-args-json")
-                .arg(json!(serve_flags(state.path())).to_string())
-                .arg("--")
-                .args(peer.argv());
+                .arg(json!(serve_args).to_string());
+            if let Some(server) = server {
+                command.arg("--").args(server);
+            }
         }
-        Via::Http => {
-            let server = HttpToolgate::start(peer);
-            command.arg("--url").arg(&server.url);
-            _server = Some(server);
+        PythonReach::Url(url) => {
+            command.arg("--url").arg(url);
         }
     }
-    let what = format!("{script} {extra:?} over {via:?}");
-    let run = run_guarded(command, &what);
+    let run = run_guarded(command, what);
     let line = run.stdout.lines().rev().find(|line| !line.trim().is_empty()).unwrap_or_default();
     match (run.code, serde_json::from_str::<Value>(line)) {
         (Some(0), Ok(value)) => value,
         _ => panic!("{what} failed (exit {:?})\nstdout:\n{}\nstderr:\n{}", run.code, run.stdout, run.stderr),
+    }
+}
+
+/// Runs `relay_clients/<script>` connected to toolgate relaying `peer`, and returns the one JSON object it printed.
+/// `extra` comes before the transport arguments (e.g. `--scenario echo`).
+pub(crate) fn python_via(script: &str, extra: &[&str], peer: &PeerCommand, via: Via) -> Value {
+    let what = format!("{script} {extra:?} over {via:?}");
+    match via {
+        Via::Stdio => {
+            // Kept alive until the client is done.
+            let state = temp_dir();
+            let reach =
+                PythonReach::Spawn { env: &peer.env, serve_args: serve_flags(state.path()), server: Some(peer.argv()) };
+            run_python_client(script, extra, reach, &what)
+        }
+        Via::Http => {
+            let server = HttpToolgate::start(peer);
+            run_python_client(script, extra, PythonReach::Url(&server.url), &what)
+        }
     }
 }
 
