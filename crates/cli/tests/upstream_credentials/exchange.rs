@@ -11,9 +11,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 use toolgate_test_support::oidc::{OidcProvider, ProviderConfig, Signer, generate_keys, jwt_parts, sign_jwt};
 use toolgate_test_support::toolgate::{Serving, Setup, poll, run, start_serve};
-use toolgate_upstream::{ConnectOptions, Connection, Endpoint};
+use toolgate_upstream::Connection;
 
-use super::{CLIENT_ID, CLIENT_SECRET, Guard, SCOPE, free_port, start_upstream, state_text, whoami};
+use super::{
+    CLIENT_ID, CLIENT_SECRET, Guard, SCOPE, connect_with_bearer, free_port, start_upstream, state_text, whoami,
+    whoami_eventually,
+};
 
 /// toolgate's resource identifier: the audience of the callers' tokens.
 const GATEWAY: &str = "https://toolgate.test/mcp";
@@ -85,12 +88,7 @@ impl Scene {
 
     /// A client session with toolgate presenting `token`.
     async fn client(&self, token: &str) -> Connection {
-        let endpoint = Endpoint::Http {
-            url: self.serving.url.clone(),
-            headers: vec![("Authorization".to_owned(), format!("Bearer {token}"))],
-        };
-        let options = ConnectOptions { request_timeout: Duration::from_secs(30), ..ConnectOptions::default() };
-        Connection::connect(&endpoint, options).await.expect("a client connects to toolgate")
+        connect_with_bearer(&self.serving, token).await
     }
 
     /// Every `(method, Authorization)` the upstream saw, in order.
@@ -151,29 +149,15 @@ fn person_token(keys: &Value, issuer: &str, sub: &str) -> String {
     sign_jwt(&header, &payload, Signer::Key(key))
 }
 
-/// Calls `whoami` until it succeeds, for at most a minute (toolgate may still be connecting).
-async fn whoami_eventually(client: &Connection, scene: &Scene) -> Value {
-    let started = std::time::Instant::now();
-    loop {
-        match whoami(client).await {
-            Ok(claims) => return claims,
-            Err(failure) if started.elapsed() > Duration::from_secs(60) => {
-                panic!("whoami never succeeded: {failure}\ntoolgate log:\n{}", scene.serving.stderr_text())
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn each_caller_reaches_the_upstream_as_itself_with_a_cached_exchanged_token_never_its_own() {
     let scene = Scene::start(8);
     let alice = scene.client(&scene.alice_token).await;
     let robot = scene.client(&scene.robot_token).await;
-    let claims = whoami_eventually(&alice, &scene).await;
+    let claims = whoami_eventually(&alice, &scene.serving).await;
     assert_eq!(claims["sub"], json!("alice"), "the upstream sees alice: {claims}");
     assert_eq!(claims["act"]["sub"], json!(CLIENT_ID), "toolgate is the actor: {claims}");
-    let claims = whoami_eventually(&robot, &scene).await;
+    let claims = whoami_eventually(&robot, &scene.serving).await;
     assert_eq!(claims["sub"], json!(ROBOT), "the upstream sees the service: {claims}");
 
     // Interleaved calls over the one upstream session: each answer names its own caller.
@@ -201,7 +185,7 @@ async fn an_exchanged_token_the_upstream_refuses_is_exchanged_again_once_and_the
     let both = json!({"keys": [first["keys"][0].clone(), second["keys"][0].clone()]});
     let mut scene = Scene::start_with(300, both);
     let alice = scene.client(&scene.alice_token).await;
-    whoami_eventually(&alice, &scene).await;
+    whoami_eventually(&alice, &scene.serving).await;
     assert_eq!(scene.tokens_of("alice").len(), 1);
 
     // Only `second` from now on: the upstream refuses alice's cached exchanged token (401), signed with `first`,
@@ -220,7 +204,7 @@ async fn an_exchanged_token_the_upstream_refuses_is_exchanged_again_once_and_the
 async fn a_caller_without_an_oauth_token_fails_closed_audited_and_nothing_is_sent_for_it() {
     let scene = Scene::start(300);
     let alice = scene.client(&scene.alice_token).await;
-    whoami_eventually(&alice, &scene).await;
+    whoami_eventually(&alice, &scene.serving).await;
     let ops = scene.client(OPS_TOKEN).await;
     let posts = |scene: &Scene| scene.seen().iter().filter(|(method, _)| method == "POST").count();
     let before = posts(&scene);
@@ -253,7 +237,7 @@ async fn a_caller_without_an_oauth_token_fails_closed_audited_and_nothing_is_sen
 async fn the_issuer_down_fails_exchanges_closed_with_a_clear_error_and_they_resume_when_it_is_back() {
     let mut scene = Scene::start(4);
     let alice = scene.client(&scene.alice_token).await;
-    whoami_eventually(&alice, &scene).await;
+    whoami_eventually(&alice, &scene.serving).await;
     scene.provider.stop();
     // alice's exchanged token has expired: her next call needs an exchange, and the issuer is gone.
     tokio::time::sleep(Duration::from_secs(5)).await;
@@ -278,7 +262,7 @@ async fn the_issuer_down_fails_exchanges_closed_with_a_clear_error_and_they_resu
 
     let config = scene.config.clone();
     scene.provider.restart(&config);
-    let claims = whoami_eventually(&alice, &scene).await;
+    let claims = whoami_eventually(&alice, &scene.serving).await;
     assert_eq!(claims["sub"], json!("alice"), "service resumed once the issuer was back");
     scene.assert_tokens_contained();
 }
@@ -324,7 +308,7 @@ fn post_raw(url: &str, token: &str, session: Option<&str>, message: &Value) -> (
 async fn a_session_exchanges_the_token_its_caller_presented_last() {
     let scene = Scene::start(300);
     let alice = scene.client(&scene.alice_token).await;
-    whoami_eventually(&alice, &scene).await;
+    whoami_eventually(&alice, &scene.serving).await;
     let first = scene.tokens_of("alice").len();
     let url = scene.serving.url.clone();
     let older = scene.alice_token.clone();

@@ -92,12 +92,7 @@ impl Scene {
 
     /// A client session with toolgate, as the caller alice.
     async fn client(&self) -> Connection {
-        let endpoint = Endpoint::Http {
-            url: self.serving.url.clone(),
-            headers: vec![("Authorization".to_owned(), format!("Bearer {CALLER_TOKEN}"))],
-        };
-        let options = ConnectOptions { request_timeout: Duration::from_secs(30), ..ConnectOptions::default() };
-        Connection::connect(&endpoint, options).await.expect("a client connects to toolgate")
+        connect_with_bearer(&self.serving, CALLER_TOKEN).await
     }
 
     /// Every `Authorization` header the upstream saw, in order (`None`: none sent).
@@ -189,25 +184,36 @@ async fn whoami(client: &Connection) -> Result<Value, String> {
     serde_json::from_str(&text).map_err(|_| format!("an unexpected result: {result}"))
 }
 
-/// Calls `whoami` until it succeeds, for at most a minute (toolgate may still be connecting).
-async fn whoami_eventually(client: &Connection, scene: &Scene) -> Value {
+/// Calls `whoami` until it succeeds, for at most a minute (toolgate at `serving` may still be connecting); its log
+/// is in the failure.
+async fn whoami_eventually(client: &Connection, serving: &Serving) -> Value {
     let started = Instant::now();
     loop {
         match whoami(client).await {
             Ok(claims) => return claims,
             Err(failure) if started.elapsed() > Duration::from_secs(60) => {
-                panic!("whoami never succeeded: {failure}\ntoolgate log:\n{}", scene.serving.stderr_text())
+                panic!("whoami never succeeded: {failure}\ntoolgate log:\n{}", serving.stderr_text())
             }
             Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
         }
     }
 }
 
+/// A client session with toolgate at `serving`, presenting `token` as its bearer.
+async fn connect_with_bearer(serving: &Serving, token: &str) -> Connection {
+    let endpoint = Endpoint::Http {
+        url: serving.url.clone(),
+        headers: vec![("Authorization".to_owned(), format!("Bearer {token}"))],
+    };
+    let options = ConnectOptions { request_timeout: Duration::from_secs(30), ..ConnectOptions::default() };
+    Connection::connect(&endpoint, options).await.expect("a client connects to toolgate")
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn one_token_serves_many_calls_until_it_expires_and_the_clients_token_never_goes_upstream() {
     let scene = Scene::start(20);
     let client = scene.client().await;
-    let claims = whoami_eventually(&client, &scene).await;
+    let claims = whoami_eventually(&client, &scene.serving).await;
     assert_eq!(claims["sub"], json!(CLIENT_ID), "the upstream sees toolgate's own identity");
     for _ in 0..5 {
         assert_eq!(whoami(&client).await.expect("a call with the cached token")["client_id"], json!(CLIENT_ID));
@@ -227,7 +233,7 @@ async fn one_token_serves_many_calls_until_it_expires_and_the_clients_token_neve
 async fn a_refused_token_is_renewed_once_and_the_call_goes_through() {
     let mut scene = Scene::start(300);
     let client = scene.client().await;
-    whoami_eventually(&client, &scene).await;
+    whoami_eventually(&client, &scene.serving).await;
     assert_eq!(scene.tokens().len(), 1);
 
     // New signing keys: the upstream no longer accepts the cached token (401), though it has not expired.
@@ -245,7 +251,7 @@ async fn a_refused_token_is_renewed_once_and_the_call_goes_through() {
 async fn the_provider_down_fails_calls_closed_with_a_clear_error_and_service_resumes_when_it_is_back() {
     let mut scene = Scene::start(4);
     let client = scene.client().await;
-    whoami_eventually(&client, &scene).await;
+    whoami_eventually(&client, &scene.serving).await;
     scene.provider.stop();
     // The cached token has expired: a call needs a new one, and the provider is gone.
     tokio::time::sleep(Duration::from_secs(5)).await;
@@ -260,7 +266,7 @@ async fn the_provider_down_fails_calls_closed_with_a_clear_error_and_service_res
 
     let config = scene.config.clone();
     scene.provider.restart(&config);
-    let claims = whoami_eventually(&client, &scene).await;
+    let claims = whoami_eventually(&client, &scene.serving).await;
     assert_eq!(claims["sub"], json!(CLIENT_ID), "service resumed once the provider was back");
     assert!(scene.upstream_url.starts_with("http://127.0.0.1:"));
     scene.assert_tokens_contained();
