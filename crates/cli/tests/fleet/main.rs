@@ -70,10 +70,7 @@ impl PgFleet {
     /// `toolgate ARGS --config CONFIG --state-dir READER` with the database's URL in its environment: a state
     /// command run by another process than any `serve`.
     pub(crate) fn toolgate(&self, args: &[&str]) -> Run {
-        let mut run = command();
-        run.args(args).arg("--config").arg(&self.config).arg("--state-dir").arg(&self.reader);
-        run.env(STORE_URL_ENV, &self.url);
-        run_guarded(run, &format!("toolgate {args:?} --config"))
+        state_command(&self.config, &self.reader, &self.url, args)
     }
 
     /// Starts the process at `index` again on its state directory and instance id (after [`Fleet::kill`]), as a
@@ -104,6 +101,15 @@ pub(crate) fn start_fleet(setup: &Setup, count: usize) -> PgFleet {
     let states: Vec<PathBuf> = (0..count).map(|index| setup.dir.path().join(format!("state-{}", index + 1))).collect();
     let fleet = Fleet::start(count, |index| serve_command(&setup.config, &states[index], &url, index));
     PgFleet { fleet, url, config: setup.config.clone(), reader: setup.state(), states }
+}
+
+/// `toolgate ARGS --config CONFIG --state-dir READER` with the database `url` in its environment: a state command
+/// run by another process than any `serve`, whether or not the test runs a fleet.
+pub(crate) fn state_command(config: &Path, reader: &Path, url: &str, args: &[&str]) -> Run {
+    let mut run = command();
+    run.args(args).arg("--config").arg(config).arg("--state-dir").arg(reader);
+    run.env(STORE_URL_ENV, url);
+    run_guarded(run, &format!("toolgate {args:?} --config"))
 }
 
 /// `toolgate serve --config CONFIG --state-dir STATE` named `toolgate-N` (N = `index` + 1), on the database `url`.

@@ -8,15 +8,26 @@ use std::collections::HashSet;
 
 use serde_json::{Value, json};
 use toolgate_store::digest_arguments;
+use toolgate_test_support::Run;
 use toolgate_test_support::postgres::PostgresCluster;
 use toolgate_test_support::toolgate::raw_http::HttpSession;
 use toolgate_test_support::toolgate::{Serving, Setup, poll};
 
-use crate::serve_command;
+use crate::{serve_command, state_command};
 
 /// A call of `tool` with `arguments` on `session`: the JSON-RPC response.
 fn call(session: &mut HttpSession, tool: &str, arguments: &Value) -> Value {
     session.request("tools/call", json!({"name": tool, "arguments": arguments})).expect("an answer")
+}
+
+/// The audit's `call` rows of `tool`, read by `reader` (`toolgate audit --json --kind call`).
+fn call_rows(reader: impl Fn(&[&str]) -> Run, tool: &str) -> Vec<Value> {
+    let rows = reader(&["audit", "--json", "--kind", "call"]);
+    rows.stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|row| row["tool"] == tool)
+        .collect()
 }
 
 fn succeeded(response: &Value) -> bool {
@@ -70,12 +81,8 @@ fn a_postgres_restart_under_serve_refuses_what_needs_the_database_then_service_r
             call(&mut session, "delete_note", &json!({"id": "n1"}))
         }
     });
-    let reader = |args: &[&str]| {
-        let mut run = toolgate_test_support::toolgate::command();
-        run.args(args).arg("--config").arg(&setup.config).arg("--state-dir").arg(setup.dir.path().join("reader"));
-        run.env("TOOLGATE_FLEET_STORE_URL", &url);
-        toolgate_test_support::run_guarded(run, &format!("toolgate {args:?}"))
-    };
+    let reader_state = setup.dir.path().join("reader");
+    let reader = |args: &[&str]| state_command(&setup.config, &reader_state, &url, args);
     let id = poll("the confirmation is queued again once the database is back", || {
         let run = reader(&["approvals", "list", "--json"]);
         let entry: Value = serde_json::from_str(run.stdout.lines().next()?).ok()?;
@@ -88,24 +95,14 @@ fn a_postgres_restart_under_serve_refuses_what_needs_the_database_then_service_r
 
     let digests: HashSet<String> = answered.iter().map(digest_arguments).collect();
     poll("a row for every answered call", || {
-        let rows = reader(&["audit", "--json", "--kind", "call"]);
-        let recorded: HashSet<String> = rows
-            .stdout
-            .lines()
-            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-            .filter(|row| row["tool"] == "add_note")
+        let recorded: HashSet<String> = call_rows(reader, "add_note")
+            .iter()
             .filter_map(|row| row["args_digest"].as_str().map(str::to_owned))
             .collect();
         digests.is_subset(&recorded).then_some(())
     });
     // Both confirmations have their row: the one refused during the outage (journaled) and the one denied after.
-    let rows = reader(&["audit", "--json", "--kind", "call"]);
-    let deletes: Vec<Value> = rows
-        .stdout
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter(|row| row["tool"] == "delete_note")
-        .collect();
+    let deletes = call_rows(reader, "delete_note");
     let outcomes: Vec<&str> = deletes.iter().filter_map(|row| row["outcome"].as_str()).collect();
     assert_eq!(outcomes, ["cannot_queue", "denied"], "the refusal during the outage is audited: {deletes:?}");
     let verify = reader(&["audit", "verify"]);
