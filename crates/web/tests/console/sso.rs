@@ -29,14 +29,14 @@ async fn start_sso() -> Result<Sso, Box<dyn std::error::Error>> {
 
 /// [`start_sso`] at a provider signing its ID tokens with the first of `algorithms`.
 async fn start_sso_signing(algorithms: &[&str]) -> Result<Sso, Box<dyn std::error::Error>> {
+    start_sso_at(|redirect| console_provider(algorithms, redirect), |sso| sso).await
+}
+
+/// A provider with fresh keys of `algorithms` (it signs with the first) and the console's public client
+/// (`toolgate-console`, code with PKCE) redirecting to `redirect`, allowed the scopes the console asks for.
+pub(super) fn console_provider(algorithms: &[&str], redirect: &str) -> ProviderConfig {
     let keys = tokio::task::block_in_place(|| generate_keys(algorithms));
-    start_sso_at(
-        |redirect| {
-            ProviderConfig::new(keys).console_client("toolgate-console", redirect, "openid profile email groups")
-        },
-        |sso| sso,
-    )
-    .await
+    ProviderConfig::new(keys).console_client("toolgate-console", redirect, "openid profile email groups")
 }
 
 /// A console with single sign-on at the provider `provider` configures (given the console's redirect URI; the

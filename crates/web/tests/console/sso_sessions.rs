@@ -8,7 +8,9 @@ use serde_json::json;
 use toolgate_test_support::oidc::{ProviderConfig, generate_keys};
 use toolgate_test_support::oidc_login::ProviderBrowser;
 
-use super::sso::{Sso, callback_target, cookie, csrf_for_page, sso_login_with, start_login, start_sso_at};
+use super::sso::{
+    Sso, callback_target, console_provider, cookie, csrf_for_page, sso_login_with, start_login, start_sso_at,
+};
 use super::{Reply, TestResult, request};
 
 /// The `Max-Age` of the session cookie a login set.
@@ -46,16 +48,7 @@ async fn status_once_expired(sso: &Sso, session: &str, bound: Duration) -> Resul
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_lasts_no_longer_than_the_id_token_nor_the_configured_maximum() -> TestResult {
     // ID tokens valid for 8 seconds: the session and its cookie end with the token, not 12 hours later.
-    let keys = tokio::task::block_in_place(|| generate_keys(&["RS256"]));
-    let sso = start_sso_at(
-        |redirect| {
-            ProviderConfig::new(keys)
-                .console_client("toolgate-console", redirect, "openid profile email groups")
-                .ttl("IdToken", 8)
-        },
-        |sso| sso,
-    )
-    .await?;
+    let sso = start_sso_at(|redirect| console_provider(&["RS256"], redirect).ttl("IdToken", 8), |sso| sso).await?;
     let (reply, session) = alice(&sso).await?;
     assert!(max_age(&reply)? <= 8, "the cookie ends with the ID token: {:?}", reply.headers);
     let page = request(sso.console.address, "GET", "/console", std::slice::from_ref(&session), "").await?;
@@ -63,11 +56,8 @@ async fn a_session_lasts_no_longer_than_the_id_token_nor_the_configured_maximum(
     assert_eq!(status_once_expired(&sso, &session, Duration::from_secs(60)).await?, 401, "ended with the token");
 
     // A configured maximum shorter than the token's hour bounds it too.
-    let keys = tokio::task::block_in_place(|| generate_keys(&["RS256"]));
     let sso = start_sso_at(
-        |redirect| {
-            ProviderConfig::new(keys).console_client("toolgate-console", redirect, "openid profile email groups")
-        },
+        |redirect| console_provider(&["RS256"], redirect),
         |sso| toolgate_web::SsoSpec { max_session: Duration::from_secs(3), ..sso },
     )
     .await?;
