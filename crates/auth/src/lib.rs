@@ -149,7 +149,8 @@ pub struct Validator {
 }
 
 impl Validator {
-    /// Checks the configuration (URLs, algorithms) and prepares the key cache; nothing is fetched yet.
+    /// Checks the configuration (URLs, algorithms) and prepares the key cache. Inside a Tokio runtime it also starts
+    /// the key timer, whose first fetch comes at once (outside one, the first token fetches).
     pub fn new(spec: &OAuthSpec) -> Result<Validator, ConfigError> {
         checked_url(&spec.issuer)?;
         let resource = checked_url(&spec.resource)?;

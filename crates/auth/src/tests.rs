@@ -1,5 +1,6 @@
 //! Unit checks of what needs no provider: configuration refusals, claim mapping, challenges and the metadata
-//! location. Tokens against a real provider are tested through the gateway (`crates/proxy/tests/oauth.rs`).
+//! location, the access-token type, the key timer's end. Tokens against a real provider are tested through the
+//! gateway (`crates/proxy/tests/oauth.rs`) and through `toolgate serve` (`crates/cli/tests/resource_server`).
 
 use super::*;
 
