@@ -14,7 +14,7 @@ use std::process::Stdio;
 
 use crate::BoxError;
 use crate::procs::{self, Proc, Scratch};
-use crate::report::Row;
+use crate::report::{ONE_PROCESS, Row};
 use crate::scenario::{Plan, http_lanes_at, measure};
 
 /// The shipped configuration's rewrite, shared with test-support (`deploy/haproxy_config.rs`).
@@ -25,8 +25,6 @@ mod shipped;
 /// SQLite in their state directories.
 const STORE_URL_ENV: &str = "TOOLGATE_BENCH_STORE_URL";
 
-/// The baseline lane the others are compared with.
-pub(crate) const ONE_PROCESS: &str = "toolgate x1";
 const BALANCED_ONE: &str = "haproxy + toolgate x1";
 const BALANCED_THREE: &str = "haproxy + toolgate x3";
 

@@ -123,6 +123,17 @@ pub(crate) struct Meta {
     pub(crate) payload_bytes: usize,
 }
 
+/// How long `toolgate serve --config` takes from spawn to its first answered call, with its one stdio upstream
+/// plain and sandboxed, alternating (milliseconds, one sample per start).
+#[derive(Debug, Clone, Default, Serialize)]
+pub(crate) struct SandboxStarts {
+    pub(crate) plain_ms: Vec<f64>,
+    pub(crate) sandboxed_ms: Vec<f64>,
+}
+
+/// The fleet scenario's baseline lane, the one its other lanes are compared with (scenario rows name it).
+pub(crate) const ONE_PROCESS: &str = "toolgate x1";
+
 /// Everything a run reports.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct Report {
@@ -134,7 +145,7 @@ pub(crate) struct Report {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) memory_unavailable: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) sandbox_starts: Option<crate::scenario::SandboxStarts>,
+    pub(crate) sandbox_starts: Option<SandboxStarts>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) sandbox_unavailable: Option<String>,
 }
@@ -144,7 +155,7 @@ impl Report {
     pub(crate) fn compare(&mut self) {
         let mut comparisons = Vec::new();
         // Each scenario's baseline: the direct path, or for the fleet one process.
-        let baseline = |scenario: &str| if scenario == "fleet" { crate::fleet::ONE_PROCESS } else { "direct" };
+        let baseline = |scenario: &str| if scenario == "fleet" { ONE_PROCESS } else { "direct" };
         for row in self.rows.iter().filter(|row| row.path != baseline(&row.scenario)) {
             let Some(via) = &row.stats else { continue };
             let direct = self.rows.iter().find(|other| {

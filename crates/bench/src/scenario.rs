@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use crate::BoxError;
 use crate::client::{HttpConn, StdioClient, call_line, check_echo, modern_call_line, modern_echo_tool};
 use crate::procs::{self, Proc, Scratch};
-use crate::report::{Memory, Row, Stats};
+use crate::report::{Memory, Row, SandboxStarts, Stats};
 
 /// How long one call may take before it counts as failed (a lost response must not hang the run).
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -559,14 +559,6 @@ pub(crate) async fn memory(plan: &Plan, scratch: &Scratch) -> Result<Memory, Box
     .await;
     proc.stop().await;
     result
-}
-
-/// How long `toolgate serve --config` takes from spawn to its first answered call, with its one stdio upstream
-/// plain and sandboxed, alternating (milliseconds, one sample per start).
-#[derive(Debug, Clone, Default, serde::Serialize)]
-pub(crate) struct SandboxStarts {
-    pub(crate) plain_ms: Vec<f64>,
-    pub(crate) sandboxed_ms: Vec<f64>,
 }
 
 /// How many times each kind of toolgate is started for [`SandboxStarts`].

@@ -13,18 +13,9 @@ use sha2::{Digest, Sha256};
 
 use crate::tool::ToolDefinition;
 
-/// Why a value could not be canonicalized (RFC 8785 forbids some numbers, e.g. ones outside IEEE 754 range).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("cannot canonicalize JSON for fingerprinting: {reason}")]
-pub struct FingerprintError {
-    reason: String,
-}
-
-impl FingerprintError {
-    pub(crate) fn new(reason: String) -> FingerprintError {
-        FingerprintError { reason }
-    }
-}
+// The canonicalizer's error is the fingerprint's: it is defined beside the canonicalizer (the lower module) so
+// that `jcs` needs nothing from here.
+pub use crate::jcs::FingerprintError;
 
 /// The fingerprint of one tool definition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

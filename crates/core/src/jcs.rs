@@ -30,7 +30,18 @@ use std::fmt::Write as _;
 
 use serde_json::{Map, Number, Value};
 
-use crate::fingerprint::FingerprintError;
+/// Why a value could not be canonicalized (RFC 8785 forbids some numbers, e.g. ones outside IEEE 754 range).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot canonicalize JSON for fingerprinting: {reason}")]
+pub struct FingerprintError {
+    reason: String,
+}
+
+impl FingerprintError {
+    pub(crate) fn new(reason: String) -> FingerprintError {
+        FingerprintError { reason }
+    }
+}
 
 /// How numbers are printed: as RFC 8785 says, or with integers kept exact (see the module's documentation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
