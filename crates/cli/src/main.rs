@@ -7,6 +7,7 @@ mod cli;
 mod commands;
 mod descriptors;
 mod evidence;
+mod manifests;
 mod render;
 mod report;
 mod state;

@@ -64,7 +64,7 @@ impl View {
         let name =
             args.upstream.as_deref().context("--config needs --upstream NAME: which upstream to look through")?;
         let mut spec = toolgate_config::load_config(path).map_err(|error| anyhow!("{error}"))?;
-        crate::commands::serve::verify_manifests(&mut spec)?;
+        crate::manifests::verify_manifests(&mut spec)?;
         let mut upstream = spec
             .upstreams
             .into_iter()

@@ -4,28 +4,28 @@
 //! the core never depends on it. Key files hold the 32-byte secret seed as base64 (mode 0600, never overwritten);
 //! public keys and signatures are standard base64. Verification uses `verify_strict` (no malleable signatures)
 //! and accepts a manifest only when its embedded `public_key` is one of the keys the person named, so a manifest
-//! cannot bring its own signer. [`verify_manifest_file`] is what `serve` can call for a `verified` upstream.
+//! cannot bring its own signer. Checking a signature is `crate::manifests`' (shared with `serve` and the views).
 
-use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::io::Write;
 use std::path::Path;
 use std::time::SystemTime;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, anyhow};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
+use ed25519_dalek::{Signer as _, SigningKey};
 use serde_json::Value;
 use toolgate_core::display::{bounded, json_safe};
 use toolgate_core::manifest::{
-    MANIFEST_VERSION, Manifest, ManifestServer, compare_manifest, manifest_tool, parse_manifest, signing_payload,
+    MANIFEST_VERSION, Manifest, ManifestServer, compare_manifest, manifest_tool, signing_payload,
 };
 use toolgate_store::format_rfc3339;
 
 use crate::Outcome;
 use crate::cli::{ManifestAction, ManifestArgs, ToolsArgs};
 use crate::commands::prompt::assessed_tools;
+use crate::manifests::{SignatureCheck, verify_manifest_file};
 
 /// Longest server or tool name, time or key shown (names come from the server and the manifest file).
 const NAME_CHARS: usize = 120;
@@ -71,21 +71,6 @@ fn read_signing_key(path: &Path) -> Result<SigningKey> {
     Ok(SigningKey::from_bytes(&seed))
 }
 
-/// A public key given as base64 text or as a file holding it.
-fn read_public_key(text_or_path: &str) -> Result<VerifyingKey> {
-    let text = if Path::new(text_or_path).is_file() {
-        std::fs::read_to_string(text_or_path).with_context(|| format!("cannot read {text_or_path}"))?
-    } else {
-        text_or_path.to_owned()
-    };
-    let bytes =
-        STANDARD.decode(text.trim()).map_err(|error| anyhow!("public key {text_or_path:?} is not base64: {error}"))?;
-    let bytes: [u8; 32] = bytes
-        .try_into()
-        .map_err(|bytes: Vec<u8>| anyhow!("public key {text_or_path:?} has {} bytes, not 32", bytes.len()))?;
-    VerifyingKey::from_bytes(&bytes).map_err(|error| anyhow!("invalid public key {text_or_path:?}: {error}"))
-}
-
 async fn sign(key_path: &Path, source_args: &ToolsArgs, out: Option<&Path>) -> Result<Outcome> {
     let key = read_signing_key(key_path)?;
     let (source, tools) = assessed_tools(source_args).await?;
@@ -123,52 +108,6 @@ async fn sign(key_path: &Path, source_args: &ToolsArgs, out: Option<&Path>) -> R
         None => std::io::stdout().lock().write_all(json_safe(&text).as_bytes())?,
     }
     Ok(Outcome::Clean)
-}
-
-/// What checking a manifest's signature found.
-#[derive(Debug)]
-pub(crate) enum SignatureCheck {
-    /// Signed by one of the accepted keys.
-    Valid(Manifest),
-    /// Readable, but not validly signed by an accepted key; says why.
-    Invalid(String),
-}
-
-/// Reads a manifest file and checks its signature against the accepted public keys (base64 text or files).
-/// Errors are for unreadable input; a bad signature is [`SignatureCheck::Invalid`].
-pub(crate) fn verify_manifest_file(path: &Path, accepted_keys: &[String]) -> Result<SignatureCheck> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read manifest {}", path.display()))?;
-    let value: Value = serde_json::from_str(&text)
-        .map_err(|error| anyhow!("{}:{}:{}: invalid JSON: {error}", path.display(), error.line(), error.column()))?;
-    let manifest = parse_manifest(&value).with_context(|| format!("cannot read manifest {}", path.display()))?;
-    let keys = accepted_keys.iter().map(|key| read_public_key(key)).collect::<Result<Vec<_>>>()?;
-    // Compared as bytes, so another base64 spelling of the same key still matches.
-    let signer = STANDARD.decode(manifest.public_key.trim()).unwrap_or_default();
-    let Some(key) = keys.iter().find(|key| key.to_bytes().as_slice() == signer.as_slice()) else {
-        return Ok(SignatureCheck::Invalid(format!("signed by {}, which is not an accepted key", manifest.public_key)));
-    };
-    let Some(signature_text) = &manifest.signature else {
-        return Ok(SignatureCheck::Invalid("the manifest has no signature".to_owned()));
-    };
-    let Ok(signature_bytes) = STANDARD.decode(signature_text) else {
-        return Ok(SignatureCheck::Invalid("the signature is not base64".to_owned()));
-    };
-    let Ok(signature) = Signature::from_slice(&signature_bytes) else {
-        return Ok(SignatureCheck::Invalid(format!("the signature has {} bytes, not 64", signature_bytes.len())));
-    };
-    let payload = signing_payload(&value)?;
-    Ok(match key.verify_strict(payload.as_bytes(), &signature) {
-        Ok(()) => SignatureCheck::Valid(manifest),
-        Err(_) => SignatureCheck::Invalid("the signature does not match the content (the manifest was changed)".into()),
-    })
-}
-
-/// The tool fingerprints of a validly signed manifest, for an upstream whose trust is `verified`.
-pub(crate) fn verified_fingerprints(path: &Path, accepted_keys: &[String]) -> Result<BTreeSet<String>> {
-    match verify_manifest_file(path, accepted_keys)? {
-        SignatureCheck::Valid(manifest) => Ok(manifest.tools.into_iter().map(|tool| tool.fingerprint).collect()),
-        SignatureCheck::Invalid(reason) => bail!("manifest {}: {reason}", path.display()),
-    }
 }
 
 async fn verify(public_keys: &[String], path: &Path, source_args: &ToolsArgs) -> Result<Outcome> {

@@ -33,7 +33,7 @@ pub(crate) async fn run(args: ServeArgs) -> Result<Outcome> {
         Some(path) => toolgate_config::load_config_with_console(path).map_err(|error| anyhow::anyhow!("{error}"))?,
         None => (spec_from_args(&args)?, toolgate_config::ConsoleSpec::default()),
     };
-    verify_manifests(&mut spec)?;
+    crate::manifests::verify_manifests(&mut spec)?;
     let state = crate::state::state_dir(args.state_dir.as_deref())?;
     serve_spec(spec, console, state, args.config.clone()).await
 }
@@ -41,23 +41,6 @@ pub(crate) async fn run(args: ServeArgs) -> Result<Outcome> {
 /// The console's users as the console takes them.
 fn console_users(console: toolgate_config::ConsoleSpec) -> Vec<ConsoleUser> {
     console.users.into_iter().map(|user| ConsoleUser { name: user.name, token_sha256: user.token_sha256 }).collect()
-}
-
-/// Checks the signed manifest of every `verified` upstream once, at start; the gateway then trusts a verified
-/// upstream's tool only when its fingerprint is in the manifest. A manifest that does not verify stops the start:
-/// the operator asked for verification, so running without it would be a silent downgrade.
-pub(crate) fn verify_manifests(spec: &mut GatewaySpec) -> Result<()> {
-    for upstream in &mut spec.upstreams {
-        if let Some(manifest) = &upstream.trust.manifest {
-            let fingerprints = crate::commands::manifest::verified_fingerprints(&manifest.path, &manifest.public_keys)
-                .with_context(|| {
-                    format!("upstream `{}` is `verified`, but its manifest does not verify", upstream.name)
-                })?;
-            tracing::info!(upstream = %upstream.name, tools = fingerprints.len(), "signed manifest verified");
-            upstream.trust.verified_fingerprints = Some(fingerprints);
-        }
-    }
-    Ok(())
 }
 
 /// Gives every stdio upstream the verification records `toolgate verify` stored for its command (`crate::evidence`:

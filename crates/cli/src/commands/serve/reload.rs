@@ -52,7 +52,7 @@ async fn apply(reload: &Reload, path: &Path) {
             return;
         }
     };
-    if let Err(error) = super::verify_manifests(&mut spec) {
+    if let Err(error) = crate::manifests::verify_manifests(&mut spec) {
         tracing::error!("config reload failed; nothing was changed: {error:#}");
         return;
     }
