@@ -259,6 +259,8 @@ async fn access_tokens_are_accepted_or_refused_as_they_must_be_with_an_audit_row
     let (status, _, body) = call(&setup.url, Some(&pending)).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
     assert!(body.contains("identity provider is unreachable"), "{body}");
+    // What failed (the provider's address, the transport's error) goes to the log, not to the client.
+    assert!(!body.contains(&issuer) && !body.contains("127.0.0.1"), "the provider's detail leaked: {body}");
     assert_eq!(refusals(&setup.store).await.last(), Some(&(None, "refused: provider_unavailable".to_owned())));
     provider.restart(&provider_config(third_keys, &resource));
     let deadline = tokio::time::Instant::now() + GUARD;

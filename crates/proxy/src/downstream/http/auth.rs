@@ -119,10 +119,15 @@ pub(super) async fn authenticate(
         Err(error) => {
             factory.record_authentication_refusal(None, error.reason(), remote);
             if error.is_unavailable() {
+                // What failed (the provider's address, the transport's error) is the operator's: the client learns
+                // only that its token cannot be checked now and when to retry.
+                tracing::warn!(%error, remote = ?remote, "[oauth] a token cannot be checked: the identity provider is unreachable");
                 let mut rejection = Rejection::new(
                     StatusCode::SERVICE_UNAVAILABLE,
                     TRANSPORT_ERROR,
-                    format!("service unavailable: cannot check the token, {error}"),
+                    "service unavailable: the identity provider is unreachable, so the token cannot be checked now; \
+                     retry later"
+                        .to_owned(),
                 );
                 rejection.retry_after = Some(PROVIDER_RETRY_AFTER_SECONDS);
                 return Err(rejection);
