@@ -347,7 +347,7 @@ impl ApprovalStore {
 
     /// Records a new pending approval that no call waits on: a 2026-07-28 client confirmed in URL mode was answered
     /// at once and retries the call once a person decided, on whichever process its retry reaches. Neither a
-    /// restart of this process ([`Self::lapse_orphaned`]) nor its heartbeat going stale lapses it: it lapses at its
+    /// restart of this process (`lapse_orphaned`) nor its heartbeat going stale lapses it: it lapses at its
     /// expiry, or when a retry finds the tool changed.
     pub async fn create_detached(&self, pending: &PendingApproval) -> Result<(), StoreError> {
         self.insert(pending, true).await
