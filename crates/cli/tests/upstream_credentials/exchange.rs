@@ -10,12 +10,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 use toolgate_test_support::oidc::{OidcProvider, ProviderConfig, Signer, generate_keys, jwt_parts, sign_jwt};
-use toolgate_test_support::toolgate::{Serving, Setup, poll, run, start_serve};
+use toolgate_test_support::toolgate::{Serving, Setup, poll, run};
 use toolgate_upstream::Connection;
 
 use super::{
-    CLIENT_ID, CLIENT_SECRET, Guard, SCOPE, connect_with_bearer, free_port, start_upstream, state_text, whoami,
-    whoami_eventually,
+    CLIENT_ID, CLIENT_SECRET, Guard, SCOPE, connect_with_bearer, free_port, serve_secured, start_upstream, state_text,
+    whoami, whoami_eventually,
 };
 
 /// toolgate's resource identifier: the audience of the callers' tokens.
@@ -63,25 +63,18 @@ impl Scene {
         let setup = Setup::demo("");
         let record = setup.dir.path().join("authorization.jsonl");
         let upstream = start_upstream(upstream_port, provider.issuer(), &upstream_url, &record);
-        let text = format!(
-            "[[upstream]]\nname = \"secured\"\nurl = \"{upstream_url}\"\nprefix = false\n\n\
-             [upstream.credentials]\nkind = \"token_exchange\"\nissuer = \"{issuer}\"\n\
-             client_id_env = \"UPSTREAM_CLIENT_ID\"\nclient_secret_env = \"UPSTREAM_CLIENT_SECRET\"\nscope = \"{SCOPE}\"\n\n\
-             [listen.http]\nbind = \"127.0.0.1:0\"\n\n\
-             [listen.http.oauth]\nissuer = \"{issuer}\"\nresource = \"{GATEWAY}\"\n\n\
-             [[caller]]\nname = \"ops\"\ntoken_env = \"OPS_TOKEN\"\n\n\
-             [[policy.rule]]\nid = \"all\"\neffect = \"allow\"\n",
+        let sections = format!(
+            "[listen.http.oauth]\nissuer = \"{issuer}\"\nresource = \"{GATEWAY}\"\n\n\
+             [[caller]]\nname = \"ops\"\ntoken_env = \"OPS_TOKEN\"\n\n",
             issuer = provider.issuer(),
         );
-        std::fs::write(&setup.config, text).expect("write the config");
-        let serving = start_serve(
+        let serving = serve_secured(
             &setup,
-            &[
-                ("UPSTREAM_CLIENT_ID", CLIENT_ID),
-                ("UPSTREAM_CLIENT_SECRET", CLIENT_SECRET),
-                ("OPS_TOKEN", OPS_TOKEN),
-                ("TOOLGATE_LOG", "debug"),
-            ],
+            &upstream_url,
+            "token_exchange",
+            provider.issuer(),
+            &sections,
+            ("OPS_TOKEN", OPS_TOKEN),
         );
         Scene { provider, config, record, _upstream: upstream, serving, setup, alice_token, robot_token }
     }

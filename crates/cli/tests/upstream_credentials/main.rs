@@ -68,24 +68,14 @@ impl Scene {
         let setup = Setup::demo("");
         let record = setup.dir.path().join("authorization.jsonl");
         let upstream = start_upstream(upstream_port, provider.issuer(), &upstream_url, &record);
-        let text = format!(
-            "[[upstream]]\nname = \"secured\"\nurl = \"{upstream_url}\"\nprefix = false\n\n\
-             [upstream.credentials]\nkind = \"client_credentials\"\nissuer = \"{issuer}\"\n\
-             client_id_env = \"UPSTREAM_CLIENT_ID\"\nclient_secret_env = \"UPSTREAM_CLIENT_SECRET\"\nscope = \"{SCOPE}\"\n\n\
-             [listen.http]\nbind = \"127.0.0.1:0\"\n\n\
-             [[caller]]\nname = \"alice\"\ntoken_env = \"ALICE_TOKEN\"\n\n\
-             [[policy.rule]]\nid = \"all\"\neffect = \"allow\"\n",
-            issuer = provider.issuer(),
-        );
-        std::fs::write(&setup.config, text).expect("write the config");
-        let serving = start_serve(
+        let callers = "[[caller]]\nname = \"alice\"\ntoken_env = \"ALICE_TOKEN\"\n\n";
+        let serving = serve_secured(
             &setup,
-            &[
-                ("UPSTREAM_CLIENT_ID", CLIENT_ID),
-                ("UPSTREAM_CLIENT_SECRET", CLIENT_SECRET),
-                ("ALICE_TOKEN", CALLER_TOKEN),
-                ("TOOLGATE_LOG", "debug"),
-            ],
+            &upstream_url,
+            "client_credentials",
+            provider.issuer(),
+            callers,
+            ("ALICE_TOKEN", CALLER_TOKEN),
         );
         Scene { provider, config, upstream_url, record, _upstream: upstream, serving, setup }
     }
@@ -133,6 +123,35 @@ impl Scene {
             assert!(!state.contains(secret), "a token or the client secret is in toolgate's state directory");
         }
     }
+}
+
+/// Writes `setup`'s config: the upstream `secured` at `upstream_url` with `[upstream.credentials] kind = KIND` at
+/// `issuer` (toolgate's client from `UPSTREAM_CLIENT_ID`/`_SECRET`), an HTTP listener, `sections` (its OAuth table,
+/// callers) and a rule allowing every call; then starts `toolgate serve` with the client and `caller_env` in its
+/// environment, logging at debug (so the token tests can search the log).
+fn serve_secured(
+    setup: &Setup,
+    upstream_url: &str,
+    kind: &str,
+    issuer: &str,
+    sections: &str,
+    caller_env: (&str, &str),
+) -> Serving {
+    let text = format!(
+        "[[upstream]]\nname = \"secured\"\nurl = \"{upstream_url}\"\nprefix = false\n\n\
+         [upstream.credentials]\nkind = \"{kind}\"\nissuer = \"{issuer}\"\n\
+         client_id_env = \"UPSTREAM_CLIENT_ID\"\nclient_secret_env = \"UPSTREAM_CLIENT_SECRET\"\nscope = \"{SCOPE}\"\n\n\
+         [listen.http]\nbind = \"127.0.0.1:0\"\n\n{sections}\
+         [[policy.rule]]\nid = \"all\"\neffect = \"allow\"\n",
+    );
+    std::fs::write(&setup.config, text).expect("write the config");
+    let env = [
+        ("UPSTREAM_CLIENT_ID", CLIENT_ID),
+        ("UPSTREAM_CLIENT_SECRET", CLIENT_SECRET),
+        caller_env,
+        ("TOOLGATE_LOG", "debug"),
+    ];
+    start_serve(setup, &env)
 }
 
 /// The upstream on `port`, trusting `issuer`'s keys for the audience `audience`.
