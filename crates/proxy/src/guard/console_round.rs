@@ -22,9 +22,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
-use toolgate_store::{
-    ApprovalId, ApprovalState, ApprovalWait, PendingApproval, Store, StoreError, ToolRisk, digest_arguments,
-};
+use toolgate_store::{ApprovalId, ApprovalState, ApprovalWait, PendingApproval, Store, StoreError, ToolRisk};
 
 use crate::access::Lapse;
 use crate::call::context::CallContext;
@@ -32,7 +30,7 @@ use crate::catalog::ExposedTool;
 use crate::guard::approval_quota::QuotaExceeded;
 use crate::guard::request_state::{self, ConfirmationBinding, RequestStateError};
 use crate::guard::round_trip::{
-    CONFIRM_INPUT, NONCE_MARGIN, StateRefusal, confirmed_upstream_round, refusal_of, sealing_key, unix_seconds,
+    CONFIRM_INPUT, NONCE_MARGIN, StateRefusal, binding, confirmed_upstream_round, refusal_of, sealing_key, unix_seconds,
 };
 
 /// The longest a retry whose approval is still pending waits for a person before it is asked again: long enough
@@ -100,15 +98,7 @@ pub(crate) async fn confirm(context: &CallContext<'_>, asked: &UrlQuestion<'_>) 
         Ok(key) => key,
         Err(error) => return ConsoleRound::Refused(StateRefusal::Unavailable(error)),
     };
-    let arguments = params.get("arguments").cloned().unwrap_or_else(|| json!({}));
-    let call = ConfirmationBinding {
-        caller: session.caller.name.clone(),
-        tool: tool.exposed_name.clone(),
-        tool_fingerprint: tool.fingerprint.clone(),
-        args_digest: digest_arguments(&arguments),
-        expires_at: 0,
-        nonce: String::new(),
-    };
+    let call = binding(&session.caller.name, tool, params);
     let state = params.get("requestState");
     if let Some(state) = state.filter(|state| request_state::is_wrapped(state)) {
         if confirmed_upstream_round(&key, state, &call, tool) {

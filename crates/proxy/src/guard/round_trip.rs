@@ -169,15 +169,7 @@ pub(crate) async fn confirm(
         Ok(key) => key,
         Err(error) => return RoundTrip::Refused(StateRefusal::Unavailable(error)),
     };
-    let arguments = params.get("arguments").cloned().unwrap_or_else(|| json!({}));
-    let call = ConfirmationBinding {
-        caller: session.caller.name.clone(),
-        tool: tool.exposed_name.clone(),
-        tool_fingerprint: tool.fingerprint.clone(),
-        args_digest: digest_arguments(&arguments),
-        expires_at: 0,
-        nonce: String::new(),
-    };
+    let call = binding(&session.caller.name, tool, params);
     // A retry of an upstream's round (`crate::upstream_rounds`) after a person confirmed this very call: the
     // approval holds for the call's later rounds (the relay checks the state fully and uses its nonce). A wrapped
     // state that does not show that gets toolgate's question first, and the call starts over.
@@ -300,6 +292,20 @@ pub(crate) async fn sealing_key(gateway: &Shared, store: &Store) -> Result<Arc<V
 
 pub(crate) fn unix_seconds(time: SystemTime) -> u64 {
     time.duration_since(UNIX_EPOCH).map_or(0, |since| since.as_secs())
+}
+
+/// What a confirmation of this request is bound to: its caller, the tool as listed now and its arguments' digest.
+/// The expiry and the nonce are set when a state is sealed.
+pub(crate) fn binding(caller: &str, tool: &ExposedTool, params: &Value) -> ConfirmationBinding {
+    let arguments = params.get("arguments").cloned().unwrap_or_else(|| json!({}));
+    ConfirmationBinding {
+        caller: caller.to_owned(),
+        tool: tool.exposed_name.clone(),
+        tool_fingerprint: tool.fingerprint.clone(),
+        args_digest: digest_arguments(&arguments),
+        expires_at: 0,
+        nonce: String::new(),
+    }
 }
 
 #[cfg(test)]
