@@ -16,11 +16,8 @@ use axum::response::{Html, IntoResponse, Response};
 use toolgate_store::{ApprovalId, ApprovalRecord, ApprovalState};
 
 use crate::Console;
-use crate::handlers::{session, store_failure};
+use crate::handlers::{RETURN_FIELD, session, store_failure};
 use crate::html::{self, Page, escape, escape_markup};
-
-/// The form field that asks the decision handler to come back to this page.
-pub(crate) const RETURN_FIELD: &str = "return";
 
 /// `GET /console/approvals/{id}`.
 pub(crate) async fn approval_page(

@@ -19,6 +19,10 @@ use crate::login_limit::{Client, LockedOut};
 use crate::session::{COOKIE as COOKIE_NAME, LoginError, SESSION_LIFETIME, Session, same_secret};
 use crate::{Console, checks, form, html};
 
+/// The form field that asks the decision handler to go back to the approval page it was sent from
+/// (`crate::approval`) rather than to the list.
+pub(crate) const RETURN_FIELD: &str = "return";
+
 const STYLESHEET: &str = include_str!("../assets/console.css");
 const SCRIPT: &str = include_str!("../assets/console.js");
 
@@ -385,7 +389,7 @@ pub(crate) async fn decide(
             };
             match recorded {
                 // From the approval's own page (a URL-mode confirmation's link): back there, to see it decided.
-                Ok(()) if form::field(&post.fields, crate::approval::RETURN_FIELD) == Some("approval") => {
+                Ok(()) if form::field(&post.fields, RETURN_FIELD) == Some("approval") => {
                     match HeaderValue::from_str(&format!("/console/approvals/{id}")) {
                         Ok(location) => (StatusCode::SEE_OTHER, [(LOCATION, location)]).into_response(),
                         Err(_) => see_other("/console"),
@@ -424,7 +428,8 @@ async fn refuse_decider(
         Err(error) => return Some(store_failure(&error)),
     };
     let approve = matches!(decision, ApprovalDecision::Approve);
-    let not_allowed = crate::sso::may_decide(console, session, record.approval.caller.as_deref(), approve).err()?;
+    let not_allowed =
+        crate::approvers::may_decide(console, session, record.approval.caller.as_deref(), approve).err()?;
     let reason = not_allowed.reason();
     tracing::warn!(approval = %id, decided_by = %session.identity, reason, "console: a decision was refused");
     let audited = console.store.record_approval_refusal(&record.approval, decision, &session.identity, &reason).await;

@@ -32,6 +32,7 @@
 
 mod activity;
 mod approval;
+mod approvers;
 mod audit;
 mod checks;
 mod form;

@@ -142,7 +142,7 @@ pub(crate) async fn refuse_pin_decider(
     records: &[PinDecisionRecord<'_>],
 ) -> Option<Response> {
     let approve = records.iter().any(|record| record.decision == PinDecision::Approved);
-    let reason = crate::sso::may_decide(console, session, None, approve).err()?.reason();
+    let reason = crate::approvers::may_decide(console, session, None, approve).err()?.reason();
     tracing::warn!(decided_by = %session.identity, reason, "console: a pin decision was refused");
     for record in records {
         if let Err(error) = console.store.record_pin_refusal(record, &reason).await {
