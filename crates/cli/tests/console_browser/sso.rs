@@ -39,11 +39,13 @@ async fn browser_confirms_provider_logout(browser: &Browser) {
 }
 
 /// Clicks Approve on the one waiting call; returns the page's text after the answer.
-async fn approve_waiting(browser: &Browser, console: &str) -> String {
+/// Clicks Approve on the waiting call and returns the page the decision leads to, once it says `answer`: the
+/// click starts a navigation, and reading the page at once could read the list it was clicked on.
+async fn approve_waiting(browser: &Browser, console: &str, answer: &str) -> String {
     browser.goto(&format!("{console}/console")).await;
     browser.wait_for("#pending article", "the pending approval").await;
     browser.client.find(Locator::Css("#pending button.approve")).await.expect("Approve").click().await.expect("click");
-    browser.text().await
+    browser.wait_for_text(answer).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -90,17 +92,17 @@ async fn people_log_in_through_the_provider_and_only_an_approver_approves_anothe
     }
 
     // Bob is not in the approver group: he sees the call and may not approve it.
-    let refused = approve_waiting(&bob, &console).await;
+    let refused = approve_waiting(&bob, &console, "approver group").await;
     assert!(refused.contains("Not allowed") && refused.contains("approver group"), "{refused}");
     bob.close().await;
 
     // Anne's subject is the waiting client's identity: her own call.
-    let refused = approve_waiting(&anne, &console).await;
+    let refused = approve_waiting(&anne, &console, "own call").await;
     assert!(refused.contains("Not allowed") && refused.contains("own call"), "{refused}");
     anne.close().await;
 
     // Alice approves: the waiting client's call goes through.
-    let answered = approve_waiting(&alice, &console).await;
+    let answered = approve_waiting(&alice, &console, "No approvals are waiting.").await;
     assert!(!answered.contains("Not allowed"), "{answered}");
     alice.wait_for_text("No approvals are waiting.").await;
     let approved = block_in_place(|| client_findings(client, "the approved client"));
