@@ -173,7 +173,11 @@ impl RawClient {
     /// Spawns `toolgate serve` as a user runs it first: no `--policy` (the standard profile) and no trust setting
     /// (untrusted), with only a state directory of its own.
     pub(crate) fn through_toolgate_by_default(peer: &PeerCommand) -> RawClient {
-        let state = temp_dir();
+        RawClient::through_toolgate_by_default_in(peer, temp_dir())
+    }
+
+    /// [`RawClient::through_toolgate_by_default`] on a state directory prepared beforehand (verification records).
+    pub(crate) fn through_toolgate_by_default_in(peer: &PeerCommand, state: TempDir) -> RawClient {
         let mut command = Command::new(toolgate_binary());
         command.arg("serve").arg("--state-dir").arg(state.path()).arg("--").args(peer.argv());
         for (key, value) in &peer.env {
