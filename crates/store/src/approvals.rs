@@ -16,6 +16,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
+use crate::approval_state::{ApprovalState, ConsumeRefusal};
 use crate::backend::{Backend, Columns, Dialect, on_backend};
 use crate::error::StoreError;
 use crate::feed::{Feed, StoreChange};
@@ -111,43 +112,6 @@ pub enum ApprovalDecision {
     Deny,
 }
 
-/// Where an approval stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ApprovalState {
-    /// Waiting for a decision.
-    Pending,
-    /// Approved, not used yet.
-    Approved,
-    /// Denied.
-    Denied,
-    /// Approved and used.
-    Consumed,
-    /// Its call stopped waiting before the approval was used (timed out, cancelled, client gone): nothing can
-    /// decide or use it, and [`ApprovalRecord::lapsed_why`] says why. Derived from the row's `lapsed_why` (the
-    /// stored state stays what it was), so older readers of the table see an expired approval.
-    Lapsed,
-}
-
-impl ApprovalState {
-    fn as_str(self) -> &'static str {
-        match self {
-            ApprovalState::Pending => "pending",
-            ApprovalState::Approved => "approved",
-            ApprovalState::Denied => "denied",
-            ApprovalState::Consumed => "consumed",
-            ApprovalState::Lapsed => "lapsed",
-        }
-    }
-
-    fn parse(text: &str) -> Result<ApprovalState, StoreError> {
-        [ApprovalState::Pending, ApprovalState::Approved, ApprovalState::Denied, ApprovalState::Consumed]
-            .into_iter()
-            .find(|state| state.as_str() == text)
-            .ok_or_else(|| StoreError::Corrupt { what: "approval state", detail: text.to_owned() })
-    }
-}
-
 /// An approval with its state.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ApprovalRecord {
@@ -186,29 +150,6 @@ pub enum ApprovalWait {
     AlreadyConsumed,
     /// It lapsed (another process, or an earlier run of this one, said its call no longer waits).
     Lapsed,
-}
-
-/// Why [`ApprovalStore::consume`] refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConsumeRefusal {
-    /// No such approval.
-    #[error("no such approval")]
-    NotFound,
-    /// It was not approved (pending or denied).
-    #[error("the approval is {0:?}, not approved")]
-    NotApproved(ApprovalState),
-    /// It was already used.
-    #[error("the approval was already used")]
-    AlreadyUsed,
-    /// It expired.
-    #[error("the approval has expired")]
-    Expired,
-    /// The tool's definition is not the one approved.
-    #[error("the tool's definition changed since it was approved")]
-    FingerprintMismatch,
-    /// The arguments are not the ones approved.
-    #[error("the arguments differ from the approved ones")]
-    ArgsMismatch,
 }
 
 /// The approvals queue.
@@ -556,7 +497,8 @@ fn decode(row: &impl Columns) -> Result<ApprovalRecord, StoreError> {
     let risk_level: Option<i64> = row.column("risk_level")?;
     let risk_category: Option<String> = row.column("risk_category")?;
     let lapsed_why: Option<String> = row.column("lapsed_why")?;
-    let mut state = ApprovalState::parse(&state)?;
+    let mut state = ApprovalState::parse(&state)
+        .ok_or_else(|| StoreError::Corrupt { what: "approval state", detail: state.clone() })?;
     if lapsed_why.is_some() && matches!(state, ApprovalState::Pending | ApprovalState::Approved) {
         state = ApprovalState::Lapsed;
     }

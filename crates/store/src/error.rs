@@ -171,7 +171,7 @@ pub enum StoreError {
         /// The approval.
         id: String,
         /// Why.
-        refusal: crate::approvals::ConsumeRefusal,
+        refusal: crate::approval_state::ConsumeRefusal,
     },
     /// A decision arrived after the approval expired.
     #[error("approval {0} has expired")]

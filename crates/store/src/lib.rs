@@ -48,6 +48,7 @@
 //! ```
 
 mod activity;
+mod approval_state;
 mod approvals;
 mod audit;
 mod backend;
@@ -77,9 +78,9 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 pub(crate) use backend::Backend;
 
 pub use activity::{Activity, ActivityBucket, ActivitySpan, ActivityVerdict};
+pub use approval_state::{ApprovalState, ConsumeRefusal};
 pub use approvals::{
-    ApprovalDecision, ApprovalId, ApprovalRecord, ApprovalState, ApprovalStore, ApprovalWait, ConsumeRefusal,
-    PendingApproval, ToolRisk,
+    ApprovalDecision, ApprovalId, ApprovalRecord, ApprovalStore, ApprovalWait, PendingApproval, ToolRisk,
 };
 pub use audit::chain::{GENESIS_HASH, verify_rows};
 pub use audit::pending::{ABANDONED_OUTCOME, PendingCall, UNANSWERED_OUTCOME};
