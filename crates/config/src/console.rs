@@ -14,9 +14,10 @@ use serde::Deserialize;
 use toml::Spanned;
 use toolgate_spec::{CallerSpec, DEFAULT_SSO_SCOPES, SsoSpec};
 
+use crate::context::Context;
 use crate::guardrails::callers::{UniqueNames, lower_token};
 use crate::guardrails::raw::RawCaller;
-use crate::lower::Context;
+use crate::rules;
 
 /// `[console]`.
 #[derive(Debug, Deserialize)]
@@ -142,7 +143,7 @@ fn lower_sso(raw: Spanned<RawSso>, cx: &mut Context<'_>) -> Option<SsoSpec> {
         .into_iter()
         .chain([("post_logout_redirect_uri", raw.post_logout_redirect_uri.as_ref())]);
     for (key, url) in urls.filter_map(|(key, url)| url.map(|url| (key, url))) {
-        if let Err(problem) = check_url(url.get_ref()) {
+        if let Err(problem) = rules::check_secure_url(url.get_ref()) {
             cx.error(url.span().start, format!("[console.sso]: `{key}` {problem}"));
         }
     }
@@ -202,27 +203,4 @@ fn lower_sso(raw: Spanned<RawSso>, cx: &mut Context<'_>) -> Option<SsoSpec> {
             ..defaults
         }
     })
-}
-
-/// Why `url` is not an `https://` URL, or an `http://` one on loopback.
-pub(crate) fn check_url(url: &str) -> Result<(), &'static str> {
-    let (secure, rest) = if let Some(rest) = url.strip_prefix("https://") {
-        (true, rest)
-    } else if let Some(rest) = url.strip_prefix("http://") {
-        (false, rest)
-    } else {
-        return Err("must be an https:// URL (http:// only on loopback)");
-    };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    let host = match authority.strip_prefix('[') {
-        Some(bracketed) => bracketed.split(']').next().unwrap_or_default(),
-        None => authority.rsplit_once(':').map_or(authority, |(host, _)| host),
-    };
-    if host.is_empty() {
-        return Err("has no host");
-    }
-    if !secure && !crate::rules::is_loopback_host(host) {
-        return Err("must use https:// (http:// only on loopback: the ID token and code would travel in the clear)");
-    }
-    Ok(())
 }

@@ -12,7 +12,7 @@ use toolgate_spec::{
     ACCESS_TOKEN_TYPE, ClientCredentialsSpec, JWT_TOKEN_TYPE, Secret, TokenExchangeSpec, UpstreamCredentials,
 };
 
-use crate::lower::Context;
+use crate::context::Context;
 use crate::rules;
 
 /// `[upstream.credentials]`.

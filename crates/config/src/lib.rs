@@ -34,6 +34,7 @@
 //! ```
 
 mod console;
+mod context;
 mod credentials;
 mod error;
 mod guardrails;
@@ -46,6 +47,7 @@ mod rules;
 mod sandbox;
 mod store;
 mod summary;
+mod tables;
 mod trust;
 mod upstream;
 
@@ -64,8 +66,9 @@ pub use summary::{
 pub use toolgate_spec::GatewaySpec;
 pub use toolgate_spec::SsoSpec;
 
+use crate::context::Context;
 use crate::error::{Locator, invalid};
-use crate::lower::{Context, Lowered};
+use crate::lower::Lowered;
 
 /// Reads, parses, validates and lowers the configuration file at `path`.
 pub fn load_config(path: &Path) -> Result<GatewaySpec, ConfigError> {

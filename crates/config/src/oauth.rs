@@ -11,7 +11,7 @@ use serde::Deserialize;
 use toml::Spanned;
 use toolgate_spec::{IntrospectionSpec, OAuthSpec};
 
-use crate::lower::Context;
+use crate::context::Context;
 
 /// Longest accepted clock skew: more would make `exp` meaningless.
 const MAX_CLOCK_SKEW_SECONDS: u64 = 300;
@@ -47,7 +47,7 @@ pub(crate) fn lower_oauth(raw: Spanned<RawOAuth>, cx: &mut Context<'_>) -> Optio
             cx.error(table_offset, format!("[listen.http.oauth] needs `{key}`"));
             return None;
         };
-        if let Err(why) = crate::console::check_url(value.get_ref()) {
+        if let Err(why) = crate::rules::check_secure_url(value.get_ref()) {
             cx.error(value.span().start, format!("[listen.http.oauth]: `{key}` {why}"));
         }
         Some(value.into_inner())

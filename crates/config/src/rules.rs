@@ -99,6 +99,30 @@ pub(crate) fn is_loopback_host(host: &str) -> bool {
         || host.parse::<std::net::IpAddr>().is_ok_and(|address| address.is_loopback())
 }
 
+/// Why `url` is not an `https://` URL, or an `http://` one on loopback: the console's, its identity provider's and
+/// OAuth addresses, where a session, an ID token or a code travels.
+pub(crate) fn check_secure_url(url: &str) -> Result<(), &'static str> {
+    let (secure, rest) = if let Some(rest) = url.strip_prefix("https://") {
+        (true, rest)
+    } else if let Some(rest) = url.strip_prefix("http://") {
+        (false, rest)
+    } else {
+        return Err("must be an https:// URL (http:// only on loopback)");
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = match authority.strip_prefix('[') {
+        Some(bracketed) => bracketed.split(']').next().unwrap_or_default(),
+        None => authority.rsplit_once(':').map_or(authority, |(host, _)| host),
+    };
+    if host.is_empty() {
+        return Err("has no host");
+    }
+    if !secure && !is_loopback_host(host) {
+        return Err("must use https:// (http:// only on loopback: the ID token and code would travel in the clear)");
+    }
+    Ok(())
+}
+
 /// Headers toolgate sets itself on every upstream request; a config may not override them.
 const MANAGED_HEADERS: [&str; 6] =
     ["accept", "content-type", "content-length", "host", "mcp-session-id", "mcp-protocol-version"];

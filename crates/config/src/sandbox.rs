@@ -11,9 +11,9 @@ use toolgate_spec::{
     MIN_SANDBOX_MAX_PROCESSES, SandboxMode, SandboxSpec,
 };
 
-use crate::lower::Context;
+use crate::context::Context;
+use crate::context::anchor;
 use crate::rules;
-use crate::upstream::anchor;
 
 /// Largest `memory_mib` (1 TiB).
 const MAX_MEMORY_MIB: u64 = 1024 * 1024;

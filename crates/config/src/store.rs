@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::lower::Context;
+use crate::context::Context;
 
 /// `[store]`.
 #[derive(Debug, Deserialize)]

@@ -9,9 +9,9 @@
 use toolgate_core::trust::{DEFAULT_MIN_CONFIDENCE, TrustLevel};
 use toolgate_spec::{ManifestSpec, UpstreamTrust};
 
-use crate::lower::Context;
+use crate::context::Context;
+use crate::context::anchor;
 use crate::raw::{RawManifest, RawUpstream};
-use crate::upstream::anchor;
 
 /// The accepted `min_confidence` range.
 const MIN_CONFIDENCE_RANGE: std::ops::RangeInclusive<f64> = 0.5..=1.0;

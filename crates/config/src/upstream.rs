@@ -5,7 +5,6 @@
 //! file says (relative paths anchored at the config file's directory); no shell, no expansion.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use toml::Spanned;
@@ -15,7 +14,7 @@ use toolgate_spec::{
     UpstreamSpec,
 };
 
-use crate::lower::Context;
+use crate::context::{Context, anchor};
 use crate::raw::{PrefixSetting, RawToolOverride, RawUpstream};
 use crate::rules;
 
@@ -210,15 +209,6 @@ fn check_no_tilde(value: &Spanned<String>, key: &str, label: &str, cx: &mut Cont
             format!("{label}: `{key}` starts with `~`, which only a shell expands: write the full path"),
         );
     }
-}
-
-/// `path` as written when absolute, else relative to the config file's directory.
-pub(crate) fn anchor(base_dir: &Path, path: &str) -> PathBuf {
-    let path = Path::new(path);
-    if path.is_absolute() {
-        return path.to_path_buf();
-    }
-    base_dir.join(path.strip_prefix("./").unwrap_or(path))
 }
 
 fn lower_http(

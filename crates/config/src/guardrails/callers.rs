@@ -12,13 +12,12 @@ use toml::de::DeValue;
 use toolgate_core::fingerprint::digest_bytes;
 use toolgate_spec::CallerSpec;
 
+use crate::context::Context;
 use crate::error::{Locator, Problem};
-use crate::guardrails::RawGuardrails;
-use crate::lower::Context;
-use crate::parse::{array_of_tables, deserialize_section};
 use crate::rules;
+use crate::tables::{array_of_tables, deserialize_section};
 
-use super::raw::RawCaller;
+use super::raw::{RawCaller, RawGuardrails};
 
 /// Longest caller name and scope.
 const MAX_NAME_CHARS: usize = 64;

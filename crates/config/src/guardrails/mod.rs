@@ -19,9 +19,9 @@ use toolgate_spec::{
     SelectionSpec,
 };
 
-use crate::lower::Context;
+use crate::context::Context;
 use raw::{
-    RawAudit, RawAuditArguments, RawCaller, RawConfirmVia, RawConfirmation, RawModernConfirm, RawPins, RawQuarantine,
+    RawAudit, RawAuditArguments, RawConfirmVia, RawConfirmation, RawGuardrails, RawModernConfirm, RawQuarantine,
     RawResults, RawRetries, RawSelection,
 };
 
@@ -36,19 +36,6 @@ const MAX_ATTEMPTS: u64 = 10;
 const MAX_BACKOFF_MS: u64 = 10_000;
 /// Most tools a selection may list.
 const MAX_TOOLS: u64 = 10_000;
-
-/// The guardrail sections as the file has them; absent sections are `None` (or empty).
-#[derive(Debug, Default)]
-pub(crate) struct RawGuardrails {
-    pub(crate) policy: Option<policy::RawPolicy>,
-    pub(crate) confirmation: Option<Spanned<RawConfirmation>>,
-    pub(crate) pins: Option<Spanned<RawPins>>,
-    pub(crate) results: Option<Spanned<RawResults>>,
-    pub(crate) retries: Option<Spanned<RawRetries>>,
-    pub(crate) audit: Option<Spanned<RawAudit>>,
-    pub(crate) callers: Vec<Spanned<RawCaller>>,
-    pub(crate) selection: Option<Spanned<RawSelection>>,
-}
 
 /// Lowers every guardrail section; `upstream_names` are the configured upstreams (for policy warnings).
 pub(crate) fn lower_guardrails(raw: RawGuardrails, upstream_names: &[String], cx: &mut Context<'_>) -> GuardrailSpec {
@@ -139,7 +126,7 @@ fn lower_console_url(
         Some("holds a space or a control character")
     } else if text.contains(['?', '#']) {
         Some("must not have a query or a fragment (pages are found under it)")
-    } else if crate::console::check_url(text).is_err() {
+    } else if crate::rules::check_secure_url(text).is_err() {
         Some("must be an https:// URL (http:// only on loopback: a person's console session would travel in the clear)")
     } else {
         None
@@ -189,7 +176,7 @@ fn lower_audit(raw: Option<Spanned<RawAudit>>, cx: &mut Context<'_>) -> AuditSpe
     }
     let keep_days = bounded(raw.keep_days, "audit", "keep_days", 1, MAX_KEEP_DAYS, cx);
     let max_bytes = bounded(raw.max_bytes, "audit", "max_bytes", MIN_AUDIT_BYTES, u64::MAX, cx);
-    let export_dir = raw.export_dir.map(|dir| crate::upstream::anchor(cx.base_dir, &dir.into_inner()));
+    let export_dir = raw.export_dir.map(|dir| crate::context::anchor(cx.base_dir, &dir.into_inner()));
     AuditSpec { arguments_in_clear, keep_days, max_bytes, export_dir }
 }
 

@@ -14,9 +14,9 @@ use toml::de::{DeTable, DeValue};
 use toolgate_core::policy::glob::Glob;
 use toolgate_core::policy::{PolicyError, PolicySpec, RuleSpec, compile};
 
+use crate::context::Context;
 use crate::error::{Locator, Problem};
-use crate::lower::Context;
-use crate::parse::{array_of_tables, deserialize_section};
+use crate::tables::{array_of_tables, deserialize_section};
 
 /// `[policy]` as the file has it.
 #[derive(Debug)]

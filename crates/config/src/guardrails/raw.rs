@@ -1,5 +1,6 @@
 //! The guardrail sections' syntax as serde types: `[confirmation]`, `[pins]`, `[results]`, `[retries]`,
-//! `[audit]`, `[[caller]]` and `[selection]`, every key with its position.
+//! `[audit]`, `[[caller]]` and `[selection]`, every key with its position, and all of them together as the file has
+//! them ([`RawGuardrails`], `[policy]` as `policy` reads it).
 //!
 //! Like [`crate::raw`], these types only carry what the file says (no defaults, every table denies unknown keys);
 //! [`super`] checks ranges and lowers them. Closed sets of names are enums here, so a misspelt value is reported by
@@ -7,6 +8,21 @@
 
 use serde::Deserialize;
 use toml::Spanned;
+
+use super::policy::RawPolicy;
+
+/// The guardrail sections as the file has them; absent sections are `None` (or empty).
+#[derive(Debug, Default)]
+pub(crate) struct RawGuardrails {
+    pub(crate) policy: Option<RawPolicy>,
+    pub(crate) confirmation: Option<Spanned<RawConfirmation>>,
+    pub(crate) pins: Option<Spanned<RawPins>>,
+    pub(crate) results: Option<Spanned<RawResults>>,
+    pub(crate) retries: Option<Spanned<RawRetries>>,
+    pub(crate) audit: Option<Spanned<RawAudit>>,
+    pub(crate) callers: Vec<Spanned<RawCaller>>,
+    pub(crate) selection: Option<Spanned<RawSelection>>,
+}
 
 /// `[confirmation]`.
 #[derive(Debug, Deserialize)]
