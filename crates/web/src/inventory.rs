@@ -11,7 +11,7 @@ use toolgate_core::decision::Verdict;
 use toolgate_store::{InventoryState, InventoryTool, PendingPinChange, PinKind, PinnedTool, ToolSnapshot};
 
 use crate::html::{escape, risk_badge};
-use crate::tools::{HINTS, hint_cell, short};
+use crate::tool_cells::{HINTS, hint_cell, short};
 
 /// What a tool's pin says: pinned at the fingerprint the upstream lists now, pinned at another one, a changed
 /// definition waiting for review, or not pinned.

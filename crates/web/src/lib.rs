@@ -42,8 +42,10 @@ mod inventory;
 mod login_limit;
 mod oidc;
 mod onboarding;
+mod pins;
 mod session;
 mod sso;
+mod tool_cells;
 mod tools;
 
 use std::sync::Arc;
@@ -151,7 +153,7 @@ impl ConsoleHandle {
             .route("/console/sso/login", get(sso::start))
             .route("/console/sso/callback", get(sso::callback))
             .route("/console/tools", get(tools::tools_page))
-            .route("/console/pins/{decision}", post(tools::decide_pin))
+            .route("/console/pins/{decision}", post(pins::decide_pin))
             .route("/console/upstreams/{upstream}", get(onboarding::upstream_page))
             .route("/console/upstreams/{upstream}/pin", post(onboarding::pin_upstream))
             .route("/console/audit", get(audit::audit_page))

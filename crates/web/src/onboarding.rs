@@ -24,7 +24,7 @@ use toolgate_store::{
 
 use crate::handlers::{checked_post, session, store_failure, unauthorized};
 use crate::html::{Page, escape, escape_form_value, layout, message};
-use crate::tools::{hint_cell, short};
+use crate::tool_cells::{hint_cell, short};
 use crate::{Console, form};
 
 /// `/console/upstreams/NAME`, the name percent-encoded so any upstream name makes one path segment.
@@ -278,7 +278,7 @@ pub(crate) async fn pin_upstream(
             decided_by_name,
         })
         .collect();
-    if let Some(refusal) = crate::tools::refuse_pin_decider(&console, &post.session, &records).await {
+    if let Some(refusal) = crate::pins::refuse_pin_decider(&console, &post.session, &records).await {
         return refusal;
     }
     let pins = console.store.pins();
