@@ -84,8 +84,8 @@ pub use approvals::{
 };
 pub use audit::chain::{GENESIS_HASH, verify_rows};
 pub use audit::pending::{ABANDONED_OUTCOME, PendingCall, UNANSWERED_OUTCOME};
+pub use audit::prepare::digest_arguments;
 pub use audit::retention::{Checkpoint, PruneReport, Retention};
-pub use audit::writer::digest_arguments;
 pub use audit::{
     ArgumentRedaction, AuditEntry, AuditFilter, AuditKind, AuditReceipt, AuditRow, AuditStats, AuditWriter, Caller,
     ChainBreak, ChainBreakKind, ChainReport, verdict_name,
@@ -252,7 +252,7 @@ fn spawn_writer(
         retention: options.retention.clone(),
         upkeep_interval: options.audit_upkeep_interval,
     };
-    let stamp = audit::writer::RowStamp { redaction: options.redaction, instance };
+    let stamp = audit::prepare::RowStamp { redaction: options.redaction, instance };
     AuditWriter::spawn(setup, stamp, options.audit_queue_wait)
 }
 

@@ -14,7 +14,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio::sync::mpsc;
 
@@ -22,8 +22,8 @@ use super::AuditReceipt;
 use super::append::append;
 use super::chain::PreparedRow;
 use super::journal::{Journal, JournalTicket};
+use super::queue::{Command, Counters, Reply};
 use super::retention::{self, Retention};
-use super::writer::{Command, Counters, Reply};
 use crate::Backend;
 use crate::error::StoreError;
 
@@ -95,6 +95,29 @@ pub(crate) fn spawn(
     }
 }
 
+/// The writer's periodic upkeep: measures the database and the free disk (warning once when it runs low) and
+/// applies the retention policy.
+async fn periodic_upkeep(setup: &WriterSetup, counters: &Counters, watch_disk: bool) {
+    if setup.retention.is_set() {
+        match retention::prune(&setup.backend, &setup.retention, SystemTime::now()).await {
+            Ok(report) if report.rows > 0 => {
+                counters.pruned.fetch_add(report.rows, Ordering::Relaxed);
+                tracing::info!(
+                    rows = report.rows,
+                    checkpoint_seq = report.checkpoint.as_ref().map(|checkpoint| checkpoint.seq),
+                    exported = report.exported.len(),
+                    "audit rows pruned by retention"
+                );
+            }
+            Ok(_) => {}
+            Err(error) => tracing::error!(%error, "audit retention failed; nothing more was pruned"),
+        }
+    }
+    if watch_disk {
+        retention::measure(&setup.database, counters);
+    }
+}
+
 /// One batch: rows with, for each, who waits for its commit and where it is journaled.
 #[derive(Default)]
 struct Batch {
@@ -143,7 +166,7 @@ async fn run(
                 completed_open = received > 0;
             }
             _ = upkeep.tick() => {
-                retention::upkeep(&setup, &counters, watch_disk).await;
+                periodic_upkeep(&setup, &counters, watch_disk).await;
                 continue;
             }
         }

@@ -10,7 +10,9 @@ pub(crate) mod batches;
 pub(crate) mod chain;
 pub(crate) mod journal;
 pub(crate) mod pending;
+pub(crate) mod prepare;
 pub(crate) mod query;
+pub(crate) mod queue;
 pub(crate) mod retention;
 pub(crate) mod writer;
 

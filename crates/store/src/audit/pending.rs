@@ -12,7 +12,7 @@
 //! the outcome `abandoned`, or `unanswered` if the call was still waiting for a person. There is no journal-less
 //! form: a store without a journal refuses to record a call ([`crate::StoreError::NoAuditJournal`]).
 //!
-//! [`AuditWriter::record_waiting`]: super::writer::AuditWriter::record_waiting
+//! [`AuditWriter::record_waiting`]: crate::AuditWriter::record_waiting
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -23,7 +23,8 @@ use tokio::sync::mpsc;
 use super::AuditEntry;
 use super::chain::{PreparedRow, canonical};
 use super::journal::{Journal, JournalTicket};
-use super::writer::{Command, Counters, RowStamp, prepare};
+use super::prepare::{RowStamp, prepare};
+use super::queue::{Command, Counters};
 use crate::error::StoreError;
 
 /// The outcome of a forwarded call whose handle was dropped before it finished.

@@ -20,10 +20,9 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 
 use super::AuditRow;
-use super::batches::WriterSetup;
 use super::chain::row_hash;
 use super::query::{audit_columns, decode_row};
-use super::writer::Counters;
+use super::queue::Counters;
 use crate::backend::{Backend, Columns as _, Dialect, on_backend};
 use crate::error::StoreError;
 use crate::time::format_rfc3339;
@@ -46,7 +45,7 @@ pub struct Retention {
 }
 
 impl Retention {
-    fn is_set(&self) -> bool {
+    pub(crate) fn is_set(&self) -> bool {
         self.keep.is_some() || self.max_bytes.is_some()
     }
 }
@@ -95,29 +94,6 @@ pub(crate) async fn checkpoint(backend: &Backend) -> Result<Option<Checkpoint>, 
             })
             .transpose()?)
     })
-}
-
-/// The writer's periodic upkeep: measures the database and the free disk (warning once when it runs low) and
-/// applies the retention policy.
-pub(crate) async fn upkeep(setup: &WriterSetup, counters: &Counters, watch_disk: bool) {
-    if setup.retention.is_set() {
-        match prune(&setup.backend, &setup.retention, SystemTime::now()).await {
-            Ok(report) if report.rows > 0 => {
-                counters.pruned.fetch_add(report.rows, Ordering::Relaxed);
-                tracing::info!(
-                    rows = report.rows,
-                    checkpoint_seq = report.checkpoint.as_ref().map(|checkpoint| checkpoint.seq),
-                    exported = report.exported.len(),
-                    "audit rows pruned by retention"
-                );
-            }
-            Ok(_) => {}
-            Err(error) => tracing::error!(%error, "audit retention failed; nothing more was pruned"),
-        }
-    }
-    if watch_disk {
-        measure(&setup.database, counters);
-    }
 }
 
 /// Records the database's size and the free space of its filesystem; warns when the free space crosses below

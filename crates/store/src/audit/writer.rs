@@ -10,41 +10,21 @@
 //! count against the queue's capacity. So calls stuck at a slow upstream never refuse calls to another one; only a
 //! writer that falls behind or fails does, and the refusal says which. The writer itself runs in `batches`.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use serde::Serialize;
-use serde_json::Value;
-use tokio::sync::{Notify, mpsc, oneshot};
-use toolgate_core::fingerprint::digest_bytes;
-use toolgate_core::jcs;
+use tokio::sync::{mpsc, oneshot};
 
 use super::batches::{self, WriterSetup};
-use super::chain::{JsonColumns, PreparedRow};
-use super::journal::{Journal, JournalTicket};
+use super::chain::PreparedRow;
+use super::journal::Journal;
 use super::pending::PendingCall;
-use super::{ArgumentRedaction, AuditEntry, AuditReceipt, AuditRow, verdict_name};
+use super::prepare::{RowStamp, prepare};
+use super::queue::{Command, Counters};
+use super::{AuditEntry, AuditReceipt};
 use crate::error::{AuditQueueError, StoreError};
-use crate::time::format_rfc3339;
-
-pub(crate) type Reply = oneshot::Sender<Result<AuditReceipt, StoreError>>;
-
-pub(crate) enum Command {
-    Append { row: Box<PreparedRow>, reply: Option<Reply>, journal: Option<JournalTicket> },
-    Flush(oneshot::Sender<()>),
-}
-
-impl std::fmt::Debug for Command {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Command::Append { row, reply, journal } => {
-                write!(f, "Append({}, durable: {}, journaled: {})", row.row.kind, reply.is_some(), journal.is_some())
-            }
-            Command::Flush(_) => write!(f, "Flush"),
-        }
-    }
-}
 
 /// Counters of the writer, for `status` and metrics.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -65,43 +45,6 @@ pub struct AuditStats {
     pub disk_free_bytes: Option<u64>,
     /// Rows removed by retention since the store was opened.
     pub pruned: u64,
-}
-
-/// What the handle and the writer thread share.
-#[derive(Debug, Default)]
-pub(crate) struct Counters {
-    pub(crate) written: AtomicU64,
-    pub(crate) failed: AtomicU64,
-    pub(crate) rejected: AtomicU64,
-    pub(crate) pruned: AtomicU64,
-    /// Completed call rows handed to the writer and not yet committed.
-    pub(crate) completions: AtomicUsize,
-    /// Why the writer's last attempt failed, while it keeps failing.
-    pub(crate) failure: Mutex<Option<String>>,
-    /// Woken after every batch, so a call waiting for room looks again.
-    pub(crate) room: Notify,
-    pub(crate) database_bytes: AtomicU64,
-    /// `u64::MAX` until measured.
-    pub(crate) disk_free: AtomicU64,
-}
-
-impl Counters {
-    pub(crate) fn new() -> Counters {
-        Counters { disk_free: AtomicU64::new(u64::MAX), ..Counters::default() }
-    }
-
-    /// The writer's current failure, if it is failing.
-    pub(crate) fn failure(&self) -> Option<String> {
-        self.failure.lock().ok().and_then(|failure| failure.clone())
-    }
-
-    /// Records whether the last attempt failed; returns the failure it replaces.
-    pub(crate) fn set_failure(&self, failure: Option<String>) -> Option<String> {
-        match self.failure.lock() {
-            Ok(mut current) => std::mem::replace(&mut *current, failure),
-            Err(_) => None,
-        }
-    }
 }
 
 /// A cloneable handle to the store's audit writer.
@@ -274,70 +217,4 @@ impl AuditWriter {
             pruned: self.counters.pruned.load(Ordering::Relaxed),
         }
     }
-}
-
-/// What the store adds to every row it is handed: how arguments are kept, and which process wrote it.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct RowStamp {
-    /// How tool-call arguments are kept.
-    pub(crate) redaction: ArgumentRedaction,
-    /// The writing process's instance id (none for a store that only reads).
-    pub(crate) instance: Option<Arc<str>>,
-}
-
-/// Turns an entry into a row without chain fields: redaction applied, JSON columns as canonical text, time taken
-/// if absent, the instance stamped. Runs on the caller's task, so the writer thread and the journal reuse the text;
-/// a row journaled by one process and recovered by another keeps the instance that wrote it.
-pub(crate) fn prepare(entry: AuditEntry, stamp: &RowStamp) -> PreparedRow {
-    let redaction = stamp.redaction;
-    let args_text = entry.args.as_ref().map(canonical_text);
-    let args_digest = args_text.as_ref().map(|text| digest_bytes(text.as_bytes()));
-    let json = JsonColumns {
-        caller: entry.caller.as_ref().map(|caller| canonical_text(&to_json(caller))),
-        reasons: (!entry.reasons.is_empty()).then(|| canonical_text(&to_json(&entry.reasons))),
-        hint_sources: entry.hint_sources.as_ref().map(|hints| canonical_text(&to_json(hints))),
-        args: match redaction {
-            ArgumentRedaction::Digest => None,
-            ArgumentRedaction::Clear => args_text,
-        },
-        detail: entry.detail.as_ref().map(canonical_text),
-    };
-    let row = AuditRow {
-        seq: 0,
-        time: format_rfc3339(entry.time.unwrap_or_else(SystemTime::now)),
-        kind: entry.kind.as_str().to_owned(),
-        caller: None,
-        session: entry.session,
-        upstream: entry.upstream,
-        tool: entry.tool,
-        verdict: entry.verdict.map(|verdict| verdict_name(verdict).to_owned()),
-        reasons: None,
-        hint_sources: None,
-        approval_id: entry.approval_id,
-        duration_us: entry.duration_us.map(|micros| i64::try_from(micros).unwrap_or(i64::MAX)),
-        outcome: entry.outcome,
-        args_digest,
-        args: None,
-        detail: None,
-        instance: stamp.instance.as_deref().map(str::to_owned),
-        prev_hash: String::new(),
-        hash: String::new(),
-    };
-    PreparedRow { row, json }
-}
-
-/// The canonical text of a JSON value. serde_json values always canonicalize today; if that ever changes, the plain
-/// text is kept rather than the row lost.
-fn canonical_text(value: &Value) -> String {
-    jcs::to_string_exact(value).unwrap_or_else(|_| value.to_string())
-}
-
-/// A typed entry field as a JSON column. These types (strings, booleans, enums, vectors of them) always serialize.
-fn to_json<T: Serialize>(value: &T) -> Value {
-    serde_json::to_value(value).unwrap_or(Value::Null)
-}
-
-/// `sha256:` of the canonical arguments; the same function gives the digest an approval is bound to.
-pub fn digest_arguments(args: &Value) -> String {
-    digest_bytes(canonical_text(args).as_bytes())
 }
