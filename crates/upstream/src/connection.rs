@@ -27,33 +27,16 @@ use crate::endpoint::ConnectOptions;
 use crate::error::UpstreamError;
 use crate::events::{EventSink, Responder};
 use crate::http::DirectPoster;
+use crate::initialize_outcome::InitializeOutcome;
 use crate::jsonrpc::{self, MessageKind, classify, codes};
 use crate::modern;
+use crate::started::{self, Closer, Started};
 use crate::token_exchange::OnBehalf;
-use crate::transport::{
-    Behalves, Closer, Diagnostics, Inbound, InboundStream, PendingResponses, ResponseSender, Transport,
-};
-use crate::{http, stdio};
+use crate::transport::{Behalves, Diagnostics, Inbound, InboundStream, PendingResponses, ResponseSender, Transport};
 use toolgate_spec::UpstreamEra;
 
 mod opening;
 use opening::Opening;
-
-/// What the server said in its `initialize` result.
-#[derive(Debug, Clone, PartialEq)]
-pub struct InitializeOutcome {
-    /// The negotiated protocol version.
-    pub protocol_version: String,
-    /// `serverInfo` (name, version, title...), raw.
-    pub server_info: Value,
-    /// The server's `capabilities`, raw.
-    pub capabilities: Value,
-    /// The server's `instructions`, if any.
-    pub instructions: Option<String>,
-    /// True when the server is spoken to in the 2026-07-28 era (no `initialize`: this is what `server/discover`
-    /// said, and every request carries its own `_meta`); false for a legacy session.
-    pub modern: bool,
-}
 
 /// What [`Connection::list_at_most`] read.
 #[derive(Debug, Clone, PartialEq)]
@@ -211,11 +194,9 @@ impl Connection {
     ) -> Result<Connection, UpstreamError> {
         let pending = Arc::new(PendingResponses::default());
         let behalves = Arc::new(Behalves::default());
-        let transport = match endpoint {
-            Endpoint::Stdio { .. } => stdio::start(endpoint, &options)?,
-            Endpoint::Http { .. } => http::start(endpoint, &options, Arc::clone(&pending), Arc::clone(&behalves))?,
-        };
-        let Transport { outbound, inbound, diagnostics, negotiated_version, shutdown, closer, direct } = transport;
+        let Started { transport, closer, direct } =
+            started::start(endpoint, &options, Arc::clone(&pending), Arc::clone(&behalves))?;
+        let Transport { outbound, inbound, diagnostics, negotiated_version, shutdown } = transport;
         let max_in_flight = options.max_in_flight.max(1);
         let shared = Arc::new(Shared {
             pending,

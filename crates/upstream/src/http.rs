@@ -34,9 +34,7 @@ use crate::endpoint::ConnectOptions;
 use crate::error::UpstreamError;
 use crate::jsonrpc::{MessageKind, classify};
 use crate::token_exchange::{OnBehalf, TokenExchanger};
-use crate::transport::{
-    Behalves, Closer, Diagnostics, Inbound, PendingResponses, Transport, channel_stream, split_batch,
-};
+use crate::transport::{Behalves, Diagnostics, Inbound, PendingResponses, Transport, channel_stream, split_batch};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -132,13 +130,13 @@ impl DirectPoster {
     }
 }
 
-/// Builds the HTTP client and starts the dispatcher task.
+/// Builds the HTTP client and starts the dispatcher task; the closer ends the session, the poster sends requests.
 pub(crate) fn start(
     endpoint: &Endpoint,
     options: &ConnectOptions,
     pending: Arc<PendingResponses>,
     behalves: Arc<Behalves>,
-) -> Result<Transport, UpstreamError> {
+) -> Result<(Transport, HttpCloser, DirectPoster), UpstreamError> {
     let Endpoint::Http { url, headers } = endpoint else {
         return Err(UpstreamError::InvalidEndpoint("not an HTTP endpoint".into()));
     };
@@ -227,15 +225,14 @@ pub(crate) fn start(
             }
         }
     });
-    Ok(Transport {
+    let transport = Transport {
         outbound: outbound_sender,
         inbound: channel_stream(inbound_receiver),
         diagnostics: Arc::new(Diagnostics::default()),
         negotiated_version,
         shutdown,
-        closer: Closer::Http(HttpCloser { shared }),
-        direct: Some(direct),
-    })
+    };
+    Ok((transport, HttpCloser { shared }, direct))
 }
 
 /// Why a POST failed, which decides whether the connection outlives it.

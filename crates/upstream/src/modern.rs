@@ -8,8 +8,8 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::connection::InitializeOutcome;
 use crate::error::UpstreamError;
+use crate::initialize_outcome::InitializeOutcome;
 
 /// The modern protocol version toolgate speaks with upstreams.
 pub const MODERN_PROTOCOL_VERSION: &str = "2026-07-28";

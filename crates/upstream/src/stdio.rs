@@ -25,13 +25,13 @@ use crate::Endpoint;
 use crate::endpoint::ConnectOptions;
 use crate::error::UpstreamError;
 use crate::framing::{Line, Lines};
-use crate::transport::{Closer, Diagnostics, Inbound, InboundStream, Transport, split_batch};
+use crate::transport::{Diagnostics, Inbound, InboundStream, Transport, split_batch};
 
 const STDERR_LINE_LIMIT: usize = 64 * 1024;
 const GRACE_PERIOD: Duration = Duration::from_secs(2);
 
-/// Spawns the child and starts its reader, writer and stderr tasks.
-pub(crate) fn start(endpoint: &Endpoint, options: &ConnectOptions) -> Result<Transport, UpstreamError> {
+/// Spawns the child and starts its reader, writer and stderr tasks; the closer ends the child.
+pub(crate) fn start(endpoint: &Endpoint, options: &ConnectOptions) -> Result<(Transport, StdioCloser), UpstreamError> {
     let Endpoint::Stdio { program, args, env, cwd } = endpoint else {
         return Err(UpstreamError::InvalidEndpoint("not a stdio endpoint".into()));
     };
@@ -72,15 +72,14 @@ pub(crate) fn start(endpoint: &Endpoint, options: &ConnectOptions) -> Result<Tra
         options.name.clone(),
     );
 
-    Ok(Transport {
+    let transport = Transport {
         outbound: outbound_sender,
         inbound,
         diagnostics,
         negotiated_version: Arc::new(OnceLock::new()),
         shutdown,
-        closer: Closer::Stdio(StdioCloser { pid, writer, exit: exit_receiver, name: options.name.clone() }),
-        direct: None,
-    })
+    };
+    Ok((transport, StdioCloser { pid, writer, exit: exit_receiver, name: options.name.clone() }))
 }
 
 async fn write_messages(stdin: ChildStdin, mut outbound: mpsc::Receiver<Value>, shutdown: CancellationToken) {

@@ -1,5 +1,8 @@
 //! What every transport gives the connection: a sender for outgoing messages, a receiver of incoming ones, and
 //! diagnostics about what the server did besides speaking JSON-RPC (stderr, non-JSON output).
+//!
+//! The contract below both transports: it names neither (their closers and HTTP's direct poster travel beside a
+//! [`Transport`] in `started`, above them).
 
 use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
@@ -11,8 +14,6 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::UpstreamError;
-use crate::http::{DirectPoster, HttpCloser};
-use crate::stdio::StdioCloser;
 use crate::token_exchange::OnBehalf;
 
 /// Where a request's response (or its failure) goes.
@@ -107,25 +108,6 @@ pub(crate) struct Transport {
     pub(crate) negotiated_version: Arc<OnceLock<String>>,
     /// Fired to stop writing (stdio: closes stdin).
     pub(crate) shutdown: CancellationToken,
-    /// How to end it politely.
-    pub(crate) closer: Closer,
-    /// Posts requests without going through `outbound` (HTTP, once the session is initialized).
-    pub(crate) direct: Option<DirectPoster>,
-}
-
-/// The transport-specific part of a polite shutdown.
-pub(crate) enum Closer {
-    Stdio(StdioCloser),
-    Http(HttpCloser),
-}
-
-impl Closer {
-    pub(crate) async fn close(self) {
-        match self {
-            Closer::Stdio(closer) => closer.close().await,
-            Closer::Http(closer) => closer.close().await,
-        }
-    }
 }
 
 const STDERR_TAIL_LINES: usize = 20;

@@ -7,9 +7,10 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use super::{Connection, InitializeOutcome, into_result};
+use super::{Connection, into_result};
 use crate::endpoint::SUPPORTED_PROTOCOL_VERSIONS;
 use crate::error::UpstreamError;
+use crate::initialize_outcome::InitializeOutcome;
 use crate::modern::{self, ProbeVerdict};
 
 /// How a connection opens its conversation with the server.
