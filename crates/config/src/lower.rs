@@ -41,9 +41,9 @@ pub(crate) struct Lowered {
     /// Per upstream, in spec order: the variable its bearer token came from.
     pub(crate) bearer_token_envs: Vec<Option<String>>,
     /// Who may log in to the console with a token of their own.
-    pub(crate) console: crate::ConsoleSpec,
+    pub(crate) console: crate::console::ConsoleSpec,
     /// Where the state lives.
-    pub(crate) store: crate::StoreSpec,
+    pub(crate) store: crate::store::StoreSpec,
 }
 
 /// Lowers `raw`; the spec is `None` when any problem was recorded.

@@ -21,8 +21,8 @@ use serde_json::{Value, json};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use toolgate_spec::{Endpoint, UpstreamEra};
 
-use crate::Endpoint;
 use crate::endpoint::ConnectOptions;
 use crate::error::UpstreamError;
 use crate::events::{EventSink, Responder};
@@ -33,7 +33,6 @@ use crate::modern;
 use crate::started::{self, Closer, Started};
 use crate::token_exchange::OnBehalf;
 use crate::transport::{Behalves, Diagnostics, Inbound, InboundStream, PendingResponses, ResponseSender, Transport};
-use toolgate_spec::UpstreamEra;
 
 mod opening;
 use opening::Opening;

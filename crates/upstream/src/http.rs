@@ -26,9 +26,8 @@ use sse_stream::SseStream;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use toolgate_spec::Secret;
+use toolgate_spec::{Endpoint, Secret};
 
-use crate::Endpoint;
 use crate::credentials::TokenSource;
 use crate::endpoint::ConnectOptions;
 use crate::error::UpstreamError;

@@ -7,7 +7,8 @@
 
 use std::sync::Arc;
 
-use crate::Endpoint;
+use toolgate_spec::Endpoint;
+
 use crate::endpoint::ConnectOptions;
 use crate::error::UpstreamError;
 use crate::http::{DirectPoster, HttpCloser};

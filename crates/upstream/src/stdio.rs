@@ -20,8 +20,8 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::codec::{AnyDelimiterCodec, AnyDelimiterCodecError, FramedRead};
 use tokio_util::sync::CancellationToken;
+use toolgate_spec::Endpoint;
 
-use crate::Endpoint;
 use crate::endpoint::ConnectOptions;
 use crate::error::UpstreamError;
 use crate::framing::{Line, Lines};
