@@ -1,6 +1,6 @@
 //! The layering inside a crate, checked from its source: which module file names which (`crate::…` and `super::…`
 //! paths, in `use` items and in code), that no files import each other in a circle, and that no file imports one on
-//! a higher floor than its own (`PROXY_FLOORS`).
+//! a higher floor than its own (`PROXY_FLOORS`, `CONFIG_FLOORS`).
 //!
 //! A small path reader, not a Rust parser: comments, strings, each item marked `#[cfg(test)]` and `tests.rs` files
 //! are skipped (tests may reach anywhere), a path names the longest module file it starts with, and a name
@@ -16,7 +16,21 @@ use anyhow::{Context, Result};
 type Floors = &'static [(&'static str, &'static [&'static str])];
 
 /// The crates whose module layering is checked (their source directory), with their floors.
-const CHECKED_CRATES: &[(&str, Floors)] = &[("crates/proxy/src", PROXY_FLOORS)];
+const CHECKED_CRATES: &[(&str, Floors)] = &[("crates/proxy/src", PROXY_FLOORS), ("crates/config/src", CONFIG_FLOORS)];
+
+/// The floors of `toolgate-config`, lowest first: what every section names (the lowering context, reading one TOML
+/// table, single-value rules, errors), the sections (each its raw type beside its lowering), whole files (the
+/// config read into raw sections, its summary, other tools' configs imported), the lowering that drives the
+/// sections, and the crate's face.
+const CONFIG_FLOORS: Floors = &[
+    ("ground", &["error", "rules", "context", "tables"]),
+    ("sections", &["sandbox", "credentials", "oauth", "store", "trust", "upstream", "raw", "guardrails", "console"]),
+    ("document", &["parse", "summary", "import"]),
+    ("lowering", &["lower"]),
+    ("facade", &["lib"]),
+    // The crate's unit tests (`tests/`, behind `#[cfg(test)]`) reach anywhere, as test code may.
+    ("tests", &["tests"]),
+];
 
 /// The floors of `toolgate-proxy`, lowest first: a module file may import files on its own floor or lower ones.
 /// A module belongs to the first floor naming it or a module above it (`guard` names every `guard/…` file).
