@@ -154,6 +154,9 @@ pub enum StoreError {
     /// The audit writer could not write a batch after retrying.
     #[error("audit write failed: {0}")]
     AuditWrite(String),
+    /// A definition's pin kept changing while a listing was compared with it (see `PinStore::observe`).
+    #[error("the pin of {0} changed on every try while it was compared with the listed definition")]
+    PinMoved(String),
     /// No approval or pin with that key exists.
     #[error("not found: {0}")]
     NotFound(String),

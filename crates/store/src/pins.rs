@@ -4,7 +4,9 @@
 //!
 //! The store compares fingerprints and keeps records; whether an unpinned tool is trusted on first use, or a
 //! quarantined one hidden, is the proxy's policy. Approving takes the fingerprint the approver saw, so a change
-//! that arrives while they look is never approved by accident.
+//! that arrives while they look is never approved by accident. A pending change is written only against the pin
+//! it was compared with, checked in the writing transaction: a gateway's re-check racing a person's approval never
+//! leaves a change waiting for a definition that is already pinned.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -14,11 +16,11 @@ use serde::Serialize;
 use serde_json::Map;
 use serde_json::Value;
 use toolgate_core::fingerprint::{
-    FieldChange, ToolFingerprint, diff_fingerprints, fingerprint_definition, fingerprint_tool,
+    FieldChange, ToolFingerprint, diff_fingerprints, digest_parts, fingerprint_definition, fingerprint_tool,
 };
 use toolgate_core::{EffectiveHints, ToolDefinition};
 
-use crate::backend::{Backend, Columns, on_backend};
+use crate::backend::{Backend, Columns, Dialect, on_backend};
 use crate::error::StoreError;
 use crate::feed::{Feed, StoreChange};
 use crate::time::format_rfc3339;
@@ -179,6 +181,10 @@ pub enum PinObservation {
     Quarantined(PendingPinChange),
 }
 
+/// How many times [`PinStore::observe`] compares again when the pin moved before it could write (each move is a
+/// person's decision, so more than a few in a row means something writes pins in a loop).
+const OBSERVE_TRIES: usize = 4;
+
 /// Pins and their quarantine.
 #[derive(Debug, Clone)]
 pub struct PinStore {
@@ -322,6 +328,10 @@ impl PinStore {
         on_backend!(&self.backend, |pool, dialect| {
             let approved_at = format_rfc3339(SystemTime::now());
             let mut transaction = pool.begin_with(dialect.begin_write()).await?;
+            if dialect == Dialect::Postgres {
+                let key = definition_lock(&snapshot.upstream, snapshot.kind, &snapshot.tool);
+                sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(key).execute(&mut *transaction).await?;
+            }
             sqlx::query(concat!(
                 "INSERT INTO pins (",
                 pin_columns!(),
@@ -355,10 +365,21 @@ impl PinStore {
     }
 
     /// Compares a listed tool with its pin: unpinned, matching (a stale pending change is dropped), or changed (the
-    /// new definition is quarantined with its diff, replacing an older pending change).
+    /// new definition is quarantined with its diff, replacing an older pending change). When a person's decision
+    /// moves the pin between the comparison and the write, it compares again with the new pin.
     pub async fn observe(&self, snapshot: &ToolSnapshot) -> Result<PinObservation, StoreError> {
+        for _ in 0..OBSERVE_TRIES {
+            if let Some(observation) = self.observe_once(snapshot).await? {
+                return Ok(observation);
+            }
+        }
+        Err(StoreError::PinMoved(format!("{} {}/{}", snapshot.kind.as_str(), snapshot.upstream, snapshot.tool)))
+    }
+
+    /// One comparison; `None` when the pin moved before the pending change could be written against it.
+    async fn observe_once(&self, snapshot: &ToolSnapshot) -> Result<Option<PinObservation>, StoreError> {
         let Some(pin) = self.get_of(&snapshot.upstream, snapshot.kind, &snapshot.tool).await? else {
-            return Ok(PinObservation::Unpinned);
+            return Ok(Some(PinObservation::Unpinned));
         };
         on_backend!(&self.backend, |pool| {
             if pin.snapshot.fingerprint.whole == snapshot.fingerprint.whole {
@@ -371,13 +392,13 @@ impl PinStore {
                 if dropped.rows_affected() > 0 {
                     self.announce(&snapshot.upstream).await;
                 }
-                return Ok(PinObservation::Matches(pin));
+                return Ok(Some(PinObservation::Matches(pin)));
             }
             if let Some(pending) = self.pending_of(&snapshot.upstream, snapshot.kind, &snapshot.tool).await?
                 && pending.proposed.fingerprint.whole == snapshot.fingerprint.whole
                 && pending.pinned_fingerprint == pin.snapshot.fingerprint.whole
             {
-                return Ok(PinObservation::Quarantined(pending));
+                return Ok(Some(PinObservation::Quarantined(pending)));
             }
             let change = PendingPinChange {
                 proposed: snapshot.clone(),
@@ -385,18 +406,19 @@ impl PinStore {
                 changes: diff_fingerprints(&pin.snapshot.fingerprint, &snapshot.fingerprint),
                 detected_at: format_rfc3339(SystemTime::now()),
             };
-            self.insert_pending(&change).await?;
-            Ok(PinObservation::Quarantined(change))
+            Ok(self.insert_pending(&change).await?.then_some(PinObservation::Quarantined(change)))
         })
     }
 
-    /// Records a tool that has no pin yet as a pending change (an empty pinned fingerprint, every field added), so
-    /// a person can review and approve it like any change; returns it. A tool already pending is left as it is.
-    pub async fn propose_new(&self, snapshot: &ToolSnapshot) -> Result<PendingPinChange, StoreError> {
+    /// Records a definition that had no pin when the caller looked ([`PinObservation::Unpinned`]) as a pending
+    /// change (an empty pinned fingerprint, every field added), so a person can review and approve it like any
+    /// change: `Quarantined` with it (a definition already pending is left as it is). If a person pinned it in the
+    /// meantime, nothing is proposed and the answer is [`PinStore::observe`]'s against that pin (usually `Matches`).
+    pub async fn propose_new(&self, snapshot: &ToolSnapshot) -> Result<PinObservation, StoreError> {
         if let Some(pending) = self.pending_of(&snapshot.upstream, snapshot.kind, &snapshot.tool).await?
             && pending.proposed.fingerprint.whole == snapshot.fingerprint.whole
         {
-            return Ok(pending);
+            return Ok(PinObservation::Quarantined(pending));
         }
         let change = PendingPinChange {
             proposed: snapshot.clone(),
@@ -404,13 +426,35 @@ impl PinStore {
             changes: snapshot.fingerprint.fields.keys().map(|field| (field.clone(), FieldChange::Added)).collect(),
             detected_at: format_rfc3339(SystemTime::now()),
         };
-        self.insert_pending(&change).await?;
-        Ok(change)
+        if self.insert_pending(&change).await? {
+            return Ok(PinObservation::Quarantined(change));
+        }
+        self.observe(snapshot).await
     }
 
-    async fn insert_pending(&self, change: &PendingPinChange) -> Result<(), StoreError> {
-        on_backend!(&self.backend, |pool| {
+    /// Writes `change` if the definition's pin is still the one it was compared with (none, for a new definition);
+    /// `false`, writing nothing, when a person's decision moved it meanwhile. The check and the write are one write
+    /// transaction, which [`PinStore::upsert`] cannot interleave with (SQLite's write lock; on PostgreSQL both take
+    /// the definition's advisory lock first, since a pin not yet written has no row to lock).
+    async fn insert_pending(&self, change: &PendingPinChange) -> Result<bool, StoreError> {
+        on_backend!(&self.backend, |pool, dialect| {
             let snapshot = &change.proposed;
+            let mut transaction = pool.begin_with(dialect.begin_write()).await?;
+            if dialect == Dialect::Postgres {
+                let key = definition_lock(&snapshot.upstream, snapshot.kind, &snapshot.tool);
+                sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(key).execute(&mut *transaction).await?;
+            }
+            let pinned: Option<String> =
+                sqlx::query_scalar("SELECT fingerprint FROM pins WHERE upstream = $1 AND kind = $2 AND tool = $3")
+                    .bind(&snapshot.upstream)
+                    .bind(snapshot.kind.as_str())
+                    .bind(&snapshot.tool)
+                    .fetch_optional(&mut *transaction)
+                    .await?;
+            if pinned.unwrap_or_default() != change.pinned_fingerprint {
+                transaction.rollback().await?;
+                return Ok(false);
+            }
             let changes: Vec<Value> = change
                 .changes
                 .iter()
@@ -436,10 +480,11 @@ impl PinStore {
             .bind(&change.pinned_fingerprint)
             .bind(Value::Array(changes).to_string())
             .bind(&change.detected_at)
-            .execute(pool)
+            .execute(&mut *transaction)
             .await?;
+            transaction.commit().await?;
             self.announce(&snapshot.upstream).await;
-            Ok(())
+            Ok(true)
         })
     }
 
@@ -520,6 +565,21 @@ impl PinStore {
             Ok(pending)
         })
     }
+}
+
+/// The PostgreSQL advisory lock key of one definition (64 bits of a labelled digest, apart from the store's other
+/// keys): what [`PinStore::upsert`] and a pending change's write take in turn.
+fn definition_lock(upstream: &str, kind: PinKind, name: &str) -> i64 {
+    let digest = digest_parts(&[
+        b"toolgate pin\0",
+        upstream.as_bytes(),
+        b"\0",
+        kind.as_str().as_bytes(),
+        b"\0",
+        name.as_bytes(),
+    ]);
+    let hex = digest.strip_prefix("sha256:").and_then(|hex| hex.get(..16)).unwrap_or_default();
+    u64::from_str_radix(hex, 16).map_or(0, |bits| i64::from_ne_bytes(bits.to_ne_bytes()))
 }
 
 fn json_text(fields: &BTreeMap<String, String>) -> Result<String, StoreError> {

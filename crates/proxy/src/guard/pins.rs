@@ -79,7 +79,9 @@ pub(crate) async fn check_pins(gateway: &Shared, index: usize, listing: &Upstrea
             }
             Ok(snapshot) => match pins.observe(&snapshot).await {
                 Ok(PinObservation::Matches(_)) => Ok(true),
-                Ok(PinObservation::Unpinned) => pins.propose_new(&snapshot).await.map(|_| false),
+                Ok(PinObservation::Unpinned) => {
+                    pins.propose_new(&snapshot).await.map(|seen| matches!(seen, PinObservation::Matches(_)))
+                }
                 Ok(PinObservation::Quarantined(change))
                     if pins
                         .get(&spec.name, &name)
@@ -142,7 +144,9 @@ async fn check_content(
             Ok(_) if settled.is_some() => Ok(settled == Some(true)),
             Ok(snapshot) => match pins.observe(&snapshot).await {
                 Ok(PinObservation::Matches(_)) => Ok(true),
-                Ok(PinObservation::Unpinned) => pins.propose_new(&snapshot).await.map(|_| false),
+                Ok(PinObservation::Unpinned) => {
+                    pins.propose_new(&snapshot).await.map(|seen| matches!(seen, PinObservation::Matches(_)))
+                }
                 Ok(PinObservation::Quarantined(_)) => Ok(false),
                 Err(error) => Err(error),
             },

@@ -72,3 +72,35 @@ async fn pin_quarantine_approve_and_reject(kind) {
     assert_eq!(pins.list().await.expect("list").len(), 1);
 }
 }
+
+matrix! {
+#[tokio::test]
+async fn a_definition_pinned_while_a_recheck_compares_it_is_not_proposed_again(kind) {
+    // A gateway's re-check found no pin, then a person pinned the definition (the console's "Pin all"), then the
+    // re-check proposed it as new: the proposal was written anyway, and the console listed a pinned definition as
+    // waiting until the next re-check (a browser test saw it so and waited in vain).
+    let (_directory, store) = fresh_store(kind, StoreOptions::default()).await;
+    let pins = store.pins();
+    let tool = snapshot(json!({"name": "purge", "description": "Deletes every file.",
+        "annotations": {"destructiveHint": true}}));
+    let PinObservation::Quarantined(waiting) = pins.propose_new(&tool).await.expect("propose") else {
+        panic!("a new definition waits");
+    };
+    assert_eq!(pins.observe(&tool).await.expect("observe"), PinObservation::Unpinned, "the re-check sees no pin");
+    let pinned = pins.approve_pending("files", "purge", &waiting.proposed.fingerprint.whole, "console").await;
+    let pinned = pinned.expect("the person pins it");
+    let late = pins.propose_new(&tool).await.expect("the re-check's proposal");
+    assert_eq!(late, PinObservation::Matches(pinned), "compared with the new pin instead");
+    assert!(pins.list_pending().await.expect("pending").is_empty(), "nothing waits for a pinned definition");
+
+    // A change seen against a pin that a person replaces meanwhile is compared with the new pin.
+    let changed = snapshot(json!({"name": "purge", "description": "Deletes every file, then the backups.",
+        "annotations": {"destructiveHint": true}}));
+    let PinObservation::Quarantined(change) = pins.observe(&changed).await.expect("observe") else {
+        panic!("a change waits");
+    };
+    pins.approve_pending("files", "purge", &changed.fingerprint.whole, "console").await.expect("approve");
+    assert!(matches!(pins.propose_new(&changed).await.expect("propose"), PinObservation::Matches(_)));
+    assert!(pins.list_pending().await.expect("pending").is_empty(), "{change:?}");
+}
+}

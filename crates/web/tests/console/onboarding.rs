@@ -4,7 +4,7 @@
 
 use serde_json::json;
 use toolgate_core::{ToolDefinition, assess_tool};
-use toolgate_store::{InventoryFinding, InventoryState, InventoryTool, PendingPinChange, ToolSnapshot};
+use toolgate_store::{InventoryFinding, InventoryState, InventoryTool, PendingPinChange, PinObservation, ToolSnapshot};
 
 use crate::{Console, TestResult, login, request};
 
@@ -20,7 +20,9 @@ async fn waiting(
     let tool = ToolDefinition::from_value(definition)?;
     let assessment = assess_tool(&tool, &Default::default());
     let snapshot = ToolSnapshot::new(upstream, &tool, &assessment.effective)?;
-    let change = console.store.pins().propose_new(&snapshot).await?;
+    let PinObservation::Quarantined(change) = console.store.pins().propose_new(&snapshot).await? else {
+        return Err("a new definition waits".into());
+    };
     let row = InventoryTool {
         upstream: upstream.into(),
         tool: tool.name().into(),
