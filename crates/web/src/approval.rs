@@ -16,7 +16,7 @@ use axum::response::{Html, IntoResponse, Response};
 use toolgate_store::{ApprovalId, ApprovalRecord, ApprovalState};
 
 use crate::Console;
-use crate::handlers::{RETURN_FIELD, session, store_failure};
+use crate::handlers::{RETURN_FIELD, login_page, session, store_failure};
 use crate::html::{self, Page, escape, escape_markup};
 
 /// `GET /console/approvals/{id}`.
@@ -26,7 +26,7 @@ pub(crate) async fn approval_page(
     headers: HeaderMap,
 ) -> Response {
     let Some((_, session)) = session(&console, &headers).await else {
-        return not_logged_in(&id);
+        return not_logged_in(&console, &id);
     };
     let id = ApprovalId::from_text(&id);
     match console.store.approvals().get(&id).await {
@@ -38,17 +38,19 @@ pub(crate) async fn approval_page(
     }
 }
 
-/// 401 with a way back: the session cookie is `SameSite=Strict`, so a browser following a link from another site
-/// (a chat client's web page) does not send it; the same link followed from here does.
-fn not_logged_in(id: &str) -> Response {
-    let path = format!("/console/approvals/{}", escape(id));
-    let body = format!(
-        "<h1>Not logged in</h1><p>Log in to the console (the link `toolgate serve` printed, your console token at \
-         <a href=\"/console/login\">/console/login</a>, or single sign-on), then open \
-         <a id=\"approval-link\" href=\"{path}\">this approval</a> again. If you are logged in already, that link \
-         opens it.</p>"
-    );
-    (StatusCode::UNAUTHORIZED, Html(html::layout("Not logged in", Page::Other, None, &body))).into_response()
+/// 401 with the login page, which leads back here once the person is logged in (password form or single sign-on,
+/// `crate::destination`), and a same-site link here for a person logged in already: the session cookie is
+/// `SameSite=Strict`, so a browser following a link from another site (a chat client's web page) does not send it.
+fn not_logged_in(console: &Console, id: &str) -> Response {
+    let mut path = String::from("/console/approvals/");
+    for byte in id.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-_~".contains(&byte) {
+            path.push(char::from(byte));
+        } else {
+            let _ = write!(path, "%{byte:02X}");
+        }
+    }
+    login_page(console, None, crate::destination::or_front_page(Some(&path)))
 }
 
 /// What the page says about where the approval stands (and, when it can still be decided, the forms).

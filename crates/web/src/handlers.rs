@@ -17,7 +17,7 @@ use toolgate_store::{ApprovalDecision, ApprovalId, ApprovalRecord, StoreError};
 
 use crate::login_limit::{Client, LockedOut};
 use crate::session::{COOKIE as COOKIE_NAME, LoginError, SESSION_LIFETIME, Session, same_secret};
-use crate::{Console, checks, form, html};
+use crate::{Console, checks, destination, form, html};
 
 /// The form field that asks the decision handler to go back to the approval page it was sent from
 /// (`crate::approval`) rather than to the list.
@@ -146,8 +146,10 @@ pub(crate) fn too_many_attempts(locked: LockedOut) -> Response {
     (StatusCode::TOO_MANY_REQUESTS, [(RETRY_AFTER, seconds.to_string())], page).into_response()
 }
 
-/// `GET /console/login?token=...`: exchanges the one-time token for a session cookie, then goes to the console.
-/// Without a token: the login form when users are configured (401 until logged in).
+/// `GET /console/login?token=...[&next=PATH]`: exchanges the one-time token for a session cookie, then goes to the
+/// console page `next` names (`crate::destination`: only a console path, else the front page). Without a token:
+/// the login form when users or single sign-on are configured (401 until logged in), carrying `next`; a browser
+/// that is logged in already goes straight on.
 pub(crate) async fn login(
     State(console): State<Console>,
     LoginClient(client): LoginClient,
@@ -155,20 +157,18 @@ pub(crate) async fn login(
     headers: HeaderMap,
 ) -> Response {
     let query = form::parse(uri.query().unwrap_or_default());
+    let next = destination::or_front_page(form::field(&query, destination::FIELD));
     let Some(token) = form::field(&query, "token") else {
         return if session(&console, &headers).await.is_some() {
-            see_other("/console")
-        } else if console.sessions.has_users() || console.provider.is_some() {
-            let page = html::login_page(None, console.sessions.has_users(), console.provider.is_some());
-            (StatusCode::UNAUTHORIZED, Html(page)).into_response()
+            see_other_to(next)
         } else {
-            unauthorized()
+            login_page(&console, None, next)
         };
     };
     // Only the one-time link logs in through a URL: a user's lasting token never goes into one.
     match limited_login(&console, client, async || console.sessions.login(token).await).await {
         Err(locked) => too_many_attempts(locked),
-        Ok(Ok(id)) => logged_in(&id),
+        Ok(Ok(id)) => logged_in(&id, next),
         Ok(Err(LoginError::Refused)) => {
             let text = "This login link is wrong or was already used. Restart `toolgate serve` for a new one.";
             (StatusCode::UNAUTHORIZED, Html(html::message("Login refused", text, false))).into_response()
@@ -178,8 +178,19 @@ pub(crate) async fn login(
     }
 }
 
-/// `POST /console/login` with a `token` field: a configured user's token (or the one-time link's), from the form.
-/// No CSRF field (there is no session yet); the Host/Origin rule has already refused other sites' forms.
+/// 401 with the login page leading on to `next` (a checked console path) when a way to log in is configured, else
+/// the plain "not logged in" page (only the one-time link logs in).
+pub(crate) fn login_page(console: &Console, problem: Option<&str>, next: &str) -> Response {
+    let (tokens, sso) = (console.sessions.has_users(), console.provider.is_some());
+    if !tokens && !sso && next == destination::FRONT_PAGE {
+        return unauthorized();
+    }
+    (StatusCode::UNAUTHORIZED, Html(html::login_page(problem, tokens, sso, next))).into_response()
+}
+
+/// `POST /console/login` with a `token` field: a configured user's token (or the one-time link's), from the form,
+/// and the `next` field the login page carried. No CSRF field (there is no session yet); the Host/Origin rule has
+/// already refused other sites' forms.
 pub(crate) async fn login_form(
     State(console): State<Console>,
     LoginClient(client): LoginClient,
@@ -187,6 +198,7 @@ pub(crate) async fn login_form(
 ) -> Response {
     let fields = form::parse(std::str::from_utf8(&body).unwrap_or_default());
     let token = form::field(&fields, "token").map(str::trim).unwrap_or_default();
+    let next = destination::or_front_page(form::field(&fields, destination::FIELD));
     let opened = limited_login(&console, client, async || match console.sessions.login(token).await {
         Err(LoginError::Refused) if !token.is_empty() => console.sessions.login_user(token).await,
         other => other,
@@ -194,10 +206,10 @@ pub(crate) async fn login_form(
     .await;
     match opened {
         Err(locked) => too_many_attempts(locked),
-        Ok(Ok(id)) => logged_in(&id),
+        Ok(Ok(id)) => logged_in(&id, next),
         Ok(Err(LoginError::Refused)) => {
             tracing::warn!(%client, "console: a login with an unknown token was refused");
-            let page = html::login_page(Some("That token opens nothing."), true, console.provider.is_some());
+            let page = html::login_page(Some("That token opens nothing."), true, console.provider.is_some(), next);
             (StatusCode::UNAUTHORIZED, Html(page)).into_response()
         }
         Ok(Err(LoginError::Random(error))) => no_randomness(&error),
@@ -205,17 +217,25 @@ pub(crate) async fn login_form(
     }
 }
 
-/// The answer to a successful login: the session cookie, then the pending approvals.
-fn logged_in(id: &str) -> Response {
+/// The answer to a successful login: the session cookie, then the page `next` names (a checked console path).
+fn logged_in(id: &str, next: &str) -> Response {
     let cookie =
         format!("{COOKIE_NAME}={id}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={}", SESSION_LIFETIME.as_secs());
-    let mut response = see_other("/console");
+    let mut response = see_other_to(next);
     match HeaderValue::from_str(&cookie) {
         Ok(value) => {
             response.headers_mut().insert(SET_COOKIE, value);
             response
         }
         Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}
+
+/// 303 to `location`, a checked console path (the front page if it cannot be a header).
+fn see_other_to(location: &str) -> Response {
+    match HeaderValue::from_str(location) {
+        Ok(location) => (StatusCode::SEE_OTHER, [(LOCATION, location)]).into_response(),
+        Err(_) => see_other(destination::FRONT_PAGE),
     }
 }
 
@@ -272,11 +292,13 @@ pub(crate) async fn checked_post(
 pub(crate) async fn logout(State(console): State<Console>, headers: HeaderMap, body: Bytes) -> Response {
     match checked_post(&console, &headers, &body).await {
         Ok(post) => {
+            // Read before the session is removed, which forgets it.
+            let id_token = console.sessions.id_token(&post.session);
             if let Err(error) = console.sessions.remove(&post.session).await {
                 return store_failure(&error);
             }
             let mut response = match console.provider.as_ref().filter(|_| post.session.single_sign_on) {
-                Some(provider) => provider_logout(provider).await,
+                Some(provider) => provider_logout(provider, id_token.as_deref()).await,
                 None => Html(html::message("Logged out", "The console session ended.", false)).into_response(),
             };
             let expired = format!("{COOKIE_NAME}=; Path=/console; HttpOnly; SameSite=Strict; Max-Age=0");
@@ -291,9 +313,10 @@ pub(crate) async fn logout(State(console): State<Console>, headers: HeaderMap, b
 
 /// After a single sign-on session ended here: a page that goes on to the provider to end the person's session there
 /// too (RP-initiated logout), or one saying why that is left to them (no `end_session_endpoint`, or the provider
-/// cannot be reached); either way the console session has already ended.
-async fn provider_logout(provider: &crate::oidc::Provider) -> Response {
-    let text = match provider.end_session_url().await {
+/// cannot be reached); either way the console session has already ended. `id_token` is the session's, when this
+/// process kept it: the provider's `id_token_hint`.
+async fn provider_logout(provider: &crate::oidc::Provider, id_token: Option<&str>) -> Response {
+    let text = match provider.end_session_url(id_token).await {
         Ok(Some(url)) => return Html(html::provider_logout_page(&url)).into_response(),
         Ok(None) => "The console session ended. The identity provider offers no logout endpoint: log out there \
                      yourself to end your session with it."

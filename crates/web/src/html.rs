@@ -80,31 +80,63 @@ pub(crate) fn message(title: &str, text: &str, logged_in: bool) -> String {
 
 /// The login form for configured users' tokens; `problem` says why the last attempt failed.
 /// With `sso`, a link to log in through the identity provider comes first.
-pub(crate) fn login_page(problem: Option<&str>, tokens: bool, sso: bool) -> String {
+pub(crate) fn login_page(problem: Option<&str>, tokens: bool, sso: bool, next: &str) -> String {
     let problem =
         problem.map(|text| format!("<p class=\"bad\" role=\"alert\">{}</p>", escape(text))).unwrap_or_default();
-    let sso = if sso {
-        "<p><a id=\"sso-login\" href=\"/console/sso/login\">Log in with your organisation's account</a></p>"
+    // The page asked for rides along: in the single sign-on link (the console seals it into the login state) and
+    // in the form; `next` is a checked console path (`crate::destination`).
+    let asked = next != crate::destination::FRONT_PAGE;
+    let (next_query, next_field) = if asked {
+        let query = format!("?{}={}", crate::destination::FIELD, crate::oidc::form_encode(next));
+        let field = format!(
+            "<input type=\"hidden\" name=\"{}\" value=\"{}\">",
+            crate::destination::FIELD,
+            escape_form_value(next)
+        );
+        (query, field)
     } else {
-        ""
+        (String::new(), String::new())
+    };
+    let going_on = if asked {
+        // The session cookie is `SameSite=Strict`: a browser following a link from another site (a chat client's web
+        // page) does not send it, so a person already logged in lands here; the same link followed from here does.
+        format!(
+            "<p>After logging in you go on to <a id=\"next-link\" href=\"{}\">the page you asked for</a>. If you \
+             are logged in already, that link opens it.</p>",
+            escape_form_value(next)
+        )
+    } else {
+        String::new()
+    };
+    let sso = if sso {
+        format!(
+            "<p><a id=\"sso-login\" href=\"/console/sso/login{}\">Log in with your organisation's account</a></p>",
+            escape_form_value(&next_query)
+        )
+    } else {
+        String::new()
     };
     let form = if tokens {
-        "<p>Paste your console token, or open the one-time link `toolgate serve` printed.</p>\
-         <form class=\"filter\" method=\"post\" action=\"/console/login\"><label for=\"token\">Console token\
-         <input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"current-password\" required></label>\
-         <button type=\"submit\">Log in</button></form>"
+        format!(
+            "<p>Paste your console token, or open the one-time link `toolgate serve` printed.</p>\
+             <form class=\"filter\" method=\"post\" action=\"/console/login\">{next_field}<label for=\"token\">\
+             Console token <input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"current-password\" \
+             required></label><button type=\"submit\">Log in</button></form>"
+        )
     } else {
-        "<p>Or open the one-time link `toolgate serve` printed.</p>"
+        "<p>Or open the one-time link `toolgate serve` printed.</p>".to_owned()
     };
-    layout("Log in", Page::Other, None, &format!("<h1>Log in</h1>{problem}{sso}{form}"))
+    layout("Log in", Page::Other, None, &format!("<h1>Log in</h1>{problem}{going_on}{sso}{form}"))
 }
 
-/// After a single sign-on login: who is logged in, and a same-site refresh to the console (see `sso::logged_in`).
-pub(crate) fn continue_page(display: &str) -> String {
+/// After a single sign-on login: who is logged in, and a same-site refresh to `next` (a checked console path; see
+/// `sso::logged_in`).
+pub(crate) fn continue_page(display: &str, next: &str) -> String {
+    let next = escape_form_value(next);
     format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta http-equiv=\"refresh\" content=\"0;url=/console\"><title>Logged in</title></head><body>\
-         <p>Logged in as {}. <a href=\"/console\">Continue to the console</a>.</p></body></html>",
+         <meta http-equiv=\"refresh\" content=\"0;url={next}\"><title>Logged in</title></head><body>\
+         <p>Logged in as {}. <a href=\"{next}\">Continue to the console</a>.</p></body></html>",
         escape(display)
     )
 }

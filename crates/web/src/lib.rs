@@ -35,6 +35,7 @@ mod approval;
 mod approvers;
 mod audit;
 mod checks;
+mod destination;
 mod form;
 mod handlers;
 mod html;

@@ -57,12 +57,22 @@ impl From<TokenError> for OidcError {
 }
 
 /// A completed login: who, and until when the provider vouches for it (the ID token's `exp`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub(crate) struct Login {
     /// The person.
     pub(crate) person: Person,
     /// When the ID token expires: the console session ends then at the latest.
     pub(crate) expires: SystemTime,
+    /// The ID token itself, kept with the session (server-side) only to send as `id_token_hint` when the person
+    /// logs out (OpenID Connect RP-Initiated Logout).
+    pub(crate) id_token: String,
+}
+
+impl std::fmt::Debug for Login {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the ID token: a bearer credential at relying parties that (wrongly) accept ID tokens.
+        formatter.debug_struct("Login").field("person", &self.person).field("expires", &self.expires).finish()
+    }
 }
 
 /// A person as the provider vouches for them.
@@ -144,11 +154,16 @@ impl Provider {
     }
 
     /// Where to send the browser to end the person's session at the provider (RP-initiated logout), or `None`
-    /// when the provider offers no `end_session_endpoint`. Without an ID token to hint with (the console keeps
-    /// none), the request names the client, so the provider knows whom the logout is for.
-    pub(crate) async fn end_session_url(&self) -> Result<Option<String>, OidcError> {
+    /// when the provider offers no `end_session_endpoint`. The request carries the ID token the provider issued at
+    /// login as `id_token_hint` when the console still holds it (so the provider knows whose session ends and
+    /// honours `post_logout_redirect_uri`), and names the client either way.
+    pub(crate) async fn end_session_url(&self, id_token_hint: Option<&str>) -> Result<Option<String>, OidcError> {
         let Some(endpoint) = self.endpoints().await?.end_session else { return Ok(None) };
-        let mut pairs = vec![("client_id", self.config.client_id.as_str())];
+        let mut pairs = Vec::new();
+        if let Some(hint) = id_token_hint {
+            pairs.push(("id_token_hint", hint));
+        }
+        pairs.push(("client_id", self.config.client_id.as_str()));
         if let Some(uri) = &self.config.post_logout_redirect_uri {
             pairs.push(("post_logout_redirect_uri", uri));
         }
@@ -205,7 +220,7 @@ impl Provider {
             let merged = merge(claims, info);
             person = person_of(&merged, &self.config.groups_claim)?;
         }
-        Ok(Login { person, expires })
+        Ok(Login { person, expires, id_token: id_token.to_owned() })
     }
 }
 

@@ -4,7 +4,10 @@
 //! expiry, the user's name and a digest of that user's configured entry, so replacing or removing the user ends the
 //! session on every process that has the new configuration. The CSRF token is derived from the session id with the
 //! same secret, so any process can check it; logout records the session id in the store's used nonces until its
-//! expiry, so no process accepts the cookie again. Nothing here decides an approval or reads the audit log.
+//! expiry, so no process accepts the cookie again. A single sign-on session's ID token stays on the process that
+//! opened it (in memory, never in the cookie), only to hint the provider's logout with; a logout handled by another
+//! process, or after a restart, names the client without it. Nothing here decides an approval or reads the audit
+//! log.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -26,6 +29,9 @@ pub(crate) const SESSION_LIFETIME: Duration = Duration::from_secs(12 * 60 * 60);
 /// Most sessions this process remembers having opened, only to count those a user change ends (the oldest goes
 /// first); the cookies themselves are checked without this list.
 const MAX_OPENED: usize = 64;
+/// Most single sign-on ID tokens this process keeps for logout hints (the soonest to expire goes first); a session
+/// whose token went logs out without the hint.
+const MAX_ID_TOKENS: usize = 1024;
 /// The cookie format's version, first in every cookie, so a later format can refuse this one plainly.
 const VERSION: &str = "v1";
 /// The prefix of a logged-out session's id among the store's used nonces (shared with request states).
@@ -118,6 +124,8 @@ struct Inner {
     users: Vec<ConsoleUser>,
     /// Sessions this process opened, by id: the user (`None`: the link) and the expiry.
     opened: HashMap<String, (Option<ConsoleUser>, SystemTime)>,
+    /// Single sign-on sessions' ID tokens, by session id, with the session's expiry: the logout's `id_token_hint`.
+    id_tokens: HashMap<String, (String, SystemTime)>,
 }
 
 /// Why a login failed.
@@ -144,7 +152,7 @@ struct Sealed<'a> {
 impl Sessions {
     pub(crate) fn new(store: Store, login_token: &str, users: &[ConsoleUser], sso_issuer: Option<String>) -> Sessions {
         let login = (!login_token.is_empty()).then(|| digest(login_token));
-        let inner = Inner { login, users: users.to_vec(), opened: HashMap::new() };
+        let inner = Inner { login, users: users.to_vec(), opened: HashMap::new(), id_tokens: HashMap::new() };
         Sessions { store, sso_issuer, inner: Mutex::new(inner), key: Mutex::new(None) }
     }
 
@@ -157,16 +165,35 @@ impl Sessions {
     /// token's expiry and the configured maximum); returns the cookie's value. The cookie carries the issuer,
     /// subject, display name and groups (sealed), so every process on the store accepts it while it has the same
     /// provider configured.
+    /// The login's ID token is kept here, by session id, for the logout's hint.
     pub(crate) async fn login_person(
         &self,
-        person: &crate::oidc::Person,
+        login: &crate::oidc::Login,
         expires: SystemTime,
     ) -> Result<String, LoginError> {
+        let person = &login.person;
         let issuer = self.sso_issuer.clone().unwrap_or_default();
         let claims = serde_json::json!({
             "iss": issuer, "sub": person.subject, "name": person.display, "groups": person.groups,
         });
-        self.open_sealed(None, hex(claims.to_string().as_bytes()), SSO_ENTRY.to_owned(), expires).await
+        let (id, cookie) =
+            self.open_sealed(None, hex(claims.to_string().as_bytes()), SSO_ENTRY.to_owned(), expires).await?;
+        let mut inner = self.lock();
+        let now = SystemTime::now();
+        inner.id_tokens.retain(|_, (_, expires)| *expires > now);
+        if inner.id_tokens.len() >= MAX_ID_TOKENS
+            && let Some(soonest) =
+                inner.id_tokens.iter().min_by_key(|(_, (_, expires))| *expires).map(|(key, _)| key.clone())
+        {
+            inner.id_tokens.remove(&soonest);
+        }
+        inner.id_tokens.insert(id, (login.id_token.clone(), expires));
+        Ok(cookie)
+    }
+
+    /// The ID token a single sign-on session was opened with, if this process opened it and still keeps it.
+    pub(crate) fn id_token(&self, session: &Session) -> Option<String> {
+        self.lock().id_tokens.get(&session.id).map(|(token, _)| token.clone())
     }
 
     /// Whether users are configured (the login form is offered).
@@ -255,18 +282,18 @@ impl Sessions {
             Some(user) => (hex(user.name.as_bytes()), entry_digest(&key, user)),
             None => (String::new(), "-".to_owned()),
         };
-        self.open_sealed(user, name, entry, SystemTime::now() + SESSION_LIFETIME).await
+        Ok(self.open_sealed(user, name, entry, SystemTime::now() + SESSION_LIFETIME).await?.1)
     }
 
     /// Seals a new session until `expires` whose cookie carries `name` and `entry`; `user` is remembered for
-    /// `replace_users`.
+    /// `replace_users`. Returns the session's id and the cookie's value.
     async fn open_sealed(
         &self,
         user: Option<&ConsoleUser>,
         name: String,
         entry: String,
         expires: SystemTime,
-    ) -> Result<String, LoginError> {
+    ) -> Result<(String, String), LoginError> {
         let key = self.key().await.map_err(LoginError::Store)?;
         let id = random_token().map_err(LoginError::Random)?;
         let expires_s = expires.duration_since(UNIX_EPOCH).map_or(0, |since| since.as_secs());
@@ -281,8 +308,8 @@ impl Sessions {
         {
             inner.opened.remove(&oldest);
         }
-        inner.opened.insert(id, (user.cloned(), expires));
-        Ok(cookie)
+        inner.opened.insert(id.clone(), (user.cloned(), expires));
+        Ok((id, cookie))
     }
 
     /// The live session this cookie names: sealed with this store's secret, not expired, its user still configured
@@ -364,7 +391,9 @@ impl Sessions {
     /// Ends a session on every process on the store: its id is remembered as used until the cookie expires.
     pub(crate) async fn remove(&self, session: &Session) -> Result<(), StoreError> {
         self.store.request_states().use_nonce(&revoked(&session.id), session.expires).await?;
-        self.lock().opened.remove(&session.id);
+        let mut inner = self.lock();
+        inner.opened.remove(&session.id);
+        inner.id_tokens.remove(&session.id);
         Ok(())
     }
 }

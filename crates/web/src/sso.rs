@@ -1,8 +1,10 @@
 //! Single sign-on for the console (OpenID Connect, authorization code with PKCE S256), and the rules that say who
 //! may decide an approval.
 //!
-//! `GET /console/sso/login` starts a login: a random `state`, sealed with the store's console secret into a
-//! short-lived cookie (`SameSite=Lax`, path `/console/sso`, so it comes back on the provider's redirect); the PKCE
+//! `GET /console/sso/login[?next=PATH]` starts a login: a random `state`, sealed with the store's console secret into
+//! a short-lived cookie (`SameSite=Lax`, path `/console/sso`, so it comes back on the provider's redirect) with the
+//! console page to go on to afterwards (`crate::destination`, checked when sealed and again when read: never a
+//! parameter the provider echoes, so nobody but this browser's own login start chooses it); the PKCE
 //! verifier and the `nonce` are derived from the state with the same secret, so neither is stored and any process on
 //! the store can finish the login. `GET /console/sso/callback` accepts the code only when the `state` matches the
 //! cookie's (sealed, unexpired), marks the state used in the store (a replayed callback is refused before the code
@@ -21,7 +23,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crate::handlers::{LoginClient, store_failure};
 use crate::oidc::OidcError;
 use crate::session::{COOKIE as SESSION_COOKIE, LoginError, same_secret, seal};
-use crate::{Console, form, html};
+use crate::{Console, destination, form, html};
 
 /// The login-state cookie's name.
 const STATE_COOKIE: &str = "toolgate_console_sso";
@@ -30,8 +32,9 @@ const STATE_LIFETIME: Duration = Duration::from_secs(10 * 60);
 /// The prefix of a used login state among the store's used nonces.
 const USED_PREFIX: &str = "console-sso:";
 
-/// `GET /console/sso/login`: sends the browser to the provider with a fresh state, nonce and PKCE challenge.
-pub(crate) async fn start(State(console): State<Console>) -> Response {
+/// `GET /console/sso/login[?next=PATH]`: sends the browser to the provider with a fresh state, nonce and PKCE
+/// challenge; the login state's cookie also holds where to go afterwards.
+pub(crate) async fn start(State(console): State<Console>, uri: Uri) -> Response {
     let Some(provider) = console.provider.as_ref() else { return StatusCode::NOT_FOUND.into_response() };
     let key = match console.sessions.secret().await {
         Ok(key) => key,
@@ -45,7 +48,9 @@ pub(crate) async fn start(State(console): State<Console>) -> Response {
         }
     };
     let expires_s = unix_s(SystemTime::now() + STATE_LIFETIME);
-    let body = format!("{state}.{expires_s}");
+    let query = form::parse(uri.query().unwrap_or_default());
+    let next = destination::or_front_page(form::field(&query, destination::FIELD));
+    let body = format!("{state}.{expires_s}.{}", hex(next));
     let cookie = format!(
         "{STATE_COOKIE}={body}.{}; Path=/console/sso; HttpOnly; SameSite=Lax; Max-Age={}",
         seal(&key, "sso-state", &body),
@@ -109,8 +114,16 @@ impl BadCallback {
     }
 }
 
+/// What a callback's login-state cookie holds, if sealed here and unexpired.
+struct LoginState {
+    state: String,
+    expires: SystemTime,
+    /// The checked console path to go on to (the front page when none was asked for).
+    next: String,
+}
+
 /// The login state a callback's cookie holds, if sealed here and unexpired.
-fn cookie_state(headers: &HeaderMap, key: &[u8]) -> Option<(String, SystemTime)> {
+fn cookie_state(headers: &HeaderMap, key: &[u8]) -> Option<LoginState> {
     let value = headers
         .get_all(COOKIE)
         .iter()
@@ -123,9 +136,28 @@ fn cookie_state(headers: &HeaderMap, key: &[u8]) -> Option<(String, SystemTime)>
     if !same_secret(mac, &seal(key, "sso-state", body)) {
         return None;
     }
-    let (state, expires_s) = body.split_once('.')?;
+    let mut fields = body.split('.');
+    let (state, expires_s) = (fields.next()?, fields.next()?);
+    // Sealed here, so it was checked when the login started; checked again all the same.
+    let next = fields.next().and_then(unhex).and_then(|next| destination::console_path(&next).map(str::to_owned));
     let expires = UNIX_EPOCH + Duration::from_secs(expires_s.parse().ok()?);
-    (expires > SystemTime::now() && !state.is_empty()).then(|| (state.to_owned(), expires))
+    (expires > SystemTime::now() && !state.is_empty()).then(|| LoginState {
+        state: state.to_owned(),
+        expires,
+        next: next.unwrap_or_else(|| destination::FRONT_PAGE.to_owned()),
+    })
+}
+
+fn hex(text: &str) -> String {
+    text.bytes().map(|byte| format!("{byte:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Option<String> {
+    let bytes: Option<Vec<u8>> = (0..text.len())
+        .step_by(2)
+        .map(|at| text.get(at..at + 2).and_then(|pair| u8::from_str_radix(pair, 16).ok()))
+        .collect();
+    String::from_utf8(bytes?).ok()
 }
 
 /// `GET /console/sso/callback?code=...&state=...`: checks the state, exchanges the code, opens the session.
@@ -153,18 +185,18 @@ pub(crate) async fn callback(
             return Err(BadCallback::ProviderError(error.to_owned()));
         }
         let code = form::field(&query, "code").filter(|code| !code.is_empty()).ok_or(BadCallback::NoCode)?;
-        let (state, expires) = cookie_state(&headers, &key).ok_or(BadCallback::NoLoginState)?;
+        let LoginState { state, expires, next } = cookie_state(&headers, &key).ok_or(BadCallback::NoLoginState)?;
         if !same_secret(form::field(&query, "state").unwrap_or_default(), &state) {
             return Err(BadCallback::StateMismatch);
         }
         match console.store.request_states().use_nonce(&format!("{USED_PREFIX}{state}"), expires).await {
-            Ok(true) => Ok(Ok((code.to_owned(), state))),
+            Ok(true) => Ok(Ok((code.to_owned(), state, next))),
             Ok(false) => Err(BadCallback::Replayed),
             Err(error) => Ok(Err(error)),
         }
     }
     .await;
-    let (code, state) = match checked {
+    let (code, state, next) = match checked {
         Ok(Ok(found)) => found,
         Ok(Err(error)) => {
             console.login_limiter.refund(attempt);
@@ -193,24 +225,25 @@ pub(crate) async fn callback(
     // The session never outlives the provider's assertion of who this is, nor the configured maximum.
     let expires = login.expires.min(SystemTime::now() + provider.config().max_session);
     let person = &login.person;
-    match console.sessions.login_person(person, expires).await {
+    match console.sessions.login_person(&login, expires).await {
         Ok(cookie) => {
             tracing::info!(subject = %person.subject, "console: a person logged in through single sign-on");
-            logged_in(&cookie, &person.display, expires)
+            logged_in(&cookie, &person.display, expires, &next)
         }
         Err(LoginError::Store(error)) => store_failure(&error),
         Err(LoginError::Random(_) | LoginError::Refused) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
     }
 }
 
-/// The session cookie, the login state's cookie cleared, and a page that goes on to the console. Not a redirect:
+/// The session cookie, the login state's cookie cleared, and a page that goes on to `next` (the console page the
+/// login started from, checked; else the front page). Not a redirect:
 /// the callback is the end of a navigation that started at the provider's site, and a browser does not send a
 /// `SameSite=Strict` cookie along a redirect chain that crossed sites; the page's own refresh is same-site.
-fn logged_in(cookie: &str, display: &str, expires: SystemTime) -> Response {
+fn logged_in(cookie: &str, display: &str, expires: SystemTime, next: &str) -> Response {
     let max_age = expires.duration_since(SystemTime::now()).unwrap_or_default().as_secs();
     let session = format!("{SESSION_COOKIE}={cookie}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={max_age}");
     let cleared = format!("{STATE_COOKIE}=; Path=/console/sso; HttpOnly; SameSite=Lax; Max-Age=0");
-    let page = html::continue_page(display);
+    let page = html::continue_page(display, next);
     let mut response = Html(page).into_response();
     for value in [session, cleared] {
         match HeaderValue::from_str(&value) {

@@ -2,7 +2,8 @@
 //! provider's login and consent pages (authorization code with PKCE), see the queue, and decide. A person outside
 //! the approver group is refused, a person approving their own call is refused (the HTTP listener has no
 //! `[[caller]]`s, so the waiting client's identity is `anonymous`, and the provider has a person with that subject),
-//! and an approver's approval lets the waiting client's call through, its audit row naming them. Her logout then
+//! and an approver who opens the approval's link without a session logs in and lands on that approval (not the
+//! front page); her approval there lets the waiting client's call through, its audit row naming her. Her logout then
 //! ends her session at the provider too (RP-initiated logout, confirmed on the provider's page), so the next login
 //! shows the provider's login form again.
 
@@ -19,6 +20,26 @@ use crate::{client_findings, texts, waiting_client};
 async fn sso_login(browser: &Browser, console: &str, account: &str) {
     browser.goto(&format!("{console}/console/login")).await;
     browser.wait_for("#sso-login", "the single sign-on link").await.click().await.expect("click");
+    at_the_provider(browser, account).await;
+    browser.wait_for_text("No approvals are waiting.").await;
+    assert!(browser.url().await.ends_with("/console"), "back at the console");
+}
+
+/// Opens the approval at `path` (a URL-mode confirmation's link) without a session: the console answers with its
+/// login page, and logging `account` in through the provider ends on that approval's page, not the front page.
+async fn sso_login_from_the_approval_link(browser: &Browser, console: &str, path: &str, account: &str) {
+    browser.goto(&format!("{console}{path}")).await;
+    assert_eq!(browser.status().await, 401, "no session yet");
+    browser.wait_for("#sso-login", "the single sign-on link").await.click().await.expect("click");
+    at_the_provider(browser, account).await;
+    browser.wait_for("article button.approve", "the approval's own Approve button").await;
+    let url = browser.url().await;
+    assert!(url.ends_with(path), "on the approval's page after the login: {url}");
+}
+
+/// Signs `account` in on the provider's login and consent pages (any password); the provider then sends the
+/// browser back to the console's callback.
+async fn at_the_provider(browser: &Browser, account: &str) {
     let login = browser.wait_for("input[name=login]", "the provider's login form").await;
     login.send_keys(account).await.expect("type the login");
     let password = browser.client.find(Locator::Css("input[name=password]")).await.expect("the password field");
@@ -27,8 +48,6 @@ async fn sso_login(browser: &Browser, console: &str, account: &str) {
     // The provider's consent page, then back to the console.
     browser.wait_for("input[name=prompt][value=consent]", "the provider's consent page").await;
     browser.client.find(Locator::Css("button[type=submit]")).await.expect("Continue").click().await.expect("consent");
-    browser.wait_for_text("No approvals are waiting.").await;
-    assert!(browser.url().await.ends_with("/console"), "back at the console");
 }
 
 /// On the provider's logout confirmation page (reached from the console's logout page), signs out there.
@@ -77,8 +96,6 @@ async fn people_log_in_through_the_provider_and_only_an_approver_approves_anothe
     sso_login(&bob, &console, "bob").await;
     let anne = Browser::start("other-site.test").await;
     sso_login(&anne, &console, "anonymous").await;
-    let alice = Browser::start("other-site.test").await;
-    sso_login(&alice, &console, "alice").await;
     let mut client = block_in_place(|| waiting_client(&serve, 3));
     // The call waits in the queue (or the client's own output says why not).
     let started = std::time::Instant::now();
@@ -101,10 +118,15 @@ async fn people_log_in_through_the_provider_and_only_an_approver_approves_anothe
     assert!(refused.contains("Not allowed") && refused.contains("own call"), "{refused}");
     anne.close().await;
 
-    // Alice approves: the waiting client's call goes through.
-    let answered = approve_waiting(&alice, &console, "No approvals are waiting.").await;
+    // Alice opens the approval's link without a session, logs in through the provider and lands on that approval,
+    // where she approves: the waiting client's call goes through.
+    let waiting = block_in_place(|| crate::pending_approvals(&state));
+    let id = waiting.first().and_then(|approval| approval["id"].as_str()).expect("the waiting approval's id");
+    let alice = Browser::start("other-site.test").await;
+    sso_login_from_the_approval_link(&alice, &console, &format!("/console/approvals/{id}"), "alice").await;
+    alice.client.find(Locator::Css("article button.approve")).await.expect("Approve").click().await.expect("click");
+    let answered = alice.wait_for_text("Approved by alice").await;
     assert!(!answered.contains("Not allowed"), "{answered}");
-    alice.wait_for_text("No approvals are waiting.").await;
     let approved = block_in_place(|| client_findings(client, "the approved client"));
     assert_eq!(approved["delete"]["isError"], false, "{approved}");
     assert!(texts(&approved["delete"]).contains("deleted note 3"), "{approved}");

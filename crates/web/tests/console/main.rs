@@ -4,10 +4,12 @@
 //! - [`audit`]: the audit page's filters and search.
 //! - [`tools`]: the tools page: quarantined definitions, pin decisions, and the inventory of every tool.
 //! - [`logins`]: the failed-login limit per address, and users replaced while the console serves.
+//! - [`destinations`]: a login from an approval's link leads back to it; other destinations are refused.
 //! - [`sso`]: single sign-on at a real OpenID provider, approver rules, and the callback's attacks.
 //! - [`sso_sessions`]: how long a single sign-on session lasts, and its logout at the provider.
 
 mod audit;
+mod destinations;
 mod logins;
 mod onboarding;
 mod sso;

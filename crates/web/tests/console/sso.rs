@@ -23,7 +23,7 @@ pub(super) struct Sso {
 
 /// A console with single sign-on at a fresh provider: `alice` is in `approvers`, `bob` is not; the console
 /// requires the group and forbids approving one's own call.
-async fn start_sso() -> Result<Sso, Box<dyn std::error::Error>> {
+pub(super) async fn start_sso() -> Result<Sso, Box<dyn std::error::Error>> {
     start_sso_signing(&["RS256"]).await
 }
 

@@ -1,11 +1,12 @@
 //! A single sign-on session ends with the identity that opened it: it lasts no longer than the ID token (or the
 //! configured maximum, when shorter), and its logout also ends the person's session at the real provider
-//! (RP-initiated logout), so the next login there asks who they are again.
+//! (RP-initiated logout, hinted with the ID token the console kept server-side), so the next login there asks who
+//! they are again.
 
 use std::time::Duration;
 
 use serde_json::json;
-use toolgate_test_support::oidc::{ProviderConfig, generate_keys};
+use toolgate_test_support::oidc::{ProviderConfig, generate_keys, jwt_parts};
 use toolgate_test_support::oidc_login::ProviderBrowser;
 
 use super::sso::{
@@ -106,7 +107,7 @@ async fn logging_out_ends_the_persons_session_at_the_provider_too() -> TestResul
         request(console.address, "POST", "/console/logout", std::slice::from_ref(&session), &format!("csrf={csrf}"))
             .await?;
     assert_eq!(reply.status, 200, "{}", reply.body);
-    let page = request(console.address, "GET", "/console", &[session], "").await?;
+    let page = request(console.address, "GET", "/console", std::slice::from_ref(&session), "").await?;
     assert_eq!(page.status, 401, "the console session ended at once");
     let logout = reply
         .body
@@ -116,6 +117,16 @@ async fn logging_out_ends_the_persons_session_at_the_provider_too() -> TestResul
         .ok_or("the logout page leads on to the provider's logout")?
         .replace("&amp;", "&");
     assert!(logout.starts_with(&format!("{}/", sso.provider.issuer())), "{logout}");
+    // The ID token the provider issued at login, kept server-side with the session, hints whose session ends (without
+    // it the provider may refuse the post-logout redirect or not know whom to log out).
+    let hint = logout
+        .split(['?', '&'])
+        .find_map(|pair| pair.strip_prefix("id_token_hint="))
+        .ok_or("the logout carries id_token_hint")?;
+    let (_, claims) = jwt_parts(hint);
+    assert_eq!((claims["iss"].as_str(), claims["sub"].as_str()), (Some(sso.provider.issuer()), Some("alice")));
+    assert_eq!(claims["aud"], "toolgate-console", "{claims}");
+    assert!(!session.contains(hint), "the ID token stays on the server");
     let after = tokio::task::block_in_place(|| browser.log_out(&logout))?;
     assert_eq!(callback_target(&after, &sso)?, "/console/login", "back at the console's login page");
 
