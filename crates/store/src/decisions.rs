@@ -17,7 +17,7 @@ use crate::time::format_rfc3339;
 use crate::{ApprovalDecision, AuditReceipt, PendingApproval, Store};
 
 /// The `kind` of a pin decision's audit row.
-pub const PIN_DECISION_KIND: &str = crate::AuditKind::Pin.as_str();
+pub const PIN_DECISION_KIND: &str = crate::audit::AuditKind::Pin.as_str();
 
 /// What a person did with a definition held in quarantine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,7 +44,7 @@ pub struct PinDecisionRecord<'a> {
     /// The upstream that lists the definition.
     pub upstream: &'a str,
     /// Which kind of definition (a tool, a prompt, ...).
-    pub kind: crate::PinKind,
+    pub kind: crate::pins::PinKind,
     /// The definition's name (a tool's name, a resource's URI).
     pub name: &'a str,
     /// The fingerprint decided (or, for a refusal, the one the person tried to decide).
@@ -101,7 +101,7 @@ impl Store {
         decision: PinDecision,
         decided_by: &str,
     ) -> Result<AuditReceipt, StoreError> {
-        self.record_pin_decision_of(upstream, crate::PinKind::Tool, tool, fingerprint, decision, decided_by).await
+        self.record_pin_decision_of(upstream, crate::pins::PinKind::Tool, tool, fingerprint, decision, decided_by).await
     }
 
     /// [`Store::record_pin_decision`] for a definition of any kind; a row about another kind than a tool says which
@@ -109,7 +109,7 @@ impl Store {
     pub async fn record_pin_decision_of(
         &self,
         upstream: &str,
-        kind: crate::PinKind,
+        kind: crate::pins::PinKind,
         name: &str,
         fingerprint: &str,
         decision: PinDecision,
@@ -214,7 +214,7 @@ fn pin_row(record: &PinDecisionRecord<'_>, outcome: &str, fields: &[(&str, serde
     if let Some(name) = record.decided_by_name {
         detail["decided_by_name"] = json!(name);
     }
-    if record.kind != crate::PinKind::Tool {
+    if record.kind != crate::pins::PinKind::Tool {
         detail["kind"] = json!(record.kind.as_str());
     }
     row.detail = Some(detail);
@@ -223,7 +223,7 @@ fn pin_row(record: &PinDecisionRecord<'_>, outcome: &str, fields: &[(&str, serde
 
 /// A confirmation row about `approval` by `decided_by`: its session, upstream, tool, id and argument digest.
 fn approval_row(approval: &PendingApproval, decided_by: &str) -> AuditRow {
-    let mut row = blank_row(crate::AuditKind::Confirmation.as_str(), decided_by);
+    let mut row = blank_row(crate::audit::AuditKind::Confirmation.as_str(), decided_by);
     row.session = Some(approval.session.clone());
     row.upstream = Some(approval.upstream.clone());
     row.tool = Some(approval.tool.clone());

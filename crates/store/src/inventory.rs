@@ -246,11 +246,11 @@ impl Store {
 
     /// Every recorded tool, by upstream name, then in each upstream's listing order: the merged view of the
     /// processes sharing the store that are alive (this one, and every instance whose heartbeat is within
-    /// [`crate::HEARTBEAT_STALE`]), each tool as it was written last by one of them. A stopped process's tools leave
+    /// [`heartbeat::HEARTBEAT_STALE`]), each tool as it was written last by one of them. A stopped process's tools leave
     /// the view once its heartbeat goes stale.
     pub async fn inventory(&self) -> Result<Vec<InventoryTool>, StoreError> {
         let own = self.instance.as_deref().unwrap_or_default();
-        let cutoff = heartbeat::alive_cutoff(heartbeat::database_now(&self.backend).await?, crate::HEARTBEAT_STALE);
+        let cutoff = heartbeat::alive_cutoff(heartbeat::database_now(&self.backend).await?, heartbeat::HEARTBEAT_STALE);
         on_backend!(&self.backend, |pool| {
             let rows = sqlx::query(concat!(
                 "WITH live AS (SELECT * FROM tool_inventory l WHERE l.instance = $1 OR EXISTS \

@@ -8,7 +8,7 @@
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 
-use crate::StoreError;
+use crate::error::StoreError;
 
 /// The mode of every file the store writes.
 #[cfg(unix)]

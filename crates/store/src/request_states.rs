@@ -8,7 +8,7 @@
 
 use std::time::SystemTime;
 
-use crate::Backend;
+use crate::backend::Backend;
 use crate::backend::on_backend;
 use crate::error::StoreError;
 use crate::time::to_micros;

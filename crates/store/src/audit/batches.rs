@@ -24,7 +24,7 @@ use super::chain::PreparedRow;
 use super::journal::{Journal, JournalTicket};
 use super::queue::{Command, Counters, Reply};
 use super::retention::{self, Retention};
-use crate::Backend;
+use crate::backend::Backend;
 use crate::error::StoreError;
 
 /// How long a batch nobody waits for gathers more rows before it is committed.

@@ -260,12 +260,12 @@ pub const NOT_RECORDED_OUTCOME: &str = "not_recorded";
 /// Appends the rows of dead processes' journals that the database lacks, then removes those journals. Safe to run
 /// from any process and from several at once: only journals of processes that are gone are read, and a row already
 /// appended is skipped inside the write transaction. A recovered row without an outcome gets
-/// [`NOT_RECORDED_OUTCOME`], or [`crate::UNANSWERED_OUTCOME`] when only its `waiting` line was written (the call
+/// [`NOT_RECORDED_OUTCOME`], or [`pending::UNANSWERED_OUTCOME`] when only its `waiting` line was written (the call
 /// waited for a person and was never forwarded); lines that do not parse (a torn write) are counted and reported.
 pub(crate) async fn recover_journals(
-    backend: &crate::Backend,
+    backend: &crate::backend::Backend,
     database: &std::path::Path,
-) -> Result<(), crate::StoreError> {
+) -> Result<(), crate::error::StoreError> {
     let orphans = journal::Journal::orphans(database);
     let files: Vec<journal::JournalContents> = orphans.iter().map(|path| journal::read_lines(path)).collect();
     let forwarded = forwarded_ids(&files);
@@ -284,7 +284,7 @@ pub(crate) async fn recover_journals(
             let mut ids = Vec::with_capacity(lines.len());
             for line in lines {
                 let mut row = line.row;
-                let outcome = if line.waiting { crate::UNANSWERED_OUTCOME } else { NOT_RECORDED_OUTCOME };
+                let outcome = if line.waiting { pending::UNANSWERED_OUTCOME } else { NOT_RECORDED_OUTCOME };
                 row.outcome.get_or_insert_with(|| outcome.to_owned());
                 // One row that cannot be put in canonical form is skipped and reported: failing here would fail
                 // every command's Store::open, and the journal's other rows would never reach the log.
@@ -308,7 +308,7 @@ pub(crate) async fn recover_journals(
         match std::fs::remove_file(path) {
             Ok(()) => {}
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-            Err(source) => return Err(crate::StoreError::Journal { path: path.clone(), source }),
+            Err(source) => return Err(crate::error::StoreError::Journal { path: path.clone(), source }),
         }
         // The dead process's lock goes with its journal (tidiness: a missing lock is never taken for a live one).
         let _ = std::fs::remove_file(journal::lock_path(path));
@@ -340,9 +340,9 @@ pub struct JournalBacklog {
 
 /// Counts rows in dead processes' journals that the database lacks; reads only.
 pub(crate) async fn journal_backlog(
-    backend: &crate::Backend,
+    backend: &crate::backend::Backend,
     database: &std::path::Path,
-) -> Result<JournalBacklog, crate::StoreError> {
+) -> Result<JournalBacklog, crate::error::StoreError> {
     let mut backlog = JournalBacklog::default();
     let orphans = journal::Journal::orphans(database);
     let files: Vec<journal::JournalContents> = orphans.iter().map(|path| journal::read_lines(path)).collect();
