@@ -207,9 +207,11 @@ fn text(verification: &Verification, records: &[(String, String)]) -> String {
 fn json_report(verification: &Verification, records: &[(String, String)]) -> Result<String> {
     let mut value = serde_json::to_value(verification)?;
     if let Some(tools) = value.get_mut("tools").and_then(Value::as_array_mut) {
-        for tool in tools {
-            let name = tool.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
-            if let Some((_, record)) = records.iter().find(|(tool_name, _)| *tool_name == name) {
+        for (tool, report) in tools.iter_mut().zip(&verification.tools) {
+            // The definition as listed, so a reader can tell which definition the evidence is of (the record keeps
+            // only its fingerprint): `cargo xtask eval --observations` matches it to a corpus line field by field.
+            tool["definition"] = report.definition.clone();
+            if let Some((_, record)) = records.iter().find(|(tool_name, _)| *tool_name == report.name) {
                 tool["record"] = json!(record);
             }
         }

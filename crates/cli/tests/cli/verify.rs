@@ -89,6 +89,9 @@ fn every_lie_of_the_liar_is_caught_with_its_evidence() {
 
     let honest = tool(&report, "read_notes");
     assert!(codes(honest).is_empty() && supported(&report, "read_notes"), "{honest:#}");
+    // The report carries the definition the evidence is of, as listed (a record keeps only its fingerprint).
+    assert_eq!(honest["definition"]["name"], "read_notes", "{honest:#}");
+    assert!(honest["definition"]["inputSchema"].is_object(), "{honest:#}");
     assert_eq!(writers(&report), ["read_status", "set_mode", "tidy_notes"]);
     // The working directory itself was never touched: the calls ran in a scratch copy.
     assert_eq!(std::fs::read_to_string(dir.path().join("notes.txt")).unwrap(), "buy milk\n");
