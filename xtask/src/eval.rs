@@ -30,11 +30,12 @@ use crate::train::Dataset;
 use toolgate_core::trust::DEFAULT_MIN_CONFIDENCE;
 
 const USAGE: &str = "usage: cargo xtask eval [--corpus PATH]... [--model loso|rules|builtin] [--holdout SERVER,...] \
-                     [--per-server] [--calibration] [--errors HINT] [--explain TOOL] [--check] [--record]";
+                     [--per-server] [--calibration] [--errors HINT] [--explain TOOL] [--check] [--record] \
+                     [--observations DIR]";
 
 /// Which learned layer scores a tool.
 #[derive(Default, Clone, Copy, PartialEq, Eq)]
-enum ModelChoice {
+pub(crate) enum ModelChoice {
     /// Leave-one-server-out: each server scored by a model trained on every other server (the honest figure).
     #[default]
     Loso,
@@ -67,6 +68,8 @@ struct Options {
     check: bool,
     record: bool,
     model: ModelChoice,
+    /// `toolgate verify` recordings: score only the tools they observed, without and with them (`eval_observed`).
+    observations: Option<PathBuf>,
 }
 
 pub(crate) fn run(args: &[String]) -> Result<()> {
@@ -78,6 +81,14 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         _ => None,
     };
     let mut missed = Vec::new();
+    if let Some(dir) = &options.observations {
+        // Recordings are of the grown corpus's servers; without `--corpus` only that corpus is matched.
+        let paths = if options.corpus.is_empty() { vec![workspace_root().join("corpus/grown.jsonl")] } else { paths };
+        for path in &paths {
+            crate::eval_observed::run(path, dir, &policy, options.model, training.as_ref())?;
+        }
+        return Ok(());
+    }
     for path in &paths {
         if let Err(error) = run_corpus(&options, path, &policy, training.as_ref()) {
             missed.push(format!("{error:#}"));
@@ -147,9 +158,9 @@ fn run_corpus(
         }
         let convention = conventions.get(&entry.server).copied().unwrap_or_default();
         let inference = infer_annotations_with(&tool_with_title(&entry), model);
-        trust.push(score_trust(&entry, policy, &inference, &convention, DEFAULT_MIN_CONFIDENCE));
+        trust.push(score_trust(&entry, policy, &inference, &convention, DEFAULT_MIN_CONFIDENCE, None));
         for (bar, outcomes) in &mut operating {
-            outcomes.push(score_trust(&entry, policy, &inference, &convention, *bar));
+            outcomes.push(score_trust(&entry, policy, &inference, &convention, *bar, None));
         }
         scored.push(score(entry, &inference));
     }
@@ -236,6 +247,7 @@ fn parse_options(args: &[String]) -> Result<Options> {
                 }
             }
             "--record" => options.record = true,
+            "--observations" => options.observations = Some(PathBuf::from(value("--observations")?)),
             other => bail!("unknown option {other}; {USAGE}"),
         }
     }

@@ -2,8 +2,8 @@
 //! what the standard policy decides for an untrusted upstream, scored against the authors' declarations.
 //!
 //! Every figure goes through the functions the gateway's catalog and pipeline call, in the same order
-//! (`assess_tool` on the definition as the upstream would list it, `trust::resolve_trusted_hints` with the
-//! untrusted level and the default bar, `policy::decide` under the default policy): nothing here re-implements a
+//! (`assess_tool` on the definition as the upstream would list it, `trust::resolve_trusted_hints_observed` with
+//! the untrusted level, the default bar and, under `--observations`, the tool's verification record, `policy::decide` under the default policy): nothing here re-implements a
 //! rule. The rules are fixed text, not fitted to a corpus, so scoring a server never uses what it declared:
 //! every figure is leave-one-server-out by construction. Whether a corpus is in-sample (the rules were tuned on it)
 //! is for the reader to say; this module only counts.
@@ -26,7 +26,9 @@ use toolgate_core::corpus::CorpusEntry;
 use toolgate_core::infer::Inference;
 use toolgate_core::normalize::normalize_annotations;
 use toolgate_core::policy::{CallFacts, CompiledPolicy, PolicySpec, Verdict, compile, decide};
-use toolgate_core::trust::{Convention, DEFAULT_MIN_CONFIDENCE, HintRule, TrustLevel, resolve_trusted_hints_with};
+use toolgate_core::trust::{
+    Convention, DEFAULT_MIN_CONFIDENCE, HintRule, Observation, TrustLevel, resolve_trusted_hints_observed,
+};
 use toolgate_core::{DeclaredHints, Hint, HintOverrides, ToolDefinition};
 
 use crate::eval::{ratio, show};
@@ -34,10 +36,10 @@ use crate::eval::{ratio, show};
 /// One tool's trust and decision outcomes.
 pub(crate) struct TrustScored {
     pub(crate) server: String,
-    name: String,
+    pub(crate) name: String,
     /// Per hint: `Some(true)` accepted / caught, `Some(false)` rejected / missed, `None` no such check.
-    honest: [Option<bool>; 4],
-    lies: [Option<bool>; 4],
+    pub(crate) honest: [Option<bool>; 4],
+    pub(crate) lies: [Option<bool>; 4],
     decisions: Option<Decisions>,
 }
 
@@ -52,17 +54,19 @@ struct Decisions {
     declared: Verdict,
 }
 
-/// Scores one corpus entry.
+/// Scores one corpus entry. `observation` is what `toolgate verify` saw the tool do (`eval --observations`), weighed
+/// for every variant of its declarations: a lie keeps the tool's behaviour, only its declaration changes.
 pub(crate) fn score_trust(
     entry: &CorpusEntry,
     policy: &CompiledPolicy,
     inference: &Inference,
     server: &Convention,
     bar: f32,
+    observation: Option<&Observation>,
 ) -> TrustScored {
     // What the server's other tools declare: the tool's own declaration never vouches for itself.
     let others = server.without(&entry.labels);
-    let judge = Judge { entry, inference, convention: &others, bar };
+    let judge = Judge { entry, inference, convention: &others, bar, observation };
     let mut honest = [None; 4];
     let mut lies = [None; 4];
     for (index, hint) in Hint::ALL.into_iter().enumerate() {
@@ -129,31 +133,43 @@ fn declaring(entry: &CorpusEntry, declared: &DeclaredHints) -> ToolDefinition {
 }
 
 /// One tool judged the way the catalog does, with its inference (computed once: inference never reads the
-/// declared hints, so every variant of the tool's declarations has the same one), the server's convention and the
-/// trust bar.
+/// declared hints, so every variant of the tool's declarations has the same one), the server's convention, the
+/// trust bar and, when there is one, the verification record's observation of the tool.
 #[derive(Clone, Copy)]
 struct Judge<'a> {
     entry: &'a CorpusEntry,
     inference: &'a Inference,
     convention: &'a Convention,
     bar: f32,
+    observation: Option<&'a Observation>,
 }
 
 impl Judge<'_> {
     /// The catalog's steps for one definition: the declared hints normalized as `assess_tool` reads them, then
-    /// `resolve_trusted_hints_with` under `trust`.
+    /// `resolve_trusted_hints_observed` under `trust` (with no observation it is `resolve_trusted_hints_with`).
     fn trusted(&self, declared: &DeclaredHints, trust: TrustLevel) -> toolgate_core::trust::TrustedHints {
         let overrides = HintOverrides::default();
         let normalized = normalize_annotations(&declaring(self.entry, declared));
         let inference = (trust == TrustLevel::Untrusted).then_some(self.inference);
-        resolve_trusted_hints_with(&overrides, &normalized.declared, inference, trust, self.bar, self.convention)
+        resolve_trusted_hints_observed(
+            &overrides,
+            &normalized.declared,
+            inference,
+            trust,
+            self.bar,
+            self.convention,
+            self.observation,
+        )
     }
 
-    /// True when an untrusted relaxing declaration of `hint` is kept (by inference or by the convention).
+    /// True when an untrusted relaxing declaration of `hint` is kept (by inference, the convention or an
+    /// observation's support).
     fn confirmed(&self, declared: &DeclaredHints, hint: Hint) -> bool {
         matches!(
             self.trusted(declared, TrustLevel::Untrusted).rules.get(hint),
-            HintRule::DeclaredRelaxingConfirmedByInference | HintRule::DeclaredRelaxingConfirmedByConvention
+            HintRule::DeclaredRelaxingConfirmedByInference
+                | HintRule::DeclaredRelaxingConfirmedByConvention
+                | HintRule::DeclaredRelaxingConfirmedByObservation
         )
     }
 
@@ -304,6 +320,43 @@ pub(crate) fn print_trust(entries: &[&TrustScored], per_server: bool) {
         }
         println!();
     }
+}
+
+/// Prints, on the same tools, the operating point and the decision figures with inference alone and with each
+/// tool's verification record weighed (`eval --observations`): share (checks), alone -> with the observation.
+pub(crate) fn print_observed_comparison(alone: &[&TrustScored], observed: &[&TrustScored]) {
+    let (before, after) = (TrustFigures::of(alone), TrustFigures::of(observed));
+    let pair = |was: Tally, now: Tally| format!("{} -> {}", was.cell(), now.cell());
+    println!(
+        "== evidence from behaviour: untrusted upstream, bar {DEFAULT_MIN_CONFIDENCE}, the same {} tools ==",
+        alone.len()
+    );
+    println!("share (checks): inference alone -> with the verification record");
+    println!("{:<13} {:>30} {:>30}", "hint", "honest accepted", "lies caught");
+    for (index, hint) in Hint::ALL.into_iter().enumerate() {
+        println!(
+            "{:<13} {:>30} {:>30}",
+            short_name(hint),
+            pair(before.honest[index], after.honest[index]),
+            pair(before.lies[index], after.lies[index]),
+        );
+    }
+    println!();
+    println!("== decisions on those tools: standard profile, untrusted upstream (tools declaring readOnlyHint) ==");
+    println!("{:<40} {:>30} {:>30}", "", "hints stripped", "hints declared");
+    println!(
+        "{:<40} {:>30} {:>30}",
+        "unsafe allows (of reference confirms)",
+        pair(before.stripped.0, after.stripped.0),
+        pair(before.declared.0, after.declared.0)
+    );
+    println!(
+        "{:<40} {:>30} {:>30}",
+        "needless confirmations (of ref. allows)",
+        pair(before.stripped.1, after.stripped.1),
+        pair(before.declared.1, after.declared.1)
+    );
+    println!();
 }
 
 /// Lists the honest declarations of `hint` the rule rejects and the lies it lets through.

@@ -18,6 +18,7 @@
 mod eval;
 mod eval_check;
 mod eval_convention;
+mod eval_observed;
 mod eval_trust;
 mod features;
 mod infer_cost;
