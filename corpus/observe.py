@@ -41,6 +41,9 @@ EXTRA = {
     # The vault must be named by an absolute path, known only inside the sandbox: a shell names the copy.
     "obsidian-mcp": {"setup": "vault", "shell": 'exec "$0" serve --vault "notes=$PWD"'},
     "basic-memory": {"env": {"HOME": "{scratch}", "BASIC_MEMORY_HOME": "{scratch}/basic-memory"}},
+    # The manifest's dummy backend (port 9) is one of the ports fetch refuses before connecting ("bad port"), so a
+    # Node server would fail its calls without trying the network; another closed port lets it try (and fail).
+    "coolify": {"env": {"COOLIFY_BASE_URL": "http://127.0.0.1:8"}},
     # Creates its index under HOME at start: inside the copy, so the server starts (the writes are then evidence).
     "jcodemunch": {"env": {"HOME": "{scratch}"}},
 }
