@@ -116,7 +116,10 @@ def observe(server, scratch, peers, toolgate, out):
         "verification": verification,
     }
     text = json.dumps(record, indent=1, ensure_ascii=False) + "\n"
-    for marker in ("/tmp/", "/root", "/home/", "/work/", str(scratch), str(peers)):
+    # A path the server chose itself (`/tmp/cache`) is evidence; the paths of this machine's installs, home and
+    # scratch directories are not, and must not reach the repository.
+    markers = ("/tmp/toolgate-verify-", "/tmp/observe-", "/root/", "/home/", "/work/", str(scratch), str(peers))
+    for marker in markers:
         if marker in text:
             raise SystemExit(f"{server['server']}: a machine path ({marker}) is left in the recording")
     (out / f"{server['server']}.json").write_text(text)

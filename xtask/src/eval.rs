@@ -81,11 +81,13 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         _ => None,
     };
     let mut missed = Vec::new();
-    if let Some(dir) = &options.observations {
+    if let Some(given) = &options.observations {
+        // As `cargo xtask test` names it: relative to the repository when not found from here.
+        let dir = if given.is_relative() && !given.exists() { workspace_root().join(given) } else { given.clone() };
         // Recordings are of the grown corpus's servers; without `--corpus` only that corpus is matched.
         let paths = if options.corpus.is_empty() { vec![workspace_root().join("corpus/grown.jsonl")] } else { paths };
         for path in &paths {
-            crate::eval_observed::run(path, dir, &policy, options.model, training.as_ref())?;
+            crate::eval_observed::run(path, &dir, &policy, options.model, training.as_ref())?;
         }
         return Ok(());
     }

@@ -472,5 +472,20 @@ mod tests {
         let matching = match_recordings(&entries, &recordings).unwrap_or_else(|error| unreachable!("{error:#}"));
         assert!(matching.differs.is_empty(), "recorded definitions differ from the corpus: {:?}", matching.differs);
         assert!(!matching.matched.is_empty());
+        // Scored through the trust rule (the checked-in weights: no refit, so this stays cheap), every lie whose
+        // tool was seen doing what the lie denies is caught, whatever inference says.
+        let policy = standard_policy().unwrap_or_else(|error| unreachable!("{error}"));
+        for (index, recorded) in &matching.matched {
+            let entry = &entries[*index];
+            let inference = infer_annotations(&tool_with_title(entry));
+            let convention = Convention::default();
+            let observation = Some(&recorded.observation);
+            let scored = score_trust(entry, &policy, &inference, &convention, DEFAULT_MIN_CONFIDENCE, observation);
+            for (slot, hint) in Hint::ALL.into_iter().enumerate() {
+                if recorded.observation.contradiction(hint).is_some() && scored.lies[slot].is_some() {
+                    assert_eq!(scored.lies[slot], Some(true), "{} {} {hint:?}", entry.server, entry.name);
+                }
+            }
+        }
     }
 }

@@ -88,7 +88,8 @@ pub(crate) fn score_trust(
     let decisions = entry.labels.read_only.map(|_| {
         let stripped = DeclaredHints { title: entry.labels.title.clone(), ..DeclaredHints::default() };
         Decisions {
-            reference: judge.verdict(&entry.labels, TrustLevel::Verified, policy),
+            // The authors' declarations are the reference; a record is evidence for the gateway, not a label.
+            reference: Judge { observation: None, ..judge }.verdict(&entry.labels, TrustLevel::Verified, policy),
             // Stripped: the server declares nothing, so it shows no convention either.
             stripped: Judge { convention: &Convention::default(), ..judge }.verdict(
                 &stripped,

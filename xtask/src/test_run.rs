@@ -1,7 +1,8 @@
 //! `cargo xtask test`: installs the real MCP peers into `<repo>/.cache/peers` and runs every kind of test.
 //!
 //! Steps: install peers (skipped when the stamp matches `crates/test-support/peers.toml`), unit and integration
-//! tests (nextest when installed, else `cargo test`), doc tests, `xtask eval --check`, `xtask lint-eval --check`,
+//! tests (nextest when installed, else `cargo test`), doc tests, `xtask eval --check`, `xtask eval --observations
+//! corpus/observations` (the checked-in verify recordings), `xtask lint-eval --check`,
 //! `xtask tidy`. Each step sees `TOOLGATE_PEERS_DIR` and a `PATH` with Node 22 first. A failed install stops the
 //! run; a failed test step is reported and the remaining steps still run, and the run then exits non-zero.
 //!
@@ -106,9 +107,13 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         let mut doc = Command::new(cargo());
         doc.args(["test", "--workspace", "--doc"]);
         run_step("doc tests", doc);
-        for (name, xtask_args) in
-            [("eval", &["eval", "--check"][..]), ("lint-eval", &["lint-eval", "--check"][..]), ("tidy", &["tidy"][..])]
-        {
+        for (name, xtask_args) in [
+            ("eval", &["eval", "--check"][..]),
+            // The checked-in `toolgate verify` recordings, weighed on their tools (seconds).
+            ("eval-observed", &["eval", "--observations", "corpus/observations"][..]),
+            ("lint-eval", &["lint-eval", "--check"][..]),
+            ("tidy", &["tidy"][..]),
+        ] {
             let mut command = Command::new(cargo());
             command.args(["run", "-q", "-p", "xtask", "--"]).args(xtask_args);
             run_step(name, command);
