@@ -265,7 +265,7 @@ fn print_coverage(recordings: &[Recording], entries: &[CorpusEntry], matching: &
     );
     println!(
         "{:<28} {:>6} {:>6} {:>7} {:>7} {:>9} {:>8} {:>8}",
-        "server", "listed", "called", "failed", "corpus", "matched", "support", "caught"
+        "server", "listed", "called", "failed", "corpus", "matched", "support", "effects"
     );
     for recording in recordings {
         let corpus = entries.iter().filter(|entry| entry.server == recording.server).count();
