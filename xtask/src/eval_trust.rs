@@ -10,7 +10,8 @@
 //!
 //! - **Honest declarations**: each declared relaxing value (`readOnlyHint: true`, `destructiveHint: false`,
 //!   `idempotentHint: true`, `openWorldHint: false`) as declared, with the tool's other declarations; *accepted*
-//!   when its rule is `declared-relaxing-confirmed-by-inference`.
+//!   when its rule confirms it: by inference, by the convention or (only with a record, `eval --observations`) by
+//!   the record's support.
 //! - **Synthetic lies**: each declared tightening value flipped to the relaxing one (a writer re-declared read-only,
 //!   with its now meaningless `destructiveHint`/`idempotentHint` dropped, as a liar would; an open-world tool
 //!   re-declared closed-world; ...); *caught* when the rule does not confirm it.
