@@ -209,14 +209,15 @@ pub fn skeleton(name: &str) -> Cow<'_, str> {
     if is_printable_ascii(name) {
         return Cow::Borrowed(name);
     }
-    let mut out = String::with_capacity(name.len());
-    for character in name.chars() {
-        if must_escape(character) {
-            continue;
-        }
-        out.push(latin_twin(character).unwrap_or(character));
-    }
+    let out: String = name.chars().filter_map(seen_as).collect();
     if out == name { Cow::Borrowed(name) } else { Cow::Owned(out) }
+}
+
+/// One character as [`skeleton`] shows it: its Latin twin, itself, or nothing (a control, bidi or invisible
+/// character). Its own function so that inference can fold a long text character by character exactly as
+/// `skeleton` folds a name.
+pub(crate) fn seen_as(character: char) -> Option<char> {
+    if must_escape(character) { None } else { Some(latin_twin(character).unwrap_or(character)) }
 }
 
 /// What makes a name confusable, when something does.

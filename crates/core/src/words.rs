@@ -47,40 +47,84 @@ impl VerbClass {
 /// Splits an identifier or a text into lowercase word tokens (`deleteAPIKey` -> `delete`, `api`, `key`).
 pub fn tokens(text: &str) -> Vec<String> {
     let mut words = Vec::new();
-    let mut current = String::new();
-    // The characters are walked with the one before and a peek at the one after, not collected first: descriptions
-    // of thousands of characters are split on every inference.
-    let mut characters = text.chars().peekable();
-    let mut previous: Option<char> = None;
-    while let Some(character) = characters.next() {
-        let before = previous.replace(character);
-        if !character.is_alphanumeric() {
-            flush(&mut current, &mut words);
-            continue;
-        }
-        if character.is_uppercase()
-            && !current.is_empty()
-            && let Some(previous) = before
-        {
-            let next_is_lower = characters.peek().is_some_and(|next| next.is_lowercase());
-            // Boundary at "aB" (camelCase) and at "ABc" (the end of an acronym followed by a word).
-            if previous.is_lowercase() || previous.is_numeric() || (previous.is_uppercase() && next_is_lower) {
-                flush(&mut current, &mut words);
-            }
-        }
-        if character.is_ascii() {
-            current.push(character.to_ascii_lowercase());
-        } else {
-            current.extend(character.to_lowercase());
-        }
-    }
-    flush(&mut current, &mut words);
+    split_words(text, |word| {
+        let mut lower = String::with_capacity(word.len());
+        push_lowercase(&mut lower, word);
+        words.push(lower);
+    });
     words
 }
 
-fn flush(current: &mut String, words: &mut Vec<String>) {
-    if !current.is_empty() {
-        words.push(std::mem::take(current));
+/// The tokens of a long text (a description), as [`tokens`] splits them, kept in one string: a text of hundreds of
+/// words is split on every inference, and a string per word cost more than the splitting.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct TokenText {
+    /// The lowercased tokens, one after another.
+    joined: String,
+    /// Where each token ends in `joined`.
+    ends: Vec<usize>,
+}
+
+impl TokenText {
+    /// Splits `text` as [`tokens`] does.
+    pub(crate) fn new(text: &str) -> TokenText {
+        let mut tokens = TokenText { joined: String::with_capacity(text.len()), ends: Vec::new() };
+        split_words(text, |word| {
+            push_lowercase(&mut tokens.joined, word);
+            tokens.ends.push(tokens.joined.len());
+        });
+        tokens
+    }
+
+    /// The tokens in order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &str> + '_ {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts.zip(self.ends.iter().copied()).map(|(start, end)| &self.joined[start..end])
+    }
+}
+
+/// Calls `each` with every word of `text` as written (a slice, not yet lowercased), in order.
+fn split_words(text: &str, mut each: impl FnMut(&str)) {
+    // Where the word being read starts: a word is a slice of the text, lowercased once when it ends, not built
+    // character by character.
+    let mut start: Option<usize> = None;
+    let mut flush = |start: &mut Option<usize>, end: usize| {
+        if let Some(begin) = start.take() {
+            each(&text[begin..end]);
+        }
+    };
+    let mut characters = text.char_indices().peekable();
+    let mut previous: Option<char> = None;
+    while let Some((index, character)) = characters.next() {
+        let before = previous.replace(character);
+        if !character.is_alphanumeric() {
+            flush(&mut start, index);
+            continue;
+        }
+        if character.is_uppercase()
+            && start.is_some()
+            && let Some(previous) = before
+        {
+            let next_is_lower = characters.peek().is_some_and(|(_, next)| next.is_lowercase());
+            // Boundary at "aB" (camelCase) and at "ABc" (the end of an acronym followed by a word).
+            if previous.is_lowercase() || previous.is_numeric() || (previous.is_uppercase() && next_is_lower) {
+                flush(&mut start, index);
+            }
+        }
+        start.get_or_insert(index);
+    }
+    flush(&mut start, text.len());
+}
+
+/// Appends `word` lowercased character by character (not `str::to_lowercase`, which lowercases a final sigma by
+/// its context).
+fn push_lowercase(out: &mut String, word: &str) {
+    if word.is_ascii() {
+        let start = out.len();
+        out.push_str(word);
+        out[start..].make_ascii_lowercase();
+    } else {
+        out.extend(word.chars().flat_map(char::to_lowercase));
     }
 }
 
@@ -232,6 +276,51 @@ mod tests {
         assert_eq!(tokens("deleteAPIKey"), ["delete", "api", "key"]);
         assert_eq!(tokens("API-post-search"), ["api", "post", "search"]);
         assert_eq!(tokens("fs.readFile"), ["fs", "read", "file"]);
+    }
+
+    /// `tokens` as first written, a string built character by character: the reference the slicing one must match.
+    fn tokens_by_characters(text: &str) -> Vec<String> {
+        let mut words = Vec::new();
+        let mut current = String::new();
+        let mut characters = text.chars().peekable();
+        let mut previous: Option<char> = None;
+        while let Some(character) = characters.next() {
+            let before = previous.replace(character);
+            if !character.is_alphanumeric() {
+                if !current.is_empty() {
+                    words.push(std::mem::take(&mut current));
+                }
+                continue;
+            }
+            if character.is_uppercase()
+                && !current.is_empty()
+                && let Some(previous) = before
+            {
+                let next_is_lower = characters.peek().is_some_and(|next| next.is_lowercase());
+                if (previous.is_lowercase() || previous.is_numeric() || (previous.is_uppercase() && next_is_lower))
+                    && !current.is_empty()
+                {
+                    words.push(std::mem::take(&mut current));
+                }
+            }
+            current.extend(character.to_lowercase());
+        }
+        if !current.is_empty() {
+            words.push(current);
+        }
+        words
+    }
+
+    proptest::proptest! {
+        /// Slicing words and lowercasing each once splits and folds exactly as building them did.
+        #[test]
+        fn tokens_match_the_character_by_character_split(
+            text in "[aZ9 _.\u{3a3}\u{3c3}\u{130}\u{1c5}\u{2160}\u{435}\u{415}\u{df}]{0,30}",
+        ) {
+            let expected = tokens_by_characters(&text);
+            proptest::prop_assert_eq!(&tokens(&text), &expected);
+            proptest::prop_assert_eq!(TokenText::new(&text).iter().collect::<Vec<_>>(), expected);
+        }
     }
 
     #[test]

@@ -272,12 +272,8 @@ pub(crate) fn read_domain(signals: &Signals, actions: &[Action]) -> Domain {
     }
 }
 
-fn flat_name(property: &Property) -> String {
-    property.name.chars().filter(|character| character.is_alphanumeric()).collect::<String>().to_lowercase()
-}
-
 fn is_named(property: &Property, names: &[&str]) -> bool {
-    names.contains(&flat_name(property).as_str())
+    names.contains(&property.flat_name.as_str())
 }
 
 fn web_cue(signals: &Signals) -> Option<Cue> {

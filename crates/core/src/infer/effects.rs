@@ -335,8 +335,7 @@ fn property_shape_effect(property: &Property) -> Option<StatedEffect> {
     if boolean && let Some(word) = DELETE_SWITCH_WORDS.iter().find(|word| property.has_token(&[word])) {
         return schema(format!("switch \"{}\" offers to {word}", property.name), VerbClass::Delete);
     }
-    let flat: String = property.name.chars().filter(|character| character.is_alphanumeric()).collect();
-    if SEND_PROPERTIES.contains(&flat.to_lowercase().as_str()) {
+    if SEND_PROPERTIES.contains(&property.flat_name.as_str()) {
         return schema(format!("recipient property \"{}\"", property.name), VerbClass::Send);
     }
     None
@@ -358,29 +357,52 @@ pub(crate) fn predicates_in(text: &str) -> Vec<(String, VerbClass)> {
     let mut found = Vec::new();
     // One buffer for every clause's words: a long description has hundreds of clauses.
     let mut words: Vec<&str> = Vec::new();
-    for clause in folded.split(['.', '!', '?', '\n', ';', ':', '(', ')', ',']) {
-        words.clear();
-        words.extend(
-            clause
-                .split(|character: char| !(character.is_alphanumeric() || character == '\'' || character == '\u{2019}'))
-                .filter(|word| !word.is_empty()),
-        );
-        // A sequence match (`then deletes`) covers the verb it names; the verb must not count again.
-        let mut covered_until = 0;
-        for index in 0..words.len() {
-            if index < covered_until {
-                continue;
+    // Clauses end at `CLAUSE_ENDS`; a word is a run of letters, digits and apostrophes. Both are read in one pass
+    // over the characters (this reads whole descriptions of up to 64 KiB, for every tool), which splits exactly as
+    // splitting into clauses and each clause into words would: no clause end is a word character.
+    let mut word_start: Option<usize> = None;
+    for (index, character) in folded.char_indices() {
+        if character.is_alphanumeric() || character == '\'' || character == '\u{2019}' {
+            word_start.get_or_insert(index);
+            continue;
+        }
+        if let Some(start) = word_start.take() {
+            words.push(&folded[start..index]);
+        }
+        if CLAUSE_ENDS.contains(&character) {
+            if clause_predicates(&words, &mut found) {
+                return found;
             }
-            if let Some(predicate) = predicate_at(&words, index) {
-                covered_until = index + predicate.0.split(' ').count();
-                found.push(predicate);
-                if found.len() == MAX_EFFECTS {
-                    return found;
-                }
+            words.clear();
+        }
+    }
+    if let Some(start) = word_start {
+        words.push(&folded[start..]);
+    }
+    clause_predicates(&words, &mut found);
+    found
+}
+
+/// What ends a clause for [`predicates_in`].
+const CLAUSE_ENDS: [char; 9] = ['.', '!', '?', '\n', ';', ':', '(', ')', ','];
+
+/// Adds the effect predicates of one clause's words to `found`; true when `found` is full ([`MAX_EFFECTS`]).
+fn clause_predicates(words: &[&str], found: &mut Vec<(String, VerbClass)>) -> bool {
+    // A sequence match (`then deletes`) covers the verb it names; the verb must not count again.
+    let mut covered_until = 0;
+    for index in 0..words.len() {
+        if index < covered_until {
+            continue;
+        }
+        if let Some(predicate) = predicate_at(words, index) {
+            covered_until = index + predicate.0.split(' ').count();
+            found.push(predicate);
+            if found.len() == MAX_EFFECTS {
+                return true;
             }
         }
     }
-    found
+    false
 }
 
 fn predicate_at(words: &[&str], index: usize) -> Option<(String, VerbClass)> {
@@ -459,6 +481,10 @@ fn base_effect_verb(word: &str) -> Option<VerbClass> {
 
 /// The class of a third-person verb form (`deletes`, `pushes`, `modifies`).
 fn finite_effect_verb(word: &str) -> Option<VerbClass> {
+    // Every form below ends in `s`; most words of a text do not, and the lists need not be scanned for them.
+    if !word.ends_with('s') {
+        return None;
+    }
     if let Some(stem) = word.strip_suffix("ies") {
         return base_effect_verb(&format!("{stem}y"));
     }

@@ -123,14 +123,20 @@ pub fn infer_annotations(tool: &ToolDefinition) -> Inference {
 
 /// [`infer_annotations`] with another learned model: the eval scores each server with a model trained without it.
 pub fn infer_annotations_with(tool: &ToolDefinition, model: &model::LinearModel) -> Inference {
-    let (tallies, features) = read_tool(tool, Hint::ALL.into_iter().any(|hint| model.learns(hint)));
+    let reading = Reading::of(tool);
+    let tallies = reading.tallies();
+    let scores = tallies.each_ref().map(Tally::settled_score);
     let [read_only, destructive, idempotent, open_world] = tallies;
-    let learned = |tally: Tally, hint: Hint| {
+    // The learned layer's features cost about as much as a fifth of the rules, and the model speaks only where the
+    // rules are unsure (most tools they are not): they are read on the first hint that needs them, then kept.
+    let mut features: Option<model::Features> = None;
+    let mut learned = |tally: Tally, hint: Hint| {
         let rules = tally.settled_score();
         if !model.learns(hint) || rules.abs() >= model::RULES_DECIDE_AT {
             return tally.finish();
         }
-        let (logit, parts) = model.logit(&features, hint);
+        let features = features.get_or_insert_with(|| reading.features(scores));
+        let (logit, parts) = model.logit(features, hint);
         // The model may doubt a read the rules lean to, never turn a write they lean to into a read: out of sample
         // that was where it let writers through (docs/inference.md).
         if rules <= 0.0 && logit > 0.0 {
@@ -148,24 +154,40 @@ pub fn infer_annotations_with(tool: &ToolDefinition, model: &model::LinearModel)
 
 /// The learned layer's features of a tool (what `cargo xtask train` fits the weights on).
 pub fn model_features(tool: &ToolDefinition) -> model::Features {
-    read_tool(tool, true).1
+    let reading = Reading::of(tool);
+    reading.features(reading.tallies().each_ref().map(Tally::settled_score))
 }
 
-/// The rules' tallies in [`Hint::ALL`] order and the learned layer's features (empty unless `with_features`).
-fn read_tool(tool: &ToolDefinition, with_features: bool) -> ([Tally; 4], model::Features) {
-    let signals = signals::Signals::read(tool);
-    let actions = action::actions(&signals);
-    let domain = domain::read_domain(&signals, &actions);
-    let tallies = [
-        rules::read_only(&signals, &actions, &domain),
-        rules::destructive(&signals, &actions, &domain),
-        rules::idempotent(&signals, &actions, &domain),
-        rules::open_world(&signals, &actions, &domain),
-    ];
-    let scores = [0, 1, 2, 3].map(|index| tallies[index].settled_score());
-    let features =
-        if with_features { model::features(&signals, &actions, &domain, scores) } else { model::Features::default() };
-    (tallies, features)
+/// What the rules read from one tool, kept so the learned layer's features can be read from it later, if at all.
+struct Reading {
+    signals: signals::Signals,
+    actions: Vec<action::Action>,
+    domain: domain::Domain,
+}
+
+impl Reading {
+    fn of(tool: &ToolDefinition) -> Reading {
+        let signals = signals::Signals::read(tool);
+        let actions = action::actions(&signals);
+        let domain = domain::read_domain(&signals, &actions);
+        Reading { signals, actions, domain }
+    }
+
+    /// The rules' tallies in [`Hint::ALL`] order.
+    fn tallies(&self) -> [Tally; 4] {
+        let Reading { signals, actions, domain } = self;
+        [
+            rules::read_only(signals, actions, domain),
+            rules::destructive(signals, actions, domain),
+            rules::idempotent(signals, actions, domain),
+            rules::open_world(signals, actions, domain),
+        ]
+    }
+
+    /// The learned layer's features; `rule_scores` are the rules' settled scores in [`Hint::ALL`] order.
+    fn features(&self, rule_scores: [f32; 4]) -> model::Features {
+        model::features(&self.signals, &self.actions, &self.domain, rule_scores)
+    }
 }
 
 /// How fast confidence grows with the size of the score; calibrated on the development corpus so that a stated
@@ -226,7 +248,12 @@ impl Tally {
             CueSource::Title => "title",
             _ => "description",
         };
-        self.add(action.source, format!("{place} verb \"{}\"", action.verb), Some(action.class), weight);
+        // Concatenated, not `format!`: every tool adds a few verbs per hint, and formatting cost more than pushing.
+        let mut cue = String::with_capacity(place.len() + action.verb.len() + 8);
+        for piece in [place, " verb \"", action.verb.as_str(), "\""] {
+            cue.push_str(piece);
+        }
+        self.add(action.source, cue, Some(action.class), weight);
     }
 
     /// The signed sum of prior and cues.

@@ -271,7 +271,7 @@ pub(crate) fn destructive(signals: &Signals, actions: &[Action], domain: &Domain
     {
         tally.add(CueSource::Name, format!("verb \"{verb}\""), Some(class), 2.0);
     }
-    if let Some(verb) = deleting_verb_in(&signals.lead_tokens)
+    if let Some(verb) = deleting_verb_in(signals.lead_tokens.iter().map(String::as_str))
         && !actions.iter().any(|action| action.class == VerbClass::Delete)
     {
         tally.add(
@@ -280,7 +280,7 @@ pub(crate) fn destructive(signals: &Signals, actions: &[Action], domain: &Domain
             Some(VerbClass::Delete),
             2.0,
         );
-    } else if let Some(verb) = deleting_verb_in(&signals.description_tokens) {
+    } else if let Some(verb) = deleting_verb_in(signals.description_tokens.iter()) {
         tally.add(CueSource::Description, format!("verb \"{verb}\""), Some(VerbClass::Delete), 0.6);
     }
     // A tool that says it deletes or overwrites, wherever it says so, may destroy (`read_notes` that "also deletes
@@ -326,8 +326,8 @@ pub(crate) fn destructive(signals: &Signals, actions: &[Action], domain: &Domain
     tally
 }
 
-fn deleting_verb_in(tokens: &[String]) -> Option<&str> {
-    tokens.iter().map(String::as_str).find(|token| {
+fn deleting_verb_in<'a>(mut tokens: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    tokens.find(|token| {
         crate::words::verb_class(token) == Some(VerbClass::Delete)
             && !matches!(*token, "force" | "clear" | "reset" | "flush" | "archive" | "expire" | "detach")
     })

@@ -9,9 +9,9 @@ use serde_json::{Map, Value};
 
 use std::borrow::Cow;
 
-use crate::confusable::skeleton;
+use crate::confusable::{seen_as, skeleton};
 use crate::tool::ToolDefinition;
-use crate::words::tokens;
+use crate::words::{TokenText, tokens};
 
 /// How deep nested schemas are walked; deeper properties add little and cost time on hostile input.
 const MAX_SCHEMA_DEPTH: usize = 4;
@@ -31,6 +31,9 @@ pub(crate) struct Property {
     pub(crate) name: String,
     /// The name split into lowercase tokens.
     pub(crate) tokens: Vec<String>,
+    /// The name lowercased with `-`, `_` and every other non-alphanumeric character removed (`dry_run` ->
+    /// `dryrun`): cues compare whole names this way many times per tool, so it is made once.
+    pub(crate) flat_name: String,
     /// The JSON type(s), lowercase (`string`, `boolean`, ...), from `type` or `anyOf`/`oneOf` branches.
     pub(crate) types: Vec<String>,
     /// The lowercased description, when any.
@@ -68,7 +71,7 @@ pub(crate) struct Signals {
     /// The lead tokens joined by single spaces, which several cues search for phrases (kept once, not re-joined).
     pub(crate) lead_text: String,
     /// Tokens of the whole (truncated) description.
-    pub(crate) description_tokens: Vec<String>,
+    pub(crate) description_tokens: TokenText,
     /// How many sentences (or list items, lines) of at least three words the description has: a measure of how
     /// much it documents beyond restating the action.
     pub(crate) sentence_count: usize,
@@ -94,7 +97,14 @@ impl Signals {
         // Slices, not `chars().collect()`: the same characters, without building the strings char by char.
         let effect_text = char_prefix(full_description, MAX_EFFECT_TEXT_CHARS);
         let effect_text_cut = effect_text.len() < full_description.len();
-        let description = char_prefix(effect_text, MAX_DESCRIPTION_CHARS).to_lowercase();
+        let effect_text_lower = effect_text.to_lowercase();
+        // The description is the effect text's first characters, lowercased: for a text no longer than that (nearly
+        // all), the very same string, which need not be lowercased twice.
+        let description = if effect_text.len() <= MAX_DESCRIPTION_CHARS {
+            effect_text_lower.clone()
+        } else {
+            char_prefix(effect_text, MAX_DESCRIPTION_CHARS).to_lowercase()
+        };
         let lead = first_sentence(&description);
         let mut properties = Vec::new();
         if let Some(schema) = tool.input_schema() {
@@ -106,12 +116,12 @@ impl Signals {
             title_tokens: tokens(title),
             lead_text: lead_tokens.join(" "),
             lead_tokens,
-            description_tokens: tokens(&description),
+            description_tokens: TokenText::new(&description),
             sentence_count: count_sentences(&description),
             description_index: PhraseIndex::new(&description),
             description,
             properties,
-            effect_text: effect_text.to_lowercase(),
+            effect_text: effect_text_lower,
             effect_text_cut,
         }
     }
@@ -131,12 +141,7 @@ impl Signals {
 
     /// The first property whose whole name (lowercased, `-`/`_` removed) is one of the given names.
     pub(crate) fn property_named(&self, wanted: &[&str]) -> Option<&Property> {
-        self.properties.iter().find(|property| {
-            let flat: String =
-                property.name.chars().filter(|character| character.is_alphanumeric()).collect::<String>();
-            let flat = flat.to_lowercase();
-            wanted.contains(&flat.as_str())
-        })
+        self.properties.iter().find(|property| wanted.contains(&property.flat_name.as_str()))
     }
 }
 
@@ -147,21 +152,27 @@ pub(crate) fn as_seen(text: &str) -> Cow<'_, str> {
     if text.is_ascii() {
         return Cow::Borrowed(text);
     }
+    // `skeleton` folds character by character, so folding each word is folding each character that is not
+    // whitespace: one pass and one string, not a `skeleton` call and its string per word of a long description.
     let mut out = String::with_capacity(text.len());
-    for piece in text.split_inclusive(char::is_whitespace) {
-        let word_end = piece
-            .char_indices()
-            .next_back()
-            .filter(|(_, last)| last.is_whitespace())
-            .map_or(piece.len(), |(index, _)| index);
-        out.push_str(&skeleton(&piece[..word_end]));
-        out.push_str(&piece[word_end..]);
+    for character in text.chars() {
+        // Whitespace is kept (it ends sentences); printable ASCII is its own twin (`skeleton` leaves it as it is).
+        if character.is_whitespace() || matches!(character, ' '..='~') {
+            out.push(character);
+        } else if let Some(seen) = seen_as(character) {
+            out.push(seen);
+        }
     }
     Cow::Owned(out)
 }
 
 /// The first `count` characters of `text` (all of it when shorter).
 fn char_prefix(text: &str, count: usize) -> &str {
+    // A text of at most `count` bytes has at most `count` characters: nearly every text, and no walk over its
+    // characters needed.
+    if text.len() <= count {
+        return text;
+    }
     text.char_indices().nth(count).map_or(text, |(end, _)| &text[..end])
 }
 
@@ -344,11 +355,10 @@ fn collect_properties(schema: &Map<String, Value>, depth: usize, out: &mut Vec<P
     if depth > MAX_SCHEMA_DEPTH {
         return;
     }
-    let required: Vec<&str> = schema
-        .get("required")
+    let required: Vec<&str> = field(schema, "required")
         .and_then(Value::as_array)
         .map_or_else(Vec::new, |list| list.iter().filter_map(Value::as_str).collect());
-    let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+    let Some(properties) = field(schema, "properties").and_then(Value::as_object) else {
         return;
     };
     for (name, property) in properties {
@@ -359,6 +369,7 @@ fn collect_properties(schema: &Map<String, Value>, depth: usize, out: &mut Vec<P
         let mut entry = Property {
             name: name.clone(),
             tokens: tokens(name),
+            flat_name: name.chars().filter(|character| character.is_alphanumeric()).collect::<String>().to_lowercase(),
             required: required.contains(&name.as_str()),
             top_level: depth == 0,
             ..Property::default()
@@ -373,7 +384,7 @@ fn collect_properties(schema: &Map<String, Value>, depth: usize, out: &mut Vec<P
 
 /// Reads type, description, enum and format of a property, looking into `anyOf`/`oneOf` branches.
 fn read_property_shape(property: &Map<String, Value>, entry: &mut Property, depth: usize) {
-    match property.get("type") {
+    match field(property, "type") {
         Some(Value::String(kind)) => entry.types.push(kind.to_lowercase()),
         Some(Value::Array(kinds)) => {
             entry.types.extend(kinds.iter().filter_map(Value::as_str).map(str::to_lowercase));
@@ -381,18 +392,18 @@ fn read_property_shape(property: &Map<String, Value>, entry: &mut Property, dept
         _ => {}
     }
     if entry.description.is_empty()
-        && let Some(description) = property.get("description").and_then(Value::as_str)
+        && let Some(description) = field(property, "description").and_then(Value::as_str)
     {
         entry.description = char_prefix(description, 1_000).to_lowercase();
     }
-    if let Some(values) = property.get("enum").and_then(Value::as_array) {
+    if let Some(values) = field(property, "enum").and_then(Value::as_array) {
         entry.enum_values.extend(values.iter().filter_map(Value::as_str).map(str::to_lowercase));
     }
-    if let Some(value) = property.get("const").and_then(Value::as_str) {
+    if let Some(value) = field(property, "const").and_then(Value::as_str) {
         entry.enum_values.push(value.to_lowercase());
     }
     if entry.format.is_empty()
-        && let Some(format) = property.get("format").and_then(Value::as_str)
+        && let Some(format) = field(property, "format").and_then(Value::as_str)
     {
         entry.format = format.to_lowercase();
     }
@@ -400,14 +411,14 @@ fn read_property_shape(property: &Map<String, Value>, entry: &mut Property, dept
         return;
     }
     for key in ["anyOf", "oneOf"] {
-        if let Some(branches) = property.get(key).and_then(Value::as_array) {
+        if let Some(branches) = field(property, key).and_then(Value::as_array) {
             for branch in branches.iter().filter_map(Value::as_object) {
                 read_property_shape(branch, entry, depth + 1);
             }
         }
     }
-    if let Some(items) = property.get("items").and_then(Value::as_object)
-        && let Some(values) = items.get("enum").and_then(Value::as_array)
+    if let Some(items) = field(property, "items").and_then(Value::as_object)
+        && let Some(values) = field(items, "enum").and_then(Value::as_array)
     {
         entry.enum_values.extend(values.iter().filter_map(Value::as_str).map(str::to_lowercase));
     }
@@ -416,23 +427,35 @@ fn read_property_shape(property: &Map<String, Value>, entry: &mut Property, dept
 /// Object schemas nested in a property: the property itself, its `items`, and `anyOf`/`oneOf` branches.
 fn nested_objects(property: &Map<String, Value>) -> Vec<&Map<String, Value>> {
     let mut nested = Vec::new();
-    if property.contains_key("properties") {
+    if field(property, "properties").is_some() {
         nested.push(property);
     }
-    if let Some(items) = property.get("items").and_then(Value::as_object)
-        && items.contains_key("properties")
+    if let Some(items) = field(property, "items").and_then(Value::as_object)
+        && field(items, "properties").is_some()
     {
         nested.push(items);
     }
     for key in ["anyOf", "oneOf"] {
-        if let Some(branches) = property.get(key).and_then(Value::as_array) {
+        if let Some(branches) = field(property, key).and_then(Value::as_array) {
             nested.extend(
-                branches.iter().filter_map(Value::as_object).filter(|branch| branch.contains_key("properties")),
+                branches.iter().filter_map(Value::as_object).filter(|branch| field(branch, "properties").is_some()),
             );
         }
     }
     nested
 }
+
+/// `map.get(key)`, found by comparing the keys of a small map instead of hashing `key`: schema objects have a
+/// handful of keys, and hashing (SipHash) cost more than the comparisons. Keys are unique, so both find the same.
+fn field<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+    if map.len() > FIELD_SCAN_LIMIT {
+        return map.get(key);
+    }
+    map.iter().find(|(name, _)| name.as_str() == key).map(|(_, value)| value)
+}
+
+/// Up to this many keys [`field`] compares keys; a larger map is looked up by hash.
+const FIELD_SCAN_LIMIT: usize = 16;
 
 #[cfg(test)]
 mod tests {
@@ -472,6 +495,36 @@ mod tests {
         assert_eq!(char_prefix("d\u{0435}lete", 2), "d\u{0435}");
         assert_eq!(char_prefix("abc", 5), "abc");
         assert_eq!(char_prefix("", 0), "");
+    }
+
+    /// `as_seen` as first written, word by word through `skeleton`: the reference the one-pass fold must match.
+    fn as_seen_by_words(text: &str) -> String {
+        let mut out = String::new();
+        for piece in text.split_inclusive(char::is_whitespace) {
+            let word_end = piece
+                .char_indices()
+                .next_back()
+                .filter(|(_, last)| last.is_whitespace())
+                .map_or(piece.len(), |(index, _)| index);
+            out.push_str(&skeleton(&piece[..word_end]));
+            out.push_str(&piece[word_end..]);
+        }
+        out
+    }
+
+    #[test]
+    fn printable_ascii_is_seen_as_itself() {
+        assert!((' '..='~').all(|character| seen_as(character) == Some(character)));
+    }
+
+    proptest::proptest! {
+        /// Folding a text character by character gives what folding it word by word gave.
+        #[test]
+        fn a_text_is_folded_as_its_words_are(
+            text in "[a-z .\t\n\u{1}\u{435}\u{430}\u{200b}\u{2028}\u{202e}\u{ff41}\u{3000}\u{1d41a}]{0,40}",
+        ) {
+            proptest::prop_assert_eq!(as_seen(&text).as_ref(), as_seen_by_words(&text).as_str());
+        }
     }
 
     proptest::proptest! {
