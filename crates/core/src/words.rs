@@ -4,6 +4,10 @@
 //! into lowercase tokens here. The lexicon maps verbs to what they do to the world ([`VerbClass`]). It is general
 //! English, never a list of particular servers' tool names.
 
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::OnceLock;
+
 use serde::Serialize;
 
 /// What a verb does to its environment.
@@ -85,6 +89,9 @@ impl TokenText {
 
 /// Calls `each` with every word of `text` as written (a slice, not yet lowercased), in order.
 fn split_words(text: &str, mut each: impl FnMut(&str)) {
+    if text.is_ascii() {
+        return split_ascii_words(text, each);
+    }
     // Where the word being read starts: a word is a slice of the text, lowercased once when it ends, not built
     // character by character.
     let mut start: Option<usize> = None;
@@ -114,6 +121,39 @@ fn split_words(text: &str, mut each: impl FnMut(&str)) {
         start.get_or_insert(index);
     }
     flush(&mut start, text.len());
+}
+
+/// [`split_words`] for an ASCII text, byte by byte: for an ASCII character each `char` test below is its ASCII
+/// twin (`is_alphanumeric` is `is_ascii_alphanumeric`, `is_numeric` is `is_ascii_digit`, ...), so the words are the
+/// same, found without decoding characters.
+fn split_ascii_words(text: &str, mut each: impl FnMut(&str)) {
+    let bytes = text.as_bytes();
+    let mut start: Option<usize> = None;
+    for (index, &byte) in bytes.iter().enumerate() {
+        if !byte.is_ascii_alphanumeric() {
+            if let Some(begin) = start.take() {
+                each(&text[begin..index]);
+            }
+            continue;
+        }
+        if byte.is_ascii_uppercase()
+            && let Some(begin) = start
+            && let Some(&previous) = index.checked_sub(1).and_then(|before| bytes.get(before))
+        {
+            let next_is_lower = bytes.get(index + 1).is_some_and(u8::is_ascii_lowercase);
+            if previous.is_ascii_lowercase()
+                || previous.is_ascii_digit()
+                || (previous.is_ascii_uppercase() && next_is_lower)
+            {
+                each(&text[begin..index]);
+                start = None;
+            }
+        }
+        start.get_or_insert(index);
+    }
+    if let Some(begin) = start {
+        each(&text[begin..]);
+    }
 }
 
 /// Appends `word` lowercased character by character (not `str::to_lowercase`, which lowercases a final sigma by
@@ -206,55 +246,127 @@ pub(crate) fn with_e<T>(stem: &str, check: impl Fn(&str) -> Option<T>) -> Option
     }
 }
 
+/// The verb lexicon: each class with its words, looked up through [`lookup_verb`]'s table. A word listed
+/// twice would keep its first class.
+const LEXICON: &[(VerbClass, &[&str])] = &[
+    (
+        VerbClass::Read,
+        &[
+            "get", "list", "search", "find", "read", "fetch", "query", "describe", "show", "view", "check",
+            "inspect", "analyze", "analyse", "count", "lookup", "explain", "validate", "preview", "status",
+            "retrieve", "browse", "lint", "diff", "compare", "estimate", "calculate", "summarize", "scan", "audit",
+            "recommend", "suggest", "verify", "test", "resolve", "watch", "monitor", "poll", "wait", "aggregate",
+            "explore", "look", "load", "see", "discover", "detect", "diagnose", "evaluate", "translate", "convert",
+            "format", "parse", "render", "troubleshoot", "review", "research", "recognize", "recognise", "whoami",
+            "ask", "reader", "viewer", "summarise", "peek", "grep", "sample", "measure", "forecast", "predict",
+            "classify", "rank", "identify",
+            // `echo` hands back what it was given (server-everything's `echo`): a test of the connection, a read.
+            "echo", "echoes",
+        ],
+    ),
+    (
+        VerbClass::Create,
+        &[
+            "create", "add", "new", "insert", "post", "upload", "register", "put", "make", "clone", "copy", "append",
+            "attach", "fork", "provision", "allocate", "generate", "build", "duplicate", "save", "store", "write",
+            "record", "log", "comment", "tag", "label", "star", "enroll", "synthesize", "writer", "compose", "draft",
+            "bookmark", "subscribe", "follow", "reserve", "mkdir", "touch",
+        ],
+    ),
+    (
+        VerbClass::Update,
+        &[
+            "update", "edit", "set", "modify", "patch", "rename", "move", "assign", "unassign", "enable", "disable",
+            "configure", "change", "replace", "merge", "apply", "import", "sync", "upsert", "toggle", "approve",
+            "reject", "close", "reopen", "resize", "scale", "rotate", "grant", "lock", "unlock", "pause", "resume",
+            "mark", "accept", "complete", "transfer", "restore", "upgrade", "downgrade", "promote", "link", "unlink",
+            "pin", "unpin", "schedule", "refresh", "reorder", "fill", "type", "select", "emulate", "manage",
+            "activate", "deactivate", "unpause", "updater", "editor", "createorupdate", "commit", "push", "checkout",
+            "rebase", "revert", "suspend", "annotate", "categorize", "tweak",
+        ],
+    ),
+    (
+        VerbClass::Delete,
+        &[
+            "delete", "remove", "drop", "destroy", "purge", "erase", "uninstall", "terminate", "kill", "revoke",
+            "archive", "clear", "reset", "wipe", "truncate", "cancel", "abort", "evict", "detach", "deprovision",
+            "decommission", "unregister", "unsubscribe", "trash", "overwrite", "force", "rollback", "undeploy",
+            "deallocate", "prune", "flush", "rm", "del", "teardown", "discard", "unset", "unfollow", "unstar",
+            "uninvite", "expire",
+        ],
+    ),
+    (
+        VerbClass::Send,
+        &[
+            "send", "email", "mail", "sms", "notify", "publish", "reply", "share", "invite", "message", "tweet",
+            "broadcast", "forward", "respond", "submit", "announce", "text", "call", "dm", "feedback", "give",
+            "answer", "ping", "escalate",
+        ],
+    ),
+    (
+        VerbClass::Export,
+        &[
+            "export", "download", "dump", "backup", "snapshot", "screenshot", "print", "pdf", "extract",
+        ],
+    ),
+    (
+        VerbClass::Execute,
+        &[
+            "run", "execute", "exec", "invoke", "trigger", "start", "stop", "restart", "deploy", "install",
+            "navigate", "click", "press", "drag", "rerun", "launch", "spawn", "eval", "hover", "scroll", "reboot",
+            "shutdown", "dispatch", "perform", "do", "act", "control", "handle", "process", "crawl", "scrape",
+            "train", "migrate", "upgrade_all", "kubectl", "shell", "command", "interact", "automate", "orchestrate",
+            "simulate", "benchmark", "compile", "bash", "sudo",
+        ],
+    ),
+    (
+        VerbClass::Connect,
+        &[
+            // `open` is a view as often as a creation (`open_nodes`, `open_presentation` read; `open_url` drives a
+            // browser; "open an issue" creates): it names a session step, and the other cues decide.
+            "open", "connect", "disconnect", "login", "logout", "signin", "signout", "switch", "use", "authenticate",
+            "auth",
+        ],
+    ),
+];
+
+/// The lexicon's class of a word as written. A hash table built once, not a `match`: verbs are looked up for every
+/// word of a description and its folded stems, and the compiled match compared a word with each lexicon word of
+/// its length in turn.
 fn lookup_verb(token: &str) -> Option<VerbClass> {
-    let class = match token {
-        "get" | "list" | "search" | "find" | "read" | "fetch" | "query" | "describe" | "show" | "view" | "check"
-        | "inspect" | "analyze" | "analyse" | "count" | "lookup" | "explain" | "validate" | "preview" | "status"
-        | "retrieve" | "browse" | "lint" | "diff" | "compare" | "estimate" | "calculate" | "summarize" | "scan"
-        | "audit" | "recommend" | "suggest" | "verify" | "test" | "resolve" | "watch" | "monitor" | "poll" | "wait"
-        | "aggregate" | "explore" | "look" | "load" | "see" | "discover" | "detect" | "diagnose" | "evaluate"
-        | "translate" | "convert" | "format" | "parse" | "render" | "troubleshoot" | "review" | "research"
-        | "recognize" | "recognise" | "whoami" | "ask" | "reader" | "viewer" | "summarise" | "peek" | "grep"
-        | "sample" | "measure" | "forecast" | "predict" | "classify" | "rank" | "identify"
-        // `echo` hands back what it was given (server-everything's `echo`): a test of the connection, a read.
-        | "echo" | "echoes" => VerbClass::Read,
-        "create" | "add" | "new" | "insert" | "post" | "upload" | "register" | "put" | "make" | "clone" | "copy"
-        | "append" | "attach" | "fork" | "provision" | "allocate" | "generate" | "build" | "duplicate" | "save"
-        | "store" | "write" | "record" | "log" | "comment" | "tag" | "label" | "star" | "enroll" | "synthesize"
-        | "writer" | "compose" | "draft" | "bookmark" | "subscribe" | "follow" | "reserve" | "mkdir" | "touch" => {
-            VerbClass::Create
+    static TABLE: OnceLock<HashMap<&'static str, VerbClass, BuildHasherDefault<WordHasher>>> = OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        let mut table = HashMap::default();
+        for (class, words) in LEXICON {
+            for word in *words {
+                table.entry(*word).or_insert(*class);
+            }
         }
-        "update" | "edit" | "set" | "modify" | "patch" | "rename" | "move" | "assign" | "unassign" | "enable"
-        | "disable" | "configure" | "change" | "replace" | "merge" | "apply" | "import" | "sync" | "upsert"
-        | "toggle" | "approve" | "reject" | "close" | "reopen" | "resize" | "scale" | "rotate" | "grant" | "lock"
-        | "unlock" | "pause" | "resume" | "mark" | "accept" | "complete" | "transfer" | "restore" | "upgrade"
-        | "downgrade" | "promote" | "link" | "unlink" | "pin" | "unpin" | "schedule" | "refresh" | "reorder"
-        | "fill" | "type" | "select" | "emulate" | "manage" | "activate" | "deactivate" | "unpause" | "updater"
-        | "editor" | "createorupdate" | "commit" | "push" | "checkout" | "rebase" | "revert" | "suspend"
-        | "annotate" | "categorize" | "tweak" => VerbClass::Update,
-        "delete" | "remove" | "drop" | "destroy" | "purge" | "erase" | "uninstall" | "terminate" | "kill"
-        | "revoke" | "archive" | "clear" | "reset" | "wipe" | "truncate" | "cancel" | "abort" | "evict" | "detach"
-        | "deprovision" | "decommission" | "unregister" | "unsubscribe" | "trash" | "overwrite" | "force"
-        | "rollback" | "undeploy" | "deallocate" | "prune" | "flush" | "rm" | "del" | "teardown" | "discard"
-        | "unset" | "unfollow" | "unstar" | "uninvite" | "expire" => VerbClass::Delete,
-        "send" | "email" | "mail" | "sms" | "notify" | "publish" | "reply" | "share" | "invite" | "message"
-        | "tweet" | "broadcast" | "forward" | "respond" | "submit" | "announce" | "text" | "call" | "dm"
-        | "feedback" | "give" | "answer" | "ping" | "escalate" => VerbClass::Send,
-        "export" | "download" | "dump" | "backup" | "snapshot" | "screenshot" | "print" | "pdf" | "extract" => {
-            VerbClass::Export
+        table
+    });
+    table.get(token).copied()
+}
+
+/// FNV-1a over a word's bytes: the lexicon's keys are short, fixed and ours, so a fast hash without protection
+/// against chosen collisions is enough (a token can only make its own lookup slower, never wrong).
+struct WordHasher(u64);
+
+impl Default for WordHasher {
+    fn default() -> WordHasher {
+        WordHasher(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Hasher for WordHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for byte in bytes {
+            self.0 = (self.0 ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3);
         }
-        "run" | "execute" | "exec" | "invoke" | "trigger" | "start" | "stop" | "restart" | "deploy" | "install"
-        | "navigate" | "click" | "press" | "drag" | "rerun" | "launch" | "spawn" | "eval" | "hover" | "scroll"
-        | "reboot" | "shutdown" | "dispatch" | "perform" | "do" | "act" | "control" | "handle" | "process"
-        | "crawl" | "scrape" | "train" | "migrate" | "upgrade_all" | "kubectl" | "shell" | "command" | "interact"
-        | "automate" | "orchestrate" | "simulate" | "benchmark" | "compile" | "bash" | "sudo" => VerbClass::Execute,
-        // `open` is a view as often as a creation (`open_nodes`, `open_presentation` read; `open_url` drives a
-        // browser; "open an issue" creates): it names a session step, and the other cues decide.
-        "open" | "connect" | "disconnect" | "login" | "logout" | "signin" | "signout" | "switch" | "use"
-        | "authenticate" | "auth" => VerbClass::Connect,
-        _ => return None,
-    };
-    Some(class)
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 /// The first token of a tool name that the lexicon knows as a verb, with its class.
@@ -315,11 +427,12 @@ mod tests {
         /// Slicing words and lowercasing each once splits and folds exactly as building them did.
         #[test]
         fn tokens_match_the_character_by_character_split(
-            text in "[aZ9 _.\u{3a3}\u{3c3}\u{130}\u{1c5}\u{2160}\u{435}\u{415}\u{df}]{0,30}",
+            text in "[aZ9 _.\u{3a3}\u{3c3}\u{130}\u{1c5}\u{2160}\u{435}\u{415}\u{df}]{0,30}|[aAbZ09 _.-]{0,30}",
         ) {
             let expected = tokens_by_characters(&text);
             proptest::prop_assert_eq!(&tokens(&text), &expected);
-            proptest::prop_assert_eq!(TokenText::new(&text).iter().collect::<Vec<_>>(), expected);
+            let joined = TokenText::new(&text);
+            proptest::prop_assert_eq!(joined.iter().collect::<Vec<_>>(), expected);
         }
     }
 

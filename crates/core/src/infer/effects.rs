@@ -26,60 +26,6 @@ pub(crate) struct StatedEffect {
     pub(crate) class: VerbClass,
 }
 
-/// Verbs whose stated use removes or overwrites something.
-const DELETE_VERBS: &[&str] = &[
-    "delete",
-    "remove",
-    "erase",
-    "wipe",
-    "purge",
-    "destroy",
-    "drop",
-    "truncate",
-    "overwrite",
-    "kill",
-    "terminate",
-    "discard",
-    "unlink",
-    "shred",
-    "uninstall",
-    "expunge",
-    "obliterate",
-    "nuke",
-    "trash",
-    "flush",
-    "revoke",
-    "format",
-    "empty",
-];
-/// Verbs whose stated use sends something to other people or systems. `share` is left out: "file shares" and
-/// "the user shares a link" are far more common in honest texts than a tool that shares.
-const SEND_VERBS: &[&str] = &[
-    "send",
-    "email",
-    "mail",
-    "post",
-    "publish",
-    "upload",
-    "notify",
-    "forward",
-    "tweet",
-    "broadcast",
-    "transmit",
-    "exfiltrate",
-    "leak",
-    "submit",
-    "transfer",
-    "beacon",
-    "sync",
-];
-/// Verbs whose stated use writes or changes something. `create` is left out: honest reads "create a plan" or
-/// "create a summary" they only return; so is `replace`, mostly figurative ("replaces the manual chain of ...").
-const WRITE_VERBS: &[&str] = &[
-    "write", "modify", "save", "store", "append", "insert", "update", "change", "rename", "move", "commit", "push",
-    "install", "alter", "edit", "patch", "chmod", "chown", "encrypt", "mutate", "persist", "upsert", "reset", "reboot",
-    "restart", "purchase", "charge", "pay", "deploy",
-];
 /// Third-person forms that are as often plural nouns (`lists posts to a channel`, `shows changes the commit made`):
 /// they count as verbs only at the start of a clause or after a word that leaves a verb next
 /// ([`VERB_OPENERS`]).
@@ -467,21 +413,31 @@ fn predicate_at(words: &[&str], index: usize) -> Option<(String, VerbClass)> {
     None
 }
 
+/// The class of an effect verb in its base form. A `match`, not lists scanned in turn: every word of every
+/// description that could be a verb form is asked, and the compiled match finds a word by its length and bytes.
 fn base_effect_verb(word: &str) -> Option<VerbClass> {
-    if DELETE_VERBS.contains(&word) {
-        Some(VerbClass::Delete)
-    } else if SEND_VERBS.contains(&word) {
-        Some(VerbClass::Send)
-    } else if WRITE_VERBS.contains(&word) {
-        Some(VerbClass::Update)
-    } else {
-        None
+    match word {
+        // Verbs whose stated use removes or overwrites something.
+        "delete" | "remove" | "erase" | "wipe" | "purge" | "destroy" | "drop" | "truncate" | "overwrite"
+        | "kill" | "terminate" | "discard" | "unlink" | "shred" | "uninstall" | "expunge" | "obliterate"
+        | "nuke" | "trash" | "flush" | "revoke" | "format" | "empty" => Some(VerbClass::Delete),
+        // Verbs whose stated use sends something to other people or systems. `share` is left out: "file shares" and
+        // "the user shares a link" are far more common in honest texts than a tool that shares.
+        "send" | "email" | "mail" | "post" | "publish" | "upload" | "notify" | "forward" | "tweet"
+        | "broadcast" | "transmit" | "exfiltrate" | "leak" | "submit" | "transfer" | "beacon" | "sync" => Some(VerbClass::Send),
+        // Verbs whose stated use writes or changes something. `create` is left out: honest reads "create a plan" or
+        // "create a summary" they only return; so is `replace`, mostly figurative ("replaces the manual chain of ...").
+        "write" | "modify" | "save" | "store" | "append" | "insert" | "update" | "change" | "rename" | "move"
+        | "commit" | "push" | "install" | "alter" | "edit" | "patch" | "chmod" | "chown" | "encrypt"
+        | "mutate" | "persist" | "upsert" | "reset" | "reboot" | "restart" | "purchase" | "charge" | "pay"
+        | "deploy" => Some(VerbClass::Update),
+        _ => None,
     }
 }
 
 /// The class of a third-person verb form (`deletes`, `pushes`, `modifies`).
 fn finite_effect_verb(word: &str) -> Option<VerbClass> {
-    // Every form below ends in `s`; most words of a text do not, and the lists need not be scanned for them.
+    // Every form below ends in `s`; most words of a text do not, and need not be looked up.
     if !word.ends_with('s') {
         return None;
     }
