@@ -299,21 +299,36 @@ pub(crate) fn predicate_in(text: &str) -> Option<(String, VerbClass)> {
 /// Every effect predicate in a lowercased text (at most [`MAX_EFFECTS`]), in order. Look-alike letters and
 /// invisible characters are folded first (`dеletes` with a Cyrillic `е` reads `deletes`, as a person sees it).
 pub(crate) fn predicates_in(text: &str) -> Vec<(String, VerbClass)> {
+    if text.is_empty() {
+        // Most properties have no description; not even the word buffer is needed.
+        return Vec::new();
+    }
     let folded = as_seen(text);
+    // An ASCII text is walked byte by byte: each byte is its character, so the words are the same, found without
+    // decoding characters (this reads whole descriptions of up to 64 KiB, for every tool).
+    if folded.is_ascii() {
+        clauses_predicates(&folded, folded.bytes().map(char::from).enumerate())
+    } else {
+        clauses_predicates(&folded, folded.char_indices())
+    }
+}
+
+/// The effect predicates of `text`, whose characters `characters` gives with their byte offsets.
+fn clauses_predicates(text: &str, characters: impl Iterator<Item = (usize, char)>) -> Vec<(String, VerbClass)> {
     let mut found = Vec::new();
     // One buffer for every clause's words: a long description has hundreds of clauses.
-    let mut words: Vec<&str> = Vec::new();
+    let mut words: Vec<&str> = Vec::with_capacity(64);
     // Clauses end at `CLAUSE_ENDS`; a word is a run of letters, digits and apostrophes. Both are read in one pass
-    // over the characters (this reads whole descriptions of up to 64 KiB, for every tool), which splits exactly as
-    // splitting into clauses and each clause into words would: no clause end is a word character.
+    // over the characters, which splits exactly as splitting into clauses and each clause into words would: no
+    // clause end is a word character.
     let mut word_start: Option<usize> = None;
-    for (index, character) in folded.char_indices() {
+    for (index, character) in characters {
         if character.is_alphanumeric() || character == '\'' || character == '\u{2019}' {
             word_start.get_or_insert(index);
             continue;
         }
         if let Some(start) = word_start.take() {
-            words.push(&folded[start..index]);
+            words.push(&text[start..index]);
         }
         if CLAUSE_ENDS.contains(&character) {
             if clause_predicates(&words, &mut found) {
@@ -323,7 +338,7 @@ pub(crate) fn predicates_in(text: &str) -> Vec<(String, VerbClass)> {
         }
     }
     if let Some(start) = word_start {
-        words.push(&folded[start..]);
+        words.push(&text[start..]);
     }
     clause_predicates(&words, &mut found);
     found
@@ -418,19 +433,20 @@ fn predicate_at(words: &[&str], index: usize) -> Option<(String, VerbClass)> {
 fn base_effect_verb(word: &str) -> Option<VerbClass> {
     match word {
         // Verbs whose stated use removes or overwrites something.
-        "delete" | "remove" | "erase" | "wipe" | "purge" | "destroy" | "drop" | "truncate" | "overwrite"
-        | "kill" | "terminate" | "discard" | "unlink" | "shred" | "uninstall" | "expunge" | "obliterate"
-        | "nuke" | "trash" | "flush" | "revoke" | "format" | "empty" => Some(VerbClass::Delete),
+        "delete" | "remove" | "erase" | "wipe" | "purge" | "destroy" | "drop" | "truncate" | "overwrite" | "kill"
+        | "terminate" | "discard" | "unlink" | "shred" | "uninstall" | "expunge" | "obliterate" | "nuke" | "trash"
+        | "flush" | "revoke" | "format" | "empty" => Some(VerbClass::Delete),
         // Verbs whose stated use sends something to other people or systems. `share` is left out: "file shares" and
         // "the user shares a link" are far more common in honest texts than a tool that shares.
-        "send" | "email" | "mail" | "post" | "publish" | "upload" | "notify" | "forward" | "tweet"
-        | "broadcast" | "transmit" | "exfiltrate" | "leak" | "submit" | "transfer" | "beacon" | "sync" => Some(VerbClass::Send),
+        "send" | "email" | "mail" | "post" | "publish" | "upload" | "notify" | "forward" | "tweet" | "broadcast"
+        | "transmit" | "exfiltrate" | "leak" | "submit" | "transfer" | "beacon" | "sync" => Some(VerbClass::Send),
         // Verbs whose stated use writes or changes something. `create` is left out: honest reads "create a plan" or
         // "create a summary" they only return; so is `replace`, mostly figurative ("replaces the manual chain of ...").
         "write" | "modify" | "save" | "store" | "append" | "insert" | "update" | "change" | "rename" | "move"
-        | "commit" | "push" | "install" | "alter" | "edit" | "patch" | "chmod" | "chown" | "encrypt"
-        | "mutate" | "persist" | "upsert" | "reset" | "reboot" | "restart" | "purchase" | "charge" | "pay"
-        | "deploy" => Some(VerbClass::Update),
+        | "commit" | "push" | "install" | "alter" | "edit" | "patch" | "chmod" | "chown" | "encrypt" | "mutate"
+        | "persist" | "upsert" | "reset" | "reboot" | "restart" | "purchase" | "charge" | "pay" | "deploy" => {
+            Some(VerbClass::Update)
+        }
         _ => None,
     }
 }

@@ -154,14 +154,20 @@ pub(crate) fn as_seen(text: &str) -> Cow<'_, str> {
     }
     // `skeleton` folds character by character, so folding each word is folding each character that is not
     // whitespace: one pass and one string, not a `skeleton` call and its string per word of a long description.
+    // Runs of printable ASCII and ASCII whitespace are copied whole (`skeleton` leaves printable ASCII as it is).
     let mut out = String::with_capacity(text.len());
-    for character in text.chars() {
-        // Whitespace is kept (it ends sentences); printable ASCII is its own twin (`skeleton` leaves it as it is).
-        if character.is_whitespace() || matches!(character, ' '..='~') {
+    let mut rest = text;
+    while !rest.is_empty() {
+        let run = rest.bytes().position(|byte| !matches!(byte, b'\t'..=b'\r' | b' '..=b'~')).unwrap_or(rest.len());
+        out.push_str(&rest[..run]);
+        rest = &rest[run..];
+        let Some(character) = rest.chars().next() else { break };
+        if character.is_whitespace() {
             out.push(character);
         } else if let Some(seen) = seen_as(character) {
             out.push(seen);
         }
+        rest = &rest[character.len_utf8()..];
     }
     Cow::Owned(out)
 }
@@ -524,7 +530,7 @@ mod tests {
         /// Folding a text character by character gives what folding it word by word gave.
         #[test]
         fn a_text_is_folded_as_its_words_are(
-            text in "[a-z .\t\n\u{1}\u{435}\u{430}\u{200b}\u{2028}\u{202e}\u{ff41}\u{3000}\u{1d41a}]{0,40}",
+            text in "[a-z .~\t\n\u{b}\u{1}\u{7f}\u{85}\u{a0}\u{435}\u{430}\u{200b}\u{2028}\u{202e}\u{ff41}\u{3000}\u{1d41a}]{0,40}",
         ) {
             let folded = as_seen(&text).into_owned();
             proptest::prop_assert_eq!(folded, as_seen_by_words(&text));
