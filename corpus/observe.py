@@ -40,7 +40,9 @@ EXTRA = {
     "server-memory": {"env": {"MEMORY_FILE_PATH": "{scratch}/memory.jsonl"}},
     # The vault must be named by an absolute path, known only inside the sandbox: a shell names the copy.
     "obsidian-mcp": {"setup": "vault", "shell": 'exec "$0" serve --vault "notes=$PWD"'},
-    "basic-memory": {"env": {"HOME": "{scratch}", "BASIC_MEMORY_HOME": "{scratch}/basic-memory"}},
+    # Starts slowly under strace (a minute or more before it answers `initialize`).
+    "basic-memory": {"env": {"HOME": "{scratch}", "BASIC_MEMORY_HOME": "{scratch}/basic-memory"},
+                     "timeout_per_call": "180"},
     # The manifest's dummy backend (port 9) is one of the ports fetch refuses before connecting ("bad port"), so a
     # Node server would fail its calls without trying the network; another closed port lets it try (and fail).
     "coolify": {"env": {"COOLIFY_BASE_URL": "http://127.0.0.1:8"}},
@@ -90,7 +92,10 @@ def observe(server, scratch, peers, toolgate, out):
     with tempfile.TemporaryDirectory(prefix="observe-") as work:
         work = Path(work)
         setup_work(extra.get("setup"), work)
-        argv = [toolgate, "verify", *FLAGS, "--dir", str(work)]
+        flags = list(FLAGS)
+        if extra.get("timeout_per_call"):
+            flags[flags.index("--timeout-per-call") + 1] = extra["timeout_per_call"]
+        argv = [toolgate, "verify", *flags, "--dir", str(work)]
         for key, value in env.items():
             argv += ["--env", f"{key}={value}"]
         argv += ["--", *command]
@@ -109,7 +114,7 @@ def observe(server, scratch, peers, toolgate, out):
         "package": harvest.package_label(server),
         "command": [placeholders(part, [(str(root), "{install}"), (str(peers), "{peers}")]) for part in command],
         "env": env,
-        "flags": FLAGS,
+        "flags": flags,
         "toolgate": commit,
         "date": datetime.date.today().isoformat(),
         "exit": run.returncode,
