@@ -73,10 +73,19 @@ impl TokenText {
     /// Splits `text` as [`tokens`] does.
     pub(crate) fn new(text: &str) -> TokenText {
         let mut tokens = TokenText { joined: String::with_capacity(text.len()), ends: Vec::new() };
-        split_words(text, |word| {
-            push_lowercase(&mut tokens.joined, word);
-            tokens.ends.push(tokens.joined.len());
-        });
+        if text.is_ascii() {
+            // Every word is ASCII: copied as written, then lowercased at once.
+            split_ascii_words(text, |word| {
+                tokens.joined.push_str(word);
+                tokens.ends.push(tokens.joined.len());
+            });
+            tokens.joined.make_ascii_lowercase();
+        } else {
+            split_words(text, |word| {
+                push_lowercase(&mut tokens.joined, word);
+                tokens.ends.push(tokens.joined.len());
+            });
+        }
         tokens
     }
 
@@ -300,19 +309,50 @@ const LEXICON: &[(VerbClass, &str)] = &[
 
 /// The lexicon's class of a word as written. A hash table built once, not a `match`: verbs are looked up for every
 /// word of a description and its folded stems, and the compiled match compared a word with each lexicon word of
-/// its length in turn.
+/// its length in turn. Most words are no verb, so a word whose length and first and last letters no lexicon word
+/// has is answered before it is hashed ([`Lexicon::may_hold`]).
 fn lookup_verb(token: &str) -> Option<VerbClass> {
-    static TABLE: OnceLock<HashMap<&'static str, VerbClass, BuildHasherDefault<WordHasher>>> = OnceLock::new();
-    let table = TABLE.get_or_init(|| {
-        let mut table = HashMap::default();
+    static LEXICON_TABLE: OnceLock<Lexicon> = OnceLock::new();
+    let lexicon = LEXICON_TABLE.get_or_init(|| {
+        let mut lexicon = Lexicon { table: HashMap::default(), shapes: [0; SHAPE_WORDS] };
         for (class, words) in LEXICON {
             for word in words.split_whitespace() {
-                table.entry(word).or_insert(*class);
+                lexicon.table.entry(word).or_insert(*class);
+                let shape = shape(word);
+                lexicon.shapes[shape / 64] |= 1 << (shape % 64);
             }
         }
-        table
+        lexicon
     });
-    table.get(token).copied()
+    if !lexicon.may_hold(token) {
+        return None;
+    }
+    lexicon.table.get(token).copied()
+}
+
+/// [`LEXICON`] as a table, with a bit set of its words' shapes ([`shape`]).
+struct Lexicon {
+    table: HashMap<&'static str, VerbClass, BuildHasherDefault<WordHasher>>,
+    shapes: [u64; SHAPE_WORDS],
+}
+
+/// Words of 64 bits in [`Lexicon::shapes`]: 4096 shapes.
+const SHAPE_WORDS: usize = 64;
+
+impl Lexicon {
+    /// False when no lexicon word has the shape of `token`, which then is none of them; true says only "maybe".
+    fn may_hold(&self, token: &str) -> bool {
+        let shape = shape(token);
+        self.shapes[shape / 64] & (1 << (shape % 64)) != 0
+    }
+}
+
+/// A word's length, first and last byte folded into one of 4096 buckets: equal words have equal shapes.
+fn shape(word: &str) -> usize {
+    let bytes = word.as_bytes();
+    let first = usize::from(bytes.first().copied().unwrap_or(0));
+    let last = usize::from(bytes.last().copied().unwrap_or(0));
+    ((bytes.len() * 31 + first) * 31 + last) % (SHAPE_WORDS * 64)
 }
 
 /// FNV-1a over a word's bytes: the lexicon's keys are short, fixed and ours, so a fast hash without protection

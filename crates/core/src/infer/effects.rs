@@ -307,14 +307,22 @@ pub(crate) fn predicates_in(text: &str) -> Vec<(String, VerbClass)> {
     // An ASCII text is walked byte by byte: each byte is its character, so the words are the same, found without
     // decoding characters (this reads whole descriptions of up to 64 KiB, for every tool).
     if folded.is_ascii() {
-        clauses_predicates(&folded, folded.bytes().map(char::from).enumerate())
+        // For an ASCII character `is_ascii_alphanumeric` is `is_alphanumeric`, without the Unicode tables' branch.
+        let is_word = |character: char| character.is_ascii_alphanumeric() || character == '\'';
+        clauses_predicates(&folded, folded.bytes().map(char::from).enumerate(), is_word)
     } else {
-        clauses_predicates(&folded, folded.char_indices())
+        let is_word = |character: char| character.is_alphanumeric() || character == '\'' || character == '\u{2019}';
+        clauses_predicates(&folded, folded.char_indices(), is_word)
     }
 }
 
-/// The effect predicates of `text`, whose characters `characters` gives with their byte offsets.
-fn clauses_predicates(text: &str, characters: impl Iterator<Item = (usize, char)>) -> Vec<(String, VerbClass)> {
+/// The effect predicates of `text`, whose characters `characters` gives with their byte offsets; `is_word` tells
+/// the characters of a word (letters, digits, apostrophes).
+fn clauses_predicates(
+    text: &str,
+    characters: impl Iterator<Item = (usize, char)>,
+    is_word: impl Fn(char) -> bool,
+) -> Vec<(String, VerbClass)> {
     let mut found = Vec::new();
     // One buffer for every clause's words: a long description has hundreds of clauses.
     let mut words: Vec<&str> = Vec::with_capacity(64);
@@ -323,7 +331,7 @@ fn clauses_predicates(text: &str, characters: impl Iterator<Item = (usize, char)
     // clause end is a word character.
     let mut word_start: Option<usize> = None;
     for (index, character) in characters {
-        if character.is_alphanumeric() || character == '\'' || character == '\u{2019}' {
+        if is_word(character) {
             word_start.get_or_insert(index);
             continue;
         }
