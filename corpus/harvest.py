@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Rebuilds corpus/grown.jsonl from the published MCP servers named in corpus/manifest.json.
+"""Rebuilds corpus/grown.jsonl from the published MCP servers named in corpus/manifest.json (or another corpus
+file from another manifest: `--manifest corpus/fresh-manifest.json --output corpus/fresh.jsonl`).
 
 It installs each server's pinned package into a scratch directory outside the repository, starts it over stdio
 with the dummy credentials the manifest gives, sends `initialize`, `notifications/initialized` and `tools/list`
@@ -15,6 +16,8 @@ that need Python 3.13 need it findable, e.g. with PYENV_VERSION=3.13.0 under pye
     python3 corpus/harvest.py install --scratch DIR [--only a,b]
     python3 corpus/harvest.py extract --scratch DIR [--only a,b]
     python3 corpus/harvest.py build   --scratch DIR [--table]
+Every step takes `--manifest PATH` (default corpus/manifest.json); `build` takes `--output PATH` (default
+corpus/grown.jsonl). One scratch directory can serve several manifests as long as their server ids differ.
 """
 
 import argparse
@@ -36,8 +39,8 @@ PROTOCOL_VERSION = "2025-06-18"
 EXTRACTION = "tools/list of published package"
 
 
-def load_manifest():
-    with open(MANIFEST, encoding="utf-8") as handle:
+def load_manifest(path=MANIFEST):
+    with open(path, encoding="utf-8") as handle:
         servers = json.load(handle)["servers"]
     names = [server["server"] for server in servers]
     if len(names) != len(set(names)):
@@ -248,7 +251,7 @@ def entry_of(server, tool):
     return entry
 
 
-def build(servers, scratch, table):
+def build(servers, scratch, table, output):
     entries, rows = [], []
     for server in servers:
         raw_path = scratch / "raw" / f"{server['server']}.json"
@@ -266,10 +269,10 @@ def build(servers, scratch, table):
         if server.get("status", "entries") == "entries":
             entries += hinted
     entries.sort(key=lambda entry: (entry["server"], entry["name"]))
-    with open(OUTPUT, "w", encoding="utf-8") as handle:
+    with open(output, "w", encoding="utf-8") as handle:
         for entry in entries:
             handle.write(json.dumps(entry, ensure_ascii=False) + "\n")
-    print(f"wrote {len(entries)} tools from {len({e['server'] for e in entries})} servers to {OUTPUT.name}")
+    print(f"wrote {len(entries)} tools from {len({e['server'] for e in entries})} servers to {output.name}")
     if table:
         print_tables(rows, entries)
 
@@ -311,14 +314,16 @@ def main():
     parser.add_argument("--scratch", required=True, type=Path, help="directory outside the repository")
     parser.add_argument("--only", help="comma-separated server ids")
     parser.add_argument("--table", action="store_true", help="print the README tables after build")
+    parser.add_argument("--manifest", type=Path, default=MANIFEST, help="the manifest to read (default manifest.json)")
+    parser.add_argument("--output", type=Path, default=OUTPUT, help="the corpus file build writes (default grown.jsonl)")
     args = parser.parse_args()
     scratch = args.scratch.resolve()
     if HERE.parent in scratch.parents or scratch == HERE.parent:
         sys.exit("the scratch directory must be outside the repository")
     (scratch / "raw").mkdir(parents=True, exist_ok=True)
-    servers = selected(load_manifest(), args.only)
+    servers = selected(load_manifest(args.manifest), args.only)
     if args.step == "build":
-        build(servers, scratch, args.table)
+        build(servers, scratch, args.table, args.output)
         return
     failures = 0
     for server in servers:
