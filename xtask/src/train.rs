@@ -55,9 +55,21 @@ pub(crate) struct Dataset {
     servers_of: Vec<BTreeSet<String>>,
 }
 
-/// The corpora training reads: the shared development corpus and every `corpus/*.jsonl` of the repository.
+/// Corpus files that are scored but never trained on: `fresh.jsonl` is issue 15's blind corpus, kept out of the
+/// training pool so that its figures stay those of a model that never saw any of its servers (a leave-one-server-out
+/// fold would still train on the other fresh servers, and their house styles would leak into the score).
+const HELD_OUT_CORPORA: &[&str] = &["fresh.jsonl"];
+
+/// The corpora training reads: the shared development corpus and every `corpus/*.jsonl` of the repository except
+/// the held-out ones ([`HELD_OUT_CORPORA`]).
 pub(crate) fn training_corpora() -> Result<Vec<PathBuf>> {
-    crate::eval::default_corpora()
+    Ok(crate::eval::default_corpora()?
+        .into_iter()
+        .filter(|path| {
+            let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
+            !HELD_OUT_CORPORA.contains(&name.as_str())
+        })
+        .collect())
 }
 
 impl Dataset {
