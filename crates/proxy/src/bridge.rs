@@ -29,6 +29,7 @@ use toolgate_store::digest_arguments;
 use toolgate_upstream::UpstreamError;
 use toolgate_upstream::jsonrpc::codes;
 
+use crate::era::declares;
 use crate::guard::request_state::{self, ConfirmationBinding, RequestStateError};
 use crate::guard::round_trip::StateRefusal;
 pub(crate) use crate::state::held::UpstreamAsk;
@@ -83,22 +84,6 @@ fn required_capability(method: &str, params: &Value) -> Value {
         "sampling/createMessage" => json!({"sampling": {}}),
         "roots/list" => json!({"roots": {}}),
         _ => json!({}),
-    }
-}
-
-/// Whether a modern request's own `clientCapabilities` declare what `method` needs (form elicitation: an empty
-/// `elicitation` object or one with `form`; URL mode: `elicitation.url`). `crate::upstream_rounds` asks the same
-/// of a modern upstream's input requests.
-pub(crate) fn declares(capabilities: &Value, method: &str, params: &Value) -> bool {
-    let elicitation = capabilities.get("elicitation").and_then(Value::as_object);
-    match method {
-        "elicitation/create" if params.get("mode").and_then(Value::as_str) == Some("url") => {
-            elicitation.is_some_and(|modes| modes.contains_key("url"))
-        }
-        "elicitation/create" => elicitation.is_some_and(|modes| modes.is_empty() || modes.contains_key("form")),
-        "sampling/createMessage" => capabilities.get("sampling").is_some_and(Value::is_object),
-        "roots/list" => capabilities.get("roots").is_some_and(Value::is_object),
-        _ => false,
     }
 }
 

@@ -3,7 +3,8 @@
 //!
 //! Pure functions over one request's method and params, shared by both transports and the gateway: which era a
 //! request belongs to, the body checks a modern request must pass (in the spec's order, first failure wins), and
-//! the envelope every modern answer gets (`resultType`, toolgate's serverInfo, resource-not-found as -32602). It
+//! the envelope every modern answer gets (`resultType`, toolgate's serverInfo, resource-not-found as -32602), and
+//! whether a client's declared capabilities cover a request sent to it ([`declares`], for either era). It
 //! holds no state and never changes a legacy request or answer: the era only changes the envelope, each method
 //! keeps one code path.
 
@@ -95,6 +96,33 @@ fn meta(params: Option<&Value>) -> Option<&serde_json::Map<String, Value>> {
 /// capabilities (a legacy `_meta` holds only a progress token and the like, never these keys).
 pub(crate) fn is_modern(params: Option<&Value>) -> bool {
     meta(params).is_some_and(|meta| meta.contains_key(META_VERSION) || meta.contains_key(META_CAPABILITIES))
+}
+
+/// The client capabilities a modern request declared in its own `_meta` (`Null` when it declared none).
+pub(crate) fn request_capabilities(params: &Value) -> &Value {
+    params.get("_meta").and_then(|meta| meta.get(META_CAPABILITIES)).unwrap_or(&Value::Null)
+}
+
+/// Whether client `capabilities` (a modern request's own, or what a legacy client declared at `initialize`) cover
+/// the request `method` with `params` sent to that client: form elicitation needs an empty `elicitation` object
+/// (form, as before 2025-11-25 added modes) or one with `form`; URL mode (`params.mode` is `url`) needs
+/// `elicitation.url`; sampling and roots their objects. The one answer to that question, whoever asks it.
+pub(crate) fn declares(capabilities: &Value, method: &str, params: &Value) -> bool {
+    let elicitation = capabilities.get("elicitation").and_then(Value::as_object);
+    match method {
+        "elicitation/create" if params.get("mode").and_then(Value::as_str) == Some("url") => {
+            elicitation.is_some_and(|modes| modes.contains_key("url"))
+        }
+        "elicitation/create" => elicitation.is_some_and(|modes| modes.is_empty() || modes.contains_key("form")),
+        "sampling/createMessage" => capabilities.get("sampling").is_some_and(Value::is_object),
+        "roots/list" => capabilities.get("roots").is_some_and(Value::is_object),
+        _ => false,
+    }
+}
+
+/// `params` of a URL-mode elicitation, as [`declares`] reads them (`{}` is form mode).
+pub(crate) fn url_mode() -> Value {
+    json!({"mode": "url"})
 }
 
 /// The version a modern request's `_meta` names.

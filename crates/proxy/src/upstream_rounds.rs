@@ -202,7 +202,7 @@ pub(crate) async fn wrap_for_client(
         }
         let mut question = request.get("params").cloned().unwrap_or_else(|| json!({}));
         // The mode counts, not only the kind: a client that declared URL elicitation alone cannot answer a form.
-        if !crate::bridge::declares(&declared, &kind, &question) {
+        if !crate::era::declares(&declared, &kind, &question) {
             return Err(format!("upstream `{name}` asked for {kind}, which the client did not declare"));
         }
         crate::guard::results::remove_foreign_result_meta(&mut question);

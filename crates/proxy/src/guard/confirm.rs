@@ -28,14 +28,13 @@
 //! decide.
 
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use serde_json::{Value, json};
 use toolgate_core::decision::Decision;
 use toolgate_core::display::{json_text, quoted};
 use toolgate_core::policy::approval::{ApprovalScope, BoundTool, bind_approval};
 use toolgate_spec::{ConfirmVia, ConfirmationSpec, ModernConfirm};
-use toolgate_store::{ApprovalId, ApprovalWait, PendingApproval, PendingCall, StoreError, digest_arguments};
+use toolgate_store::{ApprovalId, ApprovalWait, PendingCall, StoreError, digest_arguments};
 
 use crate::access::{Lapse, current_tool};
 use crate::call::context::CallContext;
@@ -44,7 +43,7 @@ use crate::guard::approval_quota::QuotaExceeded;
 use crate::guard::audit;
 use crate::guard::console_round::{self, ConsoleRound, UrlQuestion};
 use crate::guard::round_trip::{self, RoundTrip, StateRefusal};
-use crate::guard::waiting::{QueuedCall, tell_where_it_waits};
+use crate::guard::waiting::{QueuedCall, new_approval, tell_where_it_waits};
 use crate::state::session::SessionShared;
 use crate::state::shared::Shared;
 
@@ -507,23 +506,8 @@ async fn by_queue(
         Err(exceeded) => return Some(Confirmation::Refused(NotApproved::QueueFull(exceeded))),
     };
     let spec = &gateway.spec.guardrails.confirmation;
-    let now = SystemTime::now();
     let args_digest = digest_arguments(arguments);
-    let pending = PendingApproval {
-        id: ApprovalId::generate(),
-        session: session.id.clone(),
-        upstream: tool.upstream_name.clone(),
-        tool: tool.exposed_name.clone(),
-        title: tool.facts.display_title.clone(),
-        action: tool.facts.action.clone(),
-        risk: Some(toolgate_store::ToolRisk::from_facts(&tool.facts)),
-        args_summary: summary.to_owned(),
-        tool_fingerprint: tool.fingerprint.clone(),
-        args_digest: args_digest.clone(),
-        created: now,
-        expires: now + spec.approval_ttl,
-        caller: Some(session.caller.name.clone()),
-    };
+    let pending = new_approval(gateway, session, tool, summary, args_digest.clone());
     if let Err(error) = store.approvals().create(&pending).await {
         tracing::error!(%error, "cannot queue an approval");
         return Some(Confirmation::Refused(NotApproved::CannotQueue(error.to_string())));

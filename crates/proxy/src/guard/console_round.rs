@@ -22,7 +22,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
-use toolgate_store::{ApprovalId, ApprovalState, ApprovalWait, PendingApproval, Store, StoreError, ToolRisk};
+use toolgate_store::{ApprovalId, ApprovalState, ApprovalWait, Store, StoreError};
 
 use crate::access::Lapse;
 use crate::call::context::CallContext;
@@ -30,8 +30,9 @@ use crate::catalog::ExposedTool;
 use crate::guard::approval_quota::QuotaExceeded;
 use crate::guard::request_state::{self, ConfirmationBinding, RequestStateError};
 use crate::guard::round_trip::{
-    CONFIRM_INPUT, NONCE_MARGIN, StateRefusal, binding, confirmed_upstream_round, refusal_of, sealing_key, unix_seconds,
+    CONFIRM_INPUT, NONCE_MARGIN, Opening, StateRefusal, open_round, refusal_of, unix_seconds,
 };
+use crate::guard::waiting::new_approval;
 
 /// The longest a retry whose approval is still pending waits for a person before it is asked again: long enough
 /// that a client retrying at once does not spin, short enough for an HTTP request to stay open.
@@ -89,29 +90,13 @@ pub(crate) struct UrlQuestion<'a> {
 
 /// One request of a URL-mode confirmation; see the module's comment.
 pub(crate) async fn confirm(context: &CallContext<'_>, asked: &UrlQuestion<'_>) -> ConsoleRound {
-    let CallContext { gateway, session, .. } = *context;
     let UrlQuestion { tool, params, .. } = *asked;
-    let Some(store) = &gateway.store else {
-        return ConsoleRound::NoStore;
-    };
-    let key = match sealing_key(gateway, store).await {
-        Ok(key) => key,
-        Err(error) => return ConsoleRound::Refused(StateRefusal::Unavailable(error)),
-    };
-    let call = binding(&session.caller.name, tool, params);
-    let state = params.get("requestState");
-    if let Some(state) = state.filter(|state| request_state::is_wrapped(state)) {
-        if confirmed_upstream_round(&key, state, &call, tool) {
-            return ConsoleRound::ConfirmedEarlier;
-        }
-        return first_round(context, asked, store, &key, call).await;
-    }
-    // Without a state this is a first round, whatever `inputResponses` it carries.
-    let Some(state) = state else {
-        return first_round(context, asked, store, &key, call).await;
-    };
-    let Some(state) = state.as_str() else {
-        return ConsoleRound::Refused(StateRefusal::Malformed);
+    let (store, key, call, state) = match open_round(context, tool, params).await {
+        Opening::NoStore => return ConsoleRound::NoStore,
+        Opening::Refused(refusal) => return ConsoleRound::Refused(refusal),
+        Opening::ConfirmedEarlier => return ConsoleRound::ConfirmedEarlier,
+        Opening::First { store, key, call } => return first_round(context, asked, store, &key, call).await,
+        Opening::Retry { store, key, call, state } => (store, key, call, state),
     };
     let (sealed, approval) = match request_state::open_approval_round(&key, state) {
         Ok(opened) => opened,
@@ -251,22 +236,7 @@ async fn first_round(
         Ok(_) => {}
         Err(error) => return ConsoleRound::CannotQueue(error.to_string()),
     }
-    let now = SystemTime::now();
-    let pending = PendingApproval {
-        id: ApprovalId::generate(),
-        session: session.id.clone(),
-        upstream: tool.upstream_name.clone(),
-        tool: tool.exposed_name.clone(),
-        title: tool.facts.display_title.clone(),
-        action: tool.facts.action.clone(),
-        risk: Some(ToolRisk::from_facts(&tool.facts)),
-        args_summary: asked.summary.to_owned(),
-        tool_fingerprint: tool.fingerprint.clone(),
-        args_digest: call.args_digest.clone(),
-        created: now,
-        expires: now + gateway.spec.guardrails.confirmation.approval_ttl,
-        caller: Some(session.caller.name.clone()),
-    };
+    let pending = new_approval(gateway, session, tool, asked.summary, call.args_digest.clone());
     if let Err(error) = store.approvals().create_detached(&pending).await {
         tracing::error!(%error, "cannot queue a detached approval");
         return ConsoleRound::CannotQueue(error.to_string());

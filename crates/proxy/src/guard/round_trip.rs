@@ -24,7 +24,7 @@ use toolgate_upstream::jsonrpc::codes;
 use crate::access::Lapse;
 use crate::call::context::CallContext;
 use crate::catalog::ExposedTool;
-use crate::era::META_CAPABILITIES;
+use crate::era::{declares, request_capabilities, url_mode};
 use crate::guard::request_state::{self, ConfirmationBinding, RequestStateError};
 use crate::state::shared::Shared;
 
@@ -144,12 +144,7 @@ pub(crate) enum RoundTrip {
 /// True when a modern request declared form elicitation in its own `_meta` (an empty `elicitation` object, which
 /// means form, or one with `form`); what the client's session declared at some `initialize` does not count.
 pub(crate) fn declares_form_elicitation(params: &Value) -> bool {
-    params
-        .get("_meta")
-        .and_then(|meta| meta.get(META_CAPABILITIES))
-        .and_then(|capabilities| capabilities.get("elicitation"))
-        .and_then(Value::as_object)
-        .is_some_and(|modes| modes.is_empty() || modes.contains_key("form"))
+    declares(request_capabilities(params), "elicitation/create", &json!({}))
 }
 
 /// Confirms a modern call of `tool` (`params`: the request's) by a round trip: the first request (or one without
@@ -161,29 +156,13 @@ pub(crate) async fn confirm(
     params: &Value,
     question: &Value,
 ) -> RoundTrip {
-    let CallContext { gateway, session, .. } = *context;
-    let Some(store) = &gateway.store else {
-        return RoundTrip::NoStore;
-    };
-    let key = match sealing_key(gateway, store).await {
-        Ok(key) => key,
-        Err(error) => return RoundTrip::Refused(StateRefusal::Unavailable(error)),
-    };
-    let call = binding(&session.caller.name, tool, params);
-    // A retry of an upstream's round (`crate::upstream_rounds`) after a person confirmed this very call: the
-    // approval holds for the call's later rounds (the relay checks the state fully and uses its nonce). A wrapped
-    // state that does not show that gets toolgate's question first, and the call starts over.
-    if let Some(state) = params.get("requestState").filter(|state| request_state::is_wrapped(state)) {
-        let confirmed = confirmed_upstream_round(&key, state, &call, tool);
-        return if confirmed { RoundTrip::Approved } else { ask(gateway, &key, call, question) };
-    }
-    // Without a state this is a first round, whatever `inputResponses` it carries: an answer to a question toolgate
-    // did not ask (or cannot tell it asked) approves nothing.
-    let Some(state) = params.get("requestState") else {
-        return ask(gateway, &key, call, question);
-    };
-    let Some(state) = state.as_str() else {
-        return RoundTrip::Refused(StateRefusal::Malformed);
+    let CallContext { gateway, .. } = *context;
+    let (store, key, call, state) = match open_round(context, tool, params).await {
+        Opening::NoStore => return RoundTrip::NoStore,
+        Opening::Refused(refusal) => return RoundTrip::Refused(refusal),
+        Opening::ConfirmedEarlier => return RoundTrip::Approved,
+        Opening::First { key, call, .. } => return ask(gateway, &key, call, question),
+        Opening::Retry { store, key, call, state } => (store, key, call, state),
     };
     let opened = match request_state::open(&key, state, &call, unix_seconds(SystemTime::now())) {
         Ok(opened) => opened,
@@ -214,6 +193,50 @@ pub(crate) async fn confirm(
     read_answer(answer)
 }
 
+/// How a confirmation request opens, asked by a form round trip or in the console alike: what both need to go on,
+/// or the end that comes before any question.
+pub(crate) enum Opening<'a> {
+    /// No store: nothing to seal with, nobody can be asked.
+    NoStore,
+    /// The sealing secret cannot be read.
+    Refused(StateRefusal),
+    /// A wrapped upstream round of this very call (`crate::upstream_rounds`) shows a person confirmed it already:
+    /// the approval holds for the call's later rounds (the relay checks the state fully and uses its nonce).
+    ConfirmedEarlier,
+    /// A first round: no state, whatever `inputResponses` it carries (an answer to a question toolgate did not ask,
+    /// or cannot tell it asked, approves nothing), or a wrapped state that does not show a confirmation (the call
+    /// starts over with toolgate's question).
+    First { store: &'a Store, key: Arc<Vec<u8>>, call: ConfirmationBinding },
+    /// A retry naming this state, to be opened for `call`.
+    Retry { store: &'a Store, key: Arc<Vec<u8>>, call: ConfirmationBinding, state: &'a str },
+}
+
+/// The opening every confirmation request shares (see [`Opening`]); a state that is not a string is refused as
+/// malformed.
+pub(crate) async fn open_round<'a>(context: &CallContext<'a>, tool: &ExposedTool, params: &'a Value) -> Opening<'a> {
+    let CallContext { gateway, session, .. } = *context;
+    let Some(store) = &gateway.store else {
+        return Opening::NoStore;
+    };
+    let key = match sealing_key(gateway, store).await {
+        Ok(key) => key,
+        Err(error) => return Opening::Refused(StateRefusal::Unavailable(error)),
+    };
+    let call = binding(&session.caller.name, tool, params);
+    match params.get("requestState") {
+        Some(state) if request_state::is_wrapped(state) => {
+            if confirmed_upstream_round(&key, state, &call, tool) {
+                Opening::ConfirmedEarlier
+            } else {
+                Opening::First { store, key, call }
+            }
+        }
+        None => Opening::First { store, key, call },
+        Some(Value::String(state)) => Opening::Retry { store, key, call, state },
+        Some(_) => Opening::Refused(StateRefusal::Malformed),
+    }
+}
+
 /// Whether `state`, a wrapped upstream round's (`crate::upstream_rounds`), shows that a person confirmed this very
 /// call (`call`: its caller and argument digest; `tool`: as resolved now) and has not expired. Only a hint that
 /// toolgate's question need not be asked again: the relay checks the state fully and uses its nonce.
@@ -236,12 +259,7 @@ pub(crate) fn confirmed_upstream_round(
 
 /// True when a modern request declared URL-mode elicitation in its own `_meta` (`elicitation.url`).
 pub(crate) fn declares_url_elicitation(params: &Value) -> bool {
-    params
-        .get("_meta")
-        .and_then(|meta| meta.get(META_CAPABILITIES))
-        .and_then(|capabilities| capabilities.get("elicitation"))
-        .and_then(Value::as_object)
-        .is_some_and(|modes| modes.contains_key("url"))
+    declares(request_capabilities(params), "elicitation/create", &url_mode())
 }
 
 /// The person's answer to toolgate's question (an elicitation result); keys other than `approve` are ignored.
@@ -311,6 +329,8 @@ pub(crate) fn binding(caller: &str, tool: &ExposedTool, params: &Value) -> Confi
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::era::META_CAPABILITIES;
 
     #[test]
     fn only_a_request_that_declared_form_elicitation_itself_is_asked() {

@@ -13,6 +13,9 @@
 //! approving a lapsed one says that nothing waits. This module never decides a call, never consumes an approval and
 //! writes no audit row: the call's own row (journaled as the person was asked) is completed by the call's end phase
 //! with why it stopped waiting, or, when the gateway stops or the task is dropped, with `unanswered`.
+//!
+//! [`new_approval`] is the one place an approval for a call is made, whether a call waits on it here or a
+//! 2026-07-28 URL-mode round leaves it detached (`guard::console_round`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,7 +23,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolgate_core::display::quoted;
-use toolgate_store::ApprovalId;
+use toolgate_store::{ApprovalId, PendingApproval, ToolRisk};
 
 use crate::catalog::ExposedTool;
 use crate::state::approvals::WaitingCall;
@@ -29,6 +32,34 @@ use crate::state::shared::Shared;
 
 /// Longest tool or upstream name in the notice.
 const NAME_CHARS: usize = 80;
+
+/// The approval a person is asked for about a call of `tool` by `session`: what the queue and the console show
+/// (title, action, risk, the arguments as a person reads them, `summary`) and what it binds (the tool's fingerprint
+/// and `args_digest`), expiring after the confirmation settings' approval lifetime.
+pub(crate) fn new_approval(
+    gateway: &Shared,
+    session: &SessionShared,
+    tool: &ExposedTool,
+    summary: &str,
+    args_digest: String,
+) -> PendingApproval {
+    let now = std::time::SystemTime::now();
+    PendingApproval {
+        id: ApprovalId::generate(),
+        session: session.id.clone(),
+        upstream: tool.upstream_name.clone(),
+        tool: tool.exposed_name.clone(),
+        title: tool.facts.display_title.clone(),
+        action: tool.facts.action.clone(),
+        risk: Some(ToolRisk::from_facts(&tool.facts)),
+        args_summary: summary.to_owned(),
+        tool_fingerprint: tool.fingerprint.clone(),
+        args_digest,
+        created: now,
+        expires: now + gateway.spec.guardrails.confirmation.approval_ttl,
+        caller: Some(session.caller.name.clone()),
+    }
+}
 
 /// An approval a call is waiting on. Settle it with [`QueuedCall::used`] when a decision reached the call, or
 /// [`QueuedCall::lapse`] when the call stops waiting; dropped unsettled (the task ended another way), it lapses in

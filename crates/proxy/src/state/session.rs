@@ -320,24 +320,17 @@ impl SessionShared {
     /// True when the client can answer form-mode elicitation: it declared `elicitation` as an empty object (which
     /// means form, as before 2025-11-25 added modes) or with `form`. A client that declared only `url` cannot.
     pub(crate) fn declares_form_elicitation(&self) -> bool {
-        self.declared
-            .lock()
-            .map(|declared| {
-                declared
-                    .capabilities
-                    .get("elicitation")
-                    .and_then(Value::as_object)
-                    .is_some_and(|modes| modes.is_empty() || modes.contains_key("form"))
-            })
-            .unwrap_or(false)
+        self.declared_for("elicitation/create", &json!({}))
     }
 
     /// True when the client declared URL-mode elicitation (2025-11-25).
     pub(crate) fn declares_url_elicitation(&self) -> bool {
-        self.declared
-            .lock()
-            .map(|declared| declared.capabilities.pointer("/elicitation/url").is_some())
-            .unwrap_or(false)
+        self.declared_for("elicitation/create", &crate::era::url_mode())
+    }
+
+    /// Whether what the client declared at initialize covers the request `method` with `params` (`crate::era::declares`).
+    fn declared_for(&self, method: &str, params: &Value) -> bool {
+        self.declared.lock().is_ok_and(|declared| crate::era::declares(&declared.capabilities, method, params))
     }
 
     /// True when the client declared the MCP Apps extension (it may see app-only tools).
