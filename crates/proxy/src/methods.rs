@@ -14,6 +14,7 @@ use toolgate_upstream::jsonrpc::{self, codes};
 
 use crate::access::visible_tools;
 use crate::catalog::ExposedTool;
+use crate::guard::audit::{self, RefusedRequest};
 use crate::relay::forward;
 use crate::state::session::SessionShared;
 use crate::state::shared::Shared;
@@ -249,10 +250,12 @@ async fn get_prompt(
     let name = params.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
     let catalog = gateway.catalog();
     let Some(prompt) = catalog.prompt(&name) else {
-        if let Some(held) = catalog.held_prompt(&name) {
-            return Some(jsonrpc::error_response(id, codes::INVALID_PARAMS, &held.refusal()));
-        }
-        return Some(jsonrpc::error_response(id, codes::INVALID_PARAMS, &format!("unknown prompt: {name}")));
+        let (upstream, outcome, message) = match catalog.held_prompt(&name) {
+            Some(held) => (Some(held.upstream_name.clone()), HELD_FOR_REVIEW, held.refusal()),
+            None => (None, "unknown_prompt", format!("unknown prompt: {name}")),
+        };
+        let refused = RefusedRequest { method: "prompts/get", params: &params, upstream, outcome, reason: None };
+        return Some(refuse(gateway, session, id, &refused, codes::INVALID_PARAMS, &message));
     };
     params["name"] = Value::String(prompt.original_name.clone());
     forward(gateway, session, id, prompt.upstream, "prompts/get", params, cancel).await
@@ -266,15 +269,46 @@ async fn route_by_uri(
     params: Value,
     cancel: &CancellationToken,
 ) -> Option<Value> {
+    match resource_upstream(gateway, session, id, method, &params) {
+        Ok(upstream) => forward(gateway, session, id, upstream, method, params, cancel).await,
+        Err(refusal) => Some(refusal),
+    }
+}
+
+/// The upstream that serves the resource `params` name, or the error response (its `request` row written) for a
+/// resource held back by its pin or served by nobody.
+fn resource_upstream(
+    gateway: &Shared,
+    session: &SessionShared,
+    id: &Value,
+    method: &str,
+    params: &Value,
+) -> Result<usize, Value> {
     let uri = params.get("uri").and_then(Value::as_str).unwrap_or_default();
     let catalog = gateway.catalog();
-    if let Some(held) = catalog.held_resource(uri) {
-        return Some(jsonrpc::error_response(id, RESOURCE_NOT_FOUND, &held.refusal()));
-    }
-    match catalog.resource_owner(uri) {
-        Some(upstream) => forward(gateway, session, id, upstream, method, params, cancel).await,
-        None => Some(jsonrpc::error_response(id, RESOURCE_NOT_FOUND, &format!("resource not found: {uri}"))),
-    }
+    let (upstream, outcome, message) = match (catalog.held_resource(uri), catalog.resource_owner(uri)) {
+        (Some(held), _) => (Some(held.upstream_name.clone()), HELD_FOR_REVIEW, held.refusal()),
+        (None, Some(upstream)) => return Ok(upstream),
+        (None, None) => (None, "unknown_resource", format!("resource not found: {uri}")),
+    };
+    let refused = RefusedRequest { method, params, upstream, outcome, reason: None };
+    Err(refuse(gateway, session, id, &refused, RESOURCE_NOT_FOUND, &message))
+}
+
+/// The `request` row's outcome for a prompt or resource held back until a person reviews its pin.
+const HELD_FOR_REVIEW: &str = "held_for_review";
+
+/// Records a request toolgate refused itself (its `request` audit row) and returns the client's error response.
+fn refuse(
+    gateway: &Shared,
+    session: &SessionShared,
+    id: &Value,
+    refused: &RefusedRequest<'_>,
+    code: i64,
+    message: &str,
+) -> Value {
+    audit::record_request_refusal(gateway, session, refused);
+    jsonrpc::error_response(id, code, message)
 }
 
 async fn subscribe(
@@ -286,11 +320,10 @@ async fn subscribe(
     subscribe: bool,
 ) -> Option<Value> {
     let uri = params.get("uri").and_then(Value::as_str).unwrap_or_default().to_owned();
-    if let Some(held) = gateway.catalog().held_resource(&uri) {
-        return Some(jsonrpc::error_response(id, RESOURCE_NOT_FOUND, &held.refusal()));
-    }
-    let Some(upstream) = gateway.catalog().resource_owner(&uri) else {
-        return Some(jsonrpc::error_response(id, RESOURCE_NOT_FOUND, &format!("resource not found: {uri}")));
+    let method = if subscribe { "resources/subscribe" } else { "resources/unsubscribe" };
+    let upstream = match resource_upstream(gateway, session, id, method, &params) {
+        Ok(upstream) => upstream,
+        Err(refusal) => return Some(refusal),
     };
     if let Ok(mut subscriptions) = session.subscriptions.lock() {
         if subscribe {
@@ -307,7 +340,6 @@ async fn subscribe(
     if others {
         return Some(jsonrpc::response(id, json!({})));
     }
-    let method = if subscribe { "resources/subscribe" } else { "resources/unsubscribe" };
     forward(gateway, session, id, upstream, method, params, cancel).await
 }
 

@@ -4,7 +4,9 @@
 //! token of toolgate's standing for the client's), waits for the answer within the request's time and removes the
 //! routes however it ends; [`forward`] relays a non-tool request's answer with the client's id; [`relay_response`]
 //! puts the client's id on an upstream response and takes out the `toolgate/` `_meta` keys an upstream set. It
-//! decides nothing: what may be sent was decided before (`crate::call`, `crate::methods`).
+//! decides no policy: what may be sent was decided before (`crate::call`, `crate::methods`); a retry whose
+//! `requestState` it cannot resume is refused here, and for a request other than a tool call that refusal's
+//! `request` audit row is written here too (a tool call's is its call row).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use toolgate_upstream::UpstreamError;
 use toolgate_upstream::jsonrpc::{self, codes};
 
+use crate::guard::audit::{RefusedRequest, record_request_refusal};
 use crate::state::routes::{CallRoute, ProgressRoute};
 use crate::state::session::SessionShared;
 use crate::state::shared::Shared;
@@ -108,9 +111,13 @@ pub(crate) async fn send_upstream(
     let passes_rounds_on = client_is_modern && upstream_input::INPUT_METHODS.contains(&method);
     let mut rounds_before = 0;
     if passes_rounds_on {
+        let sent = params.clone();
         match upstream_rounds::unwrap_retry(gateway, session, upstream, method, &mut params, confirmed).await {
             Ok(rounds) => rounds_before = rounds,
-            Err(refused) => return Some(Ok(refused.response(id))),
+            Err(refused) => {
+                record_refused_state(gateway, session, upstream, method, &sent, refused.reason());
+                return Some(Ok(refused.response(id)));
+            }
         }
     }
     let original = params.clone();
@@ -180,7 +187,10 @@ async fn bridged(
     if crate::bridge::names_held_call(&params) {
         return match crate::bridge::take(gateway, &caller, upstream, method, &params) {
             Ok(held) => crate::bridge::resume(gateway, held, &params, capabilities, cancel).await,
-            Err(refusal) => Some(Ok(jsonrpc::error_response(&Value::Null, refusal.code(), &refusal.message()))),
+            Err(refusal) => {
+                record_refused_state(gateway, session, upstream, method, &params, refusal.reason());
+                Some(Ok(jsonrpc::error_response(&Value::Null, refusal.code(), &refusal.message())))
+            }
         };
     }
     let binding = crate::bridge::binding_of(gateway, &caller, upstream, method, &params);
@@ -191,6 +201,24 @@ async fn bridged(
         send_upstream_once(gateway, session, id, upstream, &task_method, params, &upstream_cancel, within).await
     });
     crate::bridge::drive(gateway, running, binding, capabilities, 0, cancel).await
+}
+
+/// Writes the `request` row of a retry whose `requestState` toolgate refused (`reason`), for a request other than
+/// a tool call: a `tools/call` retry has its call's one row, written by the call's end phase (`crate::call`).
+fn record_refused_state(
+    gateway: &Shared,
+    session: &SessionShared,
+    upstream: usize,
+    method: &str,
+    params: &Value,
+    reason: &'static str,
+) {
+    if method == "tools/call" {
+        return;
+    }
+    let upstream = Some(gateway.upstreams.name(upstream));
+    let refused = RefusedRequest { method, params, upstream, outcome: "state_refused", reason: Some(reason) };
+    record_request_refusal(gateway, session, &refused);
 }
 
 /// A modern upstream's answer as toolgate relays it: its hop's envelope removed from a result, and its

@@ -65,18 +65,27 @@ fn call_key(gateway: &Shared, session: &SessionShared, upstream: usize, method: 
 
 /// Why a retry was not sent upstream.
 pub(crate) enum RetryRefused {
-    /// The state or the responses are not this call's to send: -32602 with this message.
-    Invalid(String),
+    /// The state or the responses are not this call's to send: -32602 with this message, and the audit row's
+    /// reason (the names `guard::round_trip::StateRefusal::reason` gives the same faults).
+    Invalid { reason: &'static str, message: String },
     /// The store could not check the state: the client did nothing wrong, and is told no more than that (the store's
     /// error, which names paths, hosts and schema, went to the log).
     Unavailable,
 }
 
 impl RetryRefused {
+    /// The audit row's reason.
+    pub(crate) fn reason(&self) -> &'static str {
+        match self {
+            RetryRefused::Invalid { reason, .. } => reason,
+            RetryRefused::Unavailable => "unavailable",
+        }
+    }
+
     /// The JSON-RPC error response the client gets for request `id`.
     pub(crate) fn response(&self, id: &Value) -> Value {
         match self {
-            RetryRefused::Invalid(message) => jsonrpc::error_response(id, codes::INVALID_PARAMS, message),
+            RetryRefused::Invalid { message, .. } => jsonrpc::error_response(id, codes::INVALID_PARAMS, message),
             RetryRefused::Unavailable => jsonrpc::error_response(
                 id,
                 codes::INTERNAL_ERROR,
@@ -111,39 +120,44 @@ pub(crate) async fn unwrap_retry(
         None => return Ok(0),
         Some(state) if !is_wrapped(state) => {
             // toolgate's own confirmation state was checked and used by the guard before the call got here.
-            return if confirmed { Ok(0) } else { Err(invalid("the requestState is not one toolgate issued")) };
+            return if confirmed {
+                Ok(0)
+            } else {
+                Err(invalid("malformed", "the requestState is not one toolgate issued"))
+            };
         }
         Some(state) => state.as_str().unwrap_or_default(),
     };
-    let store = gateway.store.as_ref().ok_or_else(|| invalid("toolgate has no store to check it against"))?;
+    let store =
+        gateway.store.as_ref().ok_or_else(|| invalid("no_store", "toolgate has no store to check it against"))?;
     let name = gateway.upstreams.name(upstream);
     let key = sealing_key(gateway, store).await.map_err(|error| unavailable(&name, &error))?;
     let round = match open_upstream_round(&key, sealed) {
         Ok(round) => round,
-        Err(RequestStateError::BadTag) => return Err(invalid("the requestState was altered or forged")),
-        Err(_) => return Err(invalid("the requestState is not one toolgate issued")),
+        Err(RequestStateError::BadTag) => return Err(invalid("forged", "the requestState was altered or forged")),
+        Err(_) => return Err(invalid("malformed", "the requestState is not one toolgate issued")),
     };
     let call = call_key(gateway, session, upstream, method, params);
     let why = if unix_seconds(SystemTime::now()) >= round.expires_at {
-        Some("the requestState has expired; call again without it")
+        Some(("expired", "the requestState has expired; call again without it"))
     } else if round.caller != call.caller {
-        Some("the requestState was issued to another caller")
+        Some(("other_caller", "the requestState was issued to another caller"))
     } else if round.upstream != call.upstream || round.method != call.method || round.target != call.target {
-        Some("the requestState was issued for another request")
+        Some(("other_tool", "the requestState was issued for another request"))
     } else if round.args_digest != call.args_digest {
-        Some("the requestState was issued for other arguments")
+        Some(("other_arguments", "the requestState was issued for other arguments"))
     } else if round.tool_fingerprint != call.tool_fingerprint {
-        Some("the tool changed since its server asked; call again without the requestState")
+        Some(("other_tool", "the tool changed since its server asked; call again without the requestState"))
     } else {
         None
     };
-    if let Some(why) = why {
-        return Err(invalid(why));
+    if let Some((reason, why)) = why {
+        return Err(invalid(reason, why));
     }
     let expires = UNIX_EPOCH + Duration::from_secs(round.expires_at) + NONCE_MARGIN;
     match store.request_states().use_nonce(&round.nonce, expires).await {
         Ok(true) => {}
-        Ok(false) => return Err(invalid("the requestState was used already")),
+        Ok(false) => return Err(invalid("replayed", "the requestState was used already")),
         Err(error) => return Err(unavailable(&name, &error)),
     }
     let answered = match responses {
@@ -151,7 +165,7 @@ pub(crate) async fn unwrap_retry(
         Some(Value::Object(responses)) => {
             responses.into_iter().filter(|(key, _)| round.asked.contains(key)).collect::<Map<String, Value>>()
         }
-        Some(_) => return Err(invalid("`inputResponses` is not an object")),
+        Some(_) => return Err(invalid("malformed_input", "`inputResponses` is not an object")),
     };
     if let Some(object) = params.as_object_mut() {
         object.insert("inputResponses".to_owned(), Value::Object(answered));
@@ -162,8 +176,8 @@ pub(crate) async fn unwrap_retry(
     Ok(round.round)
 }
 
-fn invalid(why: &str) -> RetryRefused {
-    RetryRefused::Invalid(format!("invalid params: {why}; the request was not sent upstream"))
+fn invalid(reason: &'static str, why: &str) -> RetryRefused {
+    RetryRefused::Invalid { reason, message: format!("invalid params: {why}; the request was not sent upstream") }
 }
 
 /// The `input_required` result a modern client gets for an upstream's: its input requests (elicitations labelled

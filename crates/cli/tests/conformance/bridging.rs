@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use toolgate_test_support::toolgate::{Serving, raw_http};
 use toolgate_test_support::{Peers, fixture_stdio};
 
-const MODERN: &str = "2026-07-28";
+pub(super) const MODERN: &str = "2026-07-28";
 
 /// POSTs a modern `tools/call` of `tool` declaring `capabilities`, with `extra` params (`requestState`,
 /// `inputResponses`); returns the HTTP status and the response.
@@ -27,17 +27,8 @@ pub(super) fn call_as(
     capabilities: Value,
     extra: Value,
 ) -> (u16, Value) {
-    let mut params = json!({
-        "name": tool,
-        "arguments": {},
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": MODERN,
-            "io.modelcontextprotocol/clientCapabilities": capabilities,
-        },
-    });
-    for (key, value) in extra.as_object().cloned().unwrap_or_default() {
-        params[key] = value;
-    }
+    let mut params = modern_params(("name", tool), capabilities, extra);
+    params["arguments"] = json!({});
     let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
     let bearer = token.map(|token| format!("Bearer {token}"));
     let mut headers = vec![("MCP-Protocol-Version", MODERN), ("Mcp-Method", "tools/call"), ("Mcp-Name", tool)];
@@ -47,6 +38,23 @@ pub(super) fn call_as(
     let reply = raw_http::post(&toolgate.authority, &headers, &body).expect("toolgate answers");
     let response = reply.response(&json!(id)).unwrap_or_else(|| panic!("no response to {id}: {reply:?}"));
     (reply.status, response)
+}
+
+/// The params of a modern request naming `target` (`("name", tool or prompt)` or `("uri", resource)`), declaring
+/// `capabilities` in its `_meta`, with `extra` params (`requestState`, `inputResponses`).
+pub(super) fn modern_params(target: (&str, &str), capabilities: Value, extra: Value) -> Value {
+    let (field, value) = target;
+    let mut params = json!({
+        field: value,
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": capabilities,
+        },
+    });
+    for (key, extra) in extra.as_object().cloned().unwrap_or_default() {
+        params[key] = extra;
+    }
+    params
 }
 
 /// The one input request of an `input_required` answer: its key, the request, and the state.
@@ -236,16 +244,7 @@ fn requests_an_upstream_sends_at_once_are_asked_in_one_round_under_its_keys() {
 fn a_prompt_that_asks_during_prompts_get_is_bridged_and_resumes() {
     let toolgate = toolgate();
     let get = |id: u64, extra: Value| {
-        let mut params = json!({
-            "name": "test_input_required_result_prompt",
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": MODERN,
-                "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
-            },
-        });
-        for (key, value) in extra.as_object().cloned().unwrap_or_default() {
-            params[key] = value;
-        }
+        let params = modern_params(("name", "test_input_required_result_prompt"), json!({"elicitation": {}}), extra);
         let body = json!({"jsonrpc": "2.0", "id": id, "method": "prompts/get", "params": params});
         let headers = [
             ("MCP-Protocol-Version", MODERN),

@@ -3,15 +3,16 @@
 //! during the call, so toolgate holds the upstream call and answers `input_required` with a sealed state naming it.
 //! Another caller's retry with that state, a state kept past `limits.held_call_timeout_seconds`, a state replayed
 //! after its call finished and answers under keys toolgate never asked resume nothing; the caller who was asked
-//! still can, once; each refused retry has its `state_refused` audit row with the reason. Waits are hang guards,
-//! and the one sleep waits out a one-second expiry.
+//! still can, once; each refused retry has its `state_refused` audit row with the reason, a `prompts/get` or
+//! `resources/read` retry as a tool call's (a `request` row naming the method), and the chain verifies. Waits are
+//! hang guards, and the one sleep waits out a one-second expiry.
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use toolgate_test_support::toolgate::{Serving, Setup, poll, run, start_serve};
+use toolgate_test_support::toolgate::{Serving, Setup, poll, raw_http, run, start_serve};
 
-use super::bridging::{asked, call_as, text};
+use super::bridging::{MODERN, asked, call_as, modern_params, text};
 
 const ALICE: &str = "alice-token-5d1e";
 const BOB: &str = "bob-token-8c4a";
@@ -129,4 +130,97 @@ fn a_held_call_not_resumed_in_time_is_cancelled_and_its_state_refused() {
     let (_, _, fresh_state) = asked(&fresh);
     let (_, done) = retry(&toolgate, ALICE, 4, &fresh_state, named(&key, "Alice"));
     assert_eq!(text(&done), "Hello, Alice!", "{done}");
+}
+
+/// A modern `method` request (`prompts/get` of `name`, or `resources/read` of `uri`) as `token`'s caller, declaring
+/// elicitation, with `extra` params; returns the HTTP status and the response.
+fn request_as(
+    toolgate: &Serving,
+    token: &str,
+    id: u64,
+    method: &str,
+    target: (&str, &str),
+    extra: Value,
+) -> (u16, Value) {
+    let params = modern_params(target, eliciting(), extra);
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let bearer = format!("Bearer {token}");
+    // `Mcp-Name` carries the prompt's name or the resource's URI alike.
+    let headers = [
+        ("MCP-Protocol-Version", MODERN),
+        ("Mcp-Method", method),
+        ("Mcp-Name", target.1),
+        ("Authorization", bearer.as_str()),
+    ];
+    let reply = raw_http::post(&toolgate.authority, &headers, &body).expect("toolgate answers");
+    let response = reply.response(&json!(id)).unwrap_or_else(|| panic!("no response to {id}: {reply:?}"));
+    (reply.status, response)
+}
+
+/// The `request` rows in the store of `setup` (toolgate's refusals of requests that are not tool calls) as
+/// `(method, target, outcome, reason)`, sorted, once there are `count`.
+fn request_refusals(setup: &Setup, count: usize) -> Vec<(String, String, String, String)> {
+    let state = setup.state_arg();
+    poll("the refused requests' audit rows", || {
+        let rows = run(&["audit", "--json", "--kind", "request", "--state-dir", &state]);
+        let field = |row: &Value, pointer: &str| row.pointer(pointer).and_then(Value::as_str).unwrap_or("").to_owned();
+        let mut refusals: Vec<_> = rows
+            .stdout
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .map(|row| {
+                (
+                    field(&row, "/detail/method"),
+                    field(&row, "/tool"),
+                    field(&row, "/outcome"),
+                    field(&row, "/detail/reason"),
+                )
+            })
+            .collect();
+        refusals.sort();
+        (refusals.len() >= count).then_some(refusals)
+    })
+}
+
+#[test]
+fn refused_prompt_and_resource_retries_are_audited_like_a_tool_calls_and_the_chain_verifies() {
+    const PROMPT: &str = "test_input_required_result_prompt";
+    let (setup, toolgate) = toolgate(120);
+    let prompt = ("name", PROMPT);
+    let (_, first) = request_as(&toolgate, ALICE, 1, "prompts/get", prompt, json!({}));
+    let (key, _, state) = asked(&first);
+    let answer = json!({key.clone(): {"action": "accept", "content": {"context": "tests"}}});
+
+    // Bob retries Alice's held prompt: refused, and nothing is sent upstream.
+    let extra = json!({"requestState": state, "inputResponses": answer});
+    let (status, stolen) = request_as(&toolgate, BOB, 2, "prompts/get", prompt, extra.clone());
+    assert_refused(status, &stolen, "another caller");
+    // Alice's own retry resumes it; replayed, the same state is refused.
+    let (_, done) = request_as(&toolgate, ALICE, 3, "prompts/get", prompt, extra.clone());
+    assert_eq!(done["result"]["messages"][0]["content"]["text"], "Use this context: tests", "{done}");
+    let (status, replayed) = request_as(&toolgate, ALICE, 4, "prompts/get", prompt, extra);
+    assert_refused(status, &replayed, "does not hold");
+    // A resource read naming a held call that was never sealed, and a prompt nobody serves.
+    let forged = json!({"requestState": "held.not-a-sealed-state"});
+    let (status, read) = request_as(&toolgate, ALICE, 5, "resources/read", ("uri", "test://static-text"), forged);
+    assert_refused(status, &read, "not one toolgate issued");
+    let (_, unknown) = request_as(&toolgate, ALICE, 6, "prompts/get", ("name", "no_such_prompt"), json!({}));
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+
+    let owned = |(method, target, outcome, reason): (&str, &str, &str, &str)| {
+        (method.to_owned(), target.to_owned(), outcome.to_owned(), reason.to_owned())
+    };
+    let expected: Vec<_> = [
+        ("prompts/get", "no_such_prompt", "unknown_prompt", ""),
+        ("prompts/get", PROMPT, "state_refused", "not_held"),
+        ("prompts/get", PROMPT, "state_refused", "other_caller"),
+        ("resources/read", "test://static-text", "state_refused", "malformed"),
+    ]
+    .into_iter()
+    .map(owned)
+    .collect();
+    assert_eq!(request_refusals(&setup, expected.len()), expected);
+    let verify = run(&["audit", "verify", "--state-dir", &setup.state_arg()]);
+    assert_eq!(verify.code, Some(0), "{verify:?}");
+    assert!(verify.stdout.contains("chain intact"), "{verify:?}");
 }

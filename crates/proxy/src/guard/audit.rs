@@ -5,7 +5,9 @@
 //! append to the store's journal, recovered at the next start), so after a crash every forwarded call has its row,
 //! and committed with the outcome and duration when the call ends; if it cannot be journaled the call is not
 //! forwarded. A call put to a person has that same one row, journaled as the person is asked ([`record_waiting`]):
-//! approved, the call forwards with it; otherwise it is completed with why.
+//! approved, the call forwards with it; otherwise it is completed with why. A request that is not a tool call
+//! (`prompts/get`, `resources/read`, `resources/subscribe`) and that toolgate refuses itself has a `request` row
+//! ([`record_request_refusal`]), so every refusal the gateway makes is in the log whatever the method.
 
 use serde_json::Value;
 use toolgate_core::decision::Decision;
@@ -71,6 +73,42 @@ pub(crate) fn record_authentication_refusal(
         0 => format!("refused: {reason}"),
         more => format!("refused: {reason} (and {more} more from this address without a row)"),
     });
+    record(gateway, entry);
+}
+
+/// Longest prompt name or resource URI a `request` row keeps (the client chose it).
+const TARGET_CHARS: usize = 200;
+
+/// A request other than a tool call that toolgate refused itself, before anything was sent upstream for it.
+pub(crate) struct RefusedRequest<'a> {
+    /// The request's method (`prompts/get`, `resources/read`, `resources/subscribe`).
+    pub(crate) method: &'a str,
+    /// Its params as the client sent them: the target (`name` or `uri`) and a prompt's `arguments` are kept.
+    pub(crate) params: &'a Value,
+    /// The upstream it would have gone to, when one was found.
+    pub(crate) upstream: Option<String>,
+    /// Why, as the row's outcome: `state_refused`, `held_for_review`, `unknown_prompt`, `unknown_resource`.
+    pub(crate) outcome: &'static str,
+    /// The finer reason, for a refused state (`not_held`, `other_caller`, ...).
+    pub(crate) reason: Option<&'static str>,
+}
+
+/// Queues the `request` row of a refused request that is not a tool call: the same facts a refused tool call's
+/// row has (session, caller, upstream, target, arguments, outcome and reason), with the request's method.
+pub(crate) fn record_request_refusal(gateway: &Shared, session: &SessionShared, refused: &RefusedRequest<'_>) {
+    let target = refused.params.get("name").or_else(|| refused.params.get("uri")).and_then(Value::as_str);
+    let mut entry = AuditEntry::new(AuditKind::Request);
+    entry.session = Some(session.id.clone());
+    entry.caller = Some(audit_caller(&session.caller));
+    entry.upstream = refused.upstream.clone();
+    entry.tool = target.map(|target| toolgate_core::display::bounded(target, TARGET_CHARS));
+    entry.args = refused.params.get("arguments").cloned();
+    entry.outcome = Some(refused.outcome.to_owned());
+    let mut detail = serde_json::json!({"method": refused.method});
+    if let Some(reason) = refused.reason {
+        detail["reason"] = Value::from(reason);
+    }
+    entry.detail = Some(detail);
     record(gateway, entry);
 }
 

@@ -48,11 +48,16 @@ pub enum AuditKind {
     /// identity when known and the reason in `outcome`. Accepted tokens need no row of their own: every row of
     /// the calls they make names the identity.
     Authentication,
+    /// A request other than a tool call (`prompts/get`, `resources/read`, `resources/subscribe`) that toolgate
+    /// refused itself before anything was sent upstream for it: the request's `method` and the reason in `detail`,
+    /// the prompt's name or the resource's URI (bounded) in `tool`, why in `outcome`. Its own kind, not `decision`:
+    /// no tool policy ran, and a prompt is not a call in the console's chart.
+    Request,
 }
 
 impl AuditKind {
     /// Every kind, in the order a form lists them.
-    pub const ALL: [AuditKind; 7] = [
+    pub const ALL: [AuditKind; 8] = [
         AuditKind::Listing,
         AuditKind::Decision,
         AuditKind::Confirmation,
@@ -60,6 +65,7 @@ impl AuditKind {
         AuditKind::Result,
         AuditKind::Pin,
         AuditKind::Authentication,
+        AuditKind::Request,
     ];
 
     /// The kind whose stable name is `name`.
@@ -77,6 +83,7 @@ impl AuditKind {
             AuditKind::Result => "result",
             AuditKind::Pin => "pin",
             AuditKind::Authentication => "authentication",
+            AuditKind::Request => "request",
         }
     }
 }
