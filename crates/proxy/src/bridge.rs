@@ -12,7 +12,9 @@
 //! round when the upstream asks again (at most [`MAX_BRIDGED_ROUNDS`]). A held call expires after
 //! `limits.held_call_timeout`: its pending requests get an error and the call is cancelled upstream. A state naming a
 //! call this process does not hold (expired, used, another process's) is refused, never replayed: re-sending the
-//! call could run a tool twice.
+//! call could run a tool twice. While a call is held it is marked so (`Running::mark_held`): over stdio, where a
+//! legacy upstream's request is named by elimination, a held call is passed over for another running call of the
+//! same session (`state::routes`), which would otherwise wait behind it until its retry or its expiry.
 //!
 //! The state is sealed (`guard::request_state`) with a key of this process alone (a held call cannot be resumed
 //! anywhere else, so no other process needs to open it), binding the caller, the call's target and tool
@@ -211,7 +213,7 @@ where
     F: Future<Output = Option<Result<Value, UpstreamError>>> + Send + 'static,
 {
     let (asks_sender, asks) = mpsc::unbounded_channel();
-    session.open_bridge(id, asks_sender);
+    let held = session.open_bridge(id, asks_sender);
     let cancel = CancellationToken::new();
     let (done, outcome) = oneshot::channel();
     let call = call(cancel.clone());
@@ -221,7 +223,7 @@ where
         session.close_bridge(&id);
         let _ = done.send(outcome);
     });
-    Running { asks, outcome, cancel }
+    Running { asks, outcome, cancel, held }
 }
 
 /// Drives a bridged call until it answers (`Ok` with the response message: the upstream's, an `input_required`
@@ -319,6 +321,8 @@ async fn gather(incoming: &mut mpsc::UnboundedReceiver<UpstreamAsk>, asks: &mut 
 /// Puts a call on hold: sealed under a fresh id, expiring after `limits.held_call_timeout`; returns the `input_required`
 /// response that asks the client its pending requests.
 fn hold(gateway: &Arc<Shared>, mut held: HeldCall) -> Value {
+    // From now until its retry takes it, what its upstream sends by elimination is another call's (`state::routes`).
+    held.running.mark_held(true);
     let id = uuid::Uuid::new_v4().to_string();
     held.binding.nonce = id.clone();
     let lifetime = gateway.spec.limits.held_call_timeout;
@@ -376,6 +380,8 @@ pub(crate) async fn resume(
 ) -> Option<Result<Value, UpstreamError>> {
     let responses = params.get("inputResponses").and_then(Value::as_object);
     let HeldCall { binding, rounds, asks, running, upstream } = held;
+    // Running again before its upstream hears the answers: its next request must find it.
+    running.mark_held(false);
     if asks
         .iter()
         .any(|(key, _)| responses.and_then(|answers| answers.get(key)).is_some_and(|answer| !answer.is_object()))

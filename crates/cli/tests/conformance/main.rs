@@ -12,6 +12,7 @@
 mod bridging;
 mod fleet;
 mod held_calls;
+mod held_stdio;
 mod modern;
 mod modern_upstream;
 

@@ -3,7 +3,8 @@
 //! states are sealed with. It decides nothing and answers nothing; `bridge` does both.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
@@ -22,11 +23,20 @@ pub(crate) struct UpstreamAsk {
     pub(crate) responder: Responder,
 }
 
-/// The bridged call running upstream: its requests for the client, its outcome, and how to cancel it.
+/// The bridged call running upstream: its requests for the client, its outcome, how to cancel it, and its held
+/// mark (set while it waits for its client's retry; the session's bridge of the call shares it).
 pub(crate) struct Running {
     pub(crate) asks: mpsc::UnboundedReceiver<UpstreamAsk>,
     pub(crate) outcome: oneshot::Receiver<Option<Result<Value, UpstreamError>>>,
     pub(crate) cancel: CancellationToken,
+    pub(crate) held: Arc<AtomicBool>,
+}
+
+impl Running {
+    /// Marks the call held for its client's retry (`true`) or running again (`false`).
+    pub(crate) fn mark_held(&self, held: bool) {
+        self.held.store(held, Ordering::Release);
+    }
 }
 
 /// A call waiting for its retry: the upstream's unanswered requests by input key.

@@ -11,7 +11,10 @@
 //! beside another session's request: a line written late for a call that has ended (after its response, on the
 //! same pipe) then cannot land in another caller's call that overlapped it. When a request is registered while
 //! another session's is in flight, both are marked shared for the rest of their lives ([`insert_route`]), so the
-//! mark survives the other request's end. Nothing here sends anything.
+//! mark survives the other request's end. Among one session's requests the latest is named, passing over a call
+//! held for its client's retry (`crate::bridge`): its upstream waits for answers toolgate holds, so what arrives
+//! meanwhile is another call's, and a later call of the same client must not wait behind the held one for its
+//! retry (up to `limits.held_call_timeout`). Nothing here sends anything.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -55,10 +58,12 @@ impl RouteTable {
         RouteGuard { table: self, upstream, upstream_id: OnceLock::new(), progress_token: None }
     }
 
-    /// The client request an upstream message belongs to, when one can be named for sure (see [`owner`]).
+    /// The client request an upstream message belongs to, when one can be named for sure (see [`owner`]); by
+    /// elimination a call held for its client's retry is passed over while another of its session's is running.
     pub(crate) fn owner(&self, upstream: usize, related: Option<u64>) -> Option<CallRoute> {
         let calls = self.calls.lock().ok()?;
-        owner(&calls, upstream, related).cloned()
+        let held = |route: &CallRoute| route.session.bridge_is_held(&route.client_request_id);
+        owner(&calls, upstream, related, held).cloned()
     }
 
     /// The route of one of toolgate's progress tokens, looked up with the upstream that used it.
@@ -99,12 +104,20 @@ pub(crate) fn insert_route<R>(
 /// The request (of `calls`, by upstream and the upstream's request id) that a message from `upstream` belongs to:
 /// the one it names (`related`, an exact association), else, by elimination, the latest request in flight to that
 /// upstream when none of them is shared (every one is one session's, and none was ever in flight beside another
-/// session's); otherwise nobody can be named, so `None`.
-pub(crate) fn owner<R>(calls: &HashMap<(usize, u64), Routed<R>>, upstream: usize, related: Option<u64>) -> Option<&R> {
+/// session's), passing over the ones `passed_over` (calls held for their client's retry) unless every one is;
+/// otherwise nobody can be named, so `None`.
+pub(crate) fn owner<R>(
+    calls: &HashMap<(usize, u64), Routed<R>>,
+    upstream: usize,
+    related: Option<u64>,
+    passed_over: impl Fn(&R) -> bool,
+) -> Option<&R> {
     if let Some(related) = related {
         return calls.get(&(upstream, related)).map(|entry| &entry.route);
     }
+    // The latest of all, and the latest not passed over.
     let mut latest: Option<(u64, &R)> = None;
+    let mut latest_running: Option<(u64, &R)> = None;
     for ((owner_upstream, upstream_id), entry) in calls {
         if *owner_upstream != upstream {
             continue;
@@ -115,8 +128,11 @@ pub(crate) fn owner<R>(calls: &HashMap<(usize, u64), Routed<R>>, upstream: usize
         if latest.is_none_or(|(id, _)| *upstream_id > id) {
             latest = Some((*upstream_id, &entry.route));
         }
+        if !passed_over(&entry.route) && latest_running.is_none_or(|(id, _)| *upstream_id > id) {
+            latest_running = Some((*upstream_id, &entry.route));
+        }
     }
-    latest.map(|(_, route)| route)
+    latest_running.or(latest).map(|(_, route)| route)
 }
 
 /// The routes of one upstream request; removes them when dropped.
@@ -181,18 +197,32 @@ mod tests {
     fn a_message_belongs_to_the_request_it_names_or_to_the_only_session_in_flight() {
         // Requests to upstream 0: 1 and 3 from session a; to upstream 1: 2 from b.
         let calls = table(&[(0, 1, "a"), (1, 2, "b"), (0, 3, "a")]);
-        assert_eq!(owner(&calls, 0, Some(1)), Some(&"a"), "a related id names its request");
-        assert_eq!(owner(&calls, 0, Some(2)), None, "another upstream's request id names nothing here");
-        assert_eq!(owner(&calls, 1, Some(2)), Some(&"b"));
-        assert_eq!(owner(&calls, 0, None), Some(&"a"), "one session in flight: its request");
-        assert_eq!(owner(&calls, 2, None), None, "nothing in flight: nobody");
-        let latest = owner(&calls, 0, None).map(|route| std::ptr::eq(route, &calls[&(0, 3)].route));
+        assert_eq!(owner(&calls, 0, Some(1), |_| false), Some(&"a"), "a related id names its request");
+        assert_eq!(owner(&calls, 0, Some(2), |_| false), None, "another upstream's request id names nothing here");
+        assert_eq!(owner(&calls, 1, Some(2), |_| false), Some(&"b"));
+        assert_eq!(owner(&calls, 0, None, |_| false), Some(&"a"), "one session in flight: its request");
+        assert_eq!(owner(&calls, 2, None, |_| false), None, "nothing in flight: nobody");
+        let latest = owner(&calls, 0, None, |_| false).map(|route| std::ptr::eq(route, &calls[&(0, 3)].route));
         assert_eq!(latest, Some(true), "the latest of that session's requests");
 
         let mut two = calls.clone();
         insert_route(&mut two, 0, 4, "b", |one, other| one == other);
-        assert_eq!(owner(&two, 0, None), None, "two sessions in flight: nobody can be named");
-        assert_eq!(owner(&two, 0, Some(4)), Some(&"b"), "but a related id still names its request");
+        assert_eq!(owner(&two, 0, None, |_| false), None, "two sessions in flight: nobody can be named");
+        assert_eq!(owner(&two, 0, Some(4), |_| false), Some(&"b"), "but a related id still names its request");
+    }
+
+    #[test]
+    fn a_held_call_is_passed_over_while_another_of_its_sessions_calls_runs() {
+        // Session a's requests to upstream 0, as (session, client request): 1 running, then 2 held for its retry.
+        let mut calls = HashMap::new();
+        for (id, route) in [(1, ("a", "running")), (2, ("a", "held"))] {
+            insert_route(&mut calls, 0, id, route, |one: &(&str, &str), other| one.0 == other.0);
+        }
+        let held = |route: &(&str, &str)| route.1 == "held";
+        assert_eq!(owner(&calls, 0, None, held), Some(&("a", "running")), "not the later, held one");
+        assert_eq!(owner(&calls, 0, None, |_| false), Some(&("a", "held")), "none held: the latest");
+        assert_eq!(owner(&calls, 0, None, |_| true), Some(&("a", "held")), "all held: the latest");
+        assert_eq!(owner(&calls, 0, Some(2), held), Some(&("a", "held")), "an exact association names it");
     }
 
     #[test]
@@ -200,8 +230,8 @@ mod tests {
         let mut calls = table(&[(0, 1, "a"), (0, 2, "b")]);
         assert!(calls.values().all(|entry| entry.shared), "both are marked");
         calls.remove(&(0, 2));
-        assert_eq!(owner(&calls, 0, None), None, "b's call ended, but a late line may still be b's");
-        assert_eq!(owner(&calls, 0, Some(1)), Some(&"a"), "an exact association still holds");
+        assert_eq!(owner(&calls, 0, None, |_| false), None, "b's call ended, but a late line may still be b's");
+        assert_eq!(owner(&calls, 0, Some(1), |_| false), Some(&"a"), "an exact association still holds");
         let calls = table(&[(0, 1, "a"), (1, 2, "b")]);
         assert!(calls.values().all(|entry| !entry.shared), "requests to other upstreams never share");
     }

@@ -79,8 +79,14 @@ pub(crate) struct SessionShared {
     pub(crate) relayed: Mutex<HashMap<(usize, String), CancellationToken>>,
     /// The 2026-07-28 requests of this session whose upstream call is bridged (`crate::bridge`), by client request
     /// id: where a legacy upstream's mid-call request for that call goes instead of the client. An entry outlives
-    /// the request while its upstream call is held for a retry.
-    bridges: Mutex<HashMap<String, mpsc::UnboundedSender<crate::state::held::UpstreamAsk>>>,
+    /// the request while its upstream call is held for a retry, marked held meanwhile ([`SessionShared::bridge_is_held`]).
+    bridges: Mutex<HashMap<String, Bridge>>,
+}
+
+/// Where a bridged call's upstream requests go, and whether the call is held for its client's retry now.
+struct Bridge {
+    asks: mpsc::UnboundedSender<crate::state::held::UpstreamAsk>,
+    held: Arc<AtomicBool>,
 }
 
 /// The key of a client request id in maps (its JSON text: `1` and `"1"` are different ids).
@@ -189,16 +195,33 @@ impl SessionShared {
         self.inflight.lock().ok()?.get(&id_key(id))?.envelope.clone()
     }
 
-    /// Bridges the upstream call of request `id`: the upstream's requests for it go to `asks`.
-    pub(crate) fn open_bridge(&self, id: &Value, asks: mpsc::UnboundedSender<crate::state::held::UpstreamAsk>) {
+    /// Bridges the upstream call of request `id`: the upstream's requests for it go to `asks`. Returns the call's
+    /// held mark, which `crate::bridge` sets while the call is held for its retry.
+    pub(crate) fn open_bridge(
+        &self,
+        id: &Value,
+        asks: mpsc::UnboundedSender<crate::state::held::UpstreamAsk>,
+    ) -> Arc<AtomicBool> {
+        let held = Arc::new(AtomicBool::new(false));
         if let Ok(mut bridges) = self.bridges.lock() {
-            bridges.insert(id_key(id), asks);
+            bridges.insert(id_key(id), Bridge { asks, held: Arc::clone(&held) });
         }
+        held
     }
 
     /// Where the upstream's requests for request `id` go, when its upstream call is bridged.
     pub(crate) fn bridge_of(&self, id: &Value) -> Option<mpsc::UnboundedSender<crate::state::held::UpstreamAsk>> {
-        self.bridges.lock().ok()?.get(&id_key(id)).cloned()
+        self.bridges.lock().ok()?.get(&id_key(id)).map(|bridge| bridge.asks.clone())
+    }
+
+    /// Whether request `id`'s bridged upstream call is held for its client's retry now (`state::routes` passes it
+    /// over when it names a request by elimination).
+    pub(crate) fn bridge_is_held(&self, id: &Value) -> bool {
+        self.bridges
+            .lock()
+            .ok()
+            .and_then(|bridges| bridges.get(&id_key(id)).map(|bridge| bridge.held.load(Ordering::Acquire)))
+            .unwrap_or(false)
     }
 
     /// The bridged upstream call of request `id` ended.
