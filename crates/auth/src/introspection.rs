@@ -6,9 +6,18 @@
 //! provider's failure (the next request asks again). That reuse time is the window in which a token revoked at the
 //! provider is still accepted: nothing shorter than asking every time closes it, and zero does that. Entries are
 //! keyed by the SHA-256 of the token, never the token, and bounded in number (the soonest to lapse goes first).
+//! A refusal (an inactive token, one for another audience) is kept at least [`REFUSAL_REUSE`] whatever the reuse
+//! time, since keeping a refusal never lets a revoked token in: a client that repeats a bad token asks the
+//! provider once.
+//!
+//! What reaches the provider is bounded too ([`InFlight`]): at most [`MAX_IN_FLIGHT_PER_ADDRESS`] questions at once
+//! for one remote address and [`MAX_IN_FLIGHT`] in all; a token past either bound is refused at once
+//! ([`TokenError::IntrospectionBusy`]), so a flood of distinct made-up tokens (which no cache can absorb) holds a
+//! few of the provider's requests, never one per token.
 //! This module sends a token only to the issuer's introspection endpoint and never logs one.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -23,6 +32,57 @@ use crate::{Identity, TokenError};
 const MAX_ANSWERS: usize = 4096;
 /// How long one request to the introspection endpoint may take.
 const INTROSPECTION_TIMEOUT: Duration = Duration::from_secs(10);
+/// The shortest time a refusal is reused, even with a shorter (or zero) configured reuse time.
+pub(crate) const REFUSAL_REUSE: Duration = Duration::from_secs(10);
+/// Most introspections in flight for one remote address (a busy client's distinct tokens, or a flood's).
+pub(crate) const MAX_IN_FLIGHT_PER_ADDRESS: usize = 8;
+/// Most introspections in flight in all, whatever the addresses.
+pub(crate) const MAX_IN_FLIGHT: usize = 64;
+
+/// The introspections in flight, by the remote address of the request whose token is asked about (`None`: not
+/// known, counted as one address). An address's entry lives only while it has one in flight, so the table holds
+/// at most [`MAX_IN_FLIGHT`] entries.
+#[derive(Debug, Default)]
+pub(crate) struct InFlight {
+    counts: Mutex<(HashMap<Option<IpAddr>, usize>, usize)>,
+}
+
+impl InFlight {
+    /// A place for one introspection for `remote`, held until the returned guard is dropped; `None` when the
+    /// address or the whole gateway has as many in flight as it may.
+    pub(crate) fn enter(&self, remote: Option<IpAddr>) -> Option<InFlightPlace<'_>> {
+        let mut counts = self.counts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (by_address, total) = &mut *counts;
+        let mine = by_address.get(&remote).copied().unwrap_or(0);
+        if mine >= MAX_IN_FLIGHT_PER_ADDRESS || *total >= MAX_IN_FLIGHT {
+            return None;
+        }
+        by_address.insert(remote, mine + 1);
+        *total += 1;
+        Some(InFlightPlace { table: self, remote })
+    }
+}
+
+/// One introspection's place in [`InFlight`]; given back when dropped.
+#[derive(Debug)]
+pub(crate) struct InFlightPlace<'a> {
+    table: &'a InFlight,
+    remote: Option<IpAddr>,
+}
+
+impl Drop for InFlightPlace<'_> {
+    fn drop(&mut self) {
+        let mut counts = self.table.counts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (by_address, total) = &mut *counts;
+        *total = total.saturating_sub(1);
+        if let Some(count) = by_address.get_mut(&self.remote) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                by_address.remove(&self.remote);
+            }
+        }
+    }
+}
 
 type TokenKey = [u8; 32];
 /// What the provider said of a token, and until when it may be reused.
@@ -49,13 +109,17 @@ impl AnswerCache {
         }
     }
 
-    /// Keeps `answer` for `token` for `reuse`, and an accepted one no later than `exp` (seconds since the epoch).
-    /// A provider failure is never kept.
+    /// Keeps `answer` for `token` for `reuse` (a refusal at least [`REFUSAL_REUSE`]), and an accepted one no later
+    /// than `exp` (seconds since the epoch). A provider failure (or a question refused as busy) is never kept.
     pub(crate) fn put(&self, token: &str, answer: &Result<Identity, TokenError>, exp: Option<u64>, reuse: Duration) {
-        if reuse.is_zero() || matches!(answer, Err(error) if error.is_unavailable()) {
+        let mut keep = match answer {
+            Ok(_) => reuse,
+            Err(error) if error.is_unavailable() || *error == TokenError::IntrospectionBusy => return,
+            Err(_) => reuse.max(REFUSAL_REUSE),
+        };
+        if keep.is_zero() {
             return;
         }
-        let mut keep = reuse;
         if let (Ok(_), Some(exp)) = (answer, exp) {
             let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|now| now.as_secs()).unwrap_or(u64::MAX);
             keep = keep.min(Duration::from_secs(exp.saturating_sub(now)));
@@ -153,6 +217,29 @@ mod tests {
         assert_eq!(cache.get("down"), None);
         cache.put("b", &Ok(identity()), None, Duration::ZERO);
         assert_eq!(cache.get("b"), None);
+        // A refusal is kept even with reuse zero: keeping it never lets a revoked token in.
+        cache.put("refused", &Err(TokenError::Inactive), None, Duration::ZERO);
+        assert_eq!(cache.get("refused"), Some(Err(TokenError::Inactive)));
+        cache.put("busy", &Err(TokenError::IntrospectionBusy), None, reuse);
+        assert_eq!(cache.get("busy"), None);
+    }
+
+    #[test]
+    fn introspections_in_flight_are_bounded_per_address_and_in_all() {
+        let in_flight = InFlight::default();
+        let here = Some(IpAddr::from([127, 0, 0, 1]));
+        let mine: Vec<_> = (0..MAX_IN_FLIGHT_PER_ADDRESS).filter_map(|_| in_flight.enter(here)).collect();
+        assert_eq!(mine.len(), MAX_IN_FLIGHT_PER_ADDRESS);
+        assert!(in_flight.enter(here).is_none(), "one more from the same address is refused");
+        drop(mine);
+        assert!(in_flight.enter(here).is_some(), "places come back when the questions end");
+        let many: Vec<_> = (0..MAX_IN_FLIGHT as u32)
+            .filter_map(|index| in_flight.enter(Some(IpAddr::from(std::net::Ipv4Addr::from(0x0a00_0000 + index)))))
+            .collect();
+        assert_eq!(many.len(), MAX_IN_FLIGHT);
+        assert!(in_flight.enter(None).is_none(), "the whole gateway's bound holds");
+        drop(many);
+        assert_eq!(in_flight.counts.lock().map(|counts| (counts.0.len(), counts.1)).unwrap_or_default(), (0, 0));
     }
 
     #[test]

@@ -11,7 +11,8 @@
 //! gateway's resource identifier (RFC 8707), `exp` / `nbf` within the clock skew, and a `sub`. Every refusal is a [`TokenError`] with a stable [`TokenError::reason`] for the audit log. The provider
 //! being unreachable fails closed ([`TokenError::ProviderUnavailable`]) and recovers when it returns. The keys are
 //! fetched again on a timer whose task ends with the [`Validator`]; introspection answers are reused briefly (see
-//! `introspection`: that reuse bounds how long a revoked opaque token is still accepted).
+//! `introspection`: that reuse bounds how long a revoked opaque token is still accepted), and the introspections
+//! in flight are bounded per remote address and in all ([`TokenError::IntrospectionBusy`] past that).
 //!
 //! This crate never logs a token, never stores one, and never sends one anywhere but the configured issuer's
 //! introspection endpoint. It holds no secret: introspection's client credentials come from the environment.
@@ -30,7 +31,7 @@ use serde_json::{Value, json};
 use toolgate_spec::OAuthSpec;
 
 pub use self::id_token::{IdTokenError, IdTokenRules, LoginEndpoints, OpenIdProvider};
-use self::introspection::AnswerCache;
+use self::introspection::{AnswerCache, InFlight};
 use self::keys::KeyCache;
 
 /// The well-known path prefix of RFC 9728 protected-resource metadata.
@@ -89,6 +90,10 @@ pub enum TokenError {
     /// The issuer's metadata or keys cannot be fetched: refused, not guessed.
     #[error("the identity provider is unreachable: {0}")]
     ProviderUnavailable(String),
+    /// An opaque token not asked about: as many tokens from the same address (or in all) are being introspected
+    /// already. Refused at once, so a flood of made-up tokens never becomes one provider request per token.
+    #[error("too many tokens from this address are being checked at once")]
+    IntrospectionBusy,
 }
 
 impl TokenError {
@@ -108,6 +113,7 @@ impl TokenError {
             TokenError::MissingClaim(_) => "missing_claim",
             TokenError::Inactive => "inactive",
             TokenError::ProviderUnavailable(_) => "provider_unavailable",
+            TokenError::IntrospectionBusy => "introspection_busy",
         }
     }
 
@@ -142,6 +148,8 @@ pub struct Validator {
     algorithms: Vec<Algorithm>,
     keys: Arc<KeyCache>,
     answers: AnswerCache,
+    /// The introspections in flight, bounded per remote address and in all.
+    in_flight: InFlight,
     client: reqwest::Client,
     metadata_url: String,
     /// Dropped with the validator, which ends the key timer's task.
@@ -166,6 +174,7 @@ impl Validator {
             algorithms,
             keys,
             answers: AnswerCache::default(),
+            in_flight: InFlight::default(),
             client,
             metadata_url,
             _refresher: refresher,
@@ -179,10 +188,16 @@ impl Validator {
 
     /// Validates `token` and maps its claims to an identity.
     pub async fn validate(&self, token: &str) -> Result<Identity, TokenError> {
+        self.validate_from(token, None).await
+    }
+
+    /// [`Validator::validate`] for a request from `remote`, the address an opaque token's introspection is counted
+    /// against (at most a few at once per address: [`TokenError::IntrospectionBusy`] past that).
+    pub async fn validate_from(&self, token: &str, remote: Option<std::net::IpAddr>) -> Result<Identity, TokenError> {
         let parts: Vec<&str> = token.split('.').collect();
         if parts.len() != 3 {
             return match &self.spec.introspection {
-                Some(_) => self.introspect(token).await,
+                Some(_) => self.introspect(token, remote).await,
                 None if parts.len() == 1 => Err(TokenError::Opaque),
                 None => Err(TokenError::Malformed),
             };
@@ -296,11 +311,13 @@ impl Validator {
 
     /// RFC 7662: the issuer's introspection endpoint asked (as the client named in the environment), or its recent
     /// answer reused; an active token must also be for this issuer and resource.
-    async fn introspect(&self, token: &str) -> Result<Identity, TokenError> {
+    async fn introspect(&self, token: &str, remote: Option<std::net::IpAddr>) -> Result<Identity, TokenError> {
         let Some(spec) = &self.spec.introspection else { return Err(TokenError::Opaque) };
         if let Some(answer) = self.answers.get(token) {
             return answer;
         }
+        // Held until the provider answers: past the bound the token is refused without asking.
+        let _place = self.in_flight.enter(remote).ok_or(TokenError::IntrospectionBusy)?;
         let endpoint = self.keys.metadata().await?.introspection_endpoint.ok_or_else(|| {
             TokenError::ProviderUnavailable("the issuer's metadata names no introspection_endpoint".into())
         })?;

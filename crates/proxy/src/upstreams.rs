@@ -161,6 +161,14 @@ impl UpstreamRuntime {
         true
     }
 
+    /// What its token exchanger did so far, for a token exchange upstream whose exchanger could be made.
+    pub(crate) fn exchange_counts(&self) -> Option<toolgate_upstream::ExchangeCounts> {
+        match &self.exchange {
+            Some(Ok(exchanger)) => Some(exchanger.counts()),
+            _ => None,
+        }
+    }
+
     /// Why a config reload took it out of service, if it did.
     pub(crate) fn withdrawn(&self) -> Option<String> {
         self.state.read().ok().and_then(|state| state.withdrawn.clone())

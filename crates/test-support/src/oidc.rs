@@ -347,6 +347,15 @@ impl OidcProvider {
         }
     }
 
+    /// The introspection requests the provider received so far and the most that were in flight at once
+    /// (`ProviderConfig::set("introspection_delay_ms", …)` holds each one, so they can overlap).
+    pub fn introspections(&self) -> (u64, u64) {
+        let (status, body) = self.get("/test/introspections").expect("the provider answers");
+        assert_eq!(status, 200, "{body}");
+        let counts: Value = serde_json::from_str(&body).expect("JSON counts");
+        (counts["count"].as_u64().unwrap_or_default(), counts["max_in_flight"].as_u64().unwrap_or_default())
+    }
+
     /// A GET on the provider, returning status and body.
     pub fn get(&self, path: &str) -> std::io::Result<(u16, String)> {
         self.request("GET", path, &[], None)

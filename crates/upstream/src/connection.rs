@@ -352,7 +352,7 @@ impl Connection {
     ) -> Result<PendingRequest, UpstreamError> {
         let caller = caller.filter(|_| self.options.exchange.is_some());
         if let Some(caller) = caller.filter(|caller| caller.token.is_none()) {
-            return Err(UpstreamError::NoCallerToken { caller: caller.subject.clone() });
+            return Err(crate::token_exchange::no_caller_token(self.options.exchange.as_deref(), caller));
         }
         let params = if self.initialize.modern {
             Some(modern::with_modern_envelope(params, &self.options.client_info, &self.options.capabilities))

@@ -108,7 +108,9 @@ impl TokenSource {
             form.push(("resource", resource));
         }
         let client = ClientAuth { id: &self.spec.client_id, secret: &self.spec.client_secret };
-        let token = request_token(&self.client, &self.spec.issuer, endpoint, client, &form).await?;
+        let token = request_token(&self.client, &self.spec.issuer, endpoint, client, &form)
+            .await
+            .map_err(|(_, error)| error)?;
         let value = token.value.clone();
         state.token = Some(token);
         Ok(value)
@@ -174,15 +176,54 @@ fn token_endpoint(issuer: &str, metadata: &Value) -> Result<reqwest::Url, Upstre
     reqwest::Url::parse(endpoint).map_err(|error| failure(issuer, format!("token_endpoint is not a URL: {error}")))
 }
 
+/// How a request to the token endpoint failed, for the metrics of token exchange (`TokenExchanger::counts`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenFailure {
+    /// The token endpoint could not be found: discovery failed, or named another issuer.
+    Discovery,
+    /// The token endpoint could not be reached (connection, TLS, timeout).
+    Unreachable,
+    /// The token endpoint answered with an HTTP error (a refused grant, bad client credentials).
+    Refused,
+    /// It answered 2xx without a usable Bearer access token.
+    BadAnswer,
+    /// The caller presented no OAuth access token to exchange: nothing was asked.
+    NoCallerToken,
+}
+
+impl TokenFailure {
+    /// Every kind, in the order the metrics list them.
+    pub const ALL: [TokenFailure; 5] = [
+        TokenFailure::Discovery,
+        TokenFailure::Unreachable,
+        TokenFailure::Refused,
+        TokenFailure::BadAnswer,
+        TokenFailure::NoCallerToken,
+    ];
+
+    /// The metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            TokenFailure::Discovery => "discovery",
+            TokenFailure::Unreachable => "unreachable",
+            TokenFailure::Refused => "refused",
+            TokenFailure::BadAnswer => "bad_answer",
+            TokenFailure::NoCallerToken => "no_caller_token",
+        }
+    }
+}
+
 /// POSTs `form` to the token endpoint as `client` (HTTP Basic) and takes a Bearer access token from the answer,
-/// to be renewed a fifth of its lifetime (at most [`RENEW_BEFORE_EXPIRY`]) early.
+/// to be renewed a fifth of its lifetime (at most [`RENEW_BEFORE_EXPIRY`]) early. A failure says its kind
+/// ([`TokenFailure`]) beside the error.
 pub(crate) async fn request_token(
     http: &reqwest::Client,
     issuer: &str,
     endpoint: reqwest::Url,
     client: ClientAuth<'_>,
     form: &[(&str, &str)],
-) -> Result<CachedToken, UpstreamError> {
+) -> Result<CachedToken, (TokenFailure, UpstreamError)> {
+    let bad_answer = |reason: String| (TokenFailure::BadAnswer, failure(issuer, reason));
     // RFC 6749 §2.3.1: the id and secret are form-encoded before they are joined for Basic authentication.
     let basic = format!("{}:{}", form_encode(client.id), form_encode(client.secret.expose()));
     let authorization = format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(basic));
@@ -196,7 +237,9 @@ pub(crate) async fn request_token(
         .body(body)
         .send()
         .await
-        .map_err(|error| failure(issuer, format!("the token endpoint: {}", root_cause(&error))))?;
+        .map_err(|error| {
+            (TokenFailure::Unreachable, failure(issuer, format!("the token endpoint: {}", root_cause(&error))))
+        })?;
     let status = response.status();
     let body = response.bytes().await.unwrap_or_default();
     let answer: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
@@ -205,16 +248,17 @@ pub(crate) async fn request_token(
         let error = answer.get("error").and_then(Value::as_str).unwrap_or("no error code");
         let description = answer.get("error_description").and_then(Value::as_str).unwrap_or_default();
         let sample: String = format!("{error} {description}").trim().chars().take(ERROR_SAMPLE_CHARS).collect();
-        return Err(failure(issuer, format!("the token endpoint answered HTTP {}: {sample}", status.as_u16())));
+        let reason = format!("the token endpoint answered HTTP {}: {sample}", status.as_u16());
+        return Err((TokenFailure::Refused, failure(issuer, reason)));
     }
     let value = answer
         .get("access_token")
         .and_then(Value::as_str)
         .filter(|token| !token.is_empty() && is_header_safe(token))
-        .ok_or_else(|| failure(issuer, "the token response has no usable access_token".to_owned()))?;
+        .ok_or_else(|| bad_answer("the token response has no usable access_token".to_owned()))?;
     let token_type = answer.get("token_type").and_then(Value::as_str).unwrap_or_default();
     if !token_type.eq_ignore_ascii_case("bearer") {
-        return Err(failure(issuer, format!("the token type is `{token_type}`, not Bearer")));
+        return Err(bad_answer(format!("the token type is `{token_type}`, not Bearer")));
     }
     let lifetime = answer.get("expires_in").and_then(Value::as_u64).map_or(ASSUMED_LIFETIME, Duration::from_secs);
     let margin = RENEW_BEFORE_EXPIRY.min(lifetime / 5);

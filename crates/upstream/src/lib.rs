@@ -35,11 +35,11 @@ mod token_exchange;
 mod transport;
 
 pub use connection::{Connection, ListKind, Listed, PendingRequest, into_result};
-pub use credentials::TokenSource;
+pub use credentials::{TokenFailure, TokenSource};
 pub use endpoint::{ConnectOptions, SUPPORTED_PROTOCOL_VERSIONS};
 pub use error::{FaultSide, UpstreamError};
 pub use events::{EventSink, Responder};
 pub use initialize_outcome::InitializeOutcome;
 pub use modern::{MODERN_PROTOCOL_VERSION, MODERN_REQUEST_META_KEYS, without_modern_result_envelope};
-pub use token_exchange::{MAX_CACHED_CALLERS, OnBehalf, TokenExchanger};
+pub use token_exchange::{ExchangeCounts, MAX_CACHED_CALLERS, OnBehalf, TokenExchanger};
 pub use toolgate_spec::Endpoint;

@@ -8,16 +8,18 @@
 //! subject token (never the token itself), until a fifth of their lifetime is left; one caller's concurrent
 //! requests wait for one exchange, and other callers never wait behind it. A 401 forgets that caller's token
 //! ([`TokenExchanger::reject`]). Neither the caller's token nor an exchanged one is logged, put in an error or shown
-//! by `Debug`. This module decides nothing about who may call: it only obtains credentials.
+//! by `Debug`. What it did is counted ([`TokenExchanger::counts`]: exchanges granted, cache hits, failures by kind)
+//! for the gateway's `/metrics`. This module decides nothing about who may call: it only obtains credentials.
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use sha2::{Digest as _, Sha256};
 use toolgate_spec::{ACCESS_TOKEN_TYPE, Secret, SubjectToken, TokenExchangeSpec};
 
-use crate::credentials::{self, CachedToken, ClientAuth};
+use crate::credentials::{self, CachedToken, ClientAuth, TokenFailure};
 use crate::error::UpstreamError;
 
 /// The RFC 8693 grant type.
@@ -86,6 +88,41 @@ impl Cache {
     }
 }
 
+/// What one exchanger did since it was made (a config reload that restarts its upstream makes a new one).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ExchangeCounts {
+    /// Exchanges the issuer granted.
+    pub exchanged: u64,
+    /// Requests that were sent with a cached exchanged token, asking the issuer nothing.
+    pub cache_hits: u64,
+    /// Exchanges (or requests for one) that failed, by kind, in [`TokenFailure::ALL`]'s order.
+    pub failures: [u64; TokenFailure::ALL.len()],
+}
+
+impl ExchangeCounts {
+    /// The failures of one kind.
+    pub fn failed(&self, kind: TokenFailure) -> u64 {
+        TokenFailure::ALL.iter().position(|known| *known == kind).map_or(0, |index| self.failures[index])
+    }
+}
+
+/// The live counters behind [`ExchangeCounts`].
+#[derive(Default)]
+struct Counters {
+    exchanged: AtomicU64,
+    cache_hits: AtomicU64,
+    failures: [AtomicU64; TokenFailure::ALL.len()],
+}
+
+/// The refusal of `caller`, who presented no OAuth access token to exchange, counted by the upstream's exchanger
+/// (`exchanger`, when it has one) whether the connection refuses it before anything is queued or the exchanger does.
+pub(crate) fn no_caller_token(exchanger: Option<&TokenExchanger>, caller: &OnBehalf) -> UpstreamError {
+    if let Some(exchanger) = exchanger {
+        exchanger.count_failure(TokenFailure::NoCallerToken);
+    }
+    UpstreamError::NoCallerToken { caller: caller.subject.clone() }
+}
+
 /// Exchanges callers' tokens for one upstream and caches the results.
 pub struct TokenExchanger {
     spec: TokenExchangeSpec,
@@ -93,6 +130,7 @@ pub struct TokenExchanger {
     /// The token endpoint: configured, or discovered once.
     endpoint: tokio::sync::Mutex<Option<reqwest::Url>>,
     cache: Mutex<Cache>,
+    counters: Counters,
 }
 
 impl fmt::Debug for TokenExchanger {
@@ -119,7 +157,25 @@ impl TokenExchanger {
             client,
             endpoint: tokio::sync::Mutex::new(endpoint),
             cache: Mutex::new(Cache::default()),
+            counters: Counters::default(),
         })
+    }
+
+    /// What this exchanger did so far.
+    pub fn counts(&self) -> ExchangeCounts {
+        let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        ExchangeCounts {
+            exchanged: read(&self.counters.exchanged),
+            cache_hits: read(&self.counters.cache_hits),
+            failures: std::array::from_fn(|index| read(&self.counters.failures[index])),
+        }
+    }
+
+    /// Counts one failure of `kind`.
+    fn count_failure(&self, kind: TokenFailure) {
+        if let Some(index) = TokenFailure::ALL.iter().position(|known| *known == kind) {
+            self.counters.failures[index].fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// The token to send upstream on `caller`'s behalf: its cached exchanged token while fresh, else a new one
@@ -130,10 +186,15 @@ impl TokenExchanger {
         let slot = self.cache.lock().unwrap_or_else(PoisonError::into_inner).slot(key);
         let mut cached = slot.lock().await;
         if let Some(token) = cached.as_ref().filter(|token| token.is_fresh()) {
+            self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
             return Ok(token.value.clone());
         }
         *cached = None;
-        let token = self.exchange(&caller.subject, subject_token).await?;
+        let token = self.exchange(&caller.subject, subject_token).await.map_err(|(kind, error)| {
+            self.count_failure(kind);
+            error
+        })?;
+        self.counters.exchanged.fetch_add(1, Ordering::Relaxed);
         let value = token.value.clone();
         *cached = Some(token);
         Ok(value)
@@ -154,15 +215,18 @@ impl TokenExchanger {
     }
 
     fn key<'a>(&self, caller: &'a OnBehalf) -> Result<(CacheKey, &'a SubjectToken), UpstreamError> {
-        let token =
-            caller.token.as_ref().ok_or_else(|| UpstreamError::NoCallerToken { caller: caller.subject.clone() })?;
+        let token = caller.token.as_ref().ok_or_else(|| no_caller_token(Some(self), caller))?;
         let digest: [u8; 32] = Sha256::digest(token.expose().as_bytes()).into();
         Ok((CacheKey { subject: caller.subject.clone(), digest }, token))
     }
 
-    /// One RFC 8693 exchange at the token endpoint (discovered first when not configured).
-    async fn exchange(&self, subject: &str, subject_token: &SubjectToken) -> Result<CachedToken, UpstreamError> {
-        let endpoint = self.token_endpoint().await?;
+    /// One RFC 8693 exchange at the token endpoint (discovered first when not configured); a failure says its kind.
+    async fn exchange(
+        &self,
+        subject: &str,
+        subject_token: &SubjectToken,
+    ) -> Result<CachedToken, (TokenFailure, UpstreamError)> {
+        let endpoint = self.token_endpoint().await.map_err(|error| (TokenFailure::Discovery, error))?;
         let mut form = vec![
             ("grant_type", TOKEN_EXCHANGE_GRANT),
             ("subject_token", subject_token.expose()),
@@ -177,15 +241,16 @@ impl TokenExchanger {
             }
         }
         let client = ClientAuth { id: &self.spec.client_id, secret: &self.spec.client_secret };
-        credentials::request_token(&self.client, &self.spec.issuer, endpoint, client, &form).await.map_err(|error| {
-            match error {
+        credentials::request_token(&self.client, &self.spec.issuer, endpoint, client, &form).await.map_err(
+            |(kind, error)| match error {
                 // Which caller's exchange failed is worth saying; the caller's token never is.
-                UpstreamError::Credentials { issuer, reason } => {
-                    UpstreamError::Credentials { issuer, reason: format!("exchanging {subject}'s token: {reason}") }
-                }
-                other => other,
-            }
-        })
+                UpstreamError::Credentials { issuer, reason } => (
+                    kind,
+                    UpstreamError::Credentials { issuer, reason: format!("exchanging {subject}'s token: {reason}") },
+                ),
+                other => (kind, other),
+            },
+        )
     }
 
     async fn token_endpoint(&self) -> Result<reqwest::Url, UpstreamError> {

@@ -17,7 +17,8 @@ const TOKEN_TTL: u64 = 8;
 /// How long toolgate reuses an answer: longer than a token's life, so only `exp` can end a reuse early.
 const REUSE_SECONDS: u64 = 20;
 
-fn opaque_provider(resource: &str) -> ProviderConfig {
+/// A provider issuing opaque tokens for `resource`, with the services `svc` and `reader` and toolgate's own client.
+pub(super) fn opaque_provider(resource: &str) -> ProviderConfig {
     ProviderConfig::new(generate_keys(&["RS256"]))
         .scopes(&["tools:call", "tools:admin"])
         .service_client("svc", "svc-secret", "tools:call tools:admin")

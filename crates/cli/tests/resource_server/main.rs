@@ -2,19 +2,19 @@
 //! against a real OpenID provider (npm `oidc-provider`, started by the test-support harness): opaque tokens asked
 //! about by introspection (scope, revocation, expiry, the provider down and back), keys fetched again on a timer so
 //! a key the issuer stopped publishing stops working, ID tokens and other JWTs not typed `at+jwt` refused, and a
-//! flood of bad tokens that writes a bounded number of audit rows while a valid call's rows are all there.
+//! flood of bad tokens that writes a bounded number of audit rows while a valid call's rows are all there, and a
+//! flood of made-up opaque tokens that holds a bounded number of the provider's introspections.
 //!
 //! Real processes on loopback only. Waits are hang guards; no test asserts how long anything took.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod introspection;
+mod introspection_flood;
 mod keys;
 mod refusal_flood;
 mod token_types;
 
-use std::io::{Read as _, Write as _};
-use std::net::TcpStream;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -22,7 +22,7 @@ use toolgate_core::decision::Verdict;
 use toolgate_store::{AuditFilter, AuditKind, AuditRow, InventoryTool, Store};
 use toolgate_test_support::HANG_GUARD;
 use toolgate_test_support::oidc::{OidcProvider, ProviderConfig};
-use toolgate_test_support::toolgate::raw_http::{Reply, post};
+use toolgate_test_support::toolgate::raw_http::{self, Reply, post};
 use toolgate_test_support::toolgate::{Serving, Setup, binary, start_serve};
 
 /// The static caller that may read `/metrics` (OAuth tokens never may).
@@ -107,17 +107,9 @@ impl Scene {
 
     /// `GET /metrics` as the static caller.
     fn metrics(&self) -> String {
-        let mut stream = TcpStream::connect(&self.serving.authority).unwrap();
-        stream.set_read_timeout(Some(HANG_GUARD)).unwrap();
-        let request = format!(
-            "GET /metrics HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {OPS_TOKEN}\r\nConnection: close\r\n\r\n",
-            self.serving.authority
-        );
-        stream.write_all(request.as_bytes()).unwrap();
-        let mut text = String::new();
-        stream.read_to_string(&mut text).unwrap();
-        assert!(text.starts_with("HTTP/1.1 200"), "{text}");
-        text
+        let reply = raw_http::metrics(&self.serving.authority, OPS_TOKEN).unwrap();
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        reply.body
     }
 
     /// Who the console's inventory says may do what with `tool`, once it has been written.
@@ -167,14 +159,6 @@ impl Scene {
             }
         })
     }
-}
-
-/// The value of one sample of `/metrics` (`name{labels}`), 0 when absent.
-fn sample(metrics: &str, series: &str) -> u64 {
-    metrics
-        .lines()
-        .find_map(|line| line.strip_prefix(series).and_then(|rest| rest.trim().parse::<f64>().ok()))
-        .map_or(0, |value| value as u64)
 }
 
 /// The identity an audit row names.

@@ -6,8 +6,9 @@
 use toolgate_core::decision::Verdict;
 use toolgate_store::AuditKind;
 use toolgate_test_support::oidc::generate_keys;
+use toolgate_test_support::toolgate::raw_http::sample;
 
-use super::{Scene, identity, jwt_provider, sample};
+use super::{Scene, identity, jwt_provider};
 
 /// How many bad tokens the flood sends, one connection each.
 const FLOOD: u64 = 400;

@@ -4,12 +4,14 @@
 //! answers `whoami` with the claims of the token its request carried, and records every `Authorization` header:
 //! each caller must see its own subject (toolgate as the actor), even over the one upstream session they share;
 //! no caller's own token may ever reach it; exchanged tokens are cached per caller and renewed after expiry; a
-//! caller without an OAuth token, and the issuer down, fail closed with a clear error.
+//! caller without an OAuth token, and the issuer down, fail closed with a clear error. `/metrics` counts the
+//! exchanges, the requests a cached token served and the failures by kind.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 use toolgate_test_support::oidc::{OidcProvider, ProviderConfig, Signer, generate_keys, jwt_parts, sign_jwt};
+use toolgate_test_support::toolgate::raw_http::{self, sample};
 use toolgate_test_support::toolgate::{Serving, Setup, poll, run};
 use toolgate_upstream::Connection;
 
@@ -82,6 +84,14 @@ impl Scene {
     /// A client session with toolgate presenting `token`.
     async fn client(&self, token: &str) -> Connection {
         connect_with_bearer(&self.serving, token).await
+    }
+
+    /// One sample of toolgate's `/metrics` (scraped as the static caller): the token exchange series of the
+    /// upstream `secured`, `series` being its name and `extra` any label after `upstream`.
+    fn exchange_metric(&self, series: &str, extra: &str) -> u64 {
+        let reply = raw_http::metrics(&self.serving.authority, OPS_TOKEN).expect("toolgate answers /metrics");
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        sample(&reply.body, &format!("{series}{{upstream=\"secured\"{extra}}}"))
     }
 
     /// Every `(method, Authorization)` the upstream saw, in order.
@@ -167,6 +177,10 @@ async fn each_caller_reaches_the_upstream_as_itself_with_a_cached_exchanged_toke
     tokio::time::sleep(Duration::from_secs(9)).await;
     assert_eq!(whoami(&alice).await.expect("a call after the token expired")["sub"], json!("alice"));
     assert_eq!(scene.tokens_of("alice").len(), 2, "alice's expired token was renewed once");
+    // Each exchanged token the upstream saw is one exchange; every other call was served from the cache.
+    let exchanged = scene.tokens_of("alice").len() + scene.tokens_of(ROBOT).len();
+    assert_eq!(scene.exchange_metric("toolgate_token_exchanges_total", ""), exchanged as u64);
+    assert!(scene.exchange_metric("toolgate_token_exchange_cache_hits_total", "") >= 8, "the interleaved calls");
     scene.assert_tokens_contained();
 }
 
@@ -223,6 +237,8 @@ async fn a_caller_without_an_oauth_token_fails_closed_audited_and_nothing_is_sen
     assert_eq!(row["tool"], json!("whoami"));
     assert_eq!(row["outcome"], json!("is_error"), "the refused call is audited as failed: {row}");
     assert_eq!(row["detail"]["unsent"], json!("no_caller_token"), "the row says why it went nowhere: {row}");
+    let failed = scene.exchange_metric("toolgate_token_exchange_failures_total", ",kind=\"no_caller_token\"");
+    assert!(failed >= 1, "the caller without a token is counted");
     scene.assert_tokens_contained();
 }
 
@@ -242,6 +258,8 @@ async fn the_issuer_down_fails_exchanges_closed_with_a_clear_error_and_they_resu
         "the failure names the issuer and the caller whose exchange failed: {failure}"
     );
     assert_eq!(scene.tokens_of("alice").len(), before, "nothing was sent for alice without an exchanged token");
+    let unreachable = scene.exchange_metric("toolgate_token_exchange_failures_total", ",kind=\"unreachable\"");
+    assert!(unreachable >= 1, "the failed exchange is counted as the issuer unreachable");
     let state = scene.setup.state_arg();
     tokio::task::block_in_place(|| {
         poll("the failed call's audit row", || {

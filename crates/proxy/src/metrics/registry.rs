@@ -12,7 +12,7 @@ use std::time::Duration;
 use metrics::{Counter, Histogram, Key, Label, Metadata, Recorder};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
 use toolgate_core::decision::Verdict;
-use toolgate_upstream::ListKind;
+use toolgate_upstream::{ExchangeCounts, ListKind, TokenFailure};
 
 use toolgate_store::Store;
 
@@ -81,6 +81,13 @@ pub const AUDIT_DISK_FREE: &str = "toolgate_audit_disk_free_bytes";
 pub const AUDIT_FAILING: &str = "toolgate_audit_writer_failing";
 /// Audit rows pruned by retention.
 pub const AUDIT_PRUNED: &str = "toolgate_audit_pruned_total";
+/// RFC 8693 exchanges the issuer granted for a token exchange upstream's callers, by `upstream`.
+pub const TOKEN_EXCHANGES: &str = "toolgate_token_exchanges_total";
+/// Requests to a token exchange upstream sent with a cached exchanged token (no exchange), by `upstream`.
+pub const TOKEN_EXCHANGE_CACHE_HITS: &str = "toolgate_token_exchange_cache_hits_total";
+/// Exchanges that failed, by `upstream` and `kind` (`discovery`, `unreachable`, `refused`, `bad_answer`,
+/// `no_caller_token`).
+pub const TOKEN_EXCHANGE_FAILURES: &str = "toolgate_token_exchange_failures_total";
 /// Always 1, labelled with the process's `instance` id, so a scrape of one process of a fleet says which it is.
 pub const INSTANCE_INFO: &str = "toolgate_instance_info";
 
@@ -274,6 +281,20 @@ impl GatewayMetrics {
         self.recorder.register_counter(&key, &METADATA).increment(1);
     }
 
+    /// A token exchange upstream's counts, as its exchanger keeps them (since the upstream's runtime was made).
+    fn render_exchange(&self, upstream: &str, counts: &ExchangeCounts) {
+        let upstream = || Label::new("upstream", upstream.to_owned());
+        let counter = |name: &'static str, labels: Vec<Label>, value: u64| {
+            self.recorder.register_counter(&Key::from_parts(name, labels), &METADATA).absolute(value);
+        };
+        counter(TOKEN_EXCHANGES, vec![upstream()], counts.exchanged);
+        counter(TOKEN_EXCHANGE_CACHE_HITS, vec![upstream()], counts.cache_hits);
+        for kind in TokenFailure::ALL {
+            let labels = vec![upstream(), Label::from_static_parts("kind", kind.label())];
+            counter(TOKEN_EXCHANGE_FAILURES, labels, counts.failed(kind));
+        }
+    }
+
     fn gauge(&self, name: &'static str, labels: Vec<Label>, value: f64) {
         self.recorder.register_gauge(&Key::from_parts(name, labels), &METADATA).set(value);
     }
@@ -284,7 +305,7 @@ impl GatewayMetrics {
 }
 
 fn describe(recorder: &PrometheusRecorder) {
-    let help: [(&'static str, &'static str); 29] = [
+    let help: [(&'static str, &'static str); 32] = [
         (TOOL_CALLS, "Tool calls by upstream, tool, verdict and outcome."),
         (CALL_DURATION, "Seconds from forwarding a permitted call upstream to its answer, by upstream."),
         (UPSTREAM_UP, "1 when the upstream is connected and listed, 0 otherwise."),
@@ -320,6 +341,9 @@ fn describe(recorder: &PrometheusRecorder) {
         (AUDIT_FAILING, "1 while the audit writer's attempts fail; it retries until they succeed."),
         (AUDIT_PRUNED, "Audit rows pruned by retention since the store was opened."),
         (INSTANCE_INFO, "1, labelled with this process's instance id (one of several serving the same store)."),
+        (TOKEN_EXCHANGES, "Token exchanges (RFC 8693) the issuer granted for callers of the upstream."),
+        (TOKEN_EXCHANGE_CACHE_HITS, "Requests to the upstream sent with a cached exchanged token."),
+        (TOKEN_EXCHANGE_FAILURES, "Token exchanges that failed, by upstream and kind."),
     ];
     for (name, text) in help {
         // The kind is irrelevant to the exporter's descriptions; one call describes any kind.
@@ -362,6 +386,9 @@ impl GatewayMetrics {
             let key =
                 Key::from_parts(UPSTREAM_CANCELS_DROPPED, vec![Label::new("upstream", runtime.spec.name.clone())]);
             metrics.recorder.register_counter(&key, &METADATA).absolute(dropped);
+            if let Some(counts) = runtime.exchange_counts() {
+                metrics.render_exchange(&runtime.spec.name, &counts);
+            }
         }
         metrics.gauge(CLIENT_QUEUED_BYTES, Vec::new(), queued as f64);
         if let Some(store) = store {

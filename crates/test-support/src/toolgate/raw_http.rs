@@ -73,6 +73,27 @@ pub fn post_text(authority: &str, headers: &[(&str, &str)], body: &str) -> std::
     parse_reply(&raw)
 }
 
+/// `GET /metrics` on a fresh connection with `Authorization: Bearer TOKEN` (a configured caller's).
+pub fn metrics(authority: &str, token: &str) -> std::io::Result<Reply> {
+    let mut stream = TcpStream::connect(authority)?;
+    stream.set_read_timeout(Some(HANG_GUARD))?;
+    let request = format!(
+        "GET /metrics HTTP/1.1\r\nHost: {authority}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes())?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw)?;
+    parse_reply(&raw)
+}
+
+/// The value of one sample of a `/metrics` text (`name{labels}` exactly as rendered), 0 when absent.
+pub fn sample(metrics: &str, series: &str) -> u64 {
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(series).and_then(|rest| rest.trim().parse::<f64>().ok()))
+        .map_or(0, |value| value as u64)
+}
+
 fn parse_reply(raw: &[u8]) -> std::io::Result<Reply> {
     let invalid = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_owned());
     let split = raw.windows(4).position(|window| window == b"\r\n\r\n").ok_or_else(|| invalid("no header end"))?;

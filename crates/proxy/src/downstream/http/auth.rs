@@ -8,8 +8,9 @@
 //! identity's token cannot use it.
 //!
 //! An OAuth refusal answers 401 with `WWW-Authenticate: Bearer resource_metadata=…, scope=…` (RFC 9728), a valid
-//! token lacking the required scopes 403 `insufficient_scope` (step-up), and an unreachable provider 503: fail
-//! closed, never a guess. The accepted token rides in the caller as a `SubjectToken` (redacted when formatted) for
+//! token lacking the required scopes 403 `insufficient_scope` (step-up), an unreachable provider 503: fail
+//! closed, never a guess; an opaque token from an address with as many introspections in flight as allowed 429
+//! with `Retry-After` (`toolgate_auth::TokenError::IntrospectionBusy`). The accepted token rides in the caller as a `SubjectToken` (redacted when formatted) for
 //! a token exchange upstream; it is never forwarded as is.
 
 use std::net::IpAddr;
@@ -91,7 +92,7 @@ pub(super) async fn authenticate(
     };
     // An OAuth access token comes as a bearer token only (RFC 6750); an unknown API key is just unknown.
     let Some(token) = bearer else { return Err(unauthorized(oauth, None)) };
-    match validator.validate(token).await {
+    match validator.validate_from(token, remote).await {
         Ok(identity) => {
             let caller = Caller {
                 name: identity.subject,
@@ -132,10 +133,26 @@ pub(super) async fn authenticate(
                 rejection.retry_after = Some(PROVIDER_RETRY_AFTER_SECONDS);
                 return Err(rejection);
             }
+            if error == TokenError::IntrospectionBusy {
+                // Not the token's fault, nor the provider's: this address has as many tokens being checked as it
+                // may. Retried shortly, it is checked (or answered from the cache).
+                let mut rejection = Rejection::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    TRANSPORT_ERROR,
+                    "too many requests: as many tokens from this address are being checked with the identity \
+                     provider as toolgate allows at once; retry shortly"
+                        .to_owned(),
+                );
+                rejection.retry_after = Some(BUSY_RETRY_AFTER_SECONDS);
+                return Err(rejection);
+            }
             Err(unauthorized(oauth, Some(&error)))
         }
     }
 }
+
+/// What a request refused because its address has too many tokens being introspected is told to wait.
+const BUSY_RETRY_AFTER_SECONDS: u64 = 1;
 
 /// What a request refused because the provider is unreachable is told to wait.
 const PROVIDER_RETRY_AFTER_SECONDS: u64 = 5;
