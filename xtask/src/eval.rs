@@ -22,9 +22,12 @@ use toolgate_core::trust::Convention;
 use toolgate_core::words::tokens;
 use toolgate_core::{DeclaredHints, Hint, ToolDefinition};
 
+use crate::eval_base::{
+    ModelChoice, Scored, default_corpora, label, ratio, short_name, show, tool_with_title, workspace_root,
+};
 use crate::eval_trust::{
     OPERATING_BARS, TrustFigures, TrustScored, print_operating_points, print_trust, print_trust_errors, score_trust,
-    short_name, standard_policy,
+    standard_policy,
 };
 use crate::train::Dataset;
 use toolgate_core::trust::DEFAULT_MIN_CONFIDENCE;
@@ -32,30 +35,6 @@ use toolgate_core::trust::DEFAULT_MIN_CONFIDENCE;
 const USAGE: &str = "usage: cargo xtask eval [--corpus PATH]... [--model loso|rules|builtin] [--holdout SERVER,...] \
                      [--per-server] [--calibration] [--errors HINT] [--explain TOOL] [--check] [--record] \
                      [--observations DIR]";
-
-/// Which learned layer scores a tool.
-#[derive(Default, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ModelChoice {
-    /// Leave-one-server-out: each server scored by a model trained on every other server (the honest figure).
-    #[default]
-    Loso,
-    /// The rules alone, as before the learned layer.
-    Rules,
-    /// The checked-in weights (in-sample for every training corpus).
-    Builtin,
-}
-
-/// One tool with its labels and both guesses.
-pub(crate) struct Scored {
-    pub(crate) server: String,
-    name: String,
-    pub(crate) labels: DeclaredHints,
-    /// Per hint: the inferred value and its confidence.
-    pub(crate) engine: [(bool, f32); 4],
-    baseline: [bool; 4],
-    /// The stated-effect veto (or an output file) capped `readOnlyHint`.
-    vetoed: bool,
-}
 
 #[derive(Default)]
 struct Options {
@@ -100,22 +79,6 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         bail!("{}", missed.join("\n"));
     }
     Ok(())
-}
-
-/// The shared development corpus and every `corpus/*.jsonl` in the repository, sorted.
-pub(crate) fn default_corpora() -> Result<Vec<PathBuf>> {
-    let mut paths = vec![workspace_root().join("../shared/corpus/dev.jsonl")];
-    let grown = workspace_root().join("corpus");
-    if grown.is_dir() {
-        let mut found: Vec<PathBuf> = std::fs::read_dir(&grown)
-            .with_context(|| format!("listing {}", grown.display()))?
-            .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-            .filter(|path| path.extension().is_some_and(|extension| extension == "jsonl"))
-            .collect();
-        found.sort();
-        paths.extend(found);
-    }
-    Ok(paths)
 }
 
 fn run_corpus(
@@ -256,19 +219,6 @@ fn parse_options(args: &[String]) -> Result<Options> {
     Ok(options)
 }
 
-pub(crate) fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// The tool as a client would see it, minus every hint: `annotations.title` is a text that inference may read
-/// (many servers put their only title there), so it is put back; the hint labels never are.
-pub(crate) fn tool_with_title(entry: &CorpusEntry) -> ToolDefinition {
-    let Some(title) = &entry.labels.title else { return entry.tool.clone() };
-    let mut raw = entry.tool.raw().clone();
-    raw.insert("annotations".into(), serde_json::json!({ "title": title }));
-    ToolDefinition::from_map(raw).unwrap_or_else(|_| entry.tool.clone())
-}
-
 fn score(entry: CorpusEntry, inference: &Inference) -> Scored {
     let engine = Hint::ALL.map(|hint| {
         let inferred = inference.get(hint);
@@ -335,18 +285,6 @@ impl Count {
     }
 }
 
-pub(crate) fn ratio(part: usize, whole: usize) -> Option<f64> {
-    (whole > 0).then(|| part as f64 / whole as f64)
-}
-
-/// Whether a hint's label counts for a tool, and its value.
-pub(crate) fn label(labels: &DeclaredHints, hint: Hint) -> Option<bool> {
-    match hint {
-        Hint::Destructive | Hint::Idempotent if labels.read_only != Some(false) => None,
-        _ => labels.get(hint),
-    }
-}
-
 struct Metrics {
     engine: [Count; 4],
     baseline: [Count; 4],
@@ -365,10 +303,6 @@ impl Metrics {
         }
         metrics
     }
-}
-
-pub(crate) fn show(value: Option<f64>) -> String {
-    value.map_or_else(|| "-".to_owned(), |value| format!("{value:.3}"))
 }
 
 fn print_block(title: &str, entries: &[&Scored]) {

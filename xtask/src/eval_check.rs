@@ -69,7 +69,7 @@ pub(crate) fn print_record(path: &Path, tools: usize, figures: &[(String, Option
 /// Checks `figures` (name, value) of the corpus at `path`, which has `tools` tools; errors name every missed
 /// threshold.
 pub(crate) fn check(path: &Path, tools: usize, figures: &[(String, Option<f64>)]) -> Result<()> {
-    let file = crate::eval::workspace_root().join(THRESHOLDS);
+    let file = crate::eval_base::workspace_root().join(THRESHOLDS);
     let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
     let thresholds: Thresholds = toml::from_str(&text).with_context(|| format!("parsing {}", file.display()))?;
     let key = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
@@ -97,13 +97,13 @@ pub(crate) fn check(path: &Path, tools: usize, figures: &[(String, Option<f64>)]
     for (name, floor) in &limits.min {
         let value = figure(name)?;
         if !value.is_some_and(|value| value >= *floor - 1e-9) {
-            missed.push(format!("{name} = {} (min {floor})", crate::eval::show(value)));
+            missed.push(format!("{name} = {} (min {floor})", crate::eval_base::show(value)));
         }
     }
     for (name, ceiling) in &limits.max {
         let value = figure(name)?;
         if !value.is_some_and(|value| value <= *ceiling + 1e-9) {
-            missed.push(format!("{name} = {} (max {ceiling})", crate::eval::show(value)));
+            missed.push(format!("{name} = {} (max {ceiling})", crate::eval_base::show(value)));
         }
     }
     if !missed.is_empty() {
@@ -123,7 +123,7 @@ mod tests {
     /// even where no corpus file is at hand.
     #[test]
     fn the_recorded_thresholds_name_known_figures() {
-        let text = std::fs::read_to_string(crate::eval::workspace_root().join(THRESHOLDS)).unwrap();
+        let text = std::fs::read_to_string(crate::eval_base::workspace_root().join(THRESHOLDS)).unwrap();
         let thresholds: Thresholds = toml::from_str(&text).unwrap();
         let known = crate::eval::figure_names();
         assert!(thresholds.corpus.contains_key("dev.jsonl"));
@@ -162,7 +162,7 @@ mod tests {
     }
 
     fn thresholds_for_dev_tools() -> usize {
-        let text = std::fs::read_to_string(crate::eval::workspace_root().join(THRESHOLDS)).unwrap();
+        let text = std::fs::read_to_string(crate::eval_base::workspace_root().join(THRESHOLDS)).unwrap();
         let thresholds: Thresholds = toml::from_str(&text).unwrap();
         thresholds.corpus["dev.jsonl"].tools
     }

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use toolgate_core::Hint;
 
-use crate::eval::{Scored, label, ratio, show};
+use crate::eval_base::{Scored, label, ratio, short_name, show};
 
 /// Fewest other declarations for a convention.
 const MIN_VOTES: usize = 3;
@@ -97,7 +97,7 @@ pub(crate) fn print_convention(entries: &[&Scored]) {
         let difference = inference.zip(backed).map(|(inference, backed)| backed - inference);
         println!(
             "{:<13} {:>5} {:>10} {:>10} {:>8} {:>9} {:>22} {:>16}",
-            crate::eval_trust::short_name(hint),
+            short_name(hint),
             gain.n,
             show(inference),
             show(backed),

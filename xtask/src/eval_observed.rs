@@ -29,8 +29,8 @@ use toolgate_core::policy::CompiledPolicy;
 use toolgate_core::trust::{Convention, DEFAULT_MIN_CONFIDENCE, Observation};
 use toolgate_core::{DeclaredHints, Hint};
 
-use crate::eval::{ModelChoice, tool_with_title};
-use crate::eval_trust::{TrustScored, print_observed_comparison, score_trust, short_name};
+use crate::eval_base::{ModelChoice, short_name, tool_with_title};
+use crate::eval_trust::{TrustScored, print_observed_comparison, score_trust};
 use crate::train::Dataset;
 
 /// One tool `toolgate verify` called, as a recording holds it.
@@ -457,7 +457,7 @@ mod tests {
     /// server needs `corpus/observe.py` again). Scoring them is `cargo xtask eval --observations`.
     #[test]
     fn checked_in_recordings_match_the_grown_corpus() {
-        let root = crate::eval::workspace_root().join("corpus");
+        let root = crate::eval_base::workspace_root().join("corpus");
         let entries =
             crate::train::read_corpus(&root.join("grown.jsonl")).unwrap_or_else(|error| unreachable!("{error:#}"));
         let recordings = read_recordings(&root.join("observations")).unwrap_or_else(|error| unreachable!("{error:#}"));

@@ -32,7 +32,7 @@ use toolgate_core::trust::{
 };
 use toolgate_core::{DeclaredHints, Hint, HintOverrides, ToolDefinition};
 
-use crate::eval::{ratio, show};
+use crate::eval_base::{label, ratio, short_name, show};
 
 /// One tool's trust and decision outcomes.
 pub(crate) struct TrustScored {
@@ -71,7 +71,7 @@ pub(crate) fn score_trust(
     let mut honest = [None; 4];
     let mut lies = [None; 4];
     for (index, hint) in Hint::ALL.into_iter().enumerate() {
-        let Some(declared) = crate::eval::label(&entry.labels, hint) else { continue };
+        let Some(declared) = label(&entry.labels, hint) else { continue };
         let relaxed = hint.relaxed_value();
         if declared == relaxed {
             honest[index] = Some(judge.confirmed(&entry.labels, hint));
@@ -254,11 +254,6 @@ impl TrustFigures {
         named.push(("decision.declared.needless_confirmations".into(), self.declared.1.share()));
         named
     }
-}
-
-/// `readOnly`, `destructive`, `idempotent`, `openWorld`: the names thresholds and tables use.
-pub(crate) fn short_name(hint: Hint) -> &'static str {
-    hint.wire_key().trim_end_matches("Hint")
 }
 
 /// Prints the operating point (micro, then per server) and the decision figures.

@@ -36,7 +36,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     let options = parse_options(args)?;
     let entries = crate::train::read_corpus(&options.corpus)?;
     // The tools exactly as the eval scores them (hints stripped, `annotations.title` kept).
-    let tools: Vec<ToolDefinition> = entries.iter().map(crate::eval::tool_with_title).collect();
+    let tools: Vec<ToolDefinition> = entries.iter().map(crate::eval_base::tool_with_title).collect();
     if tools.is_empty() {
         bail!("{} holds no tools", options.corpus.display());
     }

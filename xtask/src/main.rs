@@ -16,6 +16,7 @@
 #![allow(clippy::print_stdout)]
 
 mod eval;
+mod eval_base;
 mod eval_check;
 mod eval_convention;
 mod eval_observed;

@@ -63,7 +63,7 @@ const HELD_OUT_CORPORA: &[&str] = &["fresh.jsonl"];
 /// The corpora training reads: the shared development corpus and every `corpus/*.jsonl` of the repository except
 /// the held-out ones ([`HELD_OUT_CORPORA`]).
 pub(crate) fn training_corpora() -> Result<Vec<PathBuf>> {
-    Ok(crate::eval::default_corpora()?
+    Ok(crate::eval_base::default_corpora()?
         .into_iter()
         .filter(|path| {
             let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
@@ -78,8 +78,8 @@ impl Dataset {
         let mut index: HashMap<String, usize> = HashMap::new();
         for path in paths {
             for entry in read_corpus(path)? {
-                let tool = crate::eval::tool_with_title(&entry);
-                let labels = Hint::ALL.map(|hint| crate::eval::label(&entry.labels, hint));
+                let tool = crate::eval_base::tool_with_title(&entry);
+                let labels = Hint::ALL.map(|hint| crate::eval_base::label(&entry.labels, hint));
                 if labels.iter().all(Option::is_none) {
                     continue;
                 }
@@ -269,7 +269,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         dataset.examples.len()
     );
     let table = model.to_table(&header, 2);
-    let target = crate::eval::workspace_root().join("crates/core/src/infer/weights.tsv");
+    let target = crate::eval_base::workspace_root().join("crates/core/src/infer/weights.tsv");
     if check {
         let current = std::fs::read_to_string(&target).unwrap_or_default();
         if current != table {
