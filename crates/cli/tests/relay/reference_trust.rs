@@ -9,6 +9,8 @@
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
 use toolgate_test_support::{PeerCommand, Peers};
@@ -39,11 +41,13 @@ fn relayed_tools(relay: &mut RawClient) -> Vec<Value> {
 /// Lists the peer's tools directly and through a default toolgate; checks every declared read and closed world,
 /// then calls `read_call` (a declared read with harmless arguments) through toolgate, which must run at once.
 fn check_reference_server(peer: &PeerCommand, read_call: (&str, Value)) {
-    check_behind(peer, RawClient::through_toolgate_by_default(peer), read_call);
+    let result = check_behind(peer, RawClient::through_toolgate_by_default(peer), read_call);
+    assert!(result.get("result").is_some_and(|result| result["isError"] != true), "{result:#}");
 }
 
-/// [`check_reference_server`] through a gateway already started (on a state directory with records).
-fn check_behind(peer: &PeerCommand, mut relay: RawClient, read_call: (&str, Value)) {
+/// [`check_reference_server`] through a gateway already started (on a state directory with records); returns the
+/// read call's response for the caller to judge.
+fn check_behind(peer: &PeerCommand, mut relay: RawClient, read_call: (&str, Value)) -> Value {
     let mut direct = RawClient::direct(peer);
     direct.initialize(json!({}));
     let declared = direct.list_all_tools();
@@ -90,8 +94,7 @@ fn check_behind(peer: &PeerCommand, mut relay: RawClient, read_call: (&str, Valu
     // A read runs without a person: this client offers no elicitation, so a confirmation would fail the call.
     let (tool, arguments) = read_call;
     let exposed_name = relayed_named(tool)["name"].clone();
-    let result = relay.request("tools/call", json!({"name": exposed_name, "arguments": arguments}));
-    assert!(result.get("result").is_some_and(|result| result["isError"] != true), "{tool}: {result:#}");
+    relay.request("tools/call", json!({"name": exposed_name, "arguments": arguments}))
 }
 
 #[test]
@@ -144,7 +147,8 @@ fn issue_15_time_reads_flow_and_stay_closed_world_once_verified() {
     assert_eq!(run.status.code(), Some(0), "verify: {}", String::from_utf8_lossy(&run.stderr));
     let relay = RawClient::through_toolgate_by_default_in(&peer, state);
     let call = json!({"source_timezone": "Europe/Berlin", "time": "12:00", "target_timezone": "UTC"});
-    check_behind(&peer, relay, ("convert_time", call));
+    let result = check_behind(&peer, relay, ("convert_time", call));
+    assert!(result.get("result").is_some_and(|result| result["isError"] != true), "{result:#}");
 }
 
 #[test]
@@ -153,9 +157,12 @@ fn issue_15_fetch_reads_flow_and_stay_open_world_by_default() {
     // a line of HTML.
     let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
     let address = listener.local_addr().expect("its address");
+    let requests = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&requests);
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { return };
+            seen.fetch_add(1, Ordering::SeqCst);
             let mut request_line = String::new();
             let mut reader = BufReader::new(&stream);
             if reader.read_line(&mut request_line).is_err() {
@@ -180,5 +187,9 @@ fn issue_15_fetch_reads_flow_and_stay_open_world_by_default() {
     let url = format!("http://{address}/page");
     // The server refuses loopback addresses unless told otherwise.
     let peer = Peers::locate().mcp_server_fetch().arg("--allow-private-ips");
-    check_reference_server(&peer, ("fetch", json!({"url": url})));
+    let result = check_behind(&peer, RawClient::through_toolgate_by_default(&peer), ("fetch", json!({"url": url})));
+    // The read ran without a person: toolgate forwarded it and the server reached the page. Whether the fetch then
+    // succeeds is the upstream's affair (a loaded CI machine once saw it fail after connecting).
+    assert!(result.get("result").is_some(), "{result:#}");
+    assert!(requests.load(Ordering::SeqCst) > 0, "the fetch never reached the page: {result:#}");
 }
