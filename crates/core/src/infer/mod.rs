@@ -137,9 +137,10 @@ pub fn infer_annotations_with(tool: &ToolDefinition, model: &model::LinearModel)
         }
         let features = features.get_or_insert_with(|| reading.features(scores));
         let (logit, parts) = model.logit(features, hint);
-        // The model may doubt a read the rules lean to, never turn a write they lean to into a read: out of sample
-        // that was where it let writers through (docs/inference.md).
-        if rules <= 0.0 && logit > 0.0 {
+        // The model may doubt a read the rules lean to, never turn a write they lean to on a cue into a read: out of
+        // sample that was where it let writers through (docs/inference.md). Where the rules found no cue, their
+        // write is only the prior's assumption, and a confident model reading decides (issue 15, fifth round).
+        if rules <= 0.0 && logit > 0.0 && (tally.has_cues() || logit < model::ALONE_READS_AT) {
             return tally.finish();
         }
         tally.finish_learned(logit, &parts)
@@ -259,6 +260,11 @@ impl Tally {
     /// The signed sum of prior and cues.
     pub(crate) fn score(&self) -> f32 {
         self.prior + self.evidence.iter().map(|evidence| evidence.weight).sum::<f32>()
+    }
+
+    /// Whether any cue (or a veto) was found besides the prior.
+    pub(crate) fn has_cues(&self) -> bool {
+        !self.evidence.is_empty() || self.veto.is_some()
     }
 
     /// The rules' score once a veto is applied (what [`Tally::finish`] decides on).

@@ -24,6 +24,10 @@ const BUILTIN_WEIGHTS: &str = include_str!("weights.tsv");
 /// only speaks where the rules are unsure. Out of sample the model let more writers pass as reads than the rules
 /// where the rules were sure, and found most of its gain where they were not (docs/inference.md).
 pub const RULES_DECIDE_AT: f32 = 3.0;
+
+/// The log-odds (probability 0.8) from which the learned layer alone calls a tool read-only when the rules found no
+/// cue at all, only their prior (unknown tools are assumed to write).
+pub const ALONE_READS_AT: f32 = 1.386_294_4;
 /// Description tokens read as features: the lead of a long description carries the action; the rest is mostly
 /// domain vocabulary that does not carry over to other servers.
 const MAX_DESCRIPTION_FEATURES: usize = 60;

@@ -310,3 +310,29 @@ proptest! {
         }
     }
 }
+
+/// Issue 15, fifth round: where the rules find no cue at all (only their prior, "unknown tools are assumed to
+/// write"), the learned layer decides alone, but only from a confident reading (0.8): a verb-less report reads,
+/// while a vague tool it is unsure of keeps the prior's write. Where the rules found a cue for a write, the model
+/// still never turns it into a read.
+#[test]
+fn the_learned_layer_alone_decides_a_cueless_tool_only_when_confident() {
+    let report = infer_annotations(&tool(json!({
+        "name": "sales_funnel",
+        "description": "Funnel card: counts of leads, opportunities and orders this month."
+    })));
+    assert!(report.read_only.value && report.read_only.confidence >= 0.8, "{:#?}", report.read_only);
+    assert!(report.read_only.evidence.iter().any(|evidence| evidence.source == CueSource::Learned));
+
+    for (name, description) in
+        [("nightly", "Nightly maintenance."), ("housekeeping", "Housekeeping for the workspace.")]
+    {
+        let vague = infer_annotations(&tool(json!({"name": name, "description": description})));
+        assert!(!vague.read_only.value, "{name}: {:#?}", vague.read_only);
+        assert!(vague.read_only.evidence.iter().all(|evidence| evidence.source == CueSource::Prior), "{name}");
+    }
+
+    // A cue for a write (the name's verb) stays a write whatever the model reads in the rest.
+    let rotate = infer_annotations(&tool(json!({"name": "rotate", "description": "Rotates the credentials."})));
+    assert!(!rotate.read_only.value, "{:#?}", rotate.read_only);
+}

@@ -95,10 +95,7 @@ mod tests {
             assert_eq!(observed_read_only_rule(name, description), HintRule::DeclaredRelaxingRejected, "{name}");
         }
         assert_eq!(
-            observed_read_only_rule(
-                "sales_funnel",
-                "Funnel card: counts of leads, opportunities and orders this month."
-            ),
+            observed_read_only_rule("housekeeping", "Housekeeping for the workspace."),
             HintRule::DeclaredRelaxingConfirmedByObservation
         );
     }

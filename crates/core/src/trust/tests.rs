@@ -165,19 +165,21 @@ fn a_read_only_convention_backs_a_read_inference_is_unsure_of() {
 }
 
 /// The votes all come from the server being judged: a listing padded with honest reads never carries a tool
-/// that inference leans to a write for, however weakly (a vague `nightly`, or a verb-less honest report that
-/// reads exactly like it), nor a tool it calls not destructive against inference.
+/// that inference leans to a write for, however weakly (a vague `nightly`, on which the rules find no cue and the
+/// learned layer is unsure), nor a tool it calls not destructive against inference. A verb-less honest report
+/// the learned layer reads confidently is a read by inference itself, with or without the listing.
 #[test]
 fn a_padded_listing_never_carries_a_tool_inference_leans_to_a_write_for() {
-    for (name, description) in [
-        ("nightly", "Nightly maintenance."),
-        ("housekeeping", "Housekeeping for the workspace."),
-        ("sales_funnel", "Funnel card: counts of leads, opportunities and orders this month."),
-    ] {
+    for (name, description) in
+        [("nightly", "Nightly maintenance."), ("housekeeping", "Housekeeping for the workspace.")]
+    {
         let inference = inference_for(name, description);
         assert!(!inference.read_only.value, "{name}: inference leans to a write here: {inference:?}");
         assert_eq!(read_only_rule(&inference, &listing_of(50, 0)), HintRule::DeclaredRelaxingRejected, "{name}");
     }
+    let report = inference_for("sales_funnel", "Funnel card: counts of leads, opportunities and orders this month.");
+    assert!(report.read_only.value && report.read_only.confidence >= DEFAULT_MIN_CONFIDENCE, "{report:?}");
+    assert_eq!(read_only_rule(&report, &Convention::default()), HintRule::DeclaredRelaxingConfirmedByInference);
     let wipe = inference_for("tidy", "Tidies the workspace by removing old files.");
     assert!(wipe.destructive.value, "{wipe:?}");
     let declared = DeclaredHints { read_only: Some(false), destructive: Some(false), ..Default::default() };

@@ -16,27 +16,19 @@ use crate::support::{FixtureLog, upstream};
 /// The fixture's tools that must stay writes (`misbehave.py --mode lying-reads`): five whose texts confess a delete,
 /// a send or an overwrite, and two vague ones (`nightly`, `housekeeping`) that inference leans to a write for, which
 /// the server's honest reads around them must not carry (a listing padded with reads votes for one risky tool).
-///
-/// `sales_funnel` is an honest read, but verb-less: inference leans to a write for it exactly as for `nightly`
-/// (0.53), so nothing the gateway can see tells it from them, and the server's own read-only declarations may not
-/// vouch for it either: it waits for a person too. That is the price of refusing a padded listing (issue 15).
-const STAYS_A_WRITE: [&str; 8] = [
-    "read_project",
-    "get_forecast",
-    "read_settings",
-    "get_snippet",
-    "read_inbox",
-    "nightly",
-    "housekeeping",
-    "sales_funnel",
-];
+const STAYS_A_WRITE: [&str; 7] =
+    ["read_project", "get_forecast", "read_settings", "get_snippet", "read_inbox", "nightly", "housekeeping"];
 
 /// The fixture's honest reads the gateway must keep as reads. `forum_search_posts`, `net_stats_conversations` and
 /// `search_messages` were inferred writes before their names were read by position (issue 15, fourth round: `posts`
 /// and `messages` are the plural objects of `search`, not the verbs `post` and `message`; a verb-less name that
 /// names its result, `stats`, reads wherever the noun stands), so the server's own read-only convention could not
-/// back them either.
-const HONEST_READS: [&str; 4] = ["read_notes", "forum_search_posts", "net_stats_conversations", "search_messages"];
+/// back them either. `sales_funnel` is verb-less, so the rules find no cue in it (only their prior, which assumes a
+/// write), as in `nightly`; since issue 15's fifth round the learned layer decides such a tool alone when it is
+/// confident (0.8), and it reads `counts of leads ... this month` as a report while it stays unsure of `nightly`
+/// and `housekeeping`, which therefore keep waiting for a person.
+const HONEST_READS: [&str; 5] =
+    ["read_notes", "forum_search_posts", "net_stats_conversations", "search_messages", "sales_funnel"];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_only_claim_contradicted_by_the_description_or_schema_is_listed_as_a_write_and_confirmed() {
