@@ -5,7 +5,7 @@
 //! `cargo build --release --workspace`: two trees for one binary, and minutes of a 2-core machine. The cure is to
 //! name such features once in `[workspace.dependencies]`; this check keeps it cured. It compares what
 //! `cargo tree` resolves for `-p toolgate` with what it resolves for `--workspace`, package by package, for the
-//! packages both contain. It reads the lock file offline and builds nothing.
+//! packages both contain, for the host. It reads the lock file offline and builds nothing.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -40,7 +40,10 @@ fn resolved_features(root: &Path, selection: &[&str]) -> Result<BTreeMap<String,
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let output = Command::new(cargo)
         .current_dir(root)
-        .args(["tree", "--offline", "--locked", "-e", "normal,build", "--target", "all", "--prefix", "none"])
+        // The host's tree only (cargo tree's default target): the rebuild this guards against happens on the machine
+        // that runs the README's commands, and `--target all` would need the sources of every other platform's
+        // dependencies, which an offline machine that only built for itself does not have.
+        .args(["tree", "--offline", "--locked", "-e", "normal,build", "--prefix", "none"])
         .args(["-f", "{p}|{f}"])
         .args(selection)
         .output()
