@@ -12,7 +12,7 @@ use axum::http::{HeaderMap, Uri};
 use axum::response::{Html, IntoResponse, Response};
 use toolgate_store::{Activity, ActivitySpan, ActivityVerdict};
 
-use crate::handlers::{session, store_failure, unauthorized};
+use crate::handlers::{not_logged_in, session, store_failure};
 use crate::html::{Page, escape, layout};
 use crate::{Console, form};
 
@@ -27,7 +27,7 @@ const TOP: u32 = 8;
 /// `GET /console/activity?span=hour|day`.
 pub(crate) async fn activity_page(State(console): State<Console>, uri: Uri, headers: HeaderMap) -> Response {
     let Some((_, session)) = session(&console, &headers).await else {
-        return unauthorized();
+        return not_logged_in(&console, &uri);
     };
     let query = form::parse(uri.query().unwrap_or_default());
     let span = match form::field(&query, "span") {

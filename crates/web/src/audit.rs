@@ -14,7 +14,7 @@ use axum::response::{Html, IntoResponse, Response};
 use toolgate_core::decision::Verdict;
 use toolgate_store::{AuditFilter, AuditKind, AuditRow, ChainReport, parse_age, parse_rfc3339, verdict_name};
 
-use crate::handlers::{session, store_failure, unauthorized};
+use crate::handlers::{not_logged_in, session, store_failure};
 use crate::html::{Page, escape, escape_form_value, layout};
 use crate::{Console, form};
 
@@ -42,7 +42,7 @@ struct Typed {
 /// `GET /console/audit?tool=&verdict=&kind=&upstream=&caller=&q=&since=&until=&limit=`.
 pub(crate) async fn audit_page(State(console): State<Console>, uri: Uri, headers: HeaderMap) -> Response {
     let Some((_, session)) = session(&console, &headers).await else {
-        return unauthorized();
+        return not_logged_in(&console, &uri);
     };
     let typed = typed(&form::parse(uri.query().unwrap_or_default()));
     let filter = match filter(&typed, SystemTime::now()) {

@@ -97,6 +97,14 @@ pub(crate) fn unauthorized() -> Response {
     (StatusCode::UNAUTHORIZED, Html(html::message("Not logged in", text, false))).into_response()
 }
 
+/// 401 for a console page asked for without a session: the login page, which leads back to the page asked for
+/// (path and query, when `crate::destination` accepts them) once the person is logged in. For pages a person opens;
+/// a script's fragment or a form's post gets [`unauthorized`].
+pub(crate) fn not_logged_in(console: &Console, uri: &Uri) -> Response {
+    let asked = uri.path_and_query().map(axum::http::uri::PathAndQuery::as_str);
+    login_page(console, None, destination::or_front_page(asked))
+}
+
 pub(crate) fn see_other(location: &'static str) -> Response {
     (StatusCode::SEE_OTHER, [(LOCATION, location)]).into_response()
 }
@@ -338,9 +346,9 @@ async fn pending(console: &Console) -> Result<Vec<ApprovalRecord>, StoreError> {
 }
 
 /// `GET /console`: the pending approvals.
-pub(crate) async fn pending_page(State(console): State<Console>, headers: HeaderMap) -> Response {
+pub(crate) async fn pending_page(State(console): State<Console>, uri: Uri, headers: HeaderMap) -> Response {
     let Some((_, session)) = session(&console, &headers).await else {
-        return unauthorized();
+        return not_logged_in(&console, &uri);
     };
     match pending(&console).await {
         Ok(records) => Html(html::pending_page(&records, &session.csrf)).into_response(),

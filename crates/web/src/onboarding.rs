@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::header::LOCATION;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{Html, IntoResponse, Response};
 use serde_json::Value;
 use toolgate_core::{Hint, ToolDefinition, assess_tool};
@@ -22,7 +22,7 @@ use toolgate_store::{
     InventoryTool, PendingPinChange, PinDecision, PinDecisionRecord, PinKind, PinnedTool, StoreError, ToolSnapshot,
 };
 
-use crate::handlers::{checked_post, session, store_failure, unauthorized};
+use crate::handlers::{checked_post, not_logged_in, session, store_failure};
 use crate::html::{Page, escape, escape_form_value, layout, message};
 use crate::tool_cells::{hint_cell, short};
 use crate::{Console, form};
@@ -44,10 +44,11 @@ pub(crate) fn page_path(upstream: &str) -> String {
 pub(crate) async fn upstream_page(
     State(console): State<Console>,
     Path(upstream): Path<String>,
+    uri: Uri,
     headers: HeaderMap,
 ) -> Response {
     let Some((_, session)) = session(&console, &headers).await else {
-        return unauthorized();
+        return not_logged_in(&console, &uri);
     };
     let pins = console.store.pins();
     let (pinned, pending, inventory) =

@@ -8,14 +8,14 @@
 use std::fmt::Write as _;
 
 use axum::extract::State;
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, Uri};
 use axum::response::{Html, IntoResponse, Response};
 use serde_json::Value;
 use toolgate_core::definition_diff::field_diff;
 use toolgate_store::{InventoryTool, PendingPinChange, PinKind, PinnedTool};
 
 use crate::Console;
-use crate::handlers::{session, store_failure, unauthorized};
+use crate::handlers::{not_logged_in, session, store_failure};
 use crate::html::{Page, escape, escape_form_value, escape_markup, layout};
 use crate::inventory::inventory_table;
 use crate::tool_cells::{HINTS, hint_cell, short};
@@ -24,9 +24,9 @@ use crate::tool_cells::{HINTS, hint_cell, short};
 const MAX_DIFF_LINES: usize = 40;
 
 /// `GET /console/tools`.
-pub(crate) async fn tools_page(State(console): State<Console>, headers: HeaderMap) -> Response {
+pub(crate) async fn tools_page(State(console): State<Console>, uri: Uri, headers: HeaderMap) -> Response {
     let Some((_, session)) = session(&console, &headers).await else {
-        return unauthorized();
+        return not_logged_in(&console, &uri);
     };
     let pins = console.store.pins();
     let (pinned, pending, inventory) =

@@ -122,3 +122,31 @@ async fn a_single_sign_on_login_carries_its_destination_in_the_login_state_and_o
     }
     Ok(())
 }
+
+/// Every console page a person opens leads back to itself after the login, not only an approval's: the audit log
+/// with its filters, the tools, an upstream's onboarding page, the activity chart and the front page. What a script
+/// fetches (the pending list's fragment) gets the plain 401.
+#[tokio::test]
+async fn every_console_page_leads_back_to_itself_after_the_login() -> TestResult {
+    let console = start().await?;
+    for path in [
+        "/console/audit?tool=delete_file&verdict=deny",
+        "/console/tools",
+        "/console/upstreams/files",
+        "/console/activity?span=day",
+    ] {
+        let page = request(console.address, "GET", path, &[], "").await?;
+        assert_eq!(page.status, 401, "{path}: {}", page.body);
+        let carried = path.replace('&', "&amp;");
+        assert!(page.body.contains(&format!("name=\"next\" value=\"{carried}\"")), "{path}: {}", page.body);
+        let reply = post_login(&console, ALICE, path).await?;
+        assert_eq!((reply.status, reply.header("location")), (303, Some(path)), "{}", reply.body);
+    }
+    let front = request(console.address, "GET", "/console", &[], "").await?;
+    assert_eq!(front.status, 401);
+    assert!(!front.body.contains("name=\"next\" value=\"/console/"), "{}", front.body);
+    let fragment = request(console.address, "GET", "/console/fragment/pending", &[], "").await?;
+    assert_eq!(fragment.status, 401);
+    assert!(!fragment.body.contains("name=\"next\""), "{}", fragment.body);
+    Ok(())
+}
