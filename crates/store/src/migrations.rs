@@ -33,6 +33,7 @@ const SQLITE: &[(i64, &str, &str)] = &[
     (14, "instance heartbeat", include_str!("../migrations/sqlite/0014_instance_heartbeat.sql")),
     (16, "approval caller", include_str!("../migrations/sqlite/0016_approval_caller.sql")),
     (17, "approval detached", include_str!("../migrations/sqlite/0017_approval_detached.sql")),
+    (18, "console id tokens", include_str!("../migrations/sqlite/0018_console_id_tokens.sql")),
 ];
 
 const POSTGRES: &[(i64, &str, &str)] = &[
@@ -42,6 +43,7 @@ const POSTGRES: &[(i64, &str, &str)] = &[
     (4, "instance heartbeat", include_str!("../migrations/postgres/0004_instance_heartbeat.sql")),
     (6, "approval caller", include_str!("../migrations/postgres/0006_approval_caller.sql")),
     (7, "approval detached", include_str!("../migrations/postgres/0007_approval_detached.sql")),
+    (8, "console id tokens", include_str!("../migrations/postgres/0008_console_id_tokens.sql")),
 ];
 
 /// The newest SQLite migration this build applies.

@@ -2,6 +2,9 @@
 //! every gateway process that opens this database, so a client's retry may reach any of them, and the nonces
 //! already used, so a state opens once whichever process it reaches.
 //!
+//! The console's single sign-on sessions keep their ID token here too, by session id until the session expires, so a
+//! logout on any process can hint the provider with it (`id_token_hint`).
+//!
 //! The secret is created on first use (random, 32 bytes, from the OS generator through `uuid` v4) and never leaves
 //! the database (the file is the owner's only: see `permissions`). This module seals nothing and decides nothing:
 //! the proxy's `guard::request_state` seals and opens, and says which nonce to use.
@@ -82,6 +85,53 @@ impl RequestStateStore {
             .rows_affected()
         });
         Ok(inserted == 1)
+    }
+
+    /// Keeps the ID token a console single sign-on session was opened with until `expires` (the session's own
+    /// expiry), for the logout's `id_token_hint` on whichever process the person logs out on; ID tokens past their
+    /// expiry are forgotten here.
+    pub async fn remember_id_token(
+        &self,
+        session: &str,
+        id_token: &str,
+        expires: SystemTime,
+    ) -> Result<(), StoreError> {
+        on_backend!(&self.backend, |pool| {
+            sqlx::query("DELETE FROM console_id_tokens WHERE expires_us <= $1")
+                .bind(to_micros(SystemTime::now()))
+                .execute(pool)
+                .await?;
+            sqlx::query(
+                "INSERT INTO console_id_tokens (session, id_token, expires_us) VALUES ($1, $2, $3) \
+                 ON CONFLICT (session) DO UPDATE SET id_token = excluded.id_token, expires_us = excluded.expires_us",
+            )
+            .bind(session)
+            .bind(id_token)
+            .bind(to_micros(expires))
+            .execute(pool)
+            .await?;
+        });
+        Ok(())
+    }
+
+    /// The ID token kept for a console session, while the session has not expired.
+    pub async fn id_token(&self, session: &str) -> Result<Option<String>, StoreError> {
+        let found: Option<String> = on_backend!(&self.backend, |pool| {
+            sqlx::query_scalar("SELECT id_token FROM console_id_tokens WHERE session = $1 AND expires_us > $2")
+                .bind(session)
+                .bind(to_micros(SystemTime::now()))
+                .fetch_optional(pool)
+                .await?
+        });
+        Ok(found)
+    }
+
+    /// Forgets the ID token of a console session (its logout).
+    pub async fn forget_id_token(&self, session: &str) -> Result<(), StoreError> {
+        on_backend!(&self.backend, |pool| {
+            sqlx::query("DELETE FROM console_id_tokens WHERE session = $1").bind(session).execute(pool).await?;
+        });
+        Ok(())
     }
 
     /// Whether `nonce` was marked used and is still remembered (its expiry has not passed). Marks nothing: the

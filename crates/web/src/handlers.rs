@@ -301,7 +301,7 @@ pub(crate) async fn logout(State(console): State<Console>, headers: HeaderMap, b
     match checked_post(&console, &headers, &body).await {
         Ok(post) => {
             // Read before the session is removed, which forgets it.
-            let id_token = console.sessions.id_token(&post.session);
+            let id_token = console.sessions.id_token(&post.session).await;
             if let Err(error) = console.sessions.remove(&post.session).await {
                 return store_failure(&error);
             }
@@ -321,8 +321,8 @@ pub(crate) async fn logout(State(console): State<Console>, headers: HeaderMap, b
 
 /// After a single sign-on session ended here: a page that goes on to the provider to end the person's session there
 /// too (RP-initiated logout), or one saying why that is left to them (no `end_session_endpoint`, or the provider
-/// cannot be reached); either way the console session has already ended. `id_token` is the session's, when this
-/// process kept it: the provider's `id_token_hint`.
+/// cannot be reached); either way the console session has already ended. `id_token` is the session's, when the store
+/// kept it (whichever process the person logged in on): the provider's `id_token_hint`.
 async fn provider_logout(provider: &crate::oidc::Provider, id_token: Option<&str>) -> Response {
     let text = match provider.end_session_url(id_token).await {
         Ok(Some(url)) => return Html(html::provider_logout_page(&url)).into_response(),

@@ -29,9 +29,9 @@ pub(crate) const SESSION_LIFETIME: Duration = Duration::from_secs(12 * 60 * 60);
 /// Most sessions this process remembers having opened, only to count those a user change ends (the oldest goes
 /// first); the cookies themselves are checked without this list.
 const MAX_OPENED: usize = 64;
-/// Most single sign-on ID tokens this process keeps for logout hints (the soonest to expire goes first); a session
-/// whose token went logs out without the hint.
-const MAX_ID_TOKENS: usize = 1024;
+/// The longest ID token kept for a logout hint (a provider's tokens are a few KiB at most); a longer one logs out
+/// without the hint.
+const MAX_ID_TOKEN_BYTES: usize = 16 * 1024;
 /// The cookie format's version, first in every cookie, so a later format can refuse this one plainly.
 const VERSION: &str = "v1";
 /// The prefix of a logged-out session's id among the store's used nonces (shared with request states).
@@ -124,8 +124,6 @@ struct Inner {
     users: Vec<ConsoleUser>,
     /// Sessions this process opened, by id: the user (`None`: the link) and the expiry.
     opened: HashMap<String, (Option<ConsoleUser>, SystemTime)>,
-    /// Single sign-on sessions' ID tokens, by session id, with the session's expiry: the logout's `id_token_hint`.
-    id_tokens: HashMap<String, (String, SystemTime)>,
 }
 
 /// Why a login failed.
@@ -152,7 +150,7 @@ struct Sealed<'a> {
 impl Sessions {
     pub(crate) fn new(store: Store, login_token: &str, users: &[ConsoleUser], sso_issuer: Option<String>) -> Sessions {
         let login = (!login_token.is_empty()).then(|| digest(login_token));
-        let inner = Inner { login, users: users.to_vec(), opened: HashMap::new(), id_tokens: HashMap::new() };
+        let inner = Inner { login, users: users.to_vec(), opened: HashMap::new() };
         Sessions { store, sso_issuer, inner: Mutex::new(inner), key: Mutex::new(None) }
     }
 
@@ -165,7 +163,8 @@ impl Sessions {
     /// token's expiry and the configured maximum); returns the cookie's value. The cookie carries the issuer,
     /// subject, display name and groups (sealed), so every process on the store accepts it while it has the same
     /// provider configured.
-    /// The login's ID token is kept here, by session id, for the logout's hint.
+    /// The login's ID token is kept in the store, by session id until the session expires, for the logout's hint on
+    /// whichever process the person logs out on.
     pub(crate) async fn login_person(
         &self,
         login: &crate::oidc::Login,
@@ -178,22 +177,29 @@ impl Sessions {
         });
         let (id, cookie) =
             self.open_sealed(None, hex(claims.to_string().as_bytes()), SSO_ENTRY.to_owned(), expires).await?;
-        let mut inner = self.lock();
-        let now = SystemTime::now();
-        inner.id_tokens.retain(|_, (_, expires)| *expires > now);
-        if inner.id_tokens.len() >= MAX_ID_TOKENS
-            && let Some(soonest) =
-                inner.id_tokens.iter().min_by_key(|(_, (_, expires))| *expires).map(|(key, _)| key.clone())
-        {
-            inner.id_tokens.remove(&soonest);
+        if login.id_token.len() <= MAX_ID_TOKEN_BYTES {
+            self.store
+                .request_states()
+                .remember_id_token(&id, &login.id_token, expires)
+                .await
+                .map_err(LoginError::Store)?;
         }
-        inner.id_tokens.insert(id, (login.id_token.clone(), expires));
         Ok(cookie)
     }
 
-    /// The ID token a single sign-on session was opened with, if this process opened it and still keeps it.
-    pub(crate) fn id_token(&self, session: &Session) -> Option<String> {
-        self.lock().id_tokens.get(&session.id).map(|(token, _)| token.clone())
+    /// The ID token a single sign-on session was opened with, while the store keeps it (on any process sharing the
+    /// store). A store that cannot be read gives none: the logout goes on without the hint.
+    pub(crate) async fn id_token(&self, session: &Session) -> Option<String> {
+        if !session.single_sign_on {
+            return None;
+        }
+        match self.store.request_states().id_token(&session.id).await {
+            Ok(token) => token,
+            Err(error) => {
+                tracing::warn!(%error, "console: the session's ID token could not be read; logging out without the hint");
+                None
+            }
+        }
     }
 
     /// Whether users are configured (the login form is offered).
@@ -391,9 +397,10 @@ impl Sessions {
     /// Ends a session on every process on the store: its id is remembered as used until the cookie expires.
     pub(crate) async fn remove(&self, session: &Session) -> Result<(), StoreError> {
         self.store.request_states().use_nonce(&revoked(&session.id), session.expires).await?;
-        let mut inner = self.lock();
-        inner.opened.remove(&session.id);
-        inner.id_tokens.remove(&session.id);
+        if session.single_sign_on {
+            self.store.request_states().forget_id_token(&session.id).await?;
+        }
+        self.lock().opened.remove(&session.id);
         Ok(())
     }
 }

@@ -57,3 +57,24 @@ async fn the_console_has_its_own_shared_secret_and_sees_used_nonces_without_usin
     assert!(!second.request_states().is_used("s2").await.expect("read"), "past its expiry it is forgotten");
 }
 }
+
+matrix! {
+#[tokio::test]
+async fn a_console_sessions_id_token_is_read_by_every_handle_until_it_expires_or_is_forgotten(kind) {
+    let fresh = Fresh::new(kind);
+    let first = fresh.open(StoreOptions::default()).await;
+    let second = fresh.open(StoreOptions::default()).await;
+    let later = SystemTime::now() + Duration::from_secs(60);
+    first.request_states().remember_id_token("s1", "eyJ.one.sig", later).await.expect("remember");
+    assert_eq!(second.request_states().id_token("s1").await.expect("read").as_deref(), Some("eyJ.one.sig"));
+    assert_eq!(second.request_states().id_token("s2").await.expect("read"), None, "another session has none");
+    first.request_states().remember_id_token("s2", "eyJ.two.sig", SystemTime::now() - Duration::from_secs(1)).await.expect("remember");
+    assert_eq!(second.request_states().id_token("s2").await.expect("read"), None, "past its session's expiry");
+    second.request_states().forget_id_token("s1").await.expect("forget");
+    assert_eq!(first.request_states().id_token("s1").await.expect("read"), None, "forgotten at logout, everywhere");
+    // Expired tokens are pruned when another is kept.
+    first.request_states().remember_id_token("s3", "eyJ.three.sig", later).await.expect("remember");
+    let raw = fresh.raw().await;
+    assert_eq!(raw.count("SELECT count(*) FROM console_id_tokens WHERE session = 's2'").await, 0);
+}
+}

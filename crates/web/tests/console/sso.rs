@@ -19,6 +19,15 @@ use super::{Reply, TestResult, csrf_of, request, state};
 pub(super) struct Sso {
     pub(super) console: super::Console,
     pub(super) provider: OidcProvider,
+    /// The console's single sign-on settings, for [`another_console`].
+    spec: SsoSpec,
+}
+
+/// A second console on the same store with the same single sign-on settings: another gateway process of a fleet,
+/// with memory of its own.
+pub(super) async fn another_console(sso: &Sso) -> Result<super::Console, Box<dyn std::error::Error>> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    serve(sso.console.store.clone(), tempfile::tempdir()?, listener, sso.spec.clone()).await
 }
 
 /// A console with single sign-on at a fresh provider: `alice` is in `approvers`, `bob` is not; the console
@@ -60,8 +69,9 @@ pub(super) async fn start_sso_at(
         approver_group: Some("approvers".into()),
         ..SsoSpec::new(provider.issuer(), "toolgate-console", redirect)
     };
-    let console = serve(store, dir, listener, sso(spec)).await?;
-    Ok(Sso { console, provider })
+    let spec = sso(spec);
+    let console = serve(store, dir, listener, spec.clone()).await?;
+    Ok(Sso { console, provider, spec })
 }
 
 async fn serve(

@@ -1,7 +1,7 @@
 //! A single sign-on session ends with the identity that opened it: it lasts no longer than the ID token (or the
 //! configured maximum, when shorter), and its logout also ends the person's session at the real provider
-//! (RP-initiated logout, hinted with the ID token the console kept server-side), so the next login there asks who
-//! they are again.
+//! (RP-initiated logout, hinted with the ID token the console kept server-side, in the store, so another process of
+//! the fleet sends it too), so the next login there asks who they are again.
 
 use std::time::Duration;
 
@@ -10,7 +10,8 @@ use toolgate_test_support::oidc::{ProviderConfig, generate_keys, jwt_parts};
 use toolgate_test_support::oidc_login::ProviderBrowser;
 
 use super::sso::{
-    Sso, callback_target, console_provider, cookie, csrf_for_page, sso_login_with, start_login, start_sso_at,
+    Sso, another_console, callback_target, console_provider, cookie, csrf_for_page, sso_login_with, start_login,
+    start_sso_at,
 };
 use super::{Reply, TestResult, request};
 
@@ -102,13 +103,15 @@ async fn logging_out_ends_the_persons_session_at_the_provider_too() -> TestResul
     let (location, _) = start_login(&sso).await?;
     assert!(!asks_again(&mut browser, location)?, "the provider session is open");
 
-    let csrf = csrf_for_page(console, &session).await?;
+    // The person logs out on another process of the fleet (the same store, its own memory).
+    let other = another_console(&sso).await?;
+    let csrf = csrf_for_page(&other, &session).await?;
     let reply =
-        request(console.address, "POST", "/console/logout", std::slice::from_ref(&session), &format!("csrf={csrf}"))
+        request(other.address, "POST", "/console/logout", std::slice::from_ref(&session), &format!("csrf={csrf}"))
             .await?;
     assert_eq!(reply.status, 200, "{}", reply.body);
     let page = request(console.address, "GET", "/console", std::slice::from_ref(&session), "").await?;
-    assert_eq!(page.status, 401, "the console session ended at once");
+    assert_eq!(page.status, 401, "the console session ended at once, on the process that opened it too");
     let logout = reply
         .body
         .split("id=\"provider-logout\" href=\"")
@@ -117,8 +120,8 @@ async fn logging_out_ends_the_persons_session_at_the_provider_too() -> TestResul
         .ok_or("the logout page leads on to the provider's logout")?
         .replace("&amp;", "&");
     assert!(logout.starts_with(&format!("{}/", sso.provider.issuer())), "{logout}");
-    // The ID token the provider issued at login, kept server-side with the session, hints whose session ends (without
-    // it the provider may refuse the post-logout redirect or not know whom to log out).
+    // The ID token the provider issued at login, kept server-side with the session in the store, hints whose session
+    // ends (without it the provider may refuse the post-logout redirect or not know whom to log out).
     let hint = logout
         .split(['?', '&'])
         .find_map(|pair| pair.strip_prefix("id_token_hint="))
