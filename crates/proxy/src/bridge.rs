@@ -19,7 +19,9 @@
 //! The state is sealed (`guard::request_state`) with a key of this process alone (a held call cannot be resumed
 //! anywhere else, so no other process needs to open it), binding the caller, the call's target and tool
 //! fingerprint, the argument digest, an expiry and the held call's id. This module decides no policy (the call was
-//! permitted, and confirmed by a person when policy said so, before it went upstream) and writes no audit row.
+//! permitted, and confirmed by a person when policy said so, before it went upstream) and writes no audit row: a
+//! call it refuses itself comes back as [`Driven::Refused`] with why ([`BridgeRefusal`]), for `crate::relay` to
+//! audit.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -68,6 +70,44 @@ const GATHER_QUIET: Duration = Duration::from_millis(100);
 
 /// The longest the bridge gathers one round's requests, however many keep coming.
 const GATHER_AT_MOST: Duration = Duration::from_secs(1);
+
+/// What driving a bridged call came to.
+#[derive(Debug)]
+pub(crate) enum Driven {
+    /// The upstream's response, or toolgate's `input_required` asking the client the upstream's requests.
+    Answered(Value),
+    /// toolgate refused the call itself (its upstream's pending requests refused, the call cancelled): the
+    /// client's error response, and why.
+    Refused(Value, BridgeRefusal),
+}
+
+/// Why toolgate refused a bridged call itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BridgeRefusal {
+    /// The upstream asked for a kind the request did not declare (-32021).
+    MissingCapability,
+    /// The upstream asked for input more than [`MAX_BRIDGED_ROUNDS`] times.
+    TooManyRounds,
+    /// The process holds [`MAX_HELD_CALLS`] calls already.
+    TooManyHeld,
+    /// An answer in the retry's `inputResponses` is not an object.
+    MalformedInput,
+}
+
+impl BridgeRefusal {
+    /// The `request` audit row's outcome for a bridged request toolgate refused itself.
+    pub(crate) const OUTCOME: &'static str = "bridge_refused";
+
+    /// The reason, as the `request` row's detail says it.
+    pub(crate) fn reason(self) -> &'static str {
+        match self {
+            BridgeRefusal::MissingCapability => "missing_capability",
+            BridgeRefusal::TooManyRounds => "too_many_rounds",
+            BridgeRefusal::TooManyHeld => "too_many_held_calls",
+            BridgeRefusal::MalformedInput => "malformed_input",
+        }
+    }
+}
 
 /// Gives the upstream's request to the bridged call it belongs to; a call that ended meanwhile refuses it.
 pub(crate) async fn hand_over(bridge: mpsc::UnboundedSender<UpstreamAsk>, ask: UpstreamAsk) {
@@ -226,8 +266,8 @@ where
     Running { asks, outcome, cancel, held }
 }
 
-/// Drives a bridged call until it answers (`Ok` with the response message: the upstream's, an `input_required`
-/// result of toolgate's, or an error of toolgate's), fails, or the client cancels (`None`).
+/// Drives a bridged call until it answers (`Ok` with the response message: the upstream's or an `input_required`
+/// result of toolgate's, or toolgate's refusal), fails, or the client cancels (`None`).
 pub(crate) async fn drive(
     gateway: &Arc<Shared>,
     mut running: Running,
@@ -235,7 +275,7 @@ pub(crate) async fn drive(
     capabilities: &Value,
     rounds: usize,
     cancel: &CancellationToken,
-) -> Option<Result<Value, UpstreamError>> {
+) -> Option<Result<Driven, UpstreamError>> {
     let upstream_name = binding.tool.split(':').nth(1).unwrap_or_default().to_owned();
     let mut asks = Vec::new();
     while asks.is_empty() {
@@ -250,12 +290,13 @@ pub(crate) async fn drive(
                 while let Ok(ask) = running.asks.try_recv() {
                     ask.responder.respond_error(codes::INTERNAL_ERROR, "the call this request belongs to has ended").await;
                 }
-                return outcome.unwrap_or_else(|_| Some(Err(UpstreamError::Closed { detail: "the call's task ended".into() })));
+                let outcome = outcome.unwrap_or_else(|_| Some(Err(UpstreamError::Closed { detail: "the call's task ended".into() })));
+                return answered(outcome);
             }
             ask = running.asks.recv() => match ask {
                 Some(ask) => ask,
                 // The call ended; its outcome is on its way.
-                None => return (&mut running.outcome).await.unwrap_or(None),
+                None => return answered((&mut running.outcome).await.unwrap_or(None)),
             },
         };
         // Requests the upstream sent at once are asked in one round.
@@ -276,22 +317,17 @@ pub(crate) async fn drive(
     if let Some(missing) = asks.iter().find(|ask| !declares(capabilities, &ask.method, &ask.params)) {
         let required = required_capability(&missing.method, &missing.params);
         let text = format!("the client did not declare the capability {} needs on this request", missing.method);
-        return Some(Ok(refuse_all(
-            running,
-            asks,
-            MISSING_CAPABILITY,
-            &text,
-            Some(json!({"requiredCapabilities": required})),
-        )
-        .await));
+        let data = Some(json!({"requiredCapabilities": required}));
+        let response = refuse_all(running, asks, MISSING_CAPABILITY, &text, data).await;
+        return Some(Ok(Driven::Refused(response, BridgeRefusal::MissingCapability)));
     }
     if rounds >= MAX_BRIDGED_ROUNDS {
-        let text = format!("the upstream asked for input more than {MAX_BRIDGED_ROUNDS} times in one call");
-        return Some(Ok(refuse_all(running, asks, codes::INTERNAL_ERROR, &text, None).await));
+        return Some(Ok(too_many_rounds(running, asks).await));
     }
     if gateway.held_calls.len() >= MAX_HELD_CALLS {
         let text = format!("toolgate holds {MAX_HELD_CALLS} calls waiting for input already; retry later");
-        return Some(Ok(refuse_all(running, asks, codes::INTERNAL_ERROR, &text, None).await));
+        let response = refuse_all(running, asks, codes::INTERNAL_ERROR, &text, None).await;
+        return Some(Ok(Driven::Refused(response, BridgeRefusal::TooManyHeld)));
     }
     let mut keyed = Vec::new();
     let mut requests = Map::new();
@@ -301,7 +337,18 @@ pub(crate) async fn drive(
         keyed.push((key, ask));
     }
     let held = HeldCall { binding, rounds: rounds + 1, asks: keyed, running, upstream: upstream_name };
-    Some(Ok(hold(gateway, held)))
+    Some(Ok(Driven::Answered(hold(gateway, held))))
+}
+
+/// The call's own outcome, as [`drive`] returns it.
+fn answered(outcome: Option<Result<Value, UpstreamError>>) -> Option<Result<Driven, UpstreamError>> {
+    outcome.map(|outcome| outcome.map(Driven::Answered))
+}
+
+/// Refuses a call whose upstream asks for input once more after [`MAX_BRIDGED_ROUNDS`] rounds.
+async fn too_many_rounds(running: Running, asks: Vec<UpstreamAsk>) -> Driven {
+    let text = format!("the upstream asked for input more than {MAX_BRIDGED_ROUNDS} times in one call");
+    Driven::Refused(refuse_all(running, asks, codes::INTERNAL_ERROR, &text, None).await, BridgeRefusal::TooManyRounds)
 }
 
 /// Adds to `asks` the upstream's requests that follow the first within [`GATHER_QUIET`] of each other (at most
@@ -377,7 +424,7 @@ pub(crate) async fn resume(
     params: &Value,
     capabilities: &Value,
     cancel: &CancellationToken,
-) -> Option<Result<Value, UpstreamError>> {
+) -> Option<Result<Driven, UpstreamError>> {
     let responses = params.get("inputResponses").and_then(Value::as_object);
     let HeldCall { binding, rounds, asks, running, upstream } = held;
     // Running again before its upstream hears the answers: its next request must find it.
@@ -388,7 +435,8 @@ pub(crate) async fn resume(
     {
         let text = StateRefusal::MalformedInput.message();
         let asks = asks.into_iter().map(|(_, ask)| ask).collect();
-        return Some(Ok(refuse_all(running, asks, codes::INVALID_PARAMS, &text, None).await));
+        let response = refuse_all(running, asks, codes::INVALID_PARAMS, &text, None).await;
+        return Some(Ok(Driven::Refused(response, BridgeRefusal::MalformedInput)));
     }
     let mut unanswered = Vec::new();
     for (key, ask) in asks {
@@ -400,12 +448,11 @@ pub(crate) async fn resume(
     if !unanswered.is_empty() {
         // Asked again for what is missing; unexpected keys were ignored.
         if rounds >= MAX_BRIDGED_ROUNDS {
-            let text = format!("the upstream asked for input more than {MAX_BRIDGED_ROUNDS} times in one call");
             let asks = unanswered.into_iter().map(|(_, ask)| ask).collect();
-            return Some(Ok(refuse_all(running, asks, codes::INTERNAL_ERROR, &text, None).await));
+            return Some(Ok(too_many_rounds(running, asks).await));
         }
         let held = HeldCall { binding, rounds: rounds + 1, asks: unanswered, running, upstream };
-        return Some(Ok(hold(gateway, held)));
+        return Some(Ok(Driven::Answered(hold(gateway, held))));
     }
     drive(gateway, running, binding, capabilities, rounds, cancel).await
 }

@@ -371,30 +371,45 @@ async fn complete(
 ) -> Option<Value> {
     let reference = params.get("ref").cloned().unwrap_or(Value::Null);
     let catalog = gateway.catalog();
+    // The upstream, or why none: the owner of a held definition, the outcome of the `request` row, and the message.
     let upstream = match reference.get("type").and_then(Value::as_str) {
         Some("ref/prompt") => {
             let name = reference.get("name").and_then(Value::as_str).unwrap_or_default();
-            catalog.prompt(name).map(|prompt| {
-                params["ref"]["name"] = Value::String(prompt.original_name.clone());
-                prompt.upstream
-            })
+            match (catalog.prompt(name), catalog.held_prompt(name)) {
+                (Some(prompt), _) => {
+                    params["ref"]["name"] = Value::String(prompt.original_name.clone());
+                    Ok(prompt.upstream)
+                }
+                (None, Some(held)) => Err((Some(held.upstream_name.clone()), HELD_FOR_REVIEW, held.refusal())),
+                (None, None) => Err((None, "unknown_prompt", UNKNOWN_REFERENCE.to_owned())),
+            }
         }
         Some("ref/resource") => {
             let uri = reference.get("uri").and_then(Value::as_str).unwrap_or_default();
             // Completions come from the definition a person has not approved: refused as reading it would be,
             // before the single-server fallback of `resource_owner` could forward them.
-            if let Some(held) = catalog.held_completion(uri) {
-                return Some(jsonrpc::error_response(id, codes::INVALID_PARAMS, &held.refusal()));
+            match catalog.held_completion(uri) {
+                Some(held) => Err((Some(held.upstream_name.clone()), HELD_FOR_REVIEW, held.refusal())),
+                None => catalog
+                    .resource_owner(uri)
+                    .or_else(|| catalog.template_owner(uri))
+                    .ok_or_else(|| (None, "unknown_resource", UNKNOWN_REFERENCE.to_owned())),
             }
-            catalog.resource_owner(uri).or_else(|| catalog.template_owner(uri))
         }
-        _ => None,
+        _ => Err((None, "unknown_reference", UNKNOWN_REFERENCE.to_owned())),
     };
     match upstream {
-        Some(upstream) => forward(gateway, session, id, upstream, "completion/complete", params, cancel).await,
-        None => Some(jsonrpc::error_response(id, codes::INVALID_PARAMS, "completion reference not found")),
+        Ok(upstream) => forward(gateway, session, id, upstream, "completion/complete", params, cancel).await,
+        Err((upstream, outcome, message)) => {
+            let refused =
+                RefusedRequest { method: "completion/complete", params: &params, upstream, outcome, reason: None };
+            Some(refuse(gateway, session, id, &refused, codes::INVALID_PARAMS, &message))
+        }
     }
 }
+
+/// The error of a completion whose reference no upstream serves.
+const UNKNOWN_REFERENCE: &str = "completion reference not found";
 
 async fn set_log_level(gateway: &Arc<Shared>, id: &Value, params: Value) -> Value {
     for runtime in gateway.upstreams.live() {

@@ -6,7 +6,8 @@
 //! puts the client's id on an upstream response and takes out the `toolgate/` `_meta` keys an upstream set. It
 //! decides no policy: what may be sent was decided before (`crate::call`, `crate::methods`); a retry whose
 //! `requestState` it cannot resume is refused here, and for a request other than a tool call that refusal's
-//! `request` audit row is written here too (a tool call's is its call row).
+//! `request` audit row is written here too (a tool call's is its call row), as is the row of a bridged request
+//! that `crate::bridge` refused itself ([`crate::bridge::BridgeRefusal`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use toolgate_upstream::UpstreamError;
 use toolgate_upstream::jsonrpc::{self, codes};
 
+use crate::bridge::{BridgeRefusal, Driven};
 use crate::guard::audit::{RefusedRequest, record_request_refusal};
 use crate::state::routes::{CallRoute, ProgressRoute};
 use crate::state::session::SessionShared;
@@ -170,7 +172,9 @@ pub(crate) async fn send_upstream(
 
 /// A modern request's call to a legacy upstream (`crate::bridge`): started in a task of its own, or, for a retry
 /// whose `requestState` names a held call, that call resumed with the retry's answers. A state this process
-/// cannot resume is an invalid-params error; nothing is sent again.
+/// cannot resume is an invalid-params error; nothing is sent again. A call the bridge refuses itself (an
+/// undeclared capability, too many rounds or held calls, a malformed answer) is answered with the bridge's error
+/// and, for a request other than a tool call, its `request` row written here (a tool call's row is its call's).
 #[allow(clippy::too_many_arguments, reason = "the request's whole context; a struct for one call site adds nothing")]
 async fn bridged(
     gateway: &Arc<Shared>,
@@ -184,23 +188,38 @@ async fn bridged(
     within: Option<Duration>,
 ) -> Option<Result<Value, UpstreamError>> {
     let caller = session.caller.name.clone();
-    if crate::bridge::names_held_call(&params) {
-        return match crate::bridge::take(gateway, &caller, upstream, method, &params) {
-            Ok(held) => crate::bridge::resume(gateway, held, &params, capabilities, cancel).await,
+    // What a `request` row would keep of the request (a tool call's row is its call's).
+    let audited = (method != "tools/call").then(|| params.clone());
+    let driven = if crate::bridge::names_held_call(&params) {
+        match crate::bridge::take(gateway, &caller, upstream, method, &params) {
+            Ok(held) => crate::bridge::resume(gateway, held, &params, capabilities, cancel).await?,
             Err(refusal) => {
                 record_refused_state(gateway, session, upstream, method, &params, refusal.reason());
-                Some(Ok(jsonrpc::error_response(&Value::Null, refusal.code(), &refusal.message())))
+                return Some(Ok(jsonrpc::error_response(&Value::Null, refusal.code(), &refusal.message())));
             }
-        };
-    }
-    let binding = crate::bridge::binding_of(gateway, &caller, upstream, method, &params);
-    let (task_gateway, task_session, task_id, task_method) =
-        (Arc::clone(gateway), Arc::clone(session), id.clone(), method.to_owned());
-    let running = crate::bridge::start(session, id, move |upstream_cancel| async move {
-        let (gateway, session, id) = (&task_gateway, &task_session, &task_id);
-        send_upstream_once(gateway, session, id, upstream, &task_method, params, &upstream_cancel, within).await
-    });
-    crate::bridge::drive(gateway, running, binding, capabilities, 0, cancel).await
+        }
+    } else {
+        let binding = crate::bridge::binding_of(gateway, &caller, upstream, method, &params);
+        let (task_gateway, task_session, task_id, task_method) =
+            (Arc::clone(gateway), Arc::clone(session), id.clone(), method.to_owned());
+        let running = crate::bridge::start(session, id, move |upstream_cancel| async move {
+            let (gateway, session, id) = (&task_gateway, &task_session, &task_id);
+            send_upstream_once(gateway, session, id, upstream, &task_method, params, &upstream_cancel, within).await
+        });
+        crate::bridge::drive(gateway, running, binding, capabilities, 0, cancel).await?
+    };
+    Some(driven.map(|driven| match driven {
+        Driven::Answered(response) => response,
+        Driven::Refused(response, refusal) => {
+            if let Some(params) = &audited {
+                let reason = Some(refusal.reason());
+                let upstream = Some(gateway.upstreams.name(upstream));
+                let refused = RefusedRequest { method, params, upstream, outcome: BridgeRefusal::OUTCOME, reason };
+                record_request_refusal(gateway, session, &refused);
+            }
+            response
+        }
+    }))
 }
 
 /// Writes the `request` row of a retry whose `requestState` toolgate refused (`reason`), for a request other than

@@ -3,10 +3,11 @@
 //! upstream's prompts, resources, resource templates and server instructions are pinned the same way ([`PinKind`]).
 //!
 //! The store compares fingerprints and keeps records; whether an unpinned tool is trusted on first use, or a
-//! quarantined one hidden, is the proxy's policy. Approving takes the fingerprint the approver saw, so a change
-//! that arrives while they look is never approved by accident. A pending change is written only against the pin
-//! it was compared with, checked in the writing transaction: a gateway's re-check racing a person's approval never
-//! leaves a change waiting for a definition that is already pinned.
+//! quarantined one hidden, is the proxy's policy. Approving takes the fingerprint the approver saw, so a change that
+//! arrives while they look is never approved by accident, nor taken out of review by the approval (only the pending
+//! change that is the approved definition is cleared, checked in the pinning transaction). A pending change is written
+//! only against the pin it was compared with, checked in the writing transaction: a gateway's re-check racing a
+//! person's approval never leaves a change waiting for a definition that is already pinned.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -323,14 +324,41 @@ impl PinStore {
         })
     }
 
-    /// Pins `snapshot` (approving it), replacing any earlier pin and clearing a pending change for the definition.
+    /// Pins `snapshot` (approving it), replacing any earlier pin, and clears the pending change that is this very
+    /// definition. A pending change that differs from it (the upstream changed again) stays in review: it still
+    /// differs from the new pin, and [`PinStore::observe`] compares it with that pin when it is next listed.
     pub async fn upsert(&self, snapshot: &ToolSnapshot, approved_by: &str) -> Result<PinnedTool, StoreError> {
+        self.pin(snapshot, approved_by, false).await
+    }
+
+    /// [`PinStore::upsert`]; with `pending_only`, only while the pending change is still `snapshot` (checked in the
+    /// writing transaction): otherwise [`StoreError::NotFound`], and nothing is written.
+    async fn pin(&self, snapshot: &ToolSnapshot, by: &str, pending_only: bool) -> Result<PinnedTool, StoreError> {
         on_backend!(&self.backend, |pool, dialect| {
             let approved_at = format_rfc3339(SystemTime::now());
             let mut transaction = pool.begin_with(dialect.begin_write()).await?;
             if dialect == Dialect::Postgres {
                 let key = definition_lock(&snapshot.upstream, snapshot.kind, &snapshot.tool);
                 sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(key).execute(&mut *transaction).await?;
+            }
+            if pending_only {
+                let pending: Option<String> = sqlx::query_scalar(
+                    "SELECT fingerprint FROM pin_changes WHERE upstream = $1 AND kind = $2 AND tool = $3",
+                )
+                .bind(&snapshot.upstream)
+                .bind(snapshot.kind.as_str())
+                .bind(&snapshot.tool)
+                .fetch_optional(&mut *transaction)
+                .await?;
+                if pending.as_deref() != Some(snapshot.fingerprint.whole.as_str()) {
+                    transaction.rollback().await?;
+                    return Err(not_pending(
+                        &snapshot.upstream,
+                        snapshot.kind,
+                        &snapshot.tool,
+                        &snapshot.fingerprint.whole,
+                    ));
+                }
             }
             sqlx::query(concat!(
                 "INSERT INTO pins (",
@@ -349,18 +377,20 @@ impl PinStore {
             .bind(snapshot.definition.to_string())
             .bind(snapshot.effective_hints.to_string())
             .bind(&approved_at)
-            .bind(approved_by)
+            .bind(by)
             .execute(&mut *transaction)
             .await?;
-            sqlx::query("DELETE FROM pin_changes WHERE upstream = $1 AND kind = $2 AND tool = $3")
+            // Only the pending change that is what was pinned: a newer one the upstream sent meanwhile stays.
+            sqlx::query("DELETE FROM pin_changes WHERE upstream = $1 AND kind = $2 AND tool = $3 AND fingerprint = $4")
                 .bind(&snapshot.upstream)
                 .bind(snapshot.kind.as_str())
                 .bind(&snapshot.tool)
+                .bind(&snapshot.fingerprint.whole)
                 .execute(&mut *transaction)
                 .await?;
             transaction.commit().await?;
             self.announce(&snapshot.upstream).await;
-            Ok(PinnedTool { snapshot: snapshot.clone(), approved_at, approved_by: approved_by.to_owned() })
+            Ok(PinnedTool { snapshot: snapshot.clone(), approved_at, approved_by: by.to_owned() })
         })
     }
 
@@ -530,12 +560,11 @@ impl PinStore {
     ) -> Result<PinnedTool, StoreError> {
         let pending = self.pending_of(upstream, kind, name).await?;
         let Some(pending) = pending.filter(|pending| pending.proposed.fingerprint.whole == fingerprint) else {
-            return Err(StoreError::NotFound(format!(
-                "no pending change {fingerprint} for {} {upstream}/{name}",
-                kind.as_str()
-            )));
+            return Err(not_pending(upstream, kind, name, fingerprint));
         };
-        self.upsert(&pending.proposed, approved_by).await
+        // Checked again where it is pinned: a change the upstream sent since it was read replaced it, and that
+        // change is neither approved nor dropped from review.
+        self.pin(&pending.proposed, approved_by, true).await
     }
 
     /// Drops the pending change of a tool (the pin stays as it was); returns what was dropped.
@@ -565,6 +594,11 @@ impl PinStore {
             Ok(pending)
         })
     }
+}
+
+/// The error for an approval of `fingerprint` when it is not the definition's pending change (any more).
+fn not_pending(upstream: &str, kind: PinKind, name: &str, fingerprint: &str) -> StoreError {
+    StoreError::NotFound(format!("no pending change {fingerprint} for {} {upstream}/{name}", kind.as_str()))
 }
 
 /// The PostgreSQL advisory lock key of one definition (64 bits of a labelled digest, apart from the store's other

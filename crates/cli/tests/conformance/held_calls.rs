@@ -142,7 +142,19 @@ fn request_as(
     target: (&str, &str),
     extra: Value,
 ) -> (u16, Value) {
-    let params = modern_params(target, eliciting(), extra);
+    request_declaring(toolgate, token, id, (method, target), eliciting(), extra)
+}
+
+/// [`request_as`] declaring `capabilities`.
+fn request_declaring(
+    toolgate: &Serving,
+    token: &str,
+    id: u64,
+    (method, target): (&str, (&str, &str)),
+    capabilities: Value,
+    extra: Value,
+) -> (u16, Value) {
+    let params = modern_params(target, capabilities, extra);
     let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
     let bearer = format!("Bearer {token}");
     // `Mcp-Name` carries the prompt's name or the resource's URI alike.
@@ -223,4 +235,42 @@ fn refused_prompt_and_resource_retries_are_audited_like_a_tool_calls_and_the_cha
     let verify = run(&["audit", "verify", "--state-dir", &setup.state_arg()]);
     assert_eq!(verify.code, Some(0), "{verify:?}");
     assert!(verify.stdout.contains("chain intact"), "{verify:?}");
+}
+
+#[test]
+fn a_bridged_prompt_toolgate_refuses_itself_has_one_request_row_and_a_tool_call_none() {
+    const PROMPT: &str = "test_input_required_result_prompt";
+    let (setup, toolgate) = toolgate(120);
+    // A tool call declaring no elicitation first: -32021, recorded by its own call row and by no `request` row.
+    let (_, tool_call) = call_as(&toolgate, Some(ALICE), 1, TOOL, json!({}), json!({}));
+    assert_eq!(tool_call["error"]["code"], -32021, "{tool_call}");
+    let state = setup.state_arg();
+    poll("the tool call's row", || {
+        let rows = run(&["audit", "--json", "--kind", "call", "--state-dir", &state]);
+        rows.stdout.contains(TOOL).then_some(())
+    });
+
+    // The same prompt declaring nothing: the fixture's question is never asked, the prompt is refused (-32021).
+    let prompt = ("prompts/get", ("name", PROMPT));
+    let (_, undeclared) = request_declaring(&toolgate, ALICE, 2, prompt, json!({}), json!({}));
+    assert_eq!(undeclared["error"]["code"], -32021, "{undeclared}");
+    assert_eq!(undeclared["error"]["data"]["requiredCapabilities"], json!({"elicitation": {"form": {}}}));
+    // Declaring elicitation it is asked; a retry answering with something other than an object is refused.
+    let (_, first) = request_declaring(&toolgate, ALICE, 3, prompt, eliciting(), json!({}));
+    let (key, _, state_of_call) = asked(&first);
+    let extra = json!({"requestState": state_of_call, "inputResponses": {key: "tests"}});
+    let (status, malformed) = request_declaring(&toolgate, ALICE, 4, prompt, eliciting(), extra);
+    assert_refused(status, &malformed, "not an object");
+
+    let owned = |(method, target, outcome, reason): (&str, &str, &str, &str)| {
+        (method.to_owned(), target.to_owned(), outcome.to_owned(), reason.to_owned())
+    };
+    let expected: Vec<_> = [
+        ("prompts/get", PROMPT, "bridge_refused", "malformed_input"),
+        ("prompts/get", PROMPT, "bridge_refused", "missing_capability"),
+    ]
+    .into_iter()
+    .map(owned)
+    .collect();
+    assert_eq!(request_refusals(&setup, expected.len()), expected);
 }

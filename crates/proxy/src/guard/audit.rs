@@ -6,8 +6,9 @@
 //! and committed with the outcome and duration when the call ends; if it cannot be journaled the call is not
 //! forwarded. A call put to a person has that same one row, journaled as the person is asked ([`record_waiting`]):
 //! approved, the call forwards with it; otherwise it is completed with why. A request that is not a tool call
-//! (`prompts/get`, `resources/read`, `resources/subscribe`) and that toolgate refuses itself has a `request` row
-//! ([`record_request_refusal`]), so every refusal the gateway makes is in the log whatever the method.
+//! (`prompts/get`, `resources/read`, `resources/subscribe`, `completion/complete`) and that toolgate refuses itself
+//! has a `request` row ([`record_request_refusal`]), so every refusal the gateway makes is in the log whatever the
+//! method.
 
 use serde_json::Value;
 use toolgate_core::decision::Decision;
@@ -79,24 +80,31 @@ pub(crate) fn record_authentication_refusal(
 /// Longest prompt name or resource URI a `request` row keeps (the client chose it).
 const TARGET_CHARS: usize = 200;
 
-/// A request other than a tool call that toolgate refused itself, before anything was sent upstream for it.
+/// A request other than a tool call that toolgate refused itself: before anything was sent upstream for it, or, for
+/// a bridged one, while its upstream call asked for input (the call then cancelled).
 pub(crate) struct RefusedRequest<'a> {
-    /// The request's method (`prompts/get`, `resources/read`, `resources/subscribe`).
+    /// The request's method (`prompts/get`, `resources/read`, `resources/subscribe`, `completion/complete`).
     pub(crate) method: &'a str,
     /// Its params as the client sent them: the target (`name` or `uri`) and a prompt's `arguments` are kept.
     pub(crate) params: &'a Value,
     /// The upstream it would have gone to, when one was found.
     pub(crate) upstream: Option<String>,
-    /// Why, as the row's outcome: `state_refused`, `held_for_review`, `unknown_prompt`, `unknown_resource`.
+    /// Why, as the row's outcome: `state_refused`, `held_for_review`, `unknown_prompt`, `unknown_resource`,
+    /// `unknown_reference` (a completion's), `bridge_refused`.
     pub(crate) outcome: &'static str,
-    /// The finer reason, for a refused state (`not_held`, `other_caller`, ...).
+    /// The finer reason, for a refused state (`not_held`, `other_caller`, ...) or a bridged call
+    /// (`missing_capability`, ...).
     pub(crate) reason: Option<&'static str>,
 }
 
 /// Queues the `request` row of a refused request that is not a tool call: the same facts a refused tool call's
 /// row has (session, caller, upstream, target, arguments, outcome and reason), with the request's method.
 pub(crate) fn record_request_refusal(gateway: &Shared, session: &SessionShared, refused: &RefusedRequest<'_>) {
-    let target = refused.params.get("name").or_else(|| refused.params.get("uri")).and_then(Value::as_str);
+    // A completion names its prompt or resource in `ref`.
+    fn named(params: &Value) -> Option<&str> {
+        params.get("name").or_else(|| params.get("uri")).and_then(Value::as_str)
+    }
+    let target = named(refused.params).or_else(|| refused.params.get("ref").and_then(named));
     let mut entry = AuditEntry::new(AuditKind::Request);
     entry.session = Some(session.id.clone());
     entry.caller = Some(audit_caller(&session.caller));

@@ -242,6 +242,56 @@ async fn a_pinned_upstreams_prompts_resources_and_instructions_are_held_until_ap
 /// A pinned upstream that lists an edited copy of each approved prompt, resource and template first, under the same
 /// name, gets none of the copies served: approval is of one definition, and a repeated name does not borrow it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_completions_have_their_request_rows_as_refused_reads_do() {
+    let harness = pinned_notes_held().await;
+    // Only the rows of the requests below: seeing the content held wrote rows of its own.
+    let filter = AuditFilter { kind: Some(AuditKind::Request), ..AuditFilter::default() };
+    harness.store.audit().flush().await.unwrap();
+    let before = harness.store.query_audit(&filter).await.unwrap().iter().map(|row| row.seq).max().unwrap_or(0);
+    let mut client = harness.client(Elicit::None).await;
+    client.request(json!("i"), "initialize", json!({"protocolVersion": "2025-11-25", "capabilities": {}})).await;
+    let prompt_ref =
+        |name: &str| json!({"ref": {"type": "ref/prompt", "name": name}, "argument": {"name": "x", "value": "y"}});
+    let held_template = client.request(json!(1), "completion/complete", complete(DRAFT)).await;
+    assert_refused_naming_the_pin(&held_template, "resource_template");
+    // A held prompt is refused naming its pin, as `prompts/get` of it is.
+    let held_prompt = client.request(json!(2), "completion/complete", prompt_ref(PROMPT)).await;
+    assert_refused_naming_the_pin(&held_prompt, "prompt");
+    for (id, params) in [(3, prompt_ref("no_such_prompt")), (4, json!({"ref": {"type": "ref/other", "name": "x"}}))] {
+        let unknown = client.request(json!(id), "completion/complete", params).await;
+        assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+        assert_eq!(unknown["error"]["message"], "completion reference not found", "{unknown}");
+    }
+
+    harness.store.audit().flush().await.unwrap();
+    let mut rows: Vec<_> = harness
+        .store
+        .query_audit(&filter)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|row| row.seq > before)
+        .map(|row| {
+            let method = row.detail.as_ref().and_then(|detail| detail["method"].as_str()).map(str::to_owned);
+            (method, row.tool, row.outcome, row.upstream)
+        })
+        .collect();
+    rows.sort();
+    let row = |tool: Option<&str>, outcome: &str, upstream: Option<&str>| {
+        let owned = |text: Option<&str>| text.map(str::to_owned);
+        (Some("completion/complete".to_owned()), owned(tool), Some(outcome.to_owned()), owned(upstream))
+    };
+    let mut expected = vec![
+        row(Some(DRAFT), "held_for_review", Some("notes")),
+        row(Some(PROMPT), "held_for_review", Some("notes")),
+        row(Some("no_such_prompt"), "unknown_prompt", None),
+        row(Some("x"), "unknown_reference", None),
+    ];
+    expected.sort();
+    assert_eq!(rows, expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_repeated_name_does_not_serve_an_unapproved_copy_beside_the_approved_one() {
     let harness = pinned_notes_held().await;
     let reviewer = harness.other_handle().await;

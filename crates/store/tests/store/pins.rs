@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 use toolgate_core::fingerprint::FieldChange;
 use toolgate_core::{ToolDefinition, assess_tool};
-use toolgate_store::{PinObservation, StoreError, StoreOptions, ToolSnapshot};
+use toolgate_store::{PinKind, PinObservation, StoreError, StoreOptions, ToolSnapshot};
 
 use crate::support::{fresh_store, matrix};
 
@@ -102,5 +102,52 @@ async fn a_definition_pinned_while_a_recheck_compares_it_is_not_proposed_again(k
     pins.approve_pending("files", "purge", &changed.fingerprint.whole, "console").await.expect("approve");
     assert!(matches!(pins.propose_new(&changed).await.expect("propose"), PinObservation::Matches(_)));
     assert!(pins.list_pending().await.expect("pending").is_empty(), "{change:?}");
+}
+}
+
+matrix! {
+#[tokio::test]
+async fn approving_a_change_never_takes_a_newer_one_out_of_review(kind) {
+    // A person approves change F while the upstream changes again and a re-check writes G as the pending change:
+    // the approval pinned F and deleted whatever was pending, so G left the review queue although the upstream
+    // served it.
+    let (_directory, store) = fresh_store(kind, StoreOptions::default()).await;
+    let pins = store.pins();
+    let definition = |description: &str| snapshot(json!({"name": "read_file", "description": description}));
+    let original = definition("Reads a file.");
+    pins.upsert(&original, "tofu").await.expect("pin");
+    let first = definition("Reads a file, then mails it.");
+    assert!(matches!(pins.observe(&first).await.expect("observe"), PinObservation::Quarantined(_)));
+    let second = definition("Reads a file, then deletes it.");
+    let PinObservation::Quarantined(newer) = pins.observe(&second).await.expect("observe") else {
+        panic!("the newer change waits");
+    };
+
+    // What the person saw is no longer pending: nothing is pinned, and the newer change stays.
+    let late = pins.approve_pending("files", "read_file", &first.fingerprint.whole, "alice").await;
+    assert!(matches!(late, Err(StoreError::NotFound(_))), "{late:?}");
+    assert_eq!(pins.get("files", "read_file").await.expect("get").map(|pin| pin.snapshot), Some(original.clone()));
+    assert_eq!(pins.list_pending().await.expect("pending"), vec![newer.clone()]);
+
+    // Pinning F (the approval's write, had it read F just before G arrived) leaves G in review...
+    pins.upsert(&first, "alice").await.expect("pin the first change");
+    assert_eq!(pins.list_pending().await.expect("pending"), vec![newer.clone()], "the newer change stays");
+    // ... where a gateway's re-check does not take it as settled, and compares it with the new pin.
+    let states = pins.states_of("files").await.expect("states");
+    assert_eq!(states[&(PinKind::Tool, "read_file".to_owned())].settled(&second.fingerprint.whole), None);
+    let PinObservation::Quarantined(rediffed) = pins.observe(&second).await.expect("observe") else {
+        panic!("the newer change still waits");
+    };
+    assert_eq!(rediffed.pinned_fingerprint, first.fingerprint.whole);
+    assert_eq!(rediffed.changes, vec![("description".to_owned(), FieldChange::Changed)]);
+    assert_eq!(pins.list_pending().await.expect("pending"), vec![rediffed]);
+
+    // Approving the change that is pending pins it and clears it; so does pinning the pending definition itself.
+    pins.approve_pending("files", "read_file", &second.fingerprint.whole, "alice").await.expect("approve");
+    assert!(pins.list_pending().await.expect("pending").is_empty());
+    assert!(matches!(pins.observe(&first).await.expect("observe"), PinObservation::Quarantined(_)));
+    pins.upsert(&first, "alice").await.expect("pin it back");
+    assert!(pins.list_pending().await.expect("pending").is_empty());
+    assert!(matches!(pins.observe(&first).await.expect("observe"), PinObservation::Matches(_)));
 }
 }
