@@ -7,7 +7,8 @@
 //! did nothing. The classification is deliberately narrow, because a wrong "error" only withholds support while a
 //! wrong "success" lends it, but an answer that merely mentions an error must stay a success:
 //!
-//! - **An error object.** The structured content, else the first text item read as JSON (up to 16 KiB), is an
+//! - **An error object.** The structured content (unwrapped from a lone `result` member, as Python's FastMCP
+//!   wraps it), else the first text item read as JSON (up to 16 KiB), is an
 //!   object with a non-empty `error` string (or an `error` object with a `message`, or `error: true` with a
 //!   `message`), or with `success`/`ok` false and a `message`; and every other member only describes the error
 //!   (`message`, `code`, `status`, `details`, `hint`, ..., or the alternatives it offers, `available_*`). An
@@ -89,9 +90,11 @@ pub(crate) fn quiet_error(result: &Value) -> Option<String> {
     if result.get("isError").and_then(Value::as_bool) == Some(true) {
         return None;
     }
-    let structured = result.get("structuredContent").filter(|value| !value.is_null());
+    let structured = result.get("structuredContent").filter(|value| !value.is_null()).map(unwrapped);
     let content = result.get("content").and_then(Value::as_array);
     let first_text = content.and_then(|items| items.first()).and_then(text_of);
+    // A wrapped text (`{"result": "Error: ..."}`) is the text itself: judged as text, below.
+    let structured = structured.filter(|value| !(value.is_string() && first_text == value.as_str()));
     let object = match structured {
         Some(value) => Some(value.clone()),
         None => first_text
@@ -110,6 +113,15 @@ pub(crate) fn quiet_error(result: &Value) -> Option<String> {
     }
     let line = first_line(first_text?);
     opens_like_an_error(line).then(|| line.to_owned())
+}
+
+/// The value a structured content wraps: Python's FastMCP puts a result whose type is not an object under a lone
+/// `result` member (`{"result": {"error": "..."}}`, office-powerpoint).
+fn unwrapped(structured: &Value) -> &Value {
+    match structured.as_object() {
+        Some(object) if object.len() == 1 => object.get("result").unwrap_or(structured),
+        _ => structured,
+    }
 }
 
 /// A content item's text, when it is a text item.
@@ -217,6 +229,16 @@ mod tests {
             (text("{\"success\": false, \"message\": \"No such file\"}"), "No such file"),
             (text("{\"error\": {\"code\": 3, \"message\": \"denied\"}}"), "denied"),
             (text("{\"error\": true, \"message\": \"first line\\nsecond\"}"), "first line"),
+            (
+                json!({"content": [{"type": "text", "text": "{\"error\": \"none loaded\"}"}],
+                       "structuredContent": {"result": {"error": "none loaded"}}}),
+                "none loaded",
+            ),
+            (
+                json!({"content": [{"type": "text", "text": "Failed to merge cells."}],
+                       "structuredContent": {"result": "Failed to merge cells."}}),
+                "Failed to merge cells.",
+            ),
         ];
         for (result, expected) in cases {
             assert_eq!(quiet_error(&result).as_deref(), Some(expected), "{result}");
@@ -250,6 +272,9 @@ mod tests {
             json!({"content": [{"type": "text", "text": "Error: shown below"}, {"type": "image", "data": "", "mimeType": "image/png"}]}),
             json!({"content": [{"type": "text", "text": "Error: x"}], "structuredContent": {"temperature": 3}}),
             json!({"content": [{"type": "text", "text": "Error: x"}], "isError": true}),
+            json!({"content": [{"type": "text", "text": "Error: x"}], "structuredContent": {"result": "Done"}}),
+            json!({"content": [{"type": "text", "text": "{\"error\": \"x\"}"}],
+                   "structuredContent": {"result": {"error": "x", "rows": 3}}}),
             json!({"content": []}),
             json!({}),
         ];
