@@ -2,7 +2,8 @@
 //! `TG4xx` beside lint's catalogue in docs/lint-rules.md) and the [`Observed`] summary a record keeps.
 //!
 //! The effects the operating system recorded count whatever the call answered: an attempt is the evidence, and a
-//! sandbox refusal is often why the call failed (a fetch with no network). A failed call is never *support*, and a
+//! sandbox refusal is often why the call failed (a fetch with no network). A failed call (`isError`, a JSON-RPC
+//! error, or an error answered without the flag: `observe` sets the call's `error` for all three) is never *support*, and a
 //! repeat speaks about idempotence only when it and the call before it both succeeded (a repeat of a failure says
 //! nothing). Pure: no IO.
 
@@ -231,6 +232,25 @@ mod tests {
             "an attempt counts even when the call failed"
         );
         assert!(!observed_of(&[refused]).supported);
+    }
+
+    /// A call that answered an error without `isError` (observe records it as the call's error) is a failed call:
+    /// quiet, it is still no support, and a repeat after it says nothing about idempotence.
+    #[test]
+    fn an_error_answered_without_is_error_is_no_success() {
+        let quiet_error = || CallObservation {
+            error: Some(format!("{} \"Error: confirm=true required\"", crate::QUIET_ERROR)),
+            ..CallObservation::default()
+        };
+        let observed = observed_of(&[quiet_error(), quiet_error()]);
+        assert!(!observed.supported && observed.succeeded == 0, "{observed:?}");
+        let created = TreeDiff { created: vec!["ticket.json".into()], ..TreeDiff::default() };
+        let idempotent = DeclaredHints { read_only: Some(false), idempotent: Some(true), ..Default::default() };
+        let failed_first = CallObservation { tree: created.clone(), ..quiet_error() };
+        assert!(codes(&idempotent, &[failed_first, call(created.clone())]).is_empty());
+        let failed_repeat = CallObservation { tree: created.clone(), ..quiet_error() };
+        assert!(codes(&idempotent, &[call(created.clone()), failed_repeat]).is_empty());
+        assert_eq!(codes(&idempotent, &[call(created.clone()), call(created)]), ["TG403"], "the same, succeeding");
     }
 
     #[test]

@@ -26,6 +26,7 @@
 //! # }
 //! ```
 
+mod answer;
 pub mod args;
 mod findings;
 mod observe;
@@ -39,7 +40,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 pub use findings::{Finding, RULES, Rule, findings_for, observed_of};
-pub use observe::verify;
+pub use observe::{QUIET_ERROR, verify};
 pub use sandbox::{Sandbox, missing_tools};
 
 /// How a verification runs.
@@ -116,7 +117,8 @@ pub struct ToolReport {
 /// What one call did.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct CallObservation {
-    /// The call's error (`isError` text or JSON-RPC error), when it failed: a failed call is never support.
+    /// The call's error (`isError` text, a JSON-RPC error, or [`QUIET_ERROR`] and the error's first line for an
+    /// answer that is an error in all but its flag), when it failed: a failed call is never support.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// The scratch tree's difference across the call.

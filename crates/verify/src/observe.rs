@@ -15,6 +15,9 @@ use toolgate_core::ToolDefinition;
 use toolgate_core::normalize::normalize_annotations;
 use toolgate_upstream::{ConnectOptions, Connection, Endpoint, ListKind};
 
+use toolgate_core::display::quoted;
+
+use crate::answer::quiet_error;
 use crate::args::{SAMPLE_FILE, SAMPLE_TEXT, arguments_for};
 use crate::findings::{findings_for, observed_of};
 use crate::sandbox::{Sandbox, missing_tools};
@@ -24,6 +27,9 @@ use crate::{CallObservation, ToolReport, Verification, VerifyError, VerifyOption
 
 /// How long after an answer effects still count for the call (a child process finishing its write).
 const SETTLE: Duration = Duration::from_millis(150);
+/// How a call's error starts when the answer was an error without `isError` (the error's first line follows,
+/// bounded, escaped and quoted).
+pub const QUIET_ERROR: &str = "answered an error without isError:";
 /// Most bytes of trace read.
 const MAX_TRACE_BYTES: u64 = 256 * 1024 * 1024;
 
@@ -164,7 +170,8 @@ async fn call_tool(
             Ok(result) if result.get("isError").and_then(Value::as_bool) == Some(true) => {
                 Some(first_text(&result).unwrap_or_else(|| "isError".into()))
             }
-            Ok(_) => None,
+            // An error in all but its flag is a failed call: never support, no repeat evidence (crate::answer).
+            Ok(result) => quiet_error(&result).map(|said| format!("{QUIET_ERROR} {}", quoted(&said, 160))),
             Err(error) => Some(error.to_string()),
         };
         report.observations.push(CallObservation {

@@ -192,6 +192,15 @@ fn server_everything_time_and_fetch_have_no_finding_and_fetch_tries_to_reach_out
     assert_eq!(code, Some(0), "{everything:#}");
     no_finding(&everything);
     assert!(supported(&everything, "echo") && supported(&everything, "get-sum"));
+    // Asked for an error message (`messageType: error`, the schema's first choice), the tool answers
+    // `Error: Operation failed` without `isError`: a failed call, with the answer's first line as its reason.
+    let annotated = tool(&everything, "get-annotated-message");
+    assert_eq!(annotated["arguments"]["messageType"], "error", "{annotated:#}");
+    assert!(annotated["observed"]["succeeded"] == 0 && !supported(&everything, "get-annotated-message"));
+    assert_eq!(
+        annotated["observations"][0]["error"], "answered an error without isError: \"Error: Operation failed\"",
+        "{annotated:#}"
+    );
 
     let (code, time) = verify(dir.path(), &[], &peers.mcp_server_time());
     assert_eq!(code, Some(0), "{time:#}");
