@@ -324,6 +324,55 @@ async fn a_modern_upstream_that_keeps_asking_is_stopped_after_ten_rounds() {
     gateway.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modern_upstreams_prompt_that_keeps_asking_is_stopped_after_ten_rounds_with_one_request_row() {
+    const PROMPT: &str = "test_keeps_asking_prompt";
+    let dir = tempfile::tempdir().unwrap();
+    let (gateway, store) = modern_to_modern_with_store(dir.path(), allow_all()).await;
+    let mut client = Client::connect(&gateway).await;
+    let prompt = |extra: Value| {
+        let mut params = modern_call(PROMPT, extra);
+        params.as_object_mut().unwrap().remove("arguments");
+        params
+    };
+    let mut response = client.request(json!(0), "prompts/get", prompt(json!({}))).await;
+    let mut rounds = 0;
+    while response["result"]["resultType"] == "input_required" {
+        rounds += 1;
+        assert!(rounds <= 10, "more than ten rounds: {response}");
+        let state = asked_under(&response, "again");
+        let answer = json!({"again": {"action": "accept", "content": {"name": "again"}}});
+        let retry = json!({"requestState": state, "inputResponses": answer});
+        response = client.request(json!(rounds), "prompts/get", prompt(retry)).await;
+    }
+    assert_eq!(rounds, 10, "{response}");
+    assert!(response["error"]["message"].as_str().unwrap_or_default().contains("more than 10 times"), "{response}");
+    let expected = (Some(PROMPT.to_owned()), Some("input_refused".to_owned()), json!("prompts/get"));
+    let expected = (expected.0, expected.1, expected.2, json!("too_many_rounds"));
+    assert_eq!(request_rows(&store, 1).await, [expected]);
+    gateway.shutdown().await;
+}
+
+/// The `request` rows of `store` as `(tool, outcome, method, reason)`, once there are `count` (or the hang guard).
+async fn request_rows(store: &Store, count: usize) -> Vec<(Option<String>, Option<String>, Value, Value)> {
+    let filter = AuditFilter { kind: Some(AuditKind::Request), ..AuditFilter::default() };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let rows = loop {
+        store.audit().flush().await.unwrap();
+        let rows = store.query_audit(&filter).await.unwrap();
+        if rows.len() >= count || tokio::time::Instant::now() > deadline {
+            break rows;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    rows.iter()
+        .map(|row| {
+            let detail = row.detail.clone().unwrap_or_default();
+            (row.tool.clone(), row.outcome.clone(), detail["method"].clone(), detail["reason"].clone())
+        })
+        .collect()
+}
+
 fn unhex(text: &str) -> Vec<u8> {
     (0..text.len()).step_by(2).map(|at| u8::from_str_radix(&text[at..at + 2], 16).unwrap()).collect()
 }
@@ -444,26 +493,10 @@ async fn a_prompt_toolgate_refuses_while_its_modern_upstream_asks_has_one_reques
         assert!(response["error"]["message"].as_str().unwrap_or_default().contains("did not declare"), "{response}");
     }
 
-    let filter = AuditFilter { kind: Some(AuditKind::Request), ..AuditFilter::default() };
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    let rows = loop {
-        store.audit().flush().await.unwrap();
-        let rows = store.query_audit(&filter).await.unwrap();
-        if rows.len() >= 2 || tokio::time::Instant::now() > deadline {
-            break rows;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    let seen: Vec<_> = rows
-        .iter()
-        .map(|row| {
-            let detail = row.detail.clone().unwrap_or_default();
-            (row.tool.clone(), row.outcome.clone(), detail["method"].clone(), detail["reason"].clone())
-        })
-        .collect();
+    let seen = request_rows(&store, 2).await;
     let expected = (Some(PROMPT.to_owned()), Some("input_refused".to_owned()), json!("prompts/get"));
     let expected = (expected.0, expected.1, expected.2, json!("missing_capability"));
     // One row for each prompt; the tool call's refusal is its call row's.
-    assert_eq!(seen, [expected.clone(), expected], "{rows:#?}");
+    assert_eq!(seen, [expected.clone(), expected]);
     gateway.shutdown().await;
 }
