@@ -21,7 +21,7 @@
 //! fingerprint, the argument digest, an expiry and the held call's id. This module decides no policy (the call was
 //! permitted, and confirmed by a person when policy said so, before it went upstream) and writes no audit row: a
 //! call it refuses itself comes back as [`Driven::Refused`] with why ([`BridgeRefusal`]), for `crate::relay` to
-//! audit.
+//! audit, and a held call that expires writes the row `relay` gave it ([`HeldCall::on_expiry`]) from its timer.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -37,7 +37,7 @@ use crate::era::declares;
 use crate::guard::request_state::{self, ConfirmationBinding, RequestStateError};
 use crate::guard::round_trip::StateRefusal;
 pub(crate) use crate::state::held::UpstreamAsk;
-use crate::state::held::{HeldCall, HeldCalls, Running};
+use crate::state::held::{HeldCall, HeldCalls, OnExpiry, Running};
 use crate::state::session::SessionShared;
 use crate::state::shared::Shared;
 
@@ -92,6 +92,10 @@ pub(crate) enum BridgeRefusal {
     TooManyHeld,
     /// An answer in the retry's `inputResponses` is not an object.
     MalformedInput,
+    /// The call was held and its client did not retry within `limits.held_call_timeout`: its pending requests
+    /// refused, the call cancelled upstream, by the hold's timer (nobody is answered; the row is
+    /// [`HeldCall::on_expiry`]'s).
+    Expired,
 }
 
 impl BridgeRefusal {
@@ -105,6 +109,7 @@ impl BridgeRefusal {
             BridgeRefusal::TooManyRounds => "too_many_rounds",
             BridgeRefusal::TooManyHeld => "too_many_held_calls",
             BridgeRefusal::MalformedInput => "malformed_input",
+            BridgeRefusal::Expired => "held_call_expired",
         }
     }
 }
@@ -275,6 +280,7 @@ pub(crate) async fn drive(
     capabilities: &Value,
     rounds: usize,
     cancel: &CancellationToken,
+    on_expiry: OnExpiry,
 ) -> Option<Result<Driven, UpstreamError>> {
     let upstream_name = binding.tool.split(':').nth(1).unwrap_or_default().to_owned();
     let mut asks = Vec::new();
@@ -336,7 +342,7 @@ pub(crate) async fn drive(
         requests.insert(key.clone(), json!({"method": ask.method, "params": ask.params}));
         keyed.push((key, ask));
     }
-    let held = HeldCall { binding, rounds: rounds + 1, asks: keyed, running, upstream: upstream_name };
+    let held = HeldCall { binding, rounds: rounds + 1, asks: keyed, running, upstream: upstream_name, on_expiry };
     Some(Ok(Driven::Answered(hold(gateway, held))))
 }
 
@@ -365,8 +371,9 @@ async fn gather(incoming: &mut mpsc::UnboundedReceiver<UpstreamAsk>, asks: &mut 
     }
 }
 
-/// Puts a call on hold: sealed under a fresh id, expiring after `limits.held_call_timeout`; returns the `input_required`
-/// response that asks the client its pending requests.
+/// Puts a call on hold: sealed under a fresh id, expiring after `limits.held_call_timeout` (its requests refused, the
+/// call cancelled upstream, and its [`HeldCall::on_expiry`] row written, unless a retry took it first); returns the
+/// `input_required` response that asks the client its pending requests.
 fn hold(gateway: &Arc<Shared>, mut held: HeldCall) -> Value {
     // From now until its retry takes it, what its upstream sends by elimination is another call's (`state::routes`).
     held.running.mark_held(true);
@@ -384,6 +391,8 @@ fn hold(gateway: &Arc<Shared>, mut held: HeldCall) -> Value {
         let expired = expiring.held_calls.remove(&id);
         if let Some(held) = expired {
             tracing::info!(upstream = %held.upstream, "a held call was not resumed in time; cancelled upstream");
+            // Taken from the map once, here or by a retry: one row for the expiry, never one for a resumed call.
+            (held.on_expiry)();
             refuse_all(
                 held.running,
                 held.asks.into_iter().map(|(_, ask)| ask).collect(),
@@ -426,7 +435,7 @@ pub(crate) async fn resume(
     cancel: &CancellationToken,
 ) -> Option<Result<Driven, UpstreamError>> {
     let responses = params.get("inputResponses").and_then(Value::as_object);
-    let HeldCall { binding, rounds, asks, running, upstream } = held;
+    let HeldCall { binding, rounds, asks, running, upstream, on_expiry } = held;
     // Running again before its upstream hears the answers: its next request must find it.
     running.mark_held(false);
     if asks
@@ -451,10 +460,10 @@ pub(crate) async fn resume(
             let asks = unanswered.into_iter().map(|(_, ask)| ask).collect();
             return Some(Ok(too_many_rounds(running, asks).await));
         }
-        let held = HeldCall { binding, rounds: rounds + 1, asks: unanswered, running, upstream };
+        let held = HeldCall { binding, rounds: rounds + 1, asks: unanswered, running, upstream, on_expiry };
         return Some(Ok(Driven::Answered(hold(gateway, held))));
     }
-    drive(gateway, running, binding, capabilities, rounds, cancel).await
+    drive(gateway, running, binding, capabilities, rounds, cancel, on_expiry).await
 }
 
 /// Answers one upstream request with the client's answer: an `error` object is relayed as an error, anything

@@ -7,7 +7,8 @@
 //! decides no policy: what may be sent was decided before (`crate::call`, `crate::methods`); a retry whose
 //! `requestState` it cannot resume is refused here, and for a request other than a tool call that refusal's
 //! `request` audit row is written here too (a tool call's is its call row), as is the row of a bridged request
-//! that `crate::bridge` refused itself ([`crate::bridge::BridgeRefusal`]).
+//! that `crate::bridge` refused itself ([`crate::bridge::BridgeRefusal`]) or of one refused while a modern upstream
+//! asked for input ([`upstream_input::InputRefusal`]), and the row a held call's expiry writes (for a tool call too).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,6 +20,7 @@ use toolgate_upstream::jsonrpc::{self, codes};
 
 use crate::bridge::{BridgeRefusal, Driven};
 use crate::guard::audit::{RefusedRequest, record_request_refusal};
+use crate::state::held::OnExpiry;
 use crate::state::routes::{CallRoute, ProgressRoute};
 use crate::state::session::SessionShared;
 use crate::state::shared::Shared;
@@ -149,11 +151,11 @@ pub(crate) async fn send_upstream(
             .await;
             return Some(Ok(match wrapped {
                 Ok(result) => json!({"jsonrpc": "2.0", "id": upstream_id, "result": result}),
-                Err(why) => jsonrpc::error_response(&upstream_id, codes::INTERNAL_ERROR, &why),
+                Err(refusal) => refused_input(gateway, session, upstream, method, &original, &upstream_id, &refusal),
             }));
         }
         let refusal = if round == upstream_input::MAX_INPUT_ROUNDS {
-            Err(format!("upstream asked for input more than {} times in one call", upstream_input::MAX_INPUT_ROUNDS))
+            Err(upstream_input::InputRefusal::too_many_rounds(None))
         } else {
             let call =
                 upstream_input::AskedCall { client_request_id: id, upstream, method, client_is_modern, open_world };
@@ -164,7 +166,10 @@ pub(crate) async fn send_upstream(
         }
         match refusal {
             Ok(responses) => params = upstream_input::retry_params(&original, responses, result),
-            Err(why) => return Some(Ok(jsonrpc::error_response(&upstream_id, codes::INTERNAL_ERROR, &why))),
+            Err(refusal) => {
+                let response = refused_input(gateway, session, upstream, method, &original, &upstream_id, &refusal);
+                return Some(Ok(response));
+            }
         }
     }
     None
@@ -200,13 +205,14 @@ async fn bridged(
         }
     } else {
         let binding = crate::bridge::binding_of(gateway, &caller, upstream, method, &params);
+        let on_expiry = expiry_row(gateway, session, upstream, method, &params);
         let (task_gateway, task_session, task_id, task_method) =
             (Arc::clone(gateway), Arc::clone(session), id.clone(), method.to_owned());
         let running = crate::bridge::start(session, id, move |upstream_cancel| async move {
             let (gateway, session, id) = (&task_gateway, &task_session, &task_id);
             send_upstream_once(gateway, session, id, upstream, &task_method, params, &upstream_cancel, within).await
         });
-        crate::bridge::drive(gateway, running, binding, capabilities, 0, cancel).await?
+        crate::bridge::drive(gateway, running, binding, capabilities, 0, cancel, on_expiry).await?
     };
     Some(driven.map(|driven| match driven {
         Driven::Answered(response) => response,
@@ -220,6 +226,54 @@ async fn bridged(
             response
         }
     }))
+}
+
+/// The row a bridged call writes if it is held and its client never retries (the hold's timer cancels it upstream,
+/// [`BridgeRefusal::Expired`]): a `request` row, for a tool call too, whose call row ended `input_required` when the
+/// client was asked and says nothing of the cancel; a tool call's keeps only the tool's name as its upstream knows
+/// it (its arguments are its call row's).
+fn expiry_row(
+    gateway: &Arc<Shared>,
+    session: &Arc<SessionShared>,
+    upstream: usize,
+    method: &str,
+    params: &Value,
+) -> OnExpiry {
+    let kept = if method == "tools/call" { json!({"name": params.get("name")}) } else { params.clone() };
+    // Held in the gateway's own map: a weak reference, so the two never keep each other.
+    let (gateway, session, method) = (Arc::downgrade(gateway), Arc::clone(session), method.to_owned());
+    Box::new(move || {
+        let Some(gateway) = gateway.upgrade() else { return };
+        let refused = RefusedRequest {
+            method: &method,
+            params: &kept,
+            upstream: Some(gateway.upstreams.name(upstream)),
+            outcome: BridgeRefusal::OUTCOME,
+            reason: Some(BridgeRefusal::Expired.reason()),
+        };
+        record_request_refusal(&gateway, &session, &refused);
+    })
+}
+
+/// The error response of a call toolgate refused itself while its modern upstream asked for input, and, for a
+/// request other than a tool call (whose call row says it), its `request` row: outcome
+/// [`upstream_input::InputRefusal::OUTCOME`] with the reason.
+fn refused_input(
+    gateway: &Shared,
+    session: &SessionShared,
+    upstream: usize,
+    method: &str,
+    params: &Value,
+    id: &Value,
+    refusal: &upstream_input::InputRefusal,
+) -> Value {
+    if method != "tools/call" {
+        let upstream = Some(gateway.upstreams.name(upstream));
+        let outcome = upstream_input::InputRefusal::OUTCOME;
+        let refused = RefusedRequest { method, params, upstream, outcome, reason: Some(refusal.reason) };
+        record_request_refusal(gateway, session, &refused);
+    }
+    jsonrpc::error_response(id, codes::INTERNAL_ERROR, &refusal.message)
 }
 
 /// Writes the `request` row of a retry whose `requestState` toolgate refused (`reason`), for a request other than

@@ -62,8 +62,34 @@ pub(crate) fn input_required(message: &Value) -> Option<&Value> {
     (result.get("resultType").and_then(Value::as_str) == Some("input_required")).then_some(result)
 }
 
-/// Why a call that asked for input cannot go on (the text of the error the client gets).
-pub(crate) type InputRefusal = String;
+/// Why a call whose upstream asked for input cannot go on: the reason a `request` row names (see
+/// [`InputRefusal::OUTCOME`]) and the text of the error the client gets.
+#[derive(Debug)]
+pub(crate) struct InputRefusal {
+    /// `too_many_rounds`, `missing_capability`, `upstream_malformed` (what the upstream asked is not a request
+    /// toolgate can pass on), `too_many_waiting` (the relay quota), `client_refused` (the client answered with an
+    /// error or nothing), `no_answer`, `store_unavailable` (a round's state cannot be sealed), `not_passed_on`
+    /// (input toolgate does not pass on for this request).
+    pub(crate) reason: &'static str,
+    pub(crate) message: String,
+}
+
+impl InputRefusal {
+    /// The `request` audit row's outcome for a request other than a tool call refused this way (a tool call's is its
+    /// call row); the reasons are named as a bridged call's (`bridge::BridgeRefusal`) where they mean the same.
+    pub(crate) const OUTCOME: &'static str = "input_refused";
+
+    pub(crate) fn new(reason: &'static str, message: String) -> InputRefusal {
+        InputRefusal { reason, message }
+    }
+
+    /// An upstream that asked for input more than [`MAX_INPUT_ROUNDS`] times in one call (`name` when known).
+    pub(crate) fn too_many_rounds(name: Option<&str>) -> InputRefusal {
+        let upstream = name.map(|name| format!("upstream `{name}`")).unwrap_or_else(|| "upstream".to_owned());
+        let message = format!("{upstream} asked for input more than {MAX_INPUT_ROUNDS} times in one call");
+        InputRefusal::new("too_many_rounds", message)
+    }
+}
 
 /// The call whose upstream asked for input, as [`ask_client`] needs it.
 #[derive(Clone, Copy)]
@@ -91,24 +117,30 @@ pub(crate) async fn ask_client(
     let AskedCall { client_request_id, upstream, method, client_is_modern, open_world } = *call;
     let name = gateway.upstreams.name(upstream);
     if !INPUT_METHODS.contains(&method) {
-        return Err(format!("upstream `{name}` answered {method} with input_required, which only a call may"));
+        let message = format!("upstream `{name}` answered {method} with input_required, which only a call may");
+        return Err(InputRefusal::new("not_passed_on", message));
     }
     if client_is_modern {
-        return Err(format!(
+        let message = format!(
             "upstream `{name}` asked for input (input_required); toolgate does not yet pass that on to a \
              2026-07-28 client"
-        ));
+        );
+        return Err(InputRefusal::new("not_passed_on", message));
     }
     let requests = match result.get("inputRequests") {
         Some(Value::Object(requests)) => requests.clone(),
         None | Some(Value::Null) => Map::new(),
-        Some(_) => return Err(format!("upstream `{name}` sent `inputRequests` that is not an object")),
+        Some(_) => {
+            let message = format!("upstream `{name}` sent `inputRequests` that is not an object");
+            return Err(InputRefusal::new("upstream_malformed", message));
+        }
     };
     let mut responses = Map::new();
     for (key, request) in requests {
         let kind = request.get("method").and_then(Value::as_str).unwrap_or_default();
         if !INPUT_KINDS.contains(&kind) {
-            return Err(format!("upstream `{name}` asked for input of an unknown kind `{kind}`"));
+            let message = format!("upstream `{name}` asked for input of an unknown kind `{kind}`");
+            return Err(InputRefusal::new("upstream_malformed", message));
         }
         let mut question = request.get("params").cloned().unwrap_or_else(|| json!({}));
         crate::guard::results::remove_foreign_result_meta(&mut question);
@@ -118,11 +150,13 @@ pub(crate) async fn ask_client(
             _ => limit_sampling_context(kind, question),
         };
         if !supports(session, kind, Some(&question)) {
-            return Err(format!("upstream `{name}` asked for {kind}, which the client did not declare"));
+            let message = format!("upstream `{name}` asked for {kind}, which the client did not declare");
+            return Err(InputRefusal::new("missing_capability", message));
         }
         let _slot = gateway.relay_quota.take(&session.id, upstream).map_err(|(refusal, limit)| {
             gateway.metrics.count_relay_refused(&name, refusal.label());
-            format!("toolgate refused this {kind}: {limit} requests already wait for clients' answers")
+            let message = format!("toolgate refused this {kind}: {limit} requests already wait for clients' answers");
+            InputRefusal::new("too_many_waiting", message)
         })?;
         if open_world && kind != "roots/list" {
             // The question's text reaches the client from outside, as a pushed one's would.
@@ -136,10 +170,18 @@ pub(crate) async fn ask_client(
                 (Some(result), _) => {
                     responses.insert(key, result.clone());
                 }
-                (None, Some(error)) => return Err(format!("the client refused the upstream's {kind}: {error}")),
-                (None, None) => return Err("the client sent an empty answer".to_owned()),
+                (None, Some(error)) => {
+                    let message = format!("the client refused the upstream's {kind}: {error}");
+                    return Err(InputRefusal::new("client_refused", message));
+                }
+                (None, None) => {
+                    return Err(InputRefusal::new("client_refused", "the client sent an empty answer".to_owned()));
+                }
             },
-            None => return Err(format!("the client did not answer the upstream's {kind}")),
+            None => {
+                let message = format!("the client did not answer the upstream's {kind}");
+                return Err(InputRefusal::new("no_answer", message));
+            }
         }
     }
     Ok(Value::Object(responses))

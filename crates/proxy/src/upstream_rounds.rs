@@ -28,7 +28,7 @@ use crate::guard::request_state::{
 use crate::guard::round_trip::{sealing_key, unix_seconds};
 use crate::state::session::SessionShared;
 use crate::state::shared::Shared;
-use crate::upstream_input::MAX_INPUT_ROUNDS;
+use crate::upstream_input::{InputRefusal, MAX_INPUT_ROUNDS};
 
 /// The input-key prefix toolgate keeps for its own questions.
 const RESERVED_KEY_PREFIX: &str = "toolgate/";
@@ -193,31 +193,37 @@ pub(crate) async fn wrap_for_client(
     result: &Value,
     rounds_before: usize,
     confirmed: bool,
-) -> Result<Value, String> {
+) -> Result<Value, InputRefusal> {
     let name = gateway.upstreams.name(upstream);
     let round = rounds_before + 1;
     if round > MAX_INPUT_ROUNDS {
-        return Err(format!("upstream `{name}` asked for input more than {MAX_INPUT_ROUNDS} times in one call"));
+        return Err(InputRefusal::too_many_rounds(Some(&name)));
     }
     let requests = match result.get("inputRequests") {
         Some(Value::Object(requests)) => requests.clone(),
         None | Some(Value::Null) => Map::new(),
-        Some(_) => return Err(format!("upstream `{name}` sent `inputRequests` that is not an object")),
+        Some(_) => {
+            let message = format!("upstream `{name}` sent `inputRequests` that is not an object");
+            return Err(InputRefusal::new("upstream_malformed", message));
+        }
     };
     let declared = params.pointer("/_meta").and_then(|meta| meta.get(META_CAPABILITIES)).cloned().unwrap_or_default();
     let mut passed = Map::new();
     for (key, request) in requests {
         if key.starts_with(RESERVED_KEY_PREFIX) {
-            return Err(format!("upstream `{name}` asked for input under `{key}`, a key toolgate keeps for itself"));
+            let message = format!("upstream `{name}` asked for input under `{key}`, a key toolgate keeps for itself");
+            return Err(InputRefusal::new("upstream_malformed", message));
         }
         let kind = request.get("method").and_then(Value::as_str).unwrap_or_default().to_owned();
         if !["elicitation/create", "sampling/createMessage", "roots/list"].contains(&kind.as_str()) {
-            return Err(format!("upstream `{name}` asked for input of an unknown kind `{kind}`"));
+            let message = format!("upstream `{name}` asked for input of an unknown kind `{kind}`");
+            return Err(InputRefusal::new("upstream_malformed", message));
         }
         let mut question = request.get("params").cloned().unwrap_or_else(|| json!({}));
         // The mode counts, not only the kind: a client that declared URL elicitation alone cannot answer a form.
         if !crate::era::declares(&declared, &kind, &question) {
-            return Err(format!("upstream `{name}` asked for {kind}, which the client did not declare"));
+            let message = format!("upstream `{name}` asked for {kind}, which the client did not declare");
+            return Err(InputRefusal::new("missing_capability", message));
         }
         crate::guard::results::remove_foreign_result_meta(&mut question);
         if kind == "elicitation/create" {
@@ -229,12 +235,15 @@ pub(crate) async fn wrap_for_client(
     let state = match result.get("requestState") {
         None | Some(Value::Null) => None,
         Some(Value::String(state)) => Some(state.clone()),
-        Some(_) => return Err(format!("upstream `{name}` sent a `requestState` that is not a string")),
+        Some(_) => {
+            let message = format!("upstream `{name}` sent a `requestState` that is not a string");
+            return Err(InputRefusal::new("upstream_malformed", message));
+        }
     };
     let Some(store) = &gateway.store else {
-        return Err(format!(
-            "upstream `{name}` asked for input, and toolgate has no store to seal the round's state with"
-        ));
+        let message =
+            format!("upstream `{name}` asked for input, and toolgate has no store to seal the round's state with");
+        return Err(InputRefusal::new("store_unavailable", message));
     };
     let call = call_key(gateway, session, upstream, method, params);
     let lifetime = gateway.spec.guardrails.confirmation.approval_ttl;
@@ -255,7 +264,10 @@ pub(crate) async fn wrap_for_client(
     let key = sealing_key(gateway, store).await.map_err(|error| {
         // The store's error is the operator's (the log); the client learns only that the round cannot go on.
         tracing::error!(upstream = %name, %error, "an upstream round's state cannot be sealed: the store is unavailable");
-        format!("upstream `{name}` asked for input, and toolgate cannot seal the round's state right now; retry later")
+        let message = format!(
+            "upstream `{name}` asked for input, and toolgate cannot seal the round's state right now; retry later"
+        );
+        InputRefusal::new("store_unavailable", message)
     })?;
     let wrapped = seal_upstream_round(&key, &sealed);
     Ok(json!({"resultType": "input_required", "inputRequests": passed, "requestState": wrapped}))

@@ -7,7 +7,8 @@
 //! toolgate's: accepted, echoed exactly, tampered and replayed states refused, toolgate's own confirmation first), and
 //! attacked: an upstream that asks forever is stopped after ten rounds, the upstream's state altered inside
 //! toolgate's wrapper is refused, an answer to a question the upstream never asked is not sent to it, a client is
-//! never asked what it did not declare on the request, and a store that cannot check a state says nothing of why.
+//! never asked what it did not declare on the request, and a store that cannot check a state says nothing of why;
+//! a prompt toolgate refuses while its upstream asks has its `request` row (a tool call's is its call row).
 //!
 //! The modern upstream is `fixtures/modern.py` on PyPI `mcp` 2.3 (the peers' venv; `TOOLGATE_PEERS_DIR`); the
 //! server that exits is `misbehave.py --mode initialize-first`. Waits are hang guards; nothing asserts durations.
@@ -21,6 +22,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use toolgate_proxy::upstreams::UpstreamStatus;
 use toolgate_spec::{Prefix, UpstreamEra, UpstreamSpec};
+use toolgate_store::{AuditFilter, AuditKind, Store};
 use toolgate_test_support::{PeerCommand, Peers};
 use toolgate_upstream::Endpoint;
 
@@ -155,13 +157,19 @@ async fn auto_falls_back_to_initialize_for_a_server_that_exits_on_the_probe() {
 /// A gateway with a store (states are sealed with its secret, nonces used in it) over the modern conformance fixture,
 /// unprefixed, under `policy` (a policy spec as JSON).
 async fn modern_to_modern(state: &std::path::Path, policy: Value) -> toolgate_proxy::Gateway {
+    modern_to_modern_with_store(state, policy).await.0
+}
+
+/// [`modern_to_modern`], with its store (to read the audit log).
+async fn modern_to_modern_with_store(state: &std::path::Path, policy: Value) -> (toolgate_proxy::Gateway, Store) {
     let fixture = toolgate_test_support::modern_conformance_fixture(&Peers::locate());
     let guardrails = toolgate_spec::GuardrailSpec {
         policy: serde_json::from_value(policy).expect("a valid policy"),
         ..Default::default()
     };
     let store = gateway_store(state).await;
-    start_guarded(vec![upstream_of("conformance", fixture, UpstreamEra::Modern)], guardrails, Some(store)).await
+    let upstreams = vec![upstream_of("conformance", fixture, UpstreamEra::Modern)];
+    (start_guarded(upstreams, guardrails, Some(store.clone())).await, store)
 }
 
 /// A 2026-07-28 `tools/call` of `tool` declaring form elicitation, with `extra` (a retry's state and responses).
@@ -316,6 +324,55 @@ async fn a_modern_upstream_that_keeps_asking_is_stopped_after_ten_rounds() {
     gateway.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modern_upstreams_prompt_that_keeps_asking_is_stopped_after_ten_rounds_with_one_request_row() {
+    const PROMPT: &str = "test_keeps_asking_prompt";
+    let dir = tempfile::tempdir().unwrap();
+    let (gateway, store) = modern_to_modern_with_store(dir.path(), allow_all()).await;
+    let mut client = Client::connect(&gateway).await;
+    let prompt = |extra: Value| {
+        let mut params = modern_call(PROMPT, extra);
+        params.as_object_mut().unwrap().remove("arguments");
+        params
+    };
+    let mut response = client.request(json!(0), "prompts/get", prompt(json!({}))).await;
+    let mut rounds = 0;
+    while response["result"]["resultType"] == "input_required" {
+        rounds += 1;
+        assert!(rounds <= 10, "more than ten rounds: {response}");
+        let state = asked_under(&response, "again");
+        let answer = json!({"again": {"action": "accept", "content": {"name": "again"}}});
+        let retry = json!({"requestState": state, "inputResponses": answer});
+        response = client.request(json!(rounds), "prompts/get", prompt(retry)).await;
+    }
+    assert_eq!(rounds, 10, "{response}");
+    assert!(response["error"]["message"].as_str().unwrap_or_default().contains("more than 10 times"), "{response}");
+    let expected = (Some(PROMPT.to_owned()), Some("input_refused".to_owned()), json!("prompts/get"));
+    let expected = (expected.0, expected.1, expected.2, json!("too_many_rounds"));
+    assert_eq!(request_rows(&store, 1).await, [expected]);
+    gateway.shutdown().await;
+}
+
+/// The `request` rows of `store` as `(tool, outcome, method, reason)`, once there are `count` (or the hang guard).
+async fn request_rows(store: &Store, count: usize) -> Vec<(Option<String>, Option<String>, Value, Value)> {
+    let filter = AuditFilter { kind: Some(AuditKind::Request), ..AuditFilter::default() };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let rows = loop {
+        store.audit().flush().await.unwrap();
+        let rows = store.query_audit(&filter).await.unwrap();
+        if rows.len() >= count || tokio::time::Instant::now() > deadline {
+            break rows;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    rows.iter()
+        .map(|row| {
+            let detail = row.detail.clone().unwrap_or_default();
+            (row.tool.clone(), row.outcome.clone(), detail["method"].clone(), detail["reason"].clone())
+        })
+        .collect()
+}
+
 fn unhex(text: &str) -> Vec<u8> {
     (0..text.len()).step_by(2).map(|at| u8::from_str_radix(&text[at..at + 2], 16).unwrap()).collect()
 }
@@ -414,5 +471,32 @@ async fn a_store_that_cannot_check_a_wrapped_state_tells_the_client_nothing_of_i
     for secret in [STORE_SECRET, "secret-volume", "db-host", "used_request_states"] {
         assert!(!refused.to_string().contains(secret), "{secret} leaked: {refused}");
     }
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_toolgate_refuses_while_its_modern_upstream_asks_has_one_request_row_and_a_tool_call_none() {
+    const PROMPT: &str = "test_input_required_result_prompt";
+    let dir = tempfile::tempdir().unwrap();
+    let (gateway, store) = modern_to_modern_with_store(dir.path(), allow_all()).await;
+    // The session declares no elicitation, and neither do the requests: the fixture asks regardless.
+    let mut client = Client::connect(&gateway).await;
+    let undeclared = modern_call_with("test_asks_regardless", json!({"kind": "elicitation"}), json!({}), json!({}));
+    let tool_call = client.request(json!(1), "tools/call", undeclared).await;
+    let mut prompt = modern_call_with(PROMPT, json!({}), json!({}), json!({}));
+    prompt.as_object_mut().unwrap().remove("arguments");
+    // A modern client's round refused before it is passed on (`upstream_rounds`), and a legacy request's question
+    // refused before it is asked (`upstream_input`).
+    let modern = client.request(json!(2), "prompts/get", prompt).await;
+    let legacy = client.request(json!(3), "prompts/get", json!({"name": PROMPT})).await;
+    for response in [&tool_call, &modern, &legacy] {
+        assert!(response["error"]["message"].as_str().unwrap_or_default().contains("did not declare"), "{response}");
+    }
+
+    let seen = request_rows(&store, 2).await;
+    let expected = (Some(PROMPT.to_owned()), Some("input_refused".to_owned()), json!("prompts/get"));
+    let expected = (expected.0, expected.1, expected.2, json!("missing_capability"));
+    // One row for each prompt; the tool call's refusal is its call row's.
+    assert_eq!(seen, [expected.clone(), expected]);
     gateway.shutdown().await;
 }

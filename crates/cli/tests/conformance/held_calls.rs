@@ -4,8 +4,9 @@
 //! Another caller's retry with that state, a state kept past `limits.held_call_timeout_seconds`, a state replayed
 //! after its call finished and answers under keys toolgate never asked resume nothing; the caller who was asked
 //! still can, once; each refused retry has its `state_refused` audit row with the reason, a `prompts/get` or
-//! `resources/read` retry as a tool call's (a `request` row naming the method), and the chain verifies. Waits are
-//! hang guards, and the one sleep waits out a one-second expiry.
+//! `resources/read` retry as a tool call's (a `request` row naming the method), a held call that expires has one
+//! `request` row saying toolgate cancelled it (a tool call's too), and the chain verifies. Waits are hang guards,
+//! and the one sleep waits out a one-second expiry.
 
 use std::time::Duration;
 
@@ -273,4 +274,43 @@ fn a_bridged_prompt_toolgate_refuses_itself_has_one_request_row_and_a_tool_call_
     .map(owned)
     .collect();
     assert_eq!(request_refusals(&setup, expected.len()), expected);
+}
+
+#[test]
+fn a_held_call_that_expires_has_one_request_row_saying_toolgate_cancelled_it() {
+    const PROMPT: &str = "test_input_required_result_prompt";
+    let (setup, toolgate) = toolgate(1);
+    // A tool call, then a prompt, each held and not retried: the one-second hold lapses (one at a time, since
+    // over stdio toolgate tells two requests' questions apart only within one session).
+    let expired = |(method, target): (&str, &str)| {
+        (method.to_owned(), target.to_owned(), "bridge_refused".to_owned(), "held_call_expired".to_owned())
+    };
+    let (_, call) = call_as(&toolgate, Some(ALICE), 1, TOOL, eliciting(), json!({}));
+    let (key, _, state_of_call) = asked(&call);
+    // The cancel upstream is the expiry's row, a tool call's too.
+    assert_eq!(request_refusals(&setup, 1), [("tools/call", TOOL)].map(expired));
+    let (_, prompt) = request_as(&toolgate, ALICE, 2, "prompts/get", ("name", PROMPT), json!({}));
+    asked(&prompt);
+    let expected = [("prompts/get", PROMPT), ("tools/call", TOOL)].map(expired);
+    assert_eq!(request_refusals(&setup, 2), expected);
+    // The tool call's own row ended when the client was asked, and says nothing of the cancel.
+    let state = setup.state_arg();
+    let calls = run(&["audit", "--json", "--kind", "call", "--state-dir", &state]);
+    let outcomes: Vec<Value> = calls
+        .stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|row| row["tool"] == TOOL)
+        .map(|row| row["outcome"].clone())
+        .collect();
+    assert_eq!(outcomes, [json!("input_required")], "{calls:?}");
+
+    // A late retry is refused by its own row (a call row); the expiry wrote no second one.
+    let (status, late) = retry(&toolgate, ALICE, 3, &state_of_call, named(&key, "Alice"));
+    assert_refused(status, &late, "expired");
+    assert_eq!(refusal_reasons(&setup, 1), ["expired"]);
+    assert_eq!(request_refusals(&setup, 2), expected);
+    let verify = run(&["audit", "verify", "--state-dir", &state]);
+    assert_eq!(verify.code, Some(0), "{verify:?}");
+    assert!(verify.stdout.contains("chain intact"), "{verify:?}");
 }

@@ -80,20 +80,22 @@ pub(crate) fn record_authentication_refusal(
 /// Longest prompt name or resource URI a `request` row keeps (the client chose it).
 const TARGET_CHARS: usize = 200;
 
-/// A request other than a tool call that toolgate refused itself: before anything was sent upstream for it, or, for
-/// a bridged one, while its upstream call asked for input (the call then cancelled).
+/// A request other than a tool call that toolgate refused itself: before anything was sent upstream for it, or while
+/// its upstream call asked for input (a bridged call then cancelled, a modern upstream's round not passed on); and a
+/// held bridged call, a tool call's too, that expired and was cancelled upstream.
 pub(crate) struct RefusedRequest<'a> {
-    /// The request's method (`prompts/get`, `resources/read`, `resources/subscribe`, `completion/complete`).
+    /// The request's method (`prompts/get`, `resources/read`, `resources/subscribe`, `completion/complete`; a
+    /// `tools/call` only for a held call's expiry, which its call row does not record).
     pub(crate) method: &'a str,
     /// Its params as the client sent them: the target (`name` or `uri`) and a prompt's `arguments` are kept.
     pub(crate) params: &'a Value,
     /// The upstream it would have gone to, when one was found.
     pub(crate) upstream: Option<String>,
     /// Why, as the row's outcome: `state_refused`, `held_for_review`, `unknown_prompt`, `unknown_resource`,
-    /// `unknown_reference` (a completion's), `bridge_refused`.
+    /// `unknown_reference` (a completion's), `bridge_refused`, `input_refused`.
     pub(crate) outcome: &'static str,
-    /// The finer reason, for a refused state (`not_held`, `other_caller`, ...) or a bridged call
-    /// (`missing_capability`, ...).
+    /// The finer reason, for a refused state (`not_held`, `other_caller`, ...), a bridged call
+    /// (`missing_capability`, `held_call_expired`, ...) or a modern upstream's round (`too_many_rounds`, ...).
     pub(crate) reason: Option<&'static str>,
 }
 

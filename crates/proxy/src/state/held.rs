@@ -39,13 +39,18 @@ impl Running {
     }
 }
 
-/// A call waiting for its retry: the upstream's unanswered requests by input key.
+/// What a held call's expiry writes besides cancelling it upstream: its audit row (`crate::relay` makes it, so that
+/// `bridge` writes none).
+pub(crate) type OnExpiry = Box<dyn FnOnce() + Send>;
+
+/// A call waiting for its retry: the upstream's unanswered requests by input key, and what its expiry writes.
 pub(crate) struct HeldCall {
     pub(crate) binding: ConfirmationBinding,
     pub(crate) rounds: usize,
     pub(crate) asks: Vec<(String, UpstreamAsk)>,
     pub(crate) running: Running,
     pub(crate) upstream: String,
+    pub(crate) on_expiry: OnExpiry,
 }
 
 /// The calls this process holds, by id, and the key their states are sealed with.
