@@ -304,12 +304,11 @@ fn assert_not_sent(response: &Value, why: &str) {
     assert!(message.contains(why) && message.ends_with("the request was not sent upstream"), "{why}: {response}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_modern_upstream_that_keeps_asking_is_stopped_after_ten_rounds() {
-    let dir = tempfile::tempdir().unwrap();
-    let gateway = modern_to_modern(dir.path(), allow_all()).await;
-    let mut client = Client::connect(&gateway).await;
-    let mut response = client.request(json!(0), "tools/call", modern_call("test_keeps_asking", json!({}))).await;
+/// Sends `method` with `params` (given what a round adds: nothing at first, then the state and the answer) and answers
+/// every round the fixture's `again` question asks, until the answer is not `input_required`; the number of rounds
+/// answered and the last response. Fails past ten rounds.
+async fn answer_every_round(client: &mut Client, method: &str, params: impl Fn(Value) -> Value) -> (usize, Value) {
+    let mut response = client.request(json!(0), method, params(json!({}))).await;
     let mut rounds = 0;
     while response["result"]["resultType"] == "input_required" {
         rounds += 1;
@@ -317,8 +316,18 @@ async fn a_modern_upstream_that_keeps_asking_is_stopped_after_ten_rounds() {
         let state = asked_under(&response, "again");
         let answer = json!({"again": {"action": "accept", "content": {"name": "again"}}});
         let retry = json!({"requestState": state, "inputResponses": answer});
-        response = client.request(json!(rounds), "tools/call", modern_call("test_keeps_asking", retry)).await;
+        response = client.request(json!(rounds), method, params(retry)).await;
     }
+    (rounds, response)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modern_upstream_that_keeps_asking_is_stopped_after_ten_rounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let gateway = modern_to_modern(dir.path(), allow_all()).await;
+    let mut client = Client::connect(&gateway).await;
+    let (rounds, response) =
+        answer_every_round(&mut client, "tools/call", |extra| modern_call("test_keeps_asking", extra)).await;
     assert_eq!(rounds, 10, "{response}");
     assert!(response["error"]["message"].as_str().unwrap_or_default().contains("more than 10 times"), "{response}");
     gateway.shutdown().await;
@@ -335,16 +344,7 @@ async fn a_modern_upstreams_prompt_that_keeps_asking_is_stopped_after_ten_rounds
         params.as_object_mut().unwrap().remove("arguments");
         params
     };
-    let mut response = client.request(json!(0), "prompts/get", prompt(json!({}))).await;
-    let mut rounds = 0;
-    while response["result"]["resultType"] == "input_required" {
-        rounds += 1;
-        assert!(rounds <= 10, "more than ten rounds: {response}");
-        let state = asked_under(&response, "again");
-        let answer = json!({"again": {"action": "accept", "content": {"name": "again"}}});
-        let retry = json!({"requestState": state, "inputResponses": answer});
-        response = client.request(json!(rounds), "prompts/get", prompt(retry)).await;
-    }
+    let (rounds, response) = answer_every_round(&mut client, "prompts/get", prompt).await;
     assert_eq!(rounds, 10, "{response}");
     assert!(response["error"]["message"].as_str().unwrap_or_default().contains("more than 10 times"), "{response}");
     let expected = (Some(PROMPT.to_owned()), Some("input_refused".to_owned()), json!("prompts/get"));
