@@ -11,22 +11,26 @@ use std::fmt::Write as _;
 use std::time::SystemTime;
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{Html, IntoResponse, Response};
 use toolgate_store::{ApprovalId, ApprovalRecord, ApprovalState};
 
 use crate::Console;
-use crate::handlers::{RETURN_FIELD, login_page, session, store_failure};
+use crate::handlers::{RETURN_FIELD, not_logged_in, session, store_failure};
 use crate::html::{self, Page, escape, escape_markup};
 
 /// `GET /console/approvals/{id}`.
 pub(crate) async fn approval_page(
     State(console): State<Console>,
     Path(id): Path<String>,
+    uri: Uri,
     headers: HeaderMap,
 ) -> Response {
+    // The login page leads back here (the console's pages all do, `handlers::not_logged_in`), and links here for a
+    // person logged in already: the session cookie is `SameSite=Strict`, so a browser following a link from another
+    // site (a chat client's web page) does not send it.
     let Some((_, session)) = session(&console, &headers).await else {
-        return not_logged_in(&console, &id);
+        return not_logged_in(&console, &uri);
     };
     let id = ApprovalId::from_text(&id);
     match console.store.approvals().get(&id).await {
@@ -36,21 +40,6 @@ pub(crate) async fn approval_page(
         }
         Err(error) => store_failure(&error),
     }
-}
-
-/// 401 with the login page, which leads back here once the person is logged in (password form or single sign-on,
-/// `crate::destination`), and a same-site link here for a person logged in already: the session cookie is
-/// `SameSite=Strict`, so a browser following a link from another site (a chat client's web page) does not send it.
-fn not_logged_in(console: &Console, id: &str) -> Response {
-    let mut path = String::from("/console/approvals/");
-    for byte in id.bytes() {
-        if byte.is_ascii_alphanumeric() || b"-_~".contains(&byte) {
-            path.push(char::from(byte));
-        } else {
-            let _ = write!(path, "%{byte:02X}");
-        }
-    }
-    login_page(console, None, crate::destination::or_front_page(Some(&path)))
 }
 
 /// What the page says about where the approval stands (and, when it can still be decided, the forms).

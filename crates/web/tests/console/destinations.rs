@@ -4,7 +4,7 @@
 //! backslash, an encoded slash or dot segment, a path outside `/console/`) is refused and replaced by the front page.
 
 use super::sso::{Sso, callback_target, cookie, start_sso};
-use super::{ALICE, Console, TOKEN, TestResult, pending, request, start};
+use super::{ALICE, Console, TOKEN, TestResult, encoded, pending, request, start};
 use toolgate_test_support::oidc_login::ProviderBrowser;
 
 /// Destinations a login must never lead to, as a person (or an attacker's link) could write them.
@@ -24,19 +24,6 @@ const REFUSED: [&str; 14] = [
     "javascript:alert(1)",
     "/console/approvals/1%0d%0aSet-Cookie:%20x=1",
 ];
-
-/// Percent-encodes everything but unreserved characters, as a form or a query carries a value.
-fn encoded(text: &str) -> String {
-    text.bytes()
-        .map(|byte| {
-            if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
-                char::from(byte).to_string()
-            } else {
-                format!("%{byte:02X}")
-            }
-        })
-        .collect()
-}
 
 async fn post_login(console: &Console, token: &str, next: &str) -> Result<super::Reply, Box<dyn std::error::Error>> {
     let body = format!("token={token}&next={}", encoded(next));

@@ -152,6 +152,19 @@ async fn csrf_for(console: &Console, cookie: &str) -> Result<String, Box<dyn std
     csrf_of(&page.body)
 }
 
+/// Percent-encodes everything but unreserved characters, as a query or a form carries a value.
+fn encoded(text: &str) -> String {
+    text.bytes()
+        .map(|byte| {
+            if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
+                char::from(byte).to_string()
+            } else {
+                format!("%{byte:02X}")
+            }
+        })
+        .collect()
+}
+
 /// The CSRF token in the page's forms.
 fn csrf_of(page: &str) -> Result<String, Box<dyn std::error::Error>> {
     let marker = "name=\"csrf\" value=\"";

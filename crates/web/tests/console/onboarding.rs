@@ -6,7 +6,7 @@ use serde_json::json;
 use toolgate_core::{ToolDefinition, assess_tool};
 use toolgate_store::{InventoryFinding, InventoryState, InventoryTool, PendingPinChange, PinObservation, ToolSnapshot};
 
-use crate::{Console, TestResult, login, request};
+use crate::{Console, TestResult, encoded, login, request};
 
 /// A new tool of `upstream` waiting to be pinned, and the gateway's inventory row for that very definition, with the
 /// rules the trust rule gave its hints and its lint findings.
@@ -54,7 +54,7 @@ fn form_body(page: &str, label: &str) -> Result<String, Box<dyn std::error::Erro
         let value_start = rest.find("value=\"").ok_or("no value")? + 7;
         let value_end = rest[value_start..].find('"').ok_or("unterminated value")? + value_start;
         let value = unescape(&rest[value_start..value_end]);
-        body.push(format!("{name}={}", urlencode(&value)));
+        body.push(format!("{name}={}", encoded(&value)));
         rest = &rest[value_end..];
     }
     Ok(body.join("&"))
@@ -80,18 +80,6 @@ fn unescape(text: &str) -> String {
     }
     out.push_str(rest);
     out
-}
-
-fn urlencode(text: &str) -> String {
-    text.bytes()
-        .map(|byte| {
-            if byte.is_ascii_alphanumeric() || b"-_.~".contains(&byte) {
-                char::from(byte).to_string()
-            } else {
-                format!("%{byte:02X}")
-            }
-        })
-        .collect()
 }
 
 #[tokio::test]
@@ -120,8 +108,8 @@ async fn an_upstream_is_onboarded_from_one_page_disagreements_first_and_bound_to
 
     // "Pin the agreeing ones" carries exactly the agreeing definition's fingerprint.
     let agreeing_form = form_body(body, "Pin the agreeing ones")?;
-    assert!(agreeing_form.contains(&urlencode(&console.agreeing.proposed.fingerprint.whole)), "{agreeing_form}");
-    assert!(!agreeing_form.contains(&urlencode(&console.disagreeing.proposed.fingerprint.whole)), "{agreeing_form}");
+    assert!(agreeing_form.contains(&encoded(&console.agreeing.proposed.fingerprint.whole)), "{agreeing_form}");
+    assert!(!agreeing_form.contains(&encoded(&console.disagreeing.proposed.fingerprint.whole)), "{agreeing_form}");
     let all_form = form_body(body, "Pin all")?;
     let posted = request(
         console.console.address,

@@ -5,7 +5,7 @@ use serde_json::json;
 use toolgate_core::{ToolDefinition, assess_tool};
 use toolgate_store::{PinKind, PinObservation, Store, ToolSnapshot};
 
-use crate::{Console, Reply, TestResult, csrf_of, login, request, start};
+use crate::{Console, Reply, TestResult, csrf_of, encoded, login, request, start};
 
 fn snapshot(definition: serde_json::Value) -> Result<ToolSnapshot, Box<dyn std::error::Error>> {
     let tool = ToolDefinition::from_value(definition)?;
@@ -294,8 +294,8 @@ async fn a_changed_resource_is_shown_with_its_kind_and_pinned_by_kind() -> TestR
     let csrf = csrf_of(body)?;
     let form = format!(
         "csrf={csrf}&upstream=notes&kind=resource&tool={}&fingerprint={}",
-        form_encode(uri),
-        form_encode(&changed.fingerprint.whole)
+        encoded(uri),
+        encoded(&changed.fingerprint.whole)
     );
     let approved = post_pin(&console, &cookie, "approve", &form).await?;
     assert_eq!(approved.status, 303, "{}", approved.body);
@@ -305,15 +305,4 @@ async fn a_changed_resource_is_shown_with_its_kind_and_pinned_by_kind() -> TestR
     let [row] = rows.as_slice() else { return Err(format!("one audit row: {rows:#?}").into()) };
     assert_eq!(row.detail.as_ref().map(|detail| detail["kind"].clone()), Some(json!("resource")));
     Ok(())
-}
-
-/// `application/x-www-form-urlencoded` for a field value.
-fn form_encode(value: &str) -> String {
-    value
-        .bytes()
-        .map(|byte| match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => char::from(byte).to_string(),
-            _ => format!("%{byte:02X}"),
-        })
-        .collect()
 }
