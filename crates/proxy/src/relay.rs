@@ -193,8 +193,7 @@ async fn bridged(
     within: Option<Duration>,
 ) -> Option<Result<Value, UpstreamError>> {
     let caller = session.caller.name.clone();
-    // What a `request` row would keep of the request (a tool call's row is its call's).
-    let audited = (method != "tools/call").then(|| params.clone());
+    let kept = kept_for_row(method, &params);
     let driven = if crate::bridge::names_held_call(&params) {
         match crate::bridge::take(gateway, &caller, upstream, method, &params) {
             Ok(held) => crate::bridge::resume(gateway, held, &params, capabilities, cancel).await?,
@@ -205,7 +204,7 @@ async fn bridged(
         }
     } else {
         let binding = crate::bridge::binding_of(gateway, &caller, upstream, method, &params);
-        let on_expiry = expiry_row(gateway, session, upstream, method, &params);
+        let on_expiry = expiry_row(gateway, session, upstream, method, kept.clone());
         let (task_gateway, task_session, task_id, task_method) =
             (Arc::clone(gateway), Arc::clone(session), id.clone(), method.to_owned());
         let running = crate::bridge::start(session, id, move |upstream_cancel| async move {
@@ -216,10 +215,11 @@ async fn bridged(
     };
     Some(driven.map(|driven| match driven {
         Driven::Answered(response) => response,
+        // A tool call's refusal is its call row's.
         Driven::Refused(response, refusal) => {
-            if let Some(params) = &audited {
-                let reason = Some(refusal.reason());
-                let upstream = Some(gateway.upstreams.name(upstream));
+            if method != "tools/call" {
+                let (reason, upstream) = (Some(refusal.reason()), Some(gateway.upstreams.name(upstream)));
+                let params = &kept;
                 let refused = RefusedRequest { method, params, upstream, outcome: BridgeRefusal::OUTCOME, reason };
                 record_request_refusal(gateway, session, &refused);
             }
@@ -228,18 +228,25 @@ async fn bridged(
     }))
 }
 
+/// What a bridged request's `request` row keeps of its params (`guard::audit::record_request_refusal` reads the
+/// target and a prompt's arguments): the target, and the arguments except a tool call's (they are its call row's).
+/// Not the whole params, which a retry fills with the client's answers.
+fn kept_for_row(method: &str, params: &Value) -> Value {
+    let keys: &[&str] = if method == "tools/call" { &["name"] } else { &["name", "uri", "ref", "arguments"] };
+    keys.iter().filter_map(|key| Some(((*key).to_owned(), params.get(*key)?.clone()))).collect()
+}
+
 /// The row a bridged call writes if it is held and its client never retries (the hold's timer cancels it upstream,
 /// [`BridgeRefusal::Expired`]): a `request` row, for a tool call too, whose call row ended `input_required` when the
-/// client was asked and says nothing of the cancel; a tool call's keeps only the tool's name as its upstream knows
-/// it (its arguments are its call row's).
+/// client was asked and says nothing of the cancel; `kept` is [`kept_for_row`]'s, a tool call's name as its upstream
+/// knows it.
 fn expiry_row(
     gateway: &Arc<Shared>,
     session: &Arc<SessionShared>,
     upstream: usize,
     method: &str,
-    params: &Value,
+    kept: Value,
 ) -> OnExpiry {
-    let kept = if method == "tools/call" { json!({"name": params.get("name")}) } else { params.clone() };
     // Held in the gateway's own map: a weak reference, so the two never keep each other.
     let (gateway, session, method) = (Arc::downgrade(gateway), Arc::clone(session), method.to_owned());
     Box::new(move || {
