@@ -46,11 +46,13 @@ pub fn random_token() -> std::io::Result<String> {
     Ok(hex(&bytes))
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// Lowercase hex of `bytes` (what a sealed cookie carries a free-form field as, so it holds no separator).
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
-fn unhex(text: &str) -> Option<Vec<u8>> {
+/// The bytes [`hex`] wrote; `None` for anything else.
+pub(crate) fn unhex(text: &str) -> Option<Vec<u8>> {
     if !text.len().is_multiple_of(2) {
         return None;
     }

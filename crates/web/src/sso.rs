@@ -22,7 +22,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::handlers::{LoginClient, store_failure};
 use crate::oidc::OidcError;
-use crate::session::{COOKIE as SESSION_COOKIE, LoginError, same_secret, seal};
+use crate::session::{COOKIE as SESSION_COOKIE, LoginError, hex, same_secret, seal, unhex};
 use crate::{Console, destination, form, html};
 
 /// The login-state cookie's name.
@@ -50,7 +50,7 @@ pub(crate) async fn start(State(console): State<Console>, uri: Uri) -> Response 
     let expires_s = unix_s(SystemTime::now() + STATE_LIFETIME);
     let query = form::parse(uri.query().unwrap_or_default());
     let next = destination::or_front_page(form::field(&query, destination::FIELD));
-    let body = format!("{state}.{expires_s}.{}", hex(next));
+    let body = format!("{state}.{expires_s}.{}", hex(next.as_bytes()));
     let cookie = format!(
         "{STATE_COOKIE}={body}.{}; Path=/console/sso; HttpOnly; SameSite=Lax; Max-Age={}",
         seal(&key, "sso-state", &body),
@@ -139,25 +139,17 @@ fn cookie_state(headers: &HeaderMap, key: &[u8]) -> Option<LoginState> {
     let mut fields = body.split('.');
     let (state, expires_s) = (fields.next()?, fields.next()?);
     // Sealed here, so it was checked when the login started; checked again all the same.
-    let next = fields.next().and_then(unhex).and_then(|next| destination::console_path(&next).map(str::to_owned));
+    let next = fields
+        .next()
+        .and_then(unhex)
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .and_then(|next| destination::console_path(&next).map(str::to_owned));
     let expires = UNIX_EPOCH + Duration::from_secs(expires_s.parse().ok()?);
     (expires > SystemTime::now() && !state.is_empty()).then(|| LoginState {
         state: state.to_owned(),
         expires,
         next: next.unwrap_or_else(|| destination::FRONT_PAGE.to_owned()),
     })
-}
-
-fn hex(text: &str) -> String {
-    text.bytes().map(|byte| format!("{byte:02x}")).collect()
-}
-
-fn unhex(text: &str) -> Option<String> {
-    let bytes: Option<Vec<u8>> = (0..text.len())
-        .step_by(2)
-        .map(|at| text.get(at..at + 2).and_then(|pair| u8::from_str_radix(pair, 16).ok()))
-        .collect();
-    String::from_utf8(bytes?).ok()
 }
 
 /// `GET /console/sso/callback?code=...&state=...`: checks the state, exchanges the code, opens the session.
