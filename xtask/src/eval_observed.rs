@@ -30,7 +30,7 @@ use toolgate_core::trust::{Convention, DEFAULT_MIN_CONFIDENCE, Observation};
 use toolgate_core::{DeclaredHints, Hint};
 
 use crate::eval_base::{ModelChoice, short_name, tool_with_title};
-use crate::eval_trust::{TrustScored, print_observed_comparison, score_trust};
+use crate::eval_trust::{TrustScored, annotations_of, print_observed_comparison, score_trust};
 use crate::train::Dataset;
 
 /// One tool `toolgate verify` called, as a recording holds it.
@@ -128,23 +128,9 @@ fn comparable(raw: &Map<String, Value>, declared: Option<&Map<String, Value>>) -
     view
 }
 
-/// The corpus line's annotations as the server sent them (title and the declared hints).
-fn corpus_annotations(labels: &DeclaredHints) -> Map<String, Value> {
-    let mut annotations = Map::new();
-    if let Some(title) = &labels.title {
-        annotations.insert("title".into(), Value::String(title.clone()));
-    }
-    for hint in Hint::ALL {
-        if let Some(value) = labels.get(hint) {
-            annotations.insert(hint.wire_key().into(), Value::Bool(value));
-        }
-    }
-    annotations
-}
-
 /// The fields in which a recorded definition differs from the corpus line (empty: the same definition).
 pub(crate) fn definition_differences(entry: &CorpusEntry, recorded: &Map<String, Value>) -> Result<Vec<String>> {
-    let corpus = comparable(entry.tool.raw(), Some(&corpus_annotations(&entry.labels)));
+    let corpus = comparable(entry.tool.raw(), Some(&annotations_of(&entry.labels)));
     let listed = comparable(recorded, recorded.get("annotations").and_then(Value::as_object));
     let (corpus, listed) = (fingerprint_definition(&corpus)?, fingerprint_definition(&listed)?);
     if corpus.whole == listed.whole {

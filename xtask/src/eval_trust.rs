@@ -118,8 +118,8 @@ fn set(hints: &mut DeclaredHints, hint: Hint, value: bool) {
     *slot = Some(value);
 }
 
-/// The tool as the upstream would list it with `declared` as its annotations.
-fn declaring(entry: &CorpusEntry, declared: &DeclaredHints) -> ToolDefinition {
+/// `declared` as a tool's `annotations` object on the wire: its title and the hints it declares.
+pub(crate) fn annotations_of(declared: &DeclaredHints) -> Map<String, Value> {
     let mut annotations = Map::new();
     if let Some(title) = &declared.title {
         annotations.insert("title".into(), Value::String(title.clone()));
@@ -129,8 +129,13 @@ fn declaring(entry: &CorpusEntry, declared: &DeclaredHints) -> ToolDefinition {
             annotations.insert(hint.wire_key().into(), Value::Bool(value));
         }
     }
+    annotations
+}
+
+/// The tool as the upstream would list it with `declared` as its annotations.
+fn declaring(entry: &CorpusEntry, declared: &DeclaredHints) -> ToolDefinition {
     let mut raw = entry.tool.raw().clone();
-    raw.insert("annotations".into(), Value::Object(annotations));
+    raw.insert("annotations".into(), Value::Object(annotations_of(declared)));
     ToolDefinition::from_map(raw).unwrap_or_else(|_| entry.tool.clone())
 }
 
